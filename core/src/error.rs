@@ -1,0 +1,154 @@
+//! Errors: every failure names the librdmacm call that failed and the errno it failed with.
+
+use std::fmt;
+
+/// A Linux errno value, as librdmacm reports it through `errno`.
+///
+/// Both backends return the same errno for the same misuse, so that one assertion holds on both.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Errno(pub i32);
+
+macro_rules! errnos {
+    ($($name:ident = $value:expr),* $(,)?) => {
+        impl Errno {
+            $(
+                #[doc = concat!("`", stringify!($name), "` (", stringify!($value), ").")]
+                pub const $name: Errno = Errno($value);
+            )*
+
+            /// The symbolic name (`"EINVAL"`), or `None` for a value this crate does not name.
+            pub fn name(self) -> Option<&'static str> {
+                match self.0 {
+                    $($value => Some(stringify!($name)),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+errnos! {
+    EPERM = 1, ENOENT = 2, EINTR = 4, EIO = 5, ENXIO = 6, EBADF = 9, EAGAIN = 11, ENOMEM = 12,
+    EACCES = 13, EFAULT = 14, EBUSY = 16, ENODEV = 19, EINVAL = 22, ENOSPC = 28, EDEADLK = 35,
+    ENOSYS = 38, EBADE = 52, ENODATA = 61, EPROTONOSUPPORT = 93, EOPNOTSUPP = 95,
+    EAFNOSUPPORT = 97, EADDRINUSE = 98, EADDRNOTAVAIL = 99, ENETUNREACH = 101, ENETRESET = 102,
+    ECONNABORTED = 103, ECONNRESET = 104, EISCONN = 106, ETIMEDOUT = 110, ECONNREFUSED = 111,
+    EHOSTUNREACH = 113, EALREADY = 114, ENOTSUPP = 524,
+}
+
+impl fmt::Debug for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "{name} ({})", self.0),
+            None => write!(f, "errno {}", self.0),
+        }
+    }
+}
+
+/// The librdmacm call an error came from; `name()` gives the C function's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[allow(missing_docs)] // each variant is the call of the same name in librdmacm
+pub enum Call {
+    CreateEventChannel,
+    DestroyEventChannel,
+    CreateId,
+    DestroyId,
+    BindAddr,
+    ResolveAddr,
+    ResolveRoute,
+    Listen,
+    GetRequest,
+    Connect,
+    Accept,
+    Reject,
+    Disconnect,
+    Notify,
+    Establish,
+    WriteCmEvent,
+    GetCmEvent,
+    AckCmEvent,
+    JoinMulticast,
+    LeaveMulticast,
+    ResolveAddrinfo,
+    QueryAddrinfo,
+    MigrateId,
+    SetOption,
+    CreateQp,
+    DestroyQp,
+    Query,
+    Sleep,
+}
+
+impl Call {
+    /// The librdmacm function's name, e.g. `"rdma_connect"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Call::CreateEventChannel => "rdma_create_event_channel",
+            Call::DestroyEventChannel => "rdma_destroy_event_channel",
+            Call::CreateId => "rdma_create_id",
+            Call::DestroyId => "rdma_destroy_id",
+            Call::BindAddr => "rdma_bind_addr",
+            Call::ResolveAddr => "rdma_resolve_addr",
+            Call::ResolveRoute => "rdma_resolve_route",
+            Call::Listen => "rdma_listen",
+            Call::GetRequest => "rdma_get_request",
+            Call::Connect => "rdma_connect",
+            Call::Accept => "rdma_accept",
+            Call::Reject => "rdma_reject",
+            Call::Disconnect => "rdma_disconnect",
+            Call::Notify => "rdma_notify",
+            Call::Establish => "rdma_establish",
+            Call::WriteCmEvent => "rdma_write_cm_event",
+            Call::GetCmEvent => "rdma_get_cm_event",
+            Call::AckCmEvent => "rdma_ack_cm_event",
+            Call::JoinMulticast => "rdma_join_multicast",
+            Call::LeaveMulticast => "rdma_leave_multicast",
+            Call::ResolveAddrinfo => "rdma_resolve_addrinfo",
+            Call::QueryAddrinfo => "rdma_query_addrinfo",
+            Call::MigrateId => "rdma_migrate_id",
+            Call::SetOption => "rdma_set_option",
+            Call::CreateQp => "rdma_create_qp",
+            Call::DestroyQp => "rdma_destroy_qp",
+            Call::Query => "rdma_get_local_addr",
+            Call::Sleep => "sleep",
+        }
+    }
+}
+
+impl fmt::Display for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A failed call: which call, which errno, and a sentence saying why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{call}: {errno}: {detail}")]
+pub struct CmError {
+    /// The call that failed.
+    pub call: Call,
+    /// The errno it failed with (the same on every backend for the same misuse).
+    pub errno: Errno,
+    /// A human-readable explanation; never matched on by tests.
+    pub detail: String,
+}
+
+impl CmError {
+    /// Builds an error for `call` with `errno` and an explanation.
+    pub fn new(call: Call, errno: Errno, detail: impl Into<String>) -> Self {
+        CmError {
+            call,
+            errno,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The result of every cmtwin call.
+pub type Result<T, E = CmError> = std::result::Result<T, E>;

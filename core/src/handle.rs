@@ -1,0 +1,51 @@
+//! Checked handles to ids and event channels.
+//!
+//! A handle is a plain number; the backend that issued it looks it up in its registry of live
+//! objects on every call, so a stale handle (its object destroyed) or a foreign one (issued by
+//! another backend value) is an error, never a dangling pointer.
+
+use std::fmt;
+
+/// A handle to an `rdma_cm_id`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IdHandle(u64);
+
+/// A handle to an event channel (`struct rdma_event_channel`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChannelHandle(u64);
+
+macro_rules! handle_impls {
+    ($ty:ident, $prefix:literal) => {
+        impl $ty {
+            /// Wraps a backend's raw handle value (for backend implementors).
+            pub const fn from_raw(raw: u64) -> Self {
+                $ty(raw)
+            }
+
+            /// The backend's raw handle value.
+            pub const fn raw(self) -> u64 {
+                self.0
+            }
+        }
+
+        impl fmt::Debug for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(self, f)
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(
+                    f,
+                    concat!($prefix, "{}:{}"),
+                    self.0 >> 32,
+                    self.0 & 0xffff_ffff
+                )
+            }
+        }
+    };
+}
+
+handle_impls!(IdHandle, "id");
+handle_impls!(ChannelHandle, "ch");

@@ -1,0 +1,50 @@
+//! cmtwin: the RDMA connection manager (librdmacm) behind one safe trait, [`CmBackend`], with two
+//! implementations: the real librdmacm (`cmtwin-verbs`) and a seeded, deterministic, in-memory
+//! simulated fabric (`cmtwin-sim`).
+//!
+//! This crate holds what both share: the trait, the event taxonomy ([`EventKind`], numbered as
+//! librdmacm numbers it), event data ([`CmEvent`], [`EventParam`]), call parameters, port
+//! spaces, transports and their private-data limits, and the error type ([`CmError`], which
+//! names the call and the errno). It has no `unsafe` and does no I/O.
+//!
+//! Protocol code is written once, generic over the backend:
+//!
+//! ```
+//! use cmtwin::{CmBackend, ChannelHandle, EventKind, Result, Wait};
+//!
+//! /// Waits for the next event on `channel`, checks its kind, acknowledges it.
+//! fn expect_event<B: CmBackend>(cm: &B, channel: ChannelHandle, want: EventKind) -> Result<i32> {
+//!     let event = cm.get_cm_event(channel, Wait::Block)?;
+//!     let (kind, status) = (event.kind(), event.status());
+//!     cm.ack_cm_event(event)?;
+//!     assert_eq!(kind, want, "unexpected event");
+//!     Ok(status)
+//! }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod backend;
+mod error;
+mod event;
+mod event_kind;
+mod handle;
+mod params;
+mod port_space;
+mod status;
+mod transport;
+
+pub use backend::CmBackend;
+pub use error::{Call, CmError, Errno, Result};
+pub use event::{AckTicket, AhAttr, CmEvent, ConnData, EventInfo, EventParam, GlobalRoute, UdData};
+pub use event_kind::EventKind;
+pub use handle::{ChannelHandle, IdHandle};
+pub use params::{
+    rai, AddrInfo, AddrInfoHints, AsyncEvent, CmOption, ConnParam, QpCap, QpInitAttr, Wait,
+    IB_PATH_RECORD_LEN, RDMA_MAX_RESP_RES, RDMA_UDP_QKEY,
+};
+pub use port_space::{PortSpace, QpType};
+pub use status::{EventStatus, IbRejReason, SidrStatus};
+pub use transport::{
+    delivered_private_data_len, max_private_data, PrivateDataOp, Transport, CMA_HEADER_LEN,
+};

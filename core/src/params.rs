@@ -1,0 +1,190 @@
+//! Parameters of calls: connection parameters, waits, options, QP attributes, addrinfo.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::{PortSpace, QpType};
+
+/// `RDMA_MAX_RESP_RES` / `RDMA_MAX_INIT_DEPTH`: "use the device maximum".
+pub const RDMA_MAX_RESP_RES: u8 = 255;
+/// The default qkey of UD ids in the UDP and IB port spaces.
+pub const RDMA_UDP_QKEY: u32 = 0x0123_4567;
+
+/// Connection parameters for `connect` and `accept` (`struct rdma_conn_param`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnParam {
+    /// Private data; more than the transport allows is EINVAL, never truncated.
+    pub private_data: Vec<u8>,
+    /// Responder resources (255: the device maximum).
+    pub responder_resources: u8,
+    /// Initiator depth (255: the device maximum).
+    pub initiator_depth: u8,
+    /// End-to-end flow control.
+    pub flow_control: u8,
+    /// Transport retry count (clamped to 7 on the wire).
+    pub retry_count: u8,
+    /// RNR retry count (clamped to 7 on the wire).
+    pub rnr_retry_count: u8,
+    /// Whether an SRQ is used (ignored when the id has a QP).
+    pub srq: u8,
+    /// The QP number to announce (ignored when the id has a QP).
+    pub qp_num: u32,
+}
+
+impl Default for ConnParam {
+    /// What librdmacm uses when no parameters are given: device maxima, 7 retries.
+    fn default() -> Self {
+        ConnParam {
+            private_data: Vec::new(),
+            responder_resources: RDMA_MAX_RESP_RES,
+            initiator_depth: RDMA_MAX_RESP_RES,
+            flow_control: 0,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            srq: 0,
+            qp_num: 0,
+        }
+    }
+}
+
+impl ConnParam {
+    /// Default parameters carrying `data` as private data.
+    pub fn with_private_data(data: &[u8]) -> Self {
+        ConnParam {
+            private_data: data.to_vec(),
+            ..ConnParam::default()
+        }
+    }
+}
+
+/// How `get_cm_event` waits when the channel has no event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Block until an event arrives (the default of librdmacm).
+    Block,
+    /// Return EAGAIN at once (O_NONBLOCK on the channel's fd).
+    NonBlocking,
+    /// Wait at most this long, then return ETIMEDOUT (poll on the channel's fd).
+    Timeout(Duration),
+}
+
+/// An option for `set_option` (`rdma_set_option`), with its level and value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmOption {
+    /// `RDMA_OPTION_ID_TOS`: type of service for later route resolution.
+    Tos(u8),
+    /// `RDMA_OPTION_ID_REUSEADDR`.
+    ReuseAddr(bool),
+    /// `RDMA_OPTION_ID_AFONLY`: an IPv6 id accepts only IPv6.
+    AfOnly(bool),
+    /// `RDMA_OPTION_ID_ACK_TIMEOUT`: the QP ACK timeout exponent (RC only).
+    AckTimeout(u8),
+    /// `RDMA_OPTION_IB_PATH`: raw `struct ibv_path_data` records (72 bytes each).
+    IbPath(Vec<u8>),
+}
+
+/// Size of one `struct ibv_path_data` record, for `CmOption::IbPath`.
+pub const IB_PATH_RECORD_LEN: usize = 72;
+
+/// `enum ibv_event_type` values accepted by `notify`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AsyncEvent(pub i32);
+
+impl AsyncEvent {
+    /// `IBV_EVENT_COMM_EST`: data arrived on the passive QP before the RTU.
+    pub const COMM_EST: AsyncEvent = AsyncEvent(4);
+    /// `IBV_EVENT_PATH_MIG`: switch to the alternate path.
+    pub const PATH_MIG: AsyncEvent = AsyncEvent(6);
+}
+
+/// Capacities of a QP's queues (`struct ibv_qp_cap`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpCap {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// Scatter/gather entries per send.
+    pub max_send_sge: u32,
+    /// Scatter/gather entries per receive.
+    pub max_recv_sge: u32,
+    /// Inline data bytes.
+    pub max_inline_data: u32,
+}
+
+impl Default for QpCap {
+    fn default() -> Self {
+        QpCap {
+            max_send_wr: 16,
+            max_recv_wr: 16,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        }
+    }
+}
+
+/// QP creation attributes for `create_qp` (CQs are created by the backend, as librdmacm does
+/// when none are given).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpInitAttr {
+    /// The QP type; it must suit the id's port space.
+    pub qp_type: QpType,
+    /// Queue capacities.
+    pub cap: QpCap,
+    /// Signal every send completion.
+    pub sq_sig_all: bool,
+}
+
+impl QpInitAttr {
+    /// Attributes of a QP of `qp_type` with small default queues.
+    pub fn new(qp_type: QpType) -> Self {
+        QpInitAttr {
+            qp_type,
+            cap: QpCap::default(),
+            sq_sig_all: true,
+        }
+    }
+}
+
+/// `rdma_addrinfo` flags.
+pub mod rai {
+    /// `RAI_PASSIVE`: the result is for a listener.
+    pub const PASSIVE: u32 = 0x1;
+    /// `RAI_NUMERICHOST`: the node is a numeric address.
+    pub const NUMERICHOST: u32 = 0x2;
+    /// `RAI_NOROUTE`: do not resolve a route.
+    pub const NOROUTE: u32 = 0x4;
+    /// `RAI_FAMILY`: the family in the hints is required.
+    pub const FAMILY: u32 = 0x8;
+    /// `RAI_SA`: resolve through the IB SA (service records).
+    pub const SA: u32 = 0x10;
+    /// `RAI_DNS`: resolve through DNS (the default).
+    pub const DNS: u32 = 0x20;
+}
+
+/// Hints for `resolve_addrinfo` (the meaningful subset of `struct rdma_addrinfo`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AddrInfoHints {
+    /// `RAI_*` flags (see [`rai`]).
+    pub flags: u32,
+    /// Port space wanted, if any.
+    pub port_space: Option<PortSpace>,
+    /// QP type wanted, if any.
+    pub qp_type: Option<QpType>,
+}
+
+/// One result of `resolve_addrinfo` (`struct rdma_addrinfo`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddrInfo {
+    /// `RAI_*` flags of the result.
+    pub flags: u32,
+    /// Port space.
+    pub port_space: PortSpace,
+    /// QP type.
+    pub qp_type: QpType,
+    /// Source address, when known.
+    pub src_addr: Option<SocketAddr>,
+    /// Destination address.
+    pub dst_addr: Option<SocketAddr>,
+}
