@@ -1,0 +1,341 @@
+//! `SimBackend`: one host's view of the fabric, implementing `CmBackend`. Each call is traced
+//! with its result; blocking calls (waits, sleeps, synchronous ids) go through the scheduler.
+
+use std::fmt::Debug;
+use std::net::SocketAddr;
+use std::sync::{Arc, MutexGuard};
+use std::time::Duration;
+
+use cmtwin::{
+    AddrInfo, AddrInfoHints, AsyncEvent, Call, ChannelHandle, CmBackend, CmError, CmEvent,
+    CmOption, ConnParam, Errno, EventInfo, EventKind, IdHandle, PortSpace, QpInitAttr, Result,
+    Wait,
+};
+
+use crate::process::{block, Cond, Shared};
+use crate::trace::TraceKind;
+use crate::world::{HostKey, IdKey, World};
+
+/// One simulated host's connection manager. Cheap to clone; all clones are the same host.
+#[derive(Clone)]
+pub struct SimBackend {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) host: HostKey,
+}
+
+impl Debug for SimBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimBackend").field("host", &self.host).finish()
+    }
+}
+
+/// The errno a synchronous call returns for the event that completed it (§11.2).
+fn sync_result(call: Call, info: &EventInfo) -> Result<()> {
+    let errno = match (info.kind, info.status) {
+        (_, 0) => return Ok(()),
+        (EventKind::Rejected, _) => Errno::ECONNREFUSED,
+        (_, s) if s < 0 => Errno(-s),
+        (_, s) => Errno(s),
+    };
+    Err(CmError::new(call, errno, format!("completed by {} with status {}", info.kind, info.status)))
+}
+
+impl SimBackend {
+    fn lock(&self) -> MutexGuard<'_, World> {
+        self.shared.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on the world as call `call` of this host, and traces it with its result.
+    fn call<T: Debug>(
+        &self,
+        call: Call,
+        args: String,
+        f: impl FnOnce(&mut World, HostKey) -> Result<T>,
+    ) -> Result<T> {
+        let mut w = self.lock();
+        let r = f(&mut w, self.host);
+        let shown = match &r {
+            Ok(v) => format!("{v:?}"),
+            Err(e) => format!("{}", e.errno),
+        };
+        w.record(Some(self.host), TraceKind::Call, format!("{}({args}) -> {shown}", call.name()));
+        r
+    }
+
+    /// For a synchronous id: waits for its next event, keeps it as the current event, and
+    /// turns it into the call's result as librdmacm's `ucma_complete` does.
+    fn complete_sync(&self, call: Call, h: IdHandle) -> Result<()> {
+        let mut w = self.lock();
+        let key = w.id_key(self.host, call, h)?;
+        if !w.id(key).sync {
+            return Ok(());
+        }
+        if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
+            w.outstanding.remove(&ticket);
+        }
+        let (_w, info) = self.wait_sync_event(w, call, key);
+        sync_result(call, &info?)
+    }
+
+    /// Blocks until the synchronous id `key` has an event, fetches it and keeps it as the id's
+    /// current event.
+    fn wait_sync_event<'a>(
+        &'a self,
+        w: MutexGuard<'a, World>,
+        call: Call,
+        key: IdKey,
+    ) -> (MutexGuard<'a, World>, Result<EventInfo>) {
+        let chan = w.id(key).channel;
+        let what = format!("{} on synchronous {}", call.name(), w.id_handle(key));
+        let (mut w, r) = block(&self.shared, w, Cond { channel: Some(chan), deadline: None, what });
+        if let Err(msg) = r {
+            return (w, Err(CmError::new(call, Errno::EDEADLK, msg)));
+        }
+        if !w.ids.contains_key(&key) {
+            return (w, Err(CmError::new(call, Errno::ENOENT, "the id was destroyed while waiting")));
+        }
+        let event = w.fetch_event(chan).expect("the condition says an event is queued");
+        let info = event.info().clone();
+        let ticket = event.ticket().0;
+        w.id_mut(key).sync_event = Some((info.clone(), ticket));
+        (w, Ok(info))
+    }
+
+    /// Waits on a user channel as `get_cm_event` does.
+    fn wait_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
+        let call = Call::GetCmEvent;
+        let mut w = self.lock();
+        let key = w.chan_key(self.host, call, channel)?;
+        if let Some(event) = w.fetch_event(key) {
+            return Ok(event);
+        }
+        let deadline = match wait {
+            Wait::NonBlocking => return Err(CmError::new(call, Errno::EAGAIN, "no event queued")),
+            Wait::Block => None,
+            Wait::Timeout(d) => Some(w.now.after(d)),
+        };
+        let what = format!("rdma_get_cm_event on {channel}");
+        let (mut w, r) = block(&self.shared, w, Cond { channel: Some(key), deadline, what });
+        r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
+        let key = w.chan_key(self.host, call, channel)?;
+        w.fetch_event(key).ok_or_else(|| CmError::new(call, Errno::ETIMEDOUT, "no event within the timeout"))
+    }
+}
+
+impl CmBackend for SimBackend {
+    fn create_event_channel(&self) -> Result<ChannelHandle> {
+        self.call(Call::CreateEventChannel, String::new(), |w, h| w.create_event_channel(h))
+    }
+
+    fn destroy_event_channel(&self, channel: ChannelHandle) -> Result<()> {
+        self.call(Call::DestroyEventChannel, format!("{channel}"), |w, h| w.destroy_event_channel(h, channel))
+    }
+
+    fn create_id(&self, channel: Option<ChannelHandle>, context: u64, port_space: PortSpace) -> Result<IdHandle> {
+        let args = format!("{channel:?}, {context}, {port_space:?}");
+        self.call(Call::CreateId, args, |w, h| w.create_id(h, channel, context, port_space))
+    }
+
+    fn destroy_id(&self, id: IdHandle) -> Result<()> {
+        self.call(Call::DestroyId, format!("{id}"), |w, h| w.destroy_id(h, id))
+    }
+
+    fn bind_addr(&self, id: IdHandle, addr: SocketAddr) -> Result<()> {
+        self.call(Call::BindAddr, format!("{id}, {addr}"), |w, h| w.bind_addr(h, id, addr))
+    }
+
+    fn resolve_addr(&self, id: IdHandle, src: Option<SocketAddr>, dst: SocketAddr, timeout: Duration) -> Result<()> {
+        let args = format!("{id}, {src:?}, {dst}, {timeout:?}");
+        self.call(Call::ResolveAddr, args, |w, h| w.resolve_addr(h, id, src, dst, timeout))?;
+        self.complete_sync(Call::ResolveAddr, id)
+    }
+
+    fn resolve_route(&self, id: IdHandle, timeout: Duration) -> Result<()> {
+        self.call(Call::ResolveRoute, format!("{id}, {timeout:?}"), |w, h| w.resolve_route(h, id, timeout))?;
+        self.complete_sync(Call::ResolveRoute, id)
+    }
+
+    fn listen(&self, id: IdHandle, backlog: i32) -> Result<()> {
+        self.call(Call::Listen, format!("{id}, {backlog}"), |w, h| w.listen(h, id, backlog))
+    }
+
+    fn get_request(&self, listen: IdHandle) -> Result<IdHandle> {
+        let call = Call::GetRequest;
+        let mut w = self.lock();
+        let key = w.id_key(self.host, call, listen)?;
+        if !w.id(key).sync {
+            return Err(CmError::new(call, Errno::EINVAL, "rdma_get_request needs a synchronous listener"));
+        }
+        if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
+            w.outstanding.remove(&ticket);
+        }
+        let (mut w, info) = self.wait_sync_event(w, call, key);
+        let info = info?;
+        let result = match (info.kind, info.status) {
+            (EventKind::ConnectRequest, 0) => {
+                // The request now belongs to the child, which holds it until accept or destroy.
+                let held = w.id_mut(key).sync_event.take().expect("just stored");
+                let child = w.id_key(self.host, call, info.id)?;
+                w.id_mut(child).sync_event = Some(held);
+                Ok(info.id)
+            }
+            (EventKind::Rejected, _) => Err(CmError::new(call, Errno::ECONNREFUSED, "REJECTED")),
+            (_, s) if s != 0 => Err(CmError::new(call, Errno(-s), format!("{} with status {s}", info.kind))),
+            (kind, _) => Err(CmError::new(call, Errno::EINVAL, format!("{kind} instead of a connection request"))),
+        };
+        let shown = match &result {
+            Ok(id) => format!("{id}"),
+            Err(e) => format!("{}", e.errno),
+        };
+        w.record(Some(self.host), TraceKind::Call, format!("rdma_get_request({listen}) -> {shown}"));
+        result
+    }
+
+    fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {
+        self.call(Call::Connect, format!("{id}"), |w, h| w.connect(h, id, param))?;
+        self.complete_sync(Call::Connect, id)
+    }
+
+    fn accept(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {
+        let ud = self.call(Call::Accept, format!("{id}"), |w, h| {
+            w.accept(h, id, param)?;
+            let key = w.id_key(h, Call::Accept, id)?;
+            Ok(!w.id(key).qp_type.is_connected())
+        })?;
+        if ud {
+            // UD: no event follows; a synchronous id just releases its request event.
+            let mut w = self.lock();
+            let key = w.id_key(self.host, Call::Accept, id)?;
+            if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
+                w.outstanding.remove(&ticket);
+            }
+            return Ok(());
+        }
+        self.complete_sync(Call::Accept, id)
+    }
+
+    fn reject(&self, id: IdHandle, private_data: &[u8]) -> Result<()> {
+        let args = format!("{id}, {} bytes", private_data.len());
+        self.call(Call::Reject, args, |w, h| w.reject(h, id, private_data))
+    }
+
+    fn disconnect(&self, id: IdHandle) -> Result<()> {
+        self.call(Call::Disconnect, format!("{id}"), |w, h| w.disconnect(h, id))?;
+        self.complete_sync(Call::Disconnect, id)
+    }
+
+    fn notify(&self, id: IdHandle, event: AsyncEvent) -> Result<()> {
+        self.call(Call::Notify, format!("{id}, {}", event.0), |w, h| w.notify(h, id, event))
+    }
+
+    fn establish(&self, id: IdHandle) -> Result<()> {
+        self.call(Call::Establish, format!("{id}"), |w, h| w.establish(h, id))
+    }
+
+    fn write_cm_event(&self, id: IdHandle, kind: EventKind, status: i32, arg: u64) -> Result<()> {
+        let args = format!("{id}, {kind}, {status}, {arg}");
+        self.call(Call::WriteCmEvent, args, |w, h| w.write_cm_event(h, id, kind, status, arg))
+    }
+
+    fn get_cm_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
+        let r = self.wait_event(channel, wait);
+        if let Err(e) = &r {
+            let mut w = self.lock();
+            w.record(Some(self.host), TraceKind::Call, format!("rdma_get_cm_event({channel}, {wait:?}) -> {}", e.errno));
+        }
+        r
+    }
+
+    fn ack_cm_event(&self, event: CmEvent) -> Result<()> {
+        let mut w = self.lock();
+        w.ack_cm_event(self.host, event)
+    }
+
+    fn join_multicast(&self, id: IdHandle, addr: SocketAddr, context: u64) -> Result<()> {
+        let args = format!("{id}, {addr}, {context}");
+        self.call(Call::JoinMulticast, args, |w, h| w.join_multicast(h, id, addr, context))?;
+        self.complete_sync(Call::JoinMulticast, id)
+    }
+
+    fn leave_multicast(&self, id: IdHandle, addr: SocketAddr) -> Result<()> {
+        self.call(Call::LeaveMulticast, format!("{id}, {addr}"), |w, h| w.leave_multicast(h, id, addr))
+    }
+
+    fn resolve_addrinfo(
+        &self,
+        id: IdHandle,
+        node: Option<&str>,
+        service: Option<&str>,
+        hints: Option<&AddrInfoHints>,
+    ) -> Result<()> {
+        let args = format!("{id}, {node:?}, {service:?}, {hints:?}");
+        self.call(Call::ResolveAddrinfo, args, |w, h| w.resolve_addrinfo(h, id, node, service, hints))?;
+        self.complete_sync(Call::ResolveAddrinfo, id)
+    }
+
+    fn query_addrinfo(&self, id: IdHandle) -> Result<Vec<AddrInfo>> {
+        self.call(Call::QueryAddrinfo, format!("{id}"), |w, h| w.query_addrinfo(h, id))
+    }
+
+    fn migrate_id(&self, id: IdHandle, channel: Option<ChannelHandle>) -> Result<()> {
+        self.call(Call::MigrateId, format!("{id}, {channel:?}"), |w, h| w.migrate_id(h, id, channel))
+    }
+
+    fn set_option(&self, id: IdHandle, option: &CmOption) -> Result<()> {
+        self.call(Call::SetOption, format!("{id}, {option:?}"), |w, h| w.set_option(h, id, option))?;
+        if matches!(option, CmOption::IbPath(_)) {
+            return self.complete_sync(Call::SetOption, id);
+        }
+        Ok(())
+    }
+
+    fn create_qp(&self, id: IdHandle, attr: &QpInitAttr) -> Result<u32> {
+        self.call(Call::CreateQp, format!("{id}, {:?}", attr.qp_type), |w, h| w.create_qp(h, id, attr))
+    }
+
+    fn destroy_qp(&self, id: IdHandle) -> Result<()> {
+        self.call(Call::DestroyQp, format!("{id}"), |w, h| w.destroy_qp(h, id))
+    }
+
+    fn sync_event(&self, id: IdHandle) -> Result<Option<EventInfo>> {
+        let w = self.lock();
+        let key = w.id_key(self.host, Call::Query, id)?;
+        Ok(w.id(key).sync_event.as_ref().map(|(info, _)| info.clone()))
+    }
+
+    fn local_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
+        let w = self.lock();
+        let key = w.id_key(self.host, Call::Query, id)?;
+        Ok(w.id(key).local)
+    }
+
+    fn peer_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
+        let w = self.lock();
+        let key = w.id_key(self.host, Call::Query, id)?;
+        Ok(w.id(key).peer)
+    }
+
+    fn context(&self, id: IdHandle) -> Result<u64> {
+        let w = self.lock();
+        let key = w.id_key(self.host, Call::Query, id)?;
+        Ok(w.id(key).context)
+    }
+
+    fn qp_num(&self, id: IdHandle) -> Result<Option<u32>> {
+        let w = self.lock();
+        let key = w.id_key(self.host, Call::Query, id)?;
+        Ok(w.id(key).qp)
+    }
+
+    fn now(&self) -> Duration {
+        self.lock().now.as_duration()
+    }
+
+    fn sleep(&self, duration: Duration) -> Result<()> {
+        let w = self.lock();
+        let deadline = w.now.after(duration);
+        let what = format!("sleep({duration:?})");
+        let (_w, r) = block(&self.shared, w, Cond { channel: None, deadline: Some(deadline), what });
+        r.map_err(|msg| CmError::new(Call::Sleep, Errno::EDEADLK, msg))
+    }
+}

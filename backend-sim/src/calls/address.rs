@@ -1,0 +1,275 @@
+//! Addresses: bind (with the port table of §4.3), address resolution (§4.4), route resolution
+//! (§4.5). Produces ADDR_RESOLVED, ADDR_ERROR and ROUTE_RESOLVED.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use cmtwin::{Call, CmError, Errno, EventKind, EventParam, IdHandle, Result, Transport};
+
+use crate::config::KernelProfile;
+use crate::rng::Stream;
+use crate::world::{Action, CmState, DevKey, HostKey, IdKey, World};
+
+/// First and last ephemeral port (`ip_local_port_range`).
+const EPHEMERAL: (u16, u16) = (32768, 60999);
+
+/// Whether binding to `ip` attaches no device (any and loopback addresses).
+pub(crate) fn is_any(ip: IpAddr) -> bool {
+    ip.is_unspecified() || ip.is_loopback()
+}
+
+/// Whether `a` and `b` share a subnet (/24 for IPv4, /64 for IPv6): the fabric's routing.
+fn same_subnet(a: IpAddr, b: IpAddr) -> bool {
+    match (a, b) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => a.octets()[..3] == b.octets()[..3],
+        (IpAddr::V6(a), IpAddr::V6(b)) => a.octets()[..8] == b.octets()[..8],
+        _ => false,
+    }
+}
+
+impl World {
+    /// Whether `other`'s binding of the same port conflicts with binding `ip` for `key`; the
+    /// errno says how (§4.3).
+    fn port_conflict(&self, key: IdKey, ip: IpAddr, other: IdKey) -> Option<Errno> {
+        let (me, them) = (self.id(key), self.id(other));
+        let their_ip = them.local.map(|a| a.ip())?;
+        if ip.is_ipv4() != their_ip.is_ipv4() {
+            let v6_afonly = if ip.is_ipv6() { me.afonly } else { them.afonly };
+            if v6_afonly == Some(true) || !(is_any(ip) || is_any(their_ip)) {
+                return None;
+            }
+        }
+        let both_reuse = me.reuseaddr && them.reuseaddr;
+        if is_any(ip) || is_any(their_ip) {
+            (!both_reuse).then_some(Errno::EADDRNOTAVAIL)
+        } else if ip == their_ip {
+            (!both_reuse).then_some(Errno::EADDRINUSE)
+        } else {
+            None
+        }
+    }
+
+    /// Takes `port` (0: an ephemeral one) in the id's port space for `ip`.
+    fn take_port(&mut self, key: IdKey, ip: IpAddr, port: u16) -> Result<u16, Errno> {
+        let (host, ps) = (self.id(key).host, self.id(key).ps);
+        let free = |w: &World, p: u16| {
+            w.ports.get(&(host, ps, p)).is_none_or(|holders| holders.iter().all(|o| w.port_conflict(key, ip, *o).is_none()))
+        };
+        let port = if port == 0 {
+            let (lo, hi) = EPHEMERAL;
+            let span = u64::from(hi - lo) + 1;
+            let start = self.rng.range(Stream::Ports, 0, span - 1);
+            let last = self.hosts[host].last_ephemeral.get(&ps).copied();
+            let found = (0..span)
+                .map(|i| lo + ((start + i) % span) as u16)
+                .find(|p| Some(*p) != last && free(self, *p))
+                .ok_or(Errno::EADDRNOTAVAIL)?;
+            self.hosts[host].last_ephemeral.insert(ps, found);
+            found
+        } else {
+            if let Some(holders) = self.ports.get(&(host, ps, port)) {
+                if let Some(e) = holders.iter().find_map(|o| self.port_conflict(key, ip, *o)) {
+                    return Err(e);
+                }
+            }
+            port
+        };
+        self.ports.entry((host, ps, port)).or_default().push(key);
+        self.id_mut(key).port = Some(port);
+        Ok(port)
+    }
+
+    /// Gives back the id's port.
+    pub(crate) fn release_port(&mut self, key: IdKey) {
+        let id = self.id(key);
+        let Some(port) = id.port else { return };
+        let slot = (id.host, id.ps, port);
+        if let Some(holders) = self.ports.get_mut(&slot) {
+            holders.retain(|k| *k != key);
+            if holders.is_empty() {
+                self.ports.remove(&slot);
+            }
+        }
+        self.id_mut(key).port = None;
+    }
+
+    /// The kernel's bind: attaches the device owning a specific address, takes the port.
+    fn bind_inner(&mut self, call: Call, key: IdKey, addr: SocketAddr) -> Result<()> {
+        let host = self.id(key).host;
+        let device = if is_any(addr.ip()) {
+            None
+        } else {
+            match self.device_with_ip(host, addr.ip()) {
+                Some(d) => Some(d),
+                None => {
+                    let errno = match self.cfg.kernel {
+                        KernelProfile::Linux61 => Errno::ENODEV,
+                        KernelProfile::Mainline => Errno::EADDRNOTAVAIL,
+                    };
+                    return Err(CmError::new(call, errno, format!("{} is configured on no RDMA device of this host", addr.ip())));
+                }
+            }
+        };
+        let port = self
+            .take_port(key, addr.ip(), addr.port())
+            .map_err(|e| CmError::new(call, e, format!("port {} of {:?} is taken", addr.port(), self.id(key).ps)))?;
+        let id = self.id_mut(key);
+        id.local = Some(SocketAddr::new(addr.ip(), port));
+        id.device = device;
+        id.state = CmState::AddrBound;
+        Ok(())
+    }
+
+    /// `rdma_bind_addr`.
+    pub(crate) fn bind_addr(&mut self, host: HostKey, h: IdHandle, addr: SocketAddr) -> Result<()> {
+        let call = Call::BindAddr;
+        let key = self.id_key(host, call, h)?;
+        self.check_not_removed(call, key)?;
+        if self.id(key).state != CmState::Idle {
+            return Err(self.wrong_state(call, key));
+        }
+        self.bind_inner(call, key, addr)
+    }
+
+    /// Auto-bind of `listen` on an IDLE id: 0.0.0.0, ephemeral port.
+    pub(crate) fn auto_bind_any(&mut self, call: Call, key: IdKey) -> Result<()> {
+        self.bind_inner(call, key, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0))
+    }
+
+    /// The device through which `host` reaches `dst`, or the synchronous error.
+    fn route_to(&self, host: HostKey, dst: IpAddr) -> Option<(DevKey, IpAddr)> {
+        self.hosts[host].devices.iter().copied().filter(|d| self.devices[*d].present).find_map(|d| {
+            self.devices[d].ips.iter().copied().find(|ip| same_subnet(*ip, dst)).map(|ip| (d, ip))
+        })
+    }
+
+    /// `rdma_resolve_addr`.
+    pub(crate) fn resolve_addr(
+        &mut self,
+        host: HostKey,
+        h: IdHandle,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout: Duration,
+    ) -> Result<()> {
+        let call = Call::ResolveAddr;
+        let key = self.id_key(host, call, h)?;
+        self.check_not_removed(call, key)?;
+        if let Some(s) = src {
+            if s.is_ipv4() != dst.is_ipv4() {
+                return Err(CmError::new(call, Errno::EINVAL, "source and destination families differ"));
+            }
+        }
+        match self.id(key).state {
+            CmState::Idle => {
+                let any = match dst {
+                    SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                    SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                };
+                self.bind_inner(call, key, src.unwrap_or(SocketAddr::new(any, 0)))?;
+            }
+            CmState::AddrBound => {}
+            _ => return Err(self.wrong_state(call, key)),
+        }
+        let local = self.id(key).local.expect("bound");
+        if local.is_ipv4() != dst.is_ipv4() {
+            return Err(CmError::new(call, Errno::EINVAL, "the bound address's family differs from the destination's"));
+        }
+        let (device, delay, status) = if is_any(dst.ip()) {
+            // Loopback resolution: the bound device, or the host's first.
+            let dev = self.id(key).device.or_else(|| self.first_device(host));
+            let Some(dev) = dev else {
+                return Err(CmError::new(call, Errno::ENODEV, "no RDMA device on this host"));
+            };
+            (dev, Duration::ZERO, 0)
+        } else if let Some(dev) = self.device_with_ip(host, dst.ip()) {
+            (dev, Duration::ZERO, 0)
+        } else {
+            let Some((dev, _)) = self.route_to(host, dst.ip()) else {
+                return Err(CmError::new(call, Errno::ENETUNREACH, format!("no route to {}", dst.ip())));
+            };
+            if self.owner_of_ip(dst.ip()).is_some() {
+                (dev, self.cfg.wire_latency * 2, 0)
+            } else {
+                // On-link, but nobody answers ARP: ADDR_ERROR -ETIMEDOUT at the deadline.
+                (dev, timeout, -110)
+            }
+        };
+        let id = self.id_mut(key);
+        id.peer = Some(dst);
+        id.state = CmState::AddrQuery;
+        id.op_gen += 1;
+        let gen = id.op_gen;
+        if status == 0 && id.device.is_none() {
+            id.device = Some(device);
+        }
+        self.after(delay, Action::AddrDone { id: key, gen, status });
+        Ok(())
+    }
+
+    /// Address resolution of `id` finished.
+    pub(crate) fn addr_done(&mut self, key: IdKey, gen: u64, status: i32) {
+        let Some(id) = self.ids.get(&key) else { return };
+        if id.op_gen != gen || id.state != CmState::AddrQuery {
+            return;
+        }
+        let dst = id.peer.expect("resolving id has a destination");
+        if status == 0 {
+            let dev = id.device.expect("set when resolution started");
+            let local = id.local.expect("bound");
+            let src_ip = if is_any(dst.ip()) {
+                if dst.is_ipv4() { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { IpAddr::V6(Ipv6Addr::LOCALHOST) }
+            } else if is_any(local.ip()) {
+                let d = &self.devices[dev];
+                d.ips.iter().copied().find(|ip| same_subnet(*ip, dst.ip()) || *ip == dst.ip()).unwrap_or(d.ips[0])
+            } else {
+                local.ip()
+            };
+            let id = self.id_mut(key);
+            id.local = Some(SocketAddr::new(src_ip, local.port()));
+            id.state = CmState::AddrResolved;
+            self.queue_event(key, EventKind::AddrResolved, 0, EventParam::None, Vec::new());
+        } else {
+            let id = self.id_mut(key);
+            id.state = CmState::AddrBound;
+            id.peer = None;
+            self.queue_event(key, EventKind::AddrError, status, EventParam::None, Vec::new());
+        }
+    }
+
+    /// `rdma_resolve_route`.
+    pub(crate) fn resolve_route(&mut self, host: HostKey, h: IdHandle, timeout: Duration) -> Result<()> {
+        let call = Call::ResolveRoute;
+        let key = self.id_key(host, call, h)?;
+        self.check_not_removed(call, key)?;
+        if self.id(key).device.is_none() {
+            return Err(CmError::new(call, Errno::EINVAL, "the id has no device (resolve the address first)"));
+        }
+        if timeout.is_zero() {
+            return Err(CmError::new(call, Errno::EINVAL, "timeout of 0"));
+        }
+        if self.id(key).state != CmState::AddrResolved {
+            return Err(self.wrong_state(call, key));
+        }
+        let delay = match self.transport_of(key) {
+            Some(Transport::InfiniBand) => self.cfg.sa_latency,
+            _ => Duration::ZERO,
+        };
+        let id = self.id_mut(key);
+        id.state = CmState::RouteQuery;
+        id.op_gen += 1;
+        let gen = id.op_gen;
+        self.after(delay, Action::RouteDone { id: key, gen });
+        Ok(())
+    }
+
+    /// Route resolution of `id` finished.
+    pub(crate) fn route_done(&mut self, key: IdKey, gen: u64) {
+        let Some(id) = self.ids.get(&key) else { return };
+        if id.op_gen != gen || id.state != CmState::RouteQuery {
+            return;
+        }
+        self.id_mut(key).state = CmState::RouteResolved;
+        self.queue_event(key, EventKind::RouteResolved, 0, EventParam::None, Vec::new());
+    }
+}

@@ -1,0 +1,102 @@
+//! Event channels: create, destroy, fetch (with librdmacm's processing of §5.4) and acknowledge.
+
+use cmtwin::{AckTicket, Call, ChannelHandle, CmError, CmEvent, Errno, EventKind, Result};
+
+use crate::ibcm::EpState;
+use crate::trace::TraceKind;
+use crate::wire::{Body, Dest};
+use crate::world::{ChanKey, Channel, HostKey, IdKey, Outstanding, World};
+
+impl World {
+    /// `rdma_create_event_channel`.
+    pub(crate) fn create_event_channel(&mut self, host: HostKey) -> Result<ChannelHandle> {
+        let key = self.fresh_key();
+        self.channels.insert(key, Channel { host, queue: Default::default(), private_for: None });
+        Ok(self.channel_handle(key))
+    }
+
+    /// The private channel of a synchronous id.
+    pub(crate) fn new_private_channel(&mut self, host: HostKey, id: IdKey) -> ChanKey {
+        let key = self.fresh_key();
+        self.channels.insert(key, Channel { host, queue: Default::default(), private_for: Some(id) });
+        key
+    }
+
+    /// `rdma_destroy_event_channel`: refused while ids use it.
+    pub(crate) fn destroy_event_channel(&mut self, host: HostKey, ch: ChannelHandle) -> Result<()> {
+        let call = Call::DestroyEventChannel;
+        let key = self.chan_key(host, call, ch)?;
+        let users: Vec<String> =
+            self.ids.iter().filter(|(_, i)| i.channel == key).map(|(k, _)| self.id_handle(*k).to_string()).collect();
+        if !users.is_empty() {
+            return Err(CmError::new(call, Errno::EBUSY, format!("ids still use the channel: {}", users.join(", "))));
+        }
+        self.channels.remove(&key);
+        Ok(())
+    }
+
+    /// Whether the channel has an event to fetch.
+    pub(crate) fn channel_ready(&self, key: ChanKey) -> bool {
+        self.channels.get(&key).is_some_and(|c| !c.queue.is_empty())
+    }
+
+    /// Takes the head of the channel's queue and processes it as librdmacm does; `None` when
+    /// the queue is empty.
+    pub(crate) fn fetch_event(&mut self, key: ChanKey) -> Option<CmEvent> {
+        let q = self.channels.get_mut(&key)?.queue.pop_front()?;
+        let mut info = q.info;
+        let host = self.channels[&key].host;
+        if info.kind == EventKind::ConnectRequest {
+            if let Some(l) = self.ids.get_mut(&q.counted_against).and_then(|i| i.listen.as_mut()) {
+                l.pending = l.pending.saturating_sub(1);
+            }
+        }
+        if info.kind == EventKind::ConnectResponse && self.ids.get(&q.owner).is_some_and(|i| i.qp.is_some()) {
+            // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
+            let ep = self.id(q.owner).ep.expect("connected id has an endpoint");
+            if self.ep_state(ep) == EpState::RepRcvd {
+                self.set_ep_state(ep, EpState::Established);
+                let peer = self.eps[&ep].peer.expect("REP names its sender");
+                self.ep_send(ep, Dest::Ep(peer), Body::Rtu);
+                info.kind = EventKind::Established;
+            } else {
+                info.kind = EventKind::ConnectError;
+                info.status = -1;
+            }
+        }
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        self.outstanding.insert(
+            ticket,
+            Outstanding { host, counted_against: q.counted_against, owner: q.owner, kind: info.kind, mc_addr: q.mc_addr },
+        );
+        self.record(
+            Some(host),
+            TraceKind::Deliver,
+            format!("{} status {} on {} ticket {ticket}", info.kind, info.status, info.id),
+        );
+        Some(CmEvent::new(info, AckTicket(ticket)))
+    }
+
+    /// `rdma_ack_cm_event`.
+    pub(crate) fn ack_cm_event(&mut self, host: HostKey, event: CmEvent) -> Result<()> {
+        let ticket = event.ticket().0;
+        match self.outstanding.get(&ticket) {
+            Some(o) if o.host == host => {
+                self.outstanding.remove(&ticket);
+                self.record(Some(host), TraceKind::Ack, format!("{} on {} ticket {ticket}", event.kind(), event.id()));
+                Ok(())
+            }
+            _ => Err(CmError::new(Call::AckCmEvent, Errno::EINVAL, format!("ticket {ticket} is not an outstanding event of this host"))),
+        }
+    }
+
+    /// Fetched, unacknowledged events that hold up a destroy of `id` (or a migrate).
+    pub(crate) fn unacked_of(&self, id: IdKey) -> Vec<String> {
+        self.outstanding
+            .iter()
+            .filter(|(_, o)| o.counted_against == id)
+            .map(|(t, o)| format!("{} (ticket {t}, {})", o.kind, self.id_handle(o.owner)))
+            .collect()
+    }
+}

@@ -1,0 +1,337 @@
+//! Connections: listen, connect, accept, reject, establish, disconnect and notify (§4.7–§4.13,
+//! §9). The messages they send and the events those cause are handled in `ibcm.rs`.
+
+use cmtwin::{
+    delivered_private_data_len, max_private_data, AsyncEvent, Call, CmError, ConnData, ConnParam,
+    Errno, EventKind, EventParam, IbRejReason, IdHandle, PortSpace, PrivateDataOp, Result,
+    SidrStatus, Transport, RDMA_MAX_RESP_RES,
+};
+
+use crate::config::ack_timeout;
+use crate::ibcm::EpState;
+use crate::wire::{padded, Body, Dest, Request};
+use crate::world::{CmState, HostKey, IdKey, ListenState, World};
+
+/// The kernel's cap on listen backlogs (`net.rdma_ucm.max_backlog`).
+const MAX_BACKLOG: usize = 1024;
+/// The simulated devices' `max_qp_rd_atom` / `max_qp_init_rd_atom` (as rxe).
+pub(crate) const DEVICE_MAX_RD_ATOM: u8 = 128;
+
+/// Checks private data against the transport's limit for `op` (§6.1): EINVAL, never truncation.
+fn check_private_data(call: Call, transport: Transport, op: PrivateDataOp, data: &[u8]) -> Result<()> {
+    let max = max_private_data(transport, op).min(255);
+    if data.len() > max {
+        return Err(CmError::new(
+            call,
+            Errno::EINVAL,
+            format!("{} bytes of private data exceed the {max} allowed for {op:?} on {transport:?}", data.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// A resource count from the parameters: 255 means the device maximum.
+fn resources(v: u8) -> u8 {
+    if v == RDMA_MAX_RESP_RES {
+        DEVICE_MAX_RD_ATOM
+    } else {
+        v
+    }
+}
+
+impl World {
+    /// `rdma_listen`.
+    pub(crate) fn listen(&mut self, host: HostKey, h: IdHandle, backlog: i32) -> Result<()> {
+        let call = Call::Listen;
+        let key = self.id_key(host, call, h)?;
+        self.check_not_removed(call, key)?;
+        match self.id(key).state {
+            CmState::Idle => self.auto_bind_any(call, key)?,
+            CmState::AddrBound => {}
+            _ => return Err(self.wrong_state(call, key)),
+        }
+        // REUSEADDR is re-checked as non-reusable when listening, then cleared.
+        let id = self.id(key);
+        if id.reuseaddr {
+            let port = id.port.expect("bound");
+            let others = self.ports[&(host, id.ps, port)].iter().any(|k| *k != key);
+            if others {
+                return Err(CmError::new(call, Errno::EADDRINUSE, format!("port {port} is shared through REUSEADDR")));
+            }
+        }
+        let backlog = usize::try_from(backlog).ok().filter(|b| (1..=MAX_BACKLOG).contains(b)).unwrap_or(MAX_BACKLOG);
+        let id = self.id_mut(key);
+        id.reuseaddr = false;
+        id.state = CmState::Listen;
+        id.listen = Some(ListenState { backlog, pending: 0 });
+        Ok(())
+    }
+
+    /// Common checks of calls that need a device: removal, then a device.
+    fn need_device(&self, call: Call, key: IdKey) -> Result<Transport> {
+        self.check_not_removed(call, key)?;
+        self.transport_of(key).ok_or_else(|| CmError::new(call, Errno::EINVAL, "the id has no device"))
+    }
+
+    /// `rdma_connect`.
+    pub(crate) fn connect(&mut self, host: HostKey, h: IdHandle, param: Option<&ConnParam>) -> Result<()> {
+        let call = Call::Connect;
+        let key = self.id_key(host, call, h)?;
+        let transport = self.need_device(call, key)?;
+        if self.id(key).state != CmState::RouteResolved {
+            return Err(self.wrong_state(call, key));
+        }
+        let id = self.id(key);
+        let ud = !id.qp_type.is_connected();
+        if id.ps == PortSpace::TCP && id.qp.is_none() && param.is_none() {
+            return Err(CmError::new(call, Errno::EINVAL, "RDMA_PS_TCP without a QP needs connection parameters"));
+        }
+        if transport == Transport::Iwarp && id.qp.is_none() {
+            return Err(CmError::new(call, Errno::EINVAL, "iWARP has no QP-less mode"));
+        }
+        let p = param.cloned().unwrap_or_default();
+        if id.ps == PortSpace::TCP && [p.responder_resources, p.initiator_depth].iter().any(|v| *v != RDMA_MAX_RESP_RES && *v > DEVICE_MAX_RD_ATOM) {
+            return Err(CmError::new(call, Errno::EINVAL, "responder resources or initiator depth above the device maximum"));
+        }
+        let op = if ud { PrivateDataOp::ConnectUd } else { PrivateDataOp::Connect };
+        check_private_data(call, transport, op, &p.private_data)?;
+        let (src, dst) = (id.local.expect("resolved"), id.peer.expect("resolved"));
+        let req = Request {
+            src,
+            dst,
+            ps: id.ps,
+            qp_type: id.qp_type,
+            data: padded(&p.private_data, delivered_private_data_len(transport, op)),
+            conn: ConnData {
+                responder_resources: resources(p.responder_resources),
+                initiator_depth: resources(p.initiator_depth),
+                flow_control: p.flow_control,
+                retry_count: p.retry_count.min(7),
+                rnr_retry_count: p.rnr_retry_count.min(7),
+                srq: p.srq,
+                qp_num: id.qp.unwrap_or(p.qp_num),
+            },
+            ack_timeout: ack_timeout(self.cfg.ca_ack_delay, self.cfg.packet_life_time),
+        };
+        self.id_mut(key).state = CmState::Connect;
+        let to = Dest::Ip(dst.ip());
+        if ud {
+            let ep = self.new_endpoint(key, EpState::SidrReqSent, true);
+            let interval = self.sidr_interval();
+            self.ep_send_retrying(ep, to, Body::SidrReq(req), interval);
+        } else {
+            let ep = self.new_endpoint(key, EpState::ReqSent, true);
+            let interval = self.req_interval();
+            self.ep_send_retrying(ep, to, Body::Req(req), interval);
+        }
+        Ok(())
+    }
+
+    /// The endpoint of an id in CONNECT, or EINVAL.
+    fn connected_ep(&self, call: Call, key: IdKey) -> Result<u64> {
+        let id = self.id(key);
+        match (id.state, id.ep) {
+            (CmState::Connect, Some(ep)) => Ok(ep),
+            _ => Err(self.wrong_state(call, key)),
+        }
+    }
+
+    /// Sends REJ 28 from `ep` after a failed accept: the kernel tries to reject (§4.10).
+    fn reject_after_failure(&mut self, ep: u64) {
+        let Some(peer) = self.eps[&ep].peer else { return };
+        let transport = self.eps[&ep].transport;
+        let data = padded(&[], delivered_private_data_len(transport, PrivateDataOp::Reject));
+        match self.ep_state(ep) {
+            EpState::ReqRcvd => {
+                self.ep_send(ep, Dest::Ep(peer), Body::Rej { reason: IbRejReason::CONSUMER_DEFINED, data });
+                self.set_ep_state(ep, EpState::Idle);
+            }
+            EpState::RepSent | EpState::MraRepRcvd => {
+                self.ep_send(ep, Dest::Ep(peer), Body::Rej { reason: IbRejReason::CONSUMER_DEFINED, data });
+                self.enter_timewait(ep);
+            }
+            _ => {}
+        }
+    }
+
+    /// `rdma_accept`.
+    pub(crate) fn accept(&mut self, host: HostKey, h: IdHandle, param: Option<&ConnParam>) -> Result<()> {
+        let call = Call::Accept;
+        let key = self.id_key(host, call, h)?;
+        let transport = self.need_device(call, key)?;
+        let ep = self.connected_ep(call, key)?;
+        if self.eps[&ep].active {
+            // On an active id without QP, accept sends the RTU (what establish does).
+            return self.send_rtu(call, key, ep);
+        }
+        let id = self.id(key);
+        if param.is_none() && id.qp.is_none() {
+            return Err(CmError::new(call, Errno::EINVAL, "no QP and no connection parameters"));
+        }
+        let p = param.cloned().unwrap_or_default();
+        let peer = self.eps[&ep].peer.expect("a request names its sender");
+        if self.ep_state(ep) == EpState::SidrReqRcvd {
+            if let Err(e) = check_private_data(call, transport, PrivateDataOp::AcceptUd, &p.private_data) {
+                return Err(e);
+            }
+            let data = padded(&p.private_data, delivered_private_data_len(transport, PrivateDataOp::AcceptUd));
+            let body = Body::SidrRep { status: 0, qpn: id.qp.unwrap_or(p.qp_num), qkey: id.qkey, data };
+            self.ep_send(ep, Dest::Ep(peer), body);
+            self.set_ep_state(ep, EpState::Idle);
+            self.id_mut(key).owned = true;
+            return Ok(());
+        }
+        if id.ps == PortSpace::TCP && [p.responder_resources, p.initiator_depth].iter().any(|v| *v != RDMA_MAX_RESP_RES && *v > DEVICE_MAX_RD_ATOM) {
+            self.reject_after_failure(ep);
+            return Err(CmError::new(call, Errno::EINVAL, "responder resources or initiator depth above the device maximum"));
+        }
+        if transport == Transport::Iwarp && id.qp.is_none() {
+            return Err(CmError::new(call, Errno::EINVAL, "iWARP needs a QP"));
+        }
+        if self.ep_state(ep) != EpState::ReqRcvd {
+            let state = self.ep_state(ep);
+            self.reject_after_failure(ep);
+            return Err(CmError::new(call, Errno::EINVAL, format!("the connection is not awaiting an answer (IB CM {state:?})")));
+        }
+        if let Err(e) = check_private_data(call, transport, PrivateDataOp::Accept, &p.private_data) {
+            self.reject_after_failure(ep);
+            return Err(e);
+        }
+        let conn = ConnData {
+            responder_resources: resources(p.responder_resources),
+            initiator_depth: resources(p.initiator_depth),
+            flow_control: p.flow_control,
+            retry_count: p.retry_count.min(7),
+            rnr_retry_count: p.rnr_retry_count.min(7),
+            srq: p.srq,
+            qp_num: id.qp.unwrap_or(p.qp_num),
+        };
+        let data = padded(&p.private_data, delivered_private_data_len(transport, PrivateDataOp::Accept));
+        let ack = ack_timeout(self.cfg.ca_ack_delay, self.cfg.packet_life_time);
+        self.id_mut(key).owned = true;
+        self.set_ep_state(ep, EpState::RepSent);
+        let interval = self.cfg.rep_timeout();
+        self.ep_send_retrying(ep, Dest::Ep(peer), Body::Rep { data, conn, ack_timeout: ack }, interval);
+        Ok(())
+    }
+
+    /// The active side's RTU after a REP (librdmacm's ACCEPT command on an active id).
+    fn send_rtu(&mut self, call: Call, key: IdKey, ep: u64) -> Result<()> {
+        if self.ep_state(ep) != EpState::RepRcvd {
+            return Err(self.wrong_state(call, key));
+        }
+        self.set_ep_state(ep, EpState::Established);
+        let peer = self.eps[&ep].peer.expect("REP names its sender");
+        self.ep_send(ep, Dest::Ep(peer), Body::Rtu);
+        Ok(())
+    }
+
+    /// `rdma_establish`.
+    pub(crate) fn establish(&mut self, host: HostKey, h: IdHandle) -> Result<()> {
+        let call = Call::Establish;
+        let key = self.id_key(host, call, h)?;
+        self.need_device(call, key)?;
+        if self.id(key).qp.is_some() {
+            return Err(CmError::new(call, Errno::EINVAL, "the id has a QP: librdmacm establishes it itself"));
+        }
+        let ep = self.connected_ep(call, key)?;
+        self.send_rtu(call, key, ep)
+    }
+
+    /// `rdma_reject`.
+    pub(crate) fn reject(&mut self, host: HostKey, h: IdHandle, data: &[u8]) -> Result<()> {
+        let call = Call::Reject;
+        let key = self.id_key(host, call, h)?;
+        let transport = self.need_device(call, key)?;
+        let ep = self.connected_ep(call, key)?;
+        let ud = self.ep_state(ep) == EpState::SidrReqRcvd;
+        let op = if ud { PrivateDataOp::RejectUd } else { PrivateDataOp::Reject };
+        check_private_data(call, transport, op, data)?;
+        let peer = self.eps[&ep].peer;
+        let data = padded(data, delivered_private_data_len(transport, op));
+        match self.ep_state(ep) {
+            EpState::SidrReqRcvd => {
+                let body = Body::SidrRep { status: SidrStatus::REJECT, qpn: 0, qkey: 0, data };
+                self.ep_send(ep, Dest::Ep(peer.expect("request sender")), body);
+                self.set_ep_state(ep, EpState::Idle);
+            }
+            EpState::ReqRcvd | EpState::RepRcvd => {
+                self.ep_send(ep, Dest::Ep(peer.expect("peer")), Body::Rej { reason: IbRejReason::CONSUMER_DEFINED, data });
+                self.set_ep_state(ep, EpState::Idle);
+            }
+            EpState::RepSent | EpState::MraRepRcvd => {
+                self.ep_send(ep, Dest::Ep(peer.expect("peer")), Body::Rej { reason: IbRejReason::CONSUMER_DEFINED, data });
+                self.enter_timewait(ep);
+            }
+            EpState::ReqSent | EpState::MraReqRcvd => {
+                // The passive endpoint is not known yet: the REQ is withdrawn.
+                self.ep_cancel(ep);
+                self.set_ep_state(ep, EpState::Idle);
+            }
+            state => {
+                return Err(CmError::new(call, Errno::EINVAL, format!("nothing to reject (IB CM {state:?})")));
+            }
+        }
+        Ok(())
+    }
+
+    /// `rdma_disconnect`: DREQ when established, DREP after a DREQ, else nothing; returns 0.
+    pub(crate) fn disconnect(&mut self, host: HostKey, h: IdHandle) -> Result<()> {
+        let call = Call::Disconnect;
+        let key = self.id_key(host, call, h)?;
+        self.need_device(call, key)?;
+        let id = self.id(key);
+        let ep = match (id.state, id.ep) {
+            (CmState::Listen, _) => return Ok(()),
+            (CmState::Connect | CmState::Disconnect, Some(ep)) => ep,
+            _ => return Err(self.wrong_state(call, key)),
+        };
+        let peer = self.eps[&ep].peer;
+        match self.ep_state(ep) {
+            EpState::Established => {
+                let interval = if self.eps[&ep].active { self.req_interval() } else { self.cfg.rep_timeout() };
+                self.set_ep_state(ep, EpState::DreqSent);
+                self.ep_send_retrying(ep, Dest::Ep(peer.expect("peer")), Body::Dreq, interval);
+            }
+            EpState::DreqRcvd => {
+                self.ep_send(ep, Dest::Ep(peer.expect("peer")), Body::Drep);
+                self.enter_timewait(ep);
+                if self.eps[&ep].transport == Transport::Iwarp {
+                    self.report_disconnected(key, 0);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `rdma_notify` (§9).
+    pub(crate) fn notify(&mut self, host: HostKey, h: IdHandle, event: AsyncEvent) -> Result<()> {
+        let call = Call::Notify;
+        let key = self.id_key(host, call, h)?;
+        let transport = self.need_device(call, key)?;
+        let Some(ep) = self.id(key).ep else {
+            return Err(CmError::new(call, Errno::EINVAL, "the id has no connection"));
+        };
+        if transport == Transport::Iwarp {
+            return Ok(());
+        }
+        let state = self.ep_state(ep);
+        match event {
+            AsyncEvent::COMM_EST => match state {
+                EpState::RepSent | EpState::MraRepRcvd => {
+                    self.ep_cancel(ep);
+                    self.set_ep_state(ep, EpState::Established);
+                    if self.id(key).state == CmState::Connect {
+                        self.queue_event(key, EventKind::Established, 0, EventParam::None, Vec::new());
+                    }
+                    Ok(())
+                }
+                EpState::Established => Err(CmError::new(call, Errno::EISCONN, "the connection is already established")),
+                _ => Err(CmError::new(call, Errno::EINVAL, format!("COMM_EST in IB CM state {state:?}"))),
+            },
+            AsyncEvent::PATH_MIG if state == EpState::Established => Ok(()),
+            other => Err(CmError::new(call, Errno::EINVAL, format!("event {} not applicable in IB CM state {state:?}", other.0))),
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Ids: create, destroy (with the IB CM side effects of §7.4), migrate between channels.
+
+use cmtwin::{Call, ChannelHandle, CmError, Errno, IdHandle, PortSpace, Result, RDMA_UDP_QKEY};
+
+use crate::world::{AddrinfoState, CmState, HostKey, Id, World};
+
+impl World {
+    /// `rdma_create_id`: without a channel the id is synchronous, with a private channel.
+    pub(crate) fn create_id(
+        &mut self,
+        host: HostKey,
+        channel: Option<ChannelHandle>,
+        context: u64,
+        ps: PortSpace,
+    ) -> Result<IdHandle> {
+        let call = Call::CreateId;
+        let chan = channel.map(|c| self.chan_key(host, call, c)).transpose()?;
+        if !ps.is_valid() {
+            return Err(CmError::new(call, Errno::EINVAL, format!("invalid port space {ps:?}")));
+        }
+        let key = self.fresh_key();
+        let (channel, sync) = match chan {
+            Some(c) => (c, false),
+            None => (self.new_private_channel(host, key), true),
+        };
+        let id = Id {
+            host,
+            channel,
+            sync,
+            context,
+            ps,
+            qp_type: ps.default_qp_type(),
+            state: CmState::Idle,
+            device: None,
+            local: None,
+            peer: None,
+            port: None,
+            reuseaddr: false,
+            afonly: None,
+            tos: 0,
+            ack_timeout: None,
+            qp: None,
+            qkey: RDMA_UDP_QKEY,
+            ep: None,
+            listen: None,
+            owned: true,
+            sync_event: None,
+            op_gen: 0,
+            multicast: Default::default(),
+            addrinfo: AddrinfoState::None,
+            torn_down: false,
+        };
+        self.ids.insert(key, id);
+        Ok(self.id_handle(key))
+    }
+
+    /// `rdma_destroy_id`: EBUSY while fetched events of the id are unacknowledged (librdmacm
+    /// would block forever); otherwise the kernel's side effects, then the id is gone.
+    pub(crate) fn destroy_id(&mut self, host: HostKey, h: IdHandle) -> Result<()> {
+        let call = Call::DestroyId;
+        let key = self.id_key(host, call, h)?;
+        // A synchronous id's current event is acknowledged by librdmacm itself.
+        if let Some((_, ticket)) = self.id_mut(key).sync_event.take() {
+            self.outstanding.remove(&ticket);
+        }
+        let unacked = self.unacked_of(key);
+        if !unacked.is_empty() {
+            return Err(CmError::new(
+                call,
+                Errno::EBUSY,
+                format!("unacknowledged events would block rdma_destroy_id forever: {}", unacked.join(", ")),
+            ));
+        }
+        // Unfetched requests of a listener: their children are destroyed, initiators get REJ 28.
+        if self.id(key).listen.is_some() {
+            let chan = self.id(key).channel;
+            let children: Vec<_> = self.channels[&chan]
+                .queue
+                .iter()
+                .filter(|q| q.counted_against == key && q.owner != key)
+                .map(|q| q.owner)
+                .collect();
+            self.channels.get_mut(&chan).expect("channel").queue.retain(|q| q.counted_against != key || q.owner == key);
+            for child in children {
+                self.remove_id(child);
+            }
+        }
+        self.id_mut(key).state = CmState::Idle;
+        self.remove_id(key);
+        Ok(())
+    }
+
+    /// Removes an id with every side effect: protocol, port, queued events, private channel.
+    pub(crate) fn remove_id(&mut self, key: crate::world::IdKey) {
+        if let Some(ep) = self.id(key).ep {
+            self.destroy_endpoint(ep);
+        }
+        self.release_port(key);
+        // An unfetched CONNECT_REQUEST of this id gives its listener's backlog slot back.
+        let chan = self.id(key).channel;
+        let listeners: Vec<_> = self.channels[&chan]
+            .queue
+            .iter()
+            .filter(|q| q.owner == key && q.info.kind == cmtwin::EventKind::ConnectRequest)
+            .map(|q| q.counted_against)
+            .collect();
+        for l in listeners {
+            if let Some(ls) = self.ids.get_mut(&l).and_then(|i| i.listen.as_mut()) {
+                ls.pending = ls.pending.saturating_sub(1);
+            }
+        }
+        self.discard_queued(key, |_| true);
+        // Leftover outstanding events of a child counted against nobody else.
+        self.outstanding.retain(|_, o| o.counted_against != key);
+        let id = self.ids.remove(&key).expect("live id");
+        if self.channels.get(&id.channel).is_some_and(|c| c.private_for == Some(key)) {
+            self.channels.remove(&id.channel);
+        }
+    }
+
+    /// `rdma_migrate_id`.
+    pub(crate) fn migrate_id(&mut self, host: HostKey, h: IdHandle, channel: Option<ChannelHandle>) -> Result<()> {
+        let call = Call::MigrateId;
+        let key = self.id_key(host, call, h)?;
+        if self.id(key).torn_down {
+            return Err(CmError::new(call, Errno::ENXIO, "the id's device was removed"));
+        }
+        let target = match channel {
+            Some(c) => self.chan_key(host, call, c)?,
+            None if self.id(key).sync => {
+                return Err(CmError::new(call, Errno::EINVAL, "the id is already synchronous"));
+            }
+            None => self.new_private_channel(host, key),
+        };
+        if let Some((_, ticket)) = self.id_mut(key).sync_event.take() {
+            self.outstanding.remove(&ticket);
+        }
+        let unacked: Vec<String> = self
+            .outstanding
+            .iter()
+            .filter(|(_, o)| o.owner == key || o.counted_against == key)
+            .map(|(t, o)| format!("{} (ticket {t})", o.kind))
+            .collect();
+        if !unacked.is_empty() {
+            if channel.is_none() {
+                self.channels.remove(&target);
+            }
+            return Err(CmError::new(
+                call,
+                Errno::EBUSY,
+                format!("unacknowledged events would block rdma_migrate_id forever: {}", unacked.join(", ")),
+            ));
+        }
+        let old = self.id(key).channel;
+        // The id's queued events move with it, appended in order (§12.4).
+        let mut moved = Vec::new();
+        let q = &mut self.channels.get_mut(&old).expect("channel").queue;
+        let mut i = 0;
+        while i < q.len() {
+            if q[i].owner == key && q[i].counted_against == key {
+                moved.push(q.remove(i).expect("index in range"));
+            } else {
+                i += 1;
+            }
+        }
+        self.channels.get_mut(&target).expect("channel").queue.extend(moved);
+        if self.channels.get(&old).is_some_and(|c| c.private_for == Some(key)) {
+            self.channels.remove(&old);
+        }
+        let id = self.id_mut(key);
+        id.channel = target;
+        id.sync = channel.is_none();
+        Ok(())
+    }
+}

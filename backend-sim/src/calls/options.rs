@@ -1,0 +1,50 @@
+//! `rdma_set_option` (§2.4, §4.5). Produces ROUTE_RESOLVED for the IB_PATH option.
+
+use cmtwin::{Call, CmError, CmOption, Errno, EventKind, EventParam, IdHandle, Result, IB_PATH_RECORD_LEN};
+
+use crate::world::{CmState, HostKey, World};
+
+impl World {
+    /// `rdma_set_option`.
+    pub(crate) fn set_option(&mut self, host: HostKey, h: IdHandle, option: &CmOption) -> Result<()> {
+        let call = Call::SetOption;
+        let key = self.id_key(host, call, h)?;
+        if self.id(key).torn_down {
+            return Err(CmError::new(call, Errno::ENXIO, "the id's device was removed"));
+        }
+        let state = self.id(key).state;
+        let invalid = |why: &str| Err(CmError::new(call, Errno::EINVAL, format!("{option:?}: {why} (state {state:?})")));
+        match option {
+            CmOption::Tos(t) => self.id_mut(key).tos = *t,
+            CmOption::ReuseAddr(on) => {
+                if !((*on && state != CmState::Listen) || state == CmState::Idle) {
+                    return invalid("not allowed in this state");
+                }
+                self.id_mut(key).reuseaddr = *on;
+            }
+            CmOption::AfOnly(on) => {
+                if !matches!(state, CmState::Idle | CmState::AddrBound) {
+                    return invalid("only before listening or connecting");
+                }
+                self.id_mut(key).afonly = Some(*on);
+            }
+            CmOption::AckTimeout(t) => {
+                if !self.id(key).qp_type.is_connected() {
+                    return invalid("only for RC ids");
+                }
+                self.id_mut(key).ack_timeout = Some(*t);
+            }
+            CmOption::IbPath(records) => {
+                if records.is_empty() || records.len() % IB_PATH_RECORD_LEN != 0 {
+                    return invalid("not a whole number of path records");
+                }
+                if self.id(key).device.is_none() || state != CmState::AddrResolved {
+                    return invalid("needs a resolved address");
+                }
+                self.id_mut(key).state = CmState::RouteResolved;
+                self.queue_event(key, EventKind::RouteResolved, 0, EventParam::None, Vec::new());
+            }
+        }
+        Ok(())
+    }
+}

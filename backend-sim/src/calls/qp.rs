@@ -1,0 +1,39 @@
+//! QPs on ids: `rdma_create_qp` and `rdma_destroy_qp`. A QP decides whether a REP becomes
+//! CONNECT_RESPONSE or, through librdmacm's processing, ESTABLISHED.
+
+use cmtwin::{Call, CmError, Errno, IdHandle, QpInitAttr, Result};
+
+use crate::rng::Stream;
+use crate::world::{HostKey, World};
+
+impl World {
+    /// `rdma_create_qp`: returns the new QP's number.
+    pub(crate) fn create_qp(&mut self, host: HostKey, h: IdHandle, attr: &QpInitAttr) -> Result<u32> {
+        let call = Call::CreateQp;
+        let key = self.id_key(host, call, h)?;
+        self.check_not_removed(call, key)?;
+        let id = self.id(key);
+        if id.device.is_none() {
+            return Err(CmError::new(call, Errno::EINVAL, "the id has no device"));
+        }
+        if id.qp.is_some() {
+            return Err(CmError::new(call, Errno::EINVAL, "the id already has a QP"));
+        }
+        if attr.qp_type.is_connected() != id.qp_type.is_connected() {
+            return Err(CmError::new(call, Errno::EINVAL, format!("{:?} QP on a {:?} id", attr.qp_type, id.ps)));
+        }
+        let qpn = self.rng.range(Stream::Numbers, 0x10, 0xFF_FFFE) as u32;
+        self.id_mut(key).qp = Some(qpn);
+        Ok(qpn)
+    }
+
+    /// `rdma_destroy_qp`.
+    pub(crate) fn destroy_qp(&mut self, host: HostKey, h: IdHandle) -> Result<()> {
+        let call = Call::DestroyQp;
+        let key = self.id_key(host, call, h)?;
+        if self.id_mut(key).qp.take().is_none() {
+            return Err(CmError::new(call, Errno::EINVAL, "the id has no QP"));
+        }
+        Ok(())
+    }
+}

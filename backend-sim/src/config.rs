@@ -1,0 +1,122 @@
+//! Knobs of a simulated fabric: timing of the CM, latency and loss of the wire, kernel profile.
+
+use std::time::Duration;
+
+use crate::time::ms;
+
+/// Which kernel's behaviour to follow where kernels differ (CM-SEMANTICS.md §19).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KernelProfile {
+    /// Linux 6.1 with rdma-core 44, as measured on Soft-RoCE (the project's CI VM): binding an
+    /// address configured on no interface is ENODEV.
+    #[default]
+    Linux61,
+    /// Mainline (6.16+): binding an unconfigured address is EADDRNOTAVAIL.
+    Mainline,
+}
+
+/// The fabric's configuration. `Default` models a quiet RoCE fabric of Linux 6.1 hosts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// Kernel behaviour profile.
+    pub kernel: KernelProfile,
+    /// Fixed one-way latency of a CM message.
+    pub wire_latency: Duration,
+    /// Extra uniformly drawn latency, from 0 up to this.
+    pub wire_jitter: Duration,
+    /// Probability that any CM message is lost.
+    pub loss_probability: f64,
+    /// Packet life time exponent of paths (RoCE: 16).
+    pub packet_life_time: u8,
+    /// The devices' `local_ca_ack_delay` (rxe: 15, mlx5: 16).
+    pub ca_ack_delay: u8,
+    /// If set, the timewait length instead of the formula of §7.2 (the CI VM measured ≈ 2.2 s).
+    pub timewait_override: Option<Duration>,
+    /// Retries of REQ, REP, DREQ and SIDR REQ (15).
+    pub max_cm_retries: u32,
+    /// Latency of an IB SA query (route, multicast join) on InfiniBand fabrics.
+    pub sa_latency: Duration,
+    /// Delay from device removal to the background teardown after which calls fail with ENXIO.
+    pub removal_teardown: Duration,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            kernel: KernelProfile::Linux61,
+            wire_latency: Duration::from_micros(5),
+            wire_jitter: Duration::from_micros(5),
+            loss_probability: 0.0,
+            packet_life_time: 16,
+            ca_ack_delay: 15,
+            timewait_override: None,
+            max_cm_retries: 15,
+            sa_latency: Duration::from_micros(200),
+            removal_teardown: ms(5),
+        }
+    }
+}
+
+/// `cm_ms(t)`: the kernel's approximation of 4.096 µs · 2^t, in milliseconds, at least 1.
+pub fn cm_ms(t: u8) -> u64 {
+    1u64 << t.saturating_sub(8).min(40)
+}
+
+/// The local ACK timeout exponent from a device's ACK delay and the path's PLT (§7.2).
+pub fn ack_timeout(ca_ack_delay: u8, plt: u8) -> u8 {
+    let mut a = plt + 1;
+    if a >= ca_ack_delay {
+        a += u8::from(ca_ack_delay >= a - 1);
+    } else {
+        a = ca_ack_delay + u8::from(a >= ca_ack_delay - 1);
+    }
+    a.min(31)
+}
+
+impl SimConfig {
+    /// The active side's REQ (and DREQ) retransmit interval `Treq` (§15.2).
+    /// IB and RoCE share the formula; RoCE's PLT of 16 gives 4608 ms.
+    pub fn req_timeout(&self) -> Duration {
+        ms(4096 + 2 * cm_ms(self.packet_life_time))
+    }
+
+    /// The passive side's REP (and DREQ) retransmit interval (4096 ms).
+    pub fn rep_timeout(&self) -> Duration {
+        ms(cm_ms(20))
+    }
+
+    /// The wait after an MRA: 65 536 ms + cm_ms(PLT + 1).
+    pub fn mra_timeout(&self) -> Duration {
+        ms(cm_ms(24) + cm_ms(self.packet_life_time + 1))
+    }
+
+    /// The SIDR REQ retransmit interval (4096 ms).
+    pub fn sidr_timeout(&self) -> Duration {
+        ms(4096)
+    }
+
+    /// How long a connection stays in timewait (§7.2).
+    pub fn timewait(&self) -> Duration {
+        self.timewait_override
+            .unwrap_or_else(|| ms(cm_ms(ack_timeout(self.ca_ack_delay, self.packet_life_time))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timewait_table_of_section_7_2() {
+        // Rows of the table in CM-SEMANTICS.md §7.2.
+        let cases = [(16, 15, 512), (16, 16, 1024), (0, 0, 1), (0, 15, 128), (14, 16, 512), (20, 8, 8192)];
+        for (plt, delay, want) in cases {
+            assert_eq!(cm_ms(ack_timeout(delay, plt)), want, "plt {plt} delay {delay}");
+        }
+    }
+
+    #[test]
+    fn roce_req_timeout_is_4608_ms() {
+        assert_eq!(SimConfig::default().req_timeout(), ms(4608));
+    }
+}

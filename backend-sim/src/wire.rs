@@ -1,0 +1,145 @@
+//! The wire: CM messages (REQ, MRA, REP, RTU, REJ, DREQ, DREP, SIDR REQ/REP) travelling between
+//! hosts with latency and possible loss.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use cmtwin::{ConnData, PortSpace, QpType};
+
+use crate::rng::Stream;
+use crate::trace::TraceKind;
+use crate::world::{Action, EpKey, HostKey, World};
+
+/// Where a message goes: requests are addressed by IP (the passive side has no endpoint yet),
+/// everything else to the peer's endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dest {
+    Ip(IpAddr),
+    Ep(EpKey),
+}
+
+/// The content of a REQ or SIDR REQ.
+#[derive(Clone, Debug)]
+pub(crate) struct Request {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub ps: PortSpace,
+    pub qp_type: QpType,
+    /// The sender's private data, zero-padded to the message's field (IB/RoCE).
+    pub data: Vec<u8>,
+    /// Sender's view: its responder resources, initiator depth, QPN, ...
+    pub conn: ConnData,
+    /// The sender's local ACK timeout exponent (decides the passive side's timewait).
+    pub ack_timeout: u8,
+}
+
+/// A CM message body.
+#[derive(Clone, Debug)]
+pub(crate) enum Body {
+    Req(Request),
+    Mra,
+    Rep { data: Vec<u8>, conn: ConnData, ack_timeout: u8 },
+    Rtu,
+    Rej { reason: i32, data: Vec<u8> },
+    Dreq,
+    Drep,
+    SidrReq(Request),
+    SidrRep { status: i32, qpn: u32, qkey: u32, data: Vec<u8> },
+}
+
+impl Body {
+    fn name(&self) -> &'static str {
+        match self {
+            Body::Req(_) => "REQ",
+            Body::Mra => "MRA",
+            Body::Rep { .. } => "REP",
+            Body::Rtu => "RTU",
+            Body::Rej { .. } => "REJ",
+            Body::Dreq => "DREQ",
+            Body::Drep => "DREP",
+            Body::SidrReq(_) => "SIDR_REQ",
+            Body::SidrRep { .. } => "SIDR_REP",
+        }
+    }
+}
+
+/// A message in flight.
+#[derive(Clone, Debug)]
+pub(crate) struct Message {
+    /// The sending endpoint (0 for stateless answers of a CM).
+    pub from: EpKey,
+    pub from_host: HostKey,
+    pub to: Dest,
+    pub body: Body,
+}
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ep{} -> ", self.body.name(), self.from)?;
+        match self.to {
+            Dest::Ip(ip) => write!(f, "{ip}")?,
+            Dest::Ep(ep) => write!(f, "ep{ep}")?,
+        }
+        match &self.body {
+            Body::Rej { reason, .. } => write!(f, " reason {reason}"),
+            Body::SidrRep { status, .. } => write!(f, " status {status}"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `data` zero-padded to `len` bytes, as the IB CM's fixed-size fields deliver it.
+pub(crate) fn padded(data: &[u8], len: Option<usize>) -> Vec<u8> {
+    let mut v = data.to_vec();
+    if let Some(len) = len {
+        v.resize(len.max(data.len()), 0);
+    }
+    v
+}
+
+impl World {
+    /// Puts `body` on the wire from endpoint `from` of `from_host` to `to`.
+    pub(crate) fn send(&mut self, from_host: HostKey, from: EpKey, to: Dest, body: Body) {
+        let msg = Message { from, from_host, to, body };
+        let p = self.cfg.loss_probability;
+        if self.rng.chance(Stream::Loss, p) {
+            self.record(Some(from_host), TraceKind::Loss, msg.to_string());
+            return;
+        }
+        let jitter = self.rng.range(Stream::Latency, 0, self.cfg.wire_jitter.as_nanos() as u64);
+        let delay = self.cfg.wire_latency + std::time::Duration::from_nanos(jitter);
+        self.record(Some(from_host), TraceKind::Send, msg.to_string());
+        self.after(delay, Action::Deliver(msg));
+    }
+
+    /// A message arrives: requests go to the host owning the address, the rest to endpoints.
+    pub(crate) fn deliver(&mut self, msg: Message) {
+        match msg.to {
+            Dest::Ip(ip) => {
+                let Some((host, dev)) = self.owner_of_ip(ip) else {
+                    self.record(None, TraceKind::Drop, format!("{msg}: nobody owns {ip}"));
+                    return;
+                };
+                self.record(Some(host), TraceKind::Recv, msg.to_string());
+                match msg.body {
+                    Body::Req(req) => self.on_req(host, dev, msg.from, msg.from_host, req, false),
+                    Body::SidrReq(req) => self.on_req(host, dev, msg.from, msg.from_host, req, true),
+                    _ => unreachable!("only requests are addressed by IP"),
+                }
+            }
+            Dest::Ep(ep) => {
+                let Some(e) = self.eps.get(&ep) else {
+                    self.record(None, TraceKind::Drop, format!("{msg}: endpoint gone"));
+                    return;
+                };
+                let (host, dev) = (e.host, e.device);
+                if !self.devices[dev].present {
+                    self.record(Some(host), TraceKind::Drop, format!("{msg}: device removed"));
+                    return;
+                }
+                self.record(Some(host), TraceKind::Recv, msg.to_string());
+                self.on_message(ep, msg.from, msg.body);
+            }
+        }
+    }
+}

@@ -1,0 +1,418 @@
+//! The world: every host, device, channel, id and IB CM endpoint of a fabric, the timeline of
+//! pending actions, and the trace. All state lives here, behind one mutex; the calls of
+//! `calls/`, the IB CM of `ibcm.rs` and the wire of `wire.rs` are `impl World` blocks.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+
+use cmtwin::{
+    Call, ChannelHandle, CmError, Errno, EventInfo, EventKind, EventParam, IdHandle, PortSpace,
+    QpType, Result, Transport,
+};
+
+use crate::config::SimConfig;
+use crate::ibcm::Endpoint;
+use crate::process::Scheduler;
+use crate::rng::Streams;
+use crate::time::{SimTime, Timeline};
+use crate::trace::{Trace, TraceKind};
+use crate::wire::Message;
+
+/// Index of a host in the fabric.
+pub(crate) type HostKey = usize;
+/// Index of a device in the fabric.
+pub(crate) type DevKey = usize;
+/// Key of a channel (the low half of its handle).
+pub(crate) type ChanKey = u64;
+/// Key of an id (the low half of its handle).
+pub(crate) type IdKey = u64;
+/// Key of an IB CM endpoint.
+pub(crate) type EpKey = u64;
+
+/// The kernel's `enum rdma_cm_state` (CM-SEMANTICS.md §2.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CmState {
+    /// Freshly created.
+    Idle,
+    /// Address resolution in progress.
+    AddrQuery,
+    /// Destination resolved, device bound.
+    AddrResolved,
+    /// Route resolution in progress.
+    RouteQuery,
+    /// Ready to connect.
+    RouteResolved,
+    /// Connecting, connected, or refused: kept until DISCONNECTED.
+    Connect,
+    /// DISCONNECTED was generated.
+    Disconnect,
+    /// Source address bound.
+    AddrBound,
+    /// Listening.
+    Listen,
+    /// The device went away.
+    DeviceRemoval,
+}
+
+/// A simulated host.
+pub(crate) struct Host {
+    pub name: String,
+    pub devices: Vec<DevKey>,
+    /// The last ephemeral port handed out per port space.
+    pub last_ephemeral: BTreeMap<PortSpace, u16>,
+}
+
+/// A simulated RDMA device with its IP addresses.
+pub(crate) struct Device {
+    pub host: HostKey,
+    pub name: String,
+    pub transport: Transport,
+    pub ips: Vec<IpAddr>,
+    pub present: bool,
+}
+
+/// An event as the kernel queued it on a channel, before librdmacm's processing at fetch time.
+pub(crate) struct Queued {
+    pub info: EventInfo,
+    /// The id whose events these are.
+    pub owner: IdKey,
+    /// The id whose destroy waits for the ack (the listener for CONNECT_REQUEST).
+    pub counted_against: IdKey,
+    /// The multicast membership the event belongs to.
+    pub mc_addr: Option<SocketAddr>,
+}
+
+/// An event channel: one FIFO.
+pub(crate) struct Channel {
+    pub host: HostKey,
+    pub queue: VecDeque<Queued>,
+    /// For the private channel of a synchronous id: that id.
+    pub private_for: Option<IdKey>,
+}
+
+/// What a listening id keeps.
+#[derive(Clone, Copy)]
+pub(crate) struct ListenState {
+    pub backlog: usize,
+    /// CONNECT_REQUESTs queued and not yet fetched (they take backlog slots).
+    pub pending: usize,
+}
+
+/// State of `resolve_addrinfo` on an id.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum AddrinfoState {
+    #[default]
+    None,
+    Resolved(Vec<cmtwin::AddrInfo>),
+}
+
+/// A simulated `rdma_cm_id`.
+pub(crate) struct Id {
+    pub host: HostKey,
+    pub channel: ChanKey,
+    pub sync: bool,
+    pub context: u64,
+    pub ps: PortSpace,
+    pub qp_type: QpType,
+    pub state: CmState,
+    pub device: Option<DevKey>,
+    pub local: Option<SocketAddr>,
+    pub peer: Option<SocketAddr>,
+    /// The (port space, port) this id holds in its host's port table.
+    pub port: Option<u16>,
+    pub reuseaddr: bool,
+    pub afonly: Option<bool>,
+    pub tos: u8,
+    pub ack_timeout: Option<u8>,
+    pub qp: Option<u32>,
+    pub qkey: u32,
+    pub ep: Option<EpKey>,
+    pub listen: Option<ListenState>,
+    /// Whether user space owns the id (false for an unaccepted child: its events are dropped).
+    pub owned: bool,
+    pub sync_event: Option<(EventInfo, u64)>,
+    /// Bumped to cancel pending address/route/multicast work of this id.
+    pub op_gen: u64,
+    pub multicast: BTreeMap<SocketAddr, u64>,
+    pub addrinfo: AddrinfoState,
+    /// Set once the background teardown after device removal ran: calls fail with ENXIO.
+    pub torn_down: bool,
+}
+
+/// An event fetched by the application and not yet acknowledged.
+pub(crate) struct Outstanding {
+    pub host: HostKey,
+    pub counted_against: IdKey,
+    pub owner: IdKey,
+    pub kind: EventKind,
+    pub mc_addr: Option<SocketAddr>,
+}
+
+/// Something the timeline will do.
+pub(crate) enum Action {
+    /// A CM message arrives.
+    Deliver(Message),
+    /// An endpoint's retransmission timer fires.
+    EpTimer { ep: EpKey, gen: u64 },
+    /// An endpoint's timewait ends.
+    TimewaitDone { ep: EpKey },
+    /// Queue an event on an id, if its pending operation was not cancelled.
+    IdEvent { id: IdKey, gen: Option<u64>, kind: EventKind, status: i32, param: EventParam, mc_addr: Option<SocketAddr> },
+    /// Address resolution finished (success or ADDR_ERROR with this status).
+    AddrDone { id: IdKey, gen: u64, status: i32 },
+    /// Route resolution finished.
+    RouteDone { id: IdKey, gen: u64 },
+    /// The background teardown after device removal.
+    Teardown { id: IdKey },
+    /// Nothing: wakes the scheduler at a deadline.
+    Wake,
+}
+
+/// The whole simulated fabric's state.
+pub(crate) struct World {
+    pub fabric_no: u32,
+    pub cfg: SimConfig,
+    pub now: SimTime,
+    pub timeline: Timeline<Action>,
+    pub rng: Streams,
+    pub hosts: Vec<Host>,
+    pub devices: Vec<Device>,
+    pub channels: BTreeMap<ChanKey, Channel>,
+    pub ids: BTreeMap<IdKey, Id>,
+    pub eps: BTreeMap<EpKey, Endpoint>,
+    /// Bound ports per (host, port space, port): the ids holding them.
+    pub ports: BTreeMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
+    pub outstanding: BTreeMap<u64, Outstanding>,
+    pub next_key: u64,
+    pub next_ticket: u64,
+    pub trace: Trace,
+    pub sched: Scheduler,
+}
+
+impl World {
+    pub(crate) fn new(fabric_no: u32, seed: u64, cfg: SimConfig) -> Self {
+        World {
+            fabric_no,
+            cfg,
+            now: SimTime(0),
+            timeline: Timeline::new(),
+            rng: Streams::new(seed),
+            hosts: Vec::new(),
+            devices: Vec::new(),
+            channels: BTreeMap::new(),
+            ids: BTreeMap::new(),
+            eps: BTreeMap::new(),
+            ports: BTreeMap::new(),
+            outstanding: BTreeMap::new(),
+            next_key: 1,
+            next_ticket: 1,
+            trace: Trace::default(),
+            sched: Scheduler::default(),
+        }
+    }
+
+    /// A fresh key for a channel, id or endpoint.
+    pub(crate) fn fresh_key(&mut self) -> u64 {
+        let k = self.next_key;
+        self.next_key += 1;
+        k
+    }
+
+    // ----- handles -------------------------------------------------------------------------
+
+    pub(crate) fn id_handle(&self, key: IdKey) -> IdHandle {
+        IdHandle::from_raw((u64::from(self.fabric_no) << 32) | key)
+    }
+
+    pub(crate) fn channel_handle(&self, key: ChanKey) -> ChannelHandle {
+        ChannelHandle::from_raw((u64::from(self.fabric_no) << 32) | key)
+    }
+
+    /// The live id behind `h`, if it belongs to this fabric and host.
+    pub(crate) fn id_key(&self, host: HostKey, call: Call, h: IdHandle) -> Result<IdKey> {
+        let key = h.raw() & 0xffff_ffff;
+        match self.ids.get(&key) {
+            Some(id) if h.raw() >> 32 == u64::from(self.fabric_no) && id.host == host => Ok(key),
+            _ => Err(CmError::new(call, Errno::ENOENT, format!("{h} is not a live id of this host"))),
+        }
+    }
+
+    /// The live user-visible channel behind `h`.
+    pub(crate) fn chan_key(&self, host: HostKey, call: Call, h: ChannelHandle) -> Result<ChanKey> {
+        let key = h.raw() & 0xffff_ffff;
+        match self.channels.get(&key) {
+            Some(c) if h.raw() >> 32 == u64::from(self.fabric_no)
+                && c.host == host
+                && c.private_for.is_none() =>
+            {
+                Ok(key)
+            }
+            _ => Err(CmError::new(call, Errno::EBADF, format!("{h} is not an open event channel of this host"))),
+        }
+    }
+
+    pub(crate) fn id(&self, key: IdKey) -> &Id {
+        &self.ids[&key]
+    }
+
+    pub(crate) fn id_mut(&mut self, key: IdKey) -> &mut Id {
+        self.ids.get_mut(&key).expect("live id")
+    }
+
+    pub(crate) fn transport_of(&self, id: IdKey) -> Option<Transport> {
+        self.id(id).device.map(|d| self.devices[d].transport)
+    }
+
+    /// The device of `host` that owns `ip`.
+    pub(crate) fn device_with_ip(&self, host: HostKey, ip: IpAddr) -> Option<DevKey> {
+        self.hosts[host].devices.iter().copied().find(|d| self.devices[*d].present && self.devices[*d].ips.contains(&ip))
+    }
+
+    /// The (host, device) anywhere on the fabric that owns `ip`.
+    pub(crate) fn owner_of_ip(&self, ip: IpAddr) -> Option<(HostKey, DevKey)> {
+        self.devices
+            .iter()
+            .enumerate()
+            .find(|(_, d)| d.present && d.ips.contains(&ip))
+            .map(|(k, d)| (d.host, k))
+    }
+
+    /// The first present device of `host`.
+    pub(crate) fn first_device(&self, host: HostKey) -> Option<DevKey> {
+        self.hosts[host].devices.iter().copied().find(|d| self.devices[*d].present)
+    }
+
+    // ----- trace ---------------------------------------------------------------------------
+
+    pub(crate) fn record(&mut self, host: Option<HostKey>, kind: TraceKind, text: String) {
+        let host = host.map(|h| self.hosts[h].name.clone()).unwrap_or_else(|| "fabric".into());
+        self.trace.push(self.now, host, kind, text);
+    }
+
+    // ----- events --------------------------------------------------------------------------
+
+    /// Queues an event of `owner` on its channel, as the kernel does; dropped for ids user space
+    /// does not own yet (§5.6) and for ids being removed.
+    pub(crate) fn queue_event(
+        &mut self,
+        owner: IdKey,
+        kind: EventKind,
+        status: i32,
+        param: EventParam,
+        private_data: Vec<u8>,
+    ) {
+        self.queue_event_full(owner, owner, None, kind, status, param, private_data, None);
+    }
+
+    /// Queues an event with every detail.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn queue_event_full(
+        &mut self,
+        owner: IdKey,
+        counted_against: IdKey,
+        listen_id: Option<IdKey>,
+        kind: EventKind,
+        status: i32,
+        param: EventParam,
+        private_data: Vec<u8>,
+        mc_addr: Option<SocketAddr>,
+    ) {
+        let Some(id) = self.ids.get(&owner) else { return };
+        let host = id.host;
+        if kind != EventKind::ConnectRequest && !id.owned {
+            self.record(Some(host), TraceKind::Drop, format!("{kind} for unaccepted {} dropped", self.id_handle(owner)));
+            return;
+        }
+        if id.state == CmState::DeviceRemoval && kind != EventKind::DeviceRemoval && kind != EventKind::User {
+            self.record(Some(host), TraceKind::Drop, format!("{kind} for removed {} dropped", self.id_handle(owner)));
+            return;
+        }
+        let info = EventInfo {
+            kind,
+            status,
+            id: self.id_handle(owner),
+            listen_id: listen_id.map(|l| self.id_handle(l)),
+            param,
+            private_data,
+        };
+        let channel = id.channel;
+        self.record(
+            Some(host),
+            TraceKind::Queue,
+            format!("{kind} status {status} on {} ({} bytes)", info.id, info.private_data.len()),
+        );
+        self.channels
+            .get_mut(&channel)
+            .expect("id's channel")
+            .queue
+            .push_back(Queued { info, owner, counted_against, mc_addr });
+    }
+
+    /// Drops every queued event of `owner` (destroy, migrate discards nothing: see migrate).
+    pub(crate) fn discard_queued(&mut self, owner: IdKey, pred: impl Fn(&Queued) -> bool) -> usize {
+        let chan = self.id(owner).channel;
+        let q = &mut self.channels.get_mut(&chan).expect("channel").queue;
+        let before = q.len();
+        q.retain(|e| !(e.owner == owner && pred(e)));
+        before - q.len()
+    }
+
+    /// Schedules `action` after `delay`.
+    pub(crate) fn after(&mut self, delay: std::time::Duration, action: Action) {
+        let at = self.now.after(delay);
+        self.timeline.schedule(at, action);
+    }
+
+    /// Runs the earliest pending action; false when nothing is pending.
+    pub(crate) fn step(&mut self) -> bool {
+        let Some((at, action)) = self.timeline.pop() else { return false };
+        debug_assert!(at >= self.now, "time never goes back");
+        self.now = at.max(self.now);
+        self.run_action(action);
+        true
+    }
+
+    fn run_action(&mut self, action: Action) {
+        match action {
+            Action::Deliver(msg) => self.deliver(msg),
+            Action::EpTimer { ep, gen } => self.ep_timer(ep, gen),
+            Action::TimewaitDone { ep } => self.timewait_done(ep),
+            Action::IdEvent { id, gen, kind, status, param, mc_addr } => {
+                if self.ids.get(&id).is_some_and(|i| gen.is_none_or(|g| i.op_gen == g)) {
+                    if let Some(addr) = mc_addr {
+                        if !self.id(id).multicast.contains_key(&addr) {
+                            return;
+                        }
+                    }
+                    self.queue_event_full(id, id, None, kind, status, param, Vec::new(), mc_addr);
+                }
+            }
+            Action::AddrDone { id, gen, status } => self.addr_done(id, gen, status),
+            Action::RouteDone { id, gen } => self.route_done(id, gen),
+            Action::Teardown { id } => {
+                if let Some(i) = self.ids.get_mut(&id) {
+                    i.torn_down = true;
+                }
+            }
+            Action::Wake => {}
+        }
+    }
+
+    /// Errors for calls on an id whose device was removed: EINVAL until the background teardown,
+    /// ENXIO after it (§8.3).
+    pub(crate) fn check_not_removed(&self, call: Call, id: IdKey) -> Result<()> {
+        let i = self.id(id);
+        if i.torn_down {
+            return Err(CmError::new(call, Errno::ENXIO, "the id's device was removed and the id torn down"));
+        }
+        if i.state == CmState::DeviceRemoval {
+            return Err(CmError::new(call, Errno::EINVAL, "the id's device was removed"));
+        }
+        Ok(())
+    }
+
+    /// EINVAL with the id's state in the explanation.
+    pub(crate) fn wrong_state(&self, call: Call, id: IdKey) -> CmError {
+        CmError::new(call, Errno::EINVAL, format!("not allowed in state {:?}", self.id(id).state))
+    }
+}

@@ -1,0 +1,121 @@
+//! Test beds: two endpoints, a server and a client, on some backend.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use cmtwin::{CmBackend, Transport};
+use cmtwin_sim::{Fabric, SimBackend};
+
+/// Where a conformance test runs: a server and a client backend that can reach each other.
+pub trait TestBed {
+    /// The backend under test.
+    type Backend: CmBackend;
+    /// The backend the passive side uses.
+    fn server(&self) -> &Self::Backend;
+    /// The backend the active side uses.
+    fn client(&self) -> &Self::Backend;
+    /// The server's RDMA-capable IP address.
+    fn server_ip(&self) -> IpAddr;
+    /// The client's RDMA-capable IP address.
+    fn client_ip(&self) -> IpAddr;
+    /// The transport of the devices.
+    fn transport(&self) -> Transport;
+    /// A port no other test of this process uses.
+    fn fresh_port(&self) -> u16;
+    /// Whether the bed is the simulator (for the few checks that only it can make, such as
+    /// virtual-time bounds).
+    fn is_simulated(&self) -> bool;
+
+    /// Whether `write_cm_event` can queue USER events here (librdmacm ≥ v60 on Linux ≥ 6.18).
+    /// Where it cannot, the call fails with EINVAL (CM-SEMANTICS §10.1: a kernel without the
+    /// command answers EINVAL), and the USER-event scenarios check exactly that instead.
+    fn has_write_cm_event(&self) -> bool {
+        true
+    }
+
+    /// An IPv4 address the client has no route to (`resolve_addr` then fails synchronously
+    /// with ENETUNREACH, §14.2 and §19), if the bed knows one.
+    fn unroutable_ip(&self) -> Option<IpAddr> {
+        None
+    }
+
+    /// The server's address with a fresh port.
+    fn server_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.server_ip(), self.fresh_port())
+    }
+}
+
+/// Hands out ports above the ephemeral range's usual start, unique within the process.
+static NEXT_PORT: AtomicU16 = AtomicU16::new(20_000);
+
+/// A port unique within this test process.
+pub fn unique_port() -> u16 {
+    NEXT_PORT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The simulator: a fabric with two hosts, `server` (10.0.0.1) and `client` (10.0.0.2), each
+/// with one device of the chosen transport. Every other 10.0.0.x is on-link but silent;
+/// 10.9.9.9 has no route.
+pub struct SimBed {
+    /// The fabric, for fault injection and the trace.
+    pub fabric: Fabric,
+    server: SimBackend,
+    client: SimBackend,
+    transport: Transport,
+}
+
+impl SimBed {
+    /// The server's address on the simulated fabric.
+    pub const SERVER_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+    /// The client's address on the simulated fabric.
+    pub const CLIENT_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+
+    /// An address on the hosts' subnet where no host answers.
+    pub const SILENT_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 77));
+    /// An address with no route from either host.
+    pub const UNROUTABLE_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 9, 9, 9));
+
+    /// A RoCE fabric from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self::with_transport(seed, Transport::Roce)
+    }
+
+    /// A fabric of `transport` devices from `seed`.
+    pub fn with_transport(seed: u64, transport: Transport) -> Self {
+        let fabric = Fabric::builder(seed)
+            .host("server", transport, &[Self::SERVER_IP])
+            .host("client", transport, &[Self::CLIENT_IP])
+            .build();
+        let server = fabric.backend("server");
+        let client = fabric.backend("client");
+        SimBed { fabric, server, client, transport }
+    }
+}
+
+impl TestBed for SimBed {
+    type Backend = SimBackend;
+    fn server(&self) -> &SimBackend {
+        &self.server
+    }
+    fn client(&self) -> &SimBackend {
+        &self.client
+    }
+    fn server_ip(&self) -> IpAddr {
+        Self::SERVER_IP
+    }
+    fn client_ip(&self) -> IpAddr {
+        Self::CLIENT_IP
+    }
+    fn transport(&self) -> Transport {
+        self.transport
+    }
+    fn fresh_port(&self) -> u16 {
+        unique_port()
+    }
+    fn is_simulated(&self) -> bool {
+        true
+    }
+    fn unroutable_ip(&self) -> Option<IpAddr> {
+        Some(Self::UNROUTABLE_IP)
+    }
+}

@@ -1,0 +1,234 @@
+//! Private data: per-operation maximums (EINVAL above, never truncated) and what the receiver
+//! sees (zero-padded to the CM message's field) (CM-SEMANTICS §6).
+
+use cmtwin::{
+    max_private_data, Call, CmBackend, ConnParam, Errno, EventInfo, EventKind, IbRejReason,
+    PortSpace, PrivateDataOp, QpType, Transport,
+};
+
+use crate::steps::{
+    add_qp, assert_padded, expect_errno, expect_event_for, expect_no_event, expect_request,
+    listen_on, ok, pattern, resolved_client, teardown, Endpoint, Listener,
+};
+use crate::TestBed;
+
+/// The user maximum for `op` on the bed's transport, checked against §6.1's numbers on IB
+/// and RoCE.
+pub(crate) fn limit<T: TestBed>(bed: &T, op: PrivateDataOp) -> usize {
+    let max = max_private_data(bed.transport(), op);
+    if bed.transport() != Transport::Iwarp {
+        let table = match op {
+            PrivateDataOp::Connect => 56,
+            PrivateDataOp::ConnectUd => 180,
+            PrivateDataOp::Accept => 196,
+            PrivateDataOp::AcceptUd | PrivateDataOp::RejectUd => 136,
+            PrivateDataOp::Reject => 148,
+        };
+        assert_eq!(max, table, "§6.1 user maximum for {op:?}");
+    }
+    max
+}
+
+/// The length the receiver sees for `sent` bytes sent with `op` (§6.2; iWARP: exact).
+pub(crate) fn delivered<T: TestBed>(bed: &T, op: PrivateDataOp, sent: usize) -> usize {
+    cmtwin::delivered_private_data_len(bed.transport(), op).unwrap_or(sent)
+}
+
+/// A listener, and a client (with QP) whose request carrying `data` is pending at the server.
+fn requested<T: TestBed>(bed: &T, data: &[u8]) -> (Listener, Endpoint, EventInfo) {
+    let listener = listen_on(bed, PortSpace::TCP, 8);
+    let client = resolved_client(bed, PortSpace::TCP, listener.addr);
+    add_qp(bed.client(), client.id, QpType::Rc);
+    ok(
+        bed.client()
+            .connect(client.id, Some(&ConnParam::with_private_data(data))),
+        "connect",
+    );
+    let req = expect_request(bed.server(), &listener);
+    (listener, client, req)
+}
+
+fn cleanup<T: TestBed>(bed: &T, listener: &Listener, client: &Endpoint, child: cmtwin::IdHandle) {
+    teardown(bed.client(), &[client.id], client.channel);
+    teardown(bed.server(), &[child, listener.id], listener.channel);
+}
+
+/// §6.1/§6.2: connect with the maximum (56 bytes on IB/RoCE) delivers those bytes exactly.
+pub fn connect_data_at_maximum_is_delivered<T: TestBed>(bed: &T) {
+    let max = limit(bed, PrivateDataOp::Connect);
+    let data = pattern(max, 7);
+    let (listener, client, req) = requested(bed, &data);
+    assert_padded(
+        &req.private_data,
+        &data,
+        delivered(bed, PrivateDataOp::Connect, max),
+        "CONNECT_REQUEST",
+    );
+    cleanup(bed, &listener, &client, req.id);
+}
+
+/// §6.2: short connect data arrives zero-padded to 56 bytes on CONNECT_REQUEST.
+pub fn connect_data_is_zero_padded<T: TestBed>(bed: &T) {
+    let data = b"hello";
+    let (listener, client, req) = requested(bed, data);
+    assert_padded(
+        &req.private_data,
+        data,
+        delivered(bed, PrivateDataOp::Connect, data.len()),
+        "CONNECT_REQUEST",
+    );
+    cleanup(bed, &listener, &client, req.id);
+}
+
+/// §6.1, §3.4: connect with one byte over the maximum is EINVAL (never truncated), leaves the
+/// id ROUTE_RESOLVED and sends nothing; a retry within the limit then connects with the
+/// retry's data.
+pub fn connect_data_over_maximum_is_einval<T: TestBed>(bed: &T) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let max = limit(bed, PrivateDataOp::Connect);
+    let listener = listen_on(bed, PortSpace::TCP, 8);
+    let client = resolved_client(bed, PortSpace::TCP, listener.addr);
+    add_qp(client_cm, client.id, QpType::Rc);
+    expect_errno(
+        client_cm.connect(client.id, Some(&ConnParam::with_private_data(&pattern(max + 1, 3)))),
+        Call::Connect,
+        Errno::EINVAL,
+    );
+    expect_no_event(server_cm, listener.channel);
+    let data = pattern(max, 9);
+    ok(
+        client_cm.connect(client.id, Some(&ConnParam::with_private_data(&data))),
+        "connect retry within the limit",
+    );
+    let req = expect_request(server_cm, &listener);
+    assert_padded(
+        &req.private_data,
+        &data,
+        delivered(bed, PrivateDataOp::Connect, max),
+        "CONNECT_REQUEST after the retry",
+    );
+    cleanup(bed, &listener, &client, req.id);
+}
+
+/// §6.1/§6.2: accept with the maximum (196 bytes) reaches the client's ESTABLISHED exactly.
+pub fn accept_data_at_maximum_is_delivered<T: TestBed>(bed: &T) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let max = limit(bed, PrivateDataOp::Accept);
+    let (listener, client, req) = requested(bed, b"");
+    add_qp(server_cm, req.id, QpType::Rc);
+    let data = pattern(max, 11);
+    ok(
+        server_cm.accept(req.id, Some(&ConnParam::with_private_data(&data))),
+        "accept",
+    );
+    let est = expect_event_for(client_cm, client.channel, EventKind::Established, client.id, 0);
+    assert_padded(
+        &est.private_data,
+        &data,
+        delivered(bed, PrivateDataOp::Accept, max),
+        "client ESTABLISHED",
+    );
+    expect_event_for(server_cm, listener.channel, EventKind::Established, req.id, 0);
+    cleanup(bed, &listener, &client, req.id);
+}
+
+/// §6.2: short accept data arrives zero-padded to 196 bytes on the client's ESTABLISHED.
+pub fn accept_data_is_zero_padded<T: TestBed>(bed: &T) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let (listener, client, req) = requested(bed, b"");
+    add_qp(server_cm, req.id, QpType::Rc);
+    let data = b"ok";
+    ok(
+        server_cm.accept(req.id, Some(&ConnParam::with_private_data(data))),
+        "accept",
+    );
+    let est = expect_event_for(client_cm, client.channel, EventKind::Established, client.id, 0);
+    assert_padded(
+        &est.private_data,
+        data,
+        delivered(bed, PrivateDataOp::Accept, data.len()),
+        "client ESTABLISHED",
+    );
+    expect_event_for(server_cm, listener.channel, EventKind::Established, req.id, 0);
+    cleanup(bed, &listener, &client, req.id);
+}
+
+/// §6.1, §4.10: accept with one byte over the maximum is EINVAL; the client never sees that
+/// data (no ESTABLISHED): once the child is destroyed it sees exactly one REJECTED 28 with
+/// zero data (whether the kernel rejected at the failed accept or at the destroy).
+pub fn accept_data_over_maximum_is_einval<T: TestBed>(bed: &T) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let max = limit(bed, PrivateDataOp::Accept);
+    let (listener, client, req) = requested(bed, b"");
+    add_qp(server_cm, req.id, QpType::Rc);
+    expect_errno(
+        server_cm.accept(req.id, Some(&ConnParam::with_private_data(&pattern(max + 1, 5)))),
+        Call::Accept,
+        Errno::EINVAL,
+    );
+    ok(server_cm.destroy_id(req.id), "destroy the child");
+    let rej = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Rejected,
+        client.id,
+        IbRejReason::CONSUMER_DEFINED,
+    );
+    assert!(
+        rej.private_data.iter().all(|b| *b == 0),
+        "kernel REJ(28) carries no data"
+    );
+    expect_no_event(client_cm, client.channel);
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[listener.id], listener.channel);
+}
+
+/// §6.1/§6.2: reject with the maximum (148 bytes) reaches the client's REJECTED exactly.
+pub fn reject_data_at_maximum_is_delivered<T: TestBed>(bed: &T) {
+    if bed.transport() == Transport::Iwarp {
+        eprintln!("skipped: iWARP (§5.3)");
+        return;
+    }
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let max = limit(bed, PrivateDataOp::Reject);
+    let (listener, client, req) = requested(bed, b"");
+    let data = pattern(max, 13);
+    ok(server_cm.reject(req.id, &data), "reject");
+    let rej = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Rejected,
+        client.id,
+        IbRejReason::CONSUMER_DEFINED,
+    );
+    assert_padded(&rej.private_data, &data, max, "REJECTED");
+    cleanup(bed, &listener, &client, req.id);
+}
+
+/// §6.1: reject with one byte over the maximum is EINVAL and sends nothing; a reject within
+/// the limit then works.
+pub fn reject_data_over_maximum_is_einval<T: TestBed>(bed: &T) {
+    if bed.transport() == Transport::Iwarp {
+        eprintln!("skipped: iWARP (§5.3)");
+        return;
+    }
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let max = limit(bed, PrivateDataOp::Reject);
+    let (listener, client, req) = requested(bed, b"");
+    expect_errno(
+        server_cm.reject(req.id, &pattern(max + 1, 17)),
+        Call::Reject,
+        Errno::EINVAL,
+    );
+    expect_no_event(client_cm, client.channel);
+    ok(server_cm.reject(req.id, b"second try"), "reject within the limit");
+    let rej = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Rejected,
+        client.id,
+        IbRejReason::CONSUMER_DEFINED,
+    );
+    assert_padded(&rej.private_data, b"second try", max, "REJECTED");
+    cleanup(bed, &listener, &client, req.id);
+}

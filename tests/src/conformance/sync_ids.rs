@@ -1,0 +1,160 @@
+//! Synchronous ids (no channel): the call itself waits for the id's next event and keeps it;
+//! `get_request` on synchronous listeners; `migrate_id` between modes (CM-SEMANTICS §11,
+//! §4.16).
+
+use std::net::SocketAddr;
+
+use cmtwin::{
+    Call, CmBackend, ConnParam, Errno, EventKind, EventParam, IbRejReason, PortSpace, QpType,
+    Transport,
+};
+
+use crate::steps::{
+    add_qp, expect_errno, expect_event_for, listen_on, ok, resolved_client, teardown,
+    teardown_client, teardown_listener, LISTENER_CONTEXT, RESOLVE_TIMEOUT,
+};
+use crate::TestBed;
+
+/// §11.1, §11.2: resolve_addr and resolve_route on a synchronous id return once the id's
+/// event arrived (status 0 → Ok) and keep it as the id's current event.
+pub fn sync_resolution_returns_after_the_event<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let id = ok(cm.create_id(None, 5, PortSpace::TCP), "create sync id");
+    assert_eq!(ok(cm.sync_event(id), "sync_event"), None, "a new id has no event");
+    ok(
+        cm.resolve_addr(id, None, bed.server_addr(), RESOLVE_TIMEOUT),
+        "sync resolve_addr",
+    );
+    let ev = ok(cm.sync_event(id), "sync_event").expect("ADDR_RESOLVED kept");
+    assert_eq!((ev.kind, ev.status, ev.id), (EventKind::AddrResolved, 0, id));
+    assert!(ok(cm.local_addr(id), "local_addr").is_some(), "resolved id has a source");
+    ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "sync resolve_route");
+    let ev = ok(cm.sync_event(id), "sync_event").expect("ROUTE_RESOLVED kept");
+    assert_eq!((ev.kind, ev.status, ev.id), (EventKind::RouteResolved, 0, id));
+    ok(cm.destroy_id(id), "destroy sync id");
+}
+
+/// §11.2: a synchronous connect that is rejected returns ECONNREFUSED (whatever the reject
+/// reason) and keeps the REJECTED event (status 8: nobody listens).
+pub fn sync_connect_rejected_is_econnrefused<T: TestBed>(bed: &T) {
+    if bed.transport() == Transport::Iwarp {
+        eprintln!("skipped: iWARP (§5.3)");
+        return;
+    }
+    let cm = bed.client();
+    let id = ok(cm.create_id(None, 0, PortSpace::TCP), "create sync id");
+    let nobody = SocketAddr::new(bed.server_ip(), bed.fresh_port());
+    ok(cm.resolve_addr(id, None, nobody, RESOLVE_TIMEOUT), "resolve_addr");
+    ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route");
+    add_qp(cm, id, QpType::Rc);
+    expect_errno(cm.connect(id, None), Call::Connect, Errno::ECONNREFUSED);
+    let ev = ok(cm.sync_event(id), "sync_event").expect("REJECTED kept");
+    assert_eq!(ev.kind, EventKind::Rejected, "kept event");
+    assert_eq!(ev.status, IbRejReason::INVALID_SERVICE_ID, "reject reason");
+    ok(cm.destroy_id(id), "destroy sync id");
+}
+
+/// §11.3: get_request on a synchronous listener returns a new synchronous id holding the
+/// CONNECT_REQUEST (listen_id = the listener, the client's data, the listener's context);
+/// rejecting it reaches the client as REJECTED 28 with the data.
+pub fn get_request_on_sync_listener<T: TestBed>(bed: &T) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = ok(
+        server_cm.create_id(None, LISTENER_CONTEXT, PortSpace::TCP),
+        "create sync listener",
+    );
+    let addr = bed.server_addr();
+    ok(server_cm.bind_addr(listener, addr), "bind");
+    ok(server_cm.listen(listener, 8), "listen");
+    let client = resolved_client(bed, PortSpace::TCP, addr);
+    let client_qp = add_qp(client_cm, client.id, QpType::Rc);
+    ok(
+        client_cm.connect(client.id, Some(&ConnParam::with_private_data(b"sync?"))),
+        "connect",
+    );
+    let child = ok(server_cm.get_request(listener), "get_request");
+    assert_ne!(child, listener, "get_request returns a new id");
+    let req = ok(server_cm.sync_event(child), "sync_event").expect("CONNECT_REQUEST kept");
+    assert_eq!(req.kind, EventKind::ConnectRequest, "kept event");
+    assert_eq!(req.status, 0, "status");
+    assert_eq!(req.id, child, "event id");
+    assert_eq!(req.listen_id, Some(listener), "listen_id");
+    let EventParam::Conn(conn) = req.param else {
+        panic!("CONNECT_REQUEST must carry conn data, got {:?}", req.param);
+    };
+    assert_eq!(conn.qp_num, client_qp, "peer QPN");
+    assert_eq!(&req.private_data[..5], b"sync?", "client's data");
+    assert_eq!(ok(server_cm.context(child), "context"), LISTENER_CONTEXT, "inherited context");
+    if bed.transport() != Transport::Iwarp {
+        ok(server_cm.reject(child, b"no"), "reject");
+        let rej = expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::Rejected,
+            client.id,
+            IbRejReason::CONSUMER_DEFINED,
+        );
+        assert_eq!(&rej.private_data[..2], b"no", "reject data");
+    }
+    // The kept CONNECT_REQUEST counts against the listener until the child is destroyed
+    // (§11.3; cmtwin refuses with EBUSY instead of blocking).
+    expect_errno(server_cm.destroy_id(listener), Call::DestroyId, Errno::EBUSY);
+    ok(server_cm.destroy_id(child), "destroy child");
+    ok(server_cm.destroy_id(listener), "destroy listener");
+    teardown_client(bed, &client);
+}
+
+/// §11.3: get_request on an asynchronous listener is EINVAL.
+pub fn get_request_on_async_listener_is_einval<T: TestBed>(bed: &T) {
+    let listener = listen_on(bed, PortSpace::TCP, 8);
+    expect_errno(
+        bed.server().get_request(listener.id),
+        Call::GetRequest,
+        Errno::EINVAL,
+    );
+    teardown_listener(bed, &listener);
+}
+
+/// §4.16, §11.1: a request taken with get_request can be migrated to a channel and accepted
+/// asynchronously; ESTABLISHED then arrives on that channel.
+pub fn sync_child_migrated_to_channel_connects<T: TestBed>(bed: &T) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = ok(server_cm.create_id(None, 0, PortSpace::TCP), "sync listener");
+    let addr = bed.server_addr();
+    ok(server_cm.bind_addr(listener, addr), "bind");
+    ok(server_cm.listen(listener, 8), "listen");
+    let client = resolved_client(bed, PortSpace::TCP, addr);
+    add_qp(client_cm, client.id, QpType::Rc);
+    ok(client_cm.connect(client.id, None), "connect");
+    let child = ok(server_cm.get_request(listener), "get_request");
+    let channel = ok(server_cm.create_event_channel(), "server channel");
+    ok(server_cm.migrate_id(child, Some(channel)), "migrate child to a channel");
+    add_qp(server_cm, child, QpType::Rc);
+    ok(server_cm.accept(child, None), "accept (asynchronous now)");
+    expect_event_for(client_cm, client.channel, EventKind::Established, client.id, 0);
+    expect_event_for(server_cm, channel, EventKind::Established, child, 0);
+    teardown_client(bed, &client);
+    expect_event_for(server_cm, channel, EventKind::Disconnected, child, 0);
+    teardown(server_cm, &[child], channel);
+    ok(server_cm.destroy_id(listener), "destroy listener");
+}
+
+/// §4.16: migrate_id(None) makes an id synchronous; doing it again is EINVAL.
+pub fn migrate_to_sync_twice_is_einval<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "create_id");
+    ok(cm.migrate_id(id, None), "migrate to synchronous");
+    expect_errno(cm.migrate_id(id, None), Call::MigrateId, Errno::EINVAL);
+    // Now synchronous: resolve_addr waits for its event itself.
+    ok(
+        cm.resolve_addr(id, None, bed.server_addr(), RESOLVE_TIMEOUT),
+        "sync resolve_addr",
+    );
+    let ev = ok(cm.sync_event(id), "sync_event").expect("kept event");
+    assert_eq!(ev.kind, EventKind::AddrResolved, "kept event");
+    crate::steps::expect_no_event(cm, channel);
+    // The channel no longer has ids.
+    ok(cm.destroy_event_channel(channel), "destroy the emptied channel");
+    ok(cm.destroy_id(id), "destroy_id");
+}
