@@ -55,7 +55,7 @@ impl SimBackend {
         let mut w = self.lock();
         let r = f(&mut w, self.host);
         let shown = match &r {
-            Ok(v) => format!("{v:?}"),
+            Ok(v) => Some(format!("{v:?}")).filter(|s| s != "()").unwrap_or_else(|| "0".into()),
             Err(e) => format!("{}", e.errno),
         };
         w.record(Some(self.host), TraceKind::Call, format!("{}({args}) -> {shown}", call.name()));
@@ -197,11 +197,12 @@ impl CmBackend for SimBackend {
     }
 
     fn accept(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {
-        let ud = self.call(Call::Accept, format!("{id}"), |w, h| {
-            w.accept(h, id, param)?;
-            let key = w.id_key(h, Call::Accept, id)?;
-            Ok(!w.id(key).qp_type.is_connected())
-        })?;
+        self.call(Call::Accept, format!("{id}"), |w, h| w.accept(h, id, param))?;
+        let ud = {
+            let w = self.lock();
+            let key = w.id_key(self.host, Call::Accept, id)?;
+            !w.id(key).qp_type.is_connected()
+        };
         if ud {
             // UD: no event follows; a synchronous id just releases its request event.
             let mut w = self.lock();

@@ -108,8 +108,19 @@ impl World {
         }
         let jitter = self.rng.range(Stream::Latency, 0, self.cfg.wire_jitter.as_nanos() as u64);
         let delay = self.cfg.wire_latency + std::time::Duration::from_nanos(jitter);
+        // Jitter never reorders the messages between two hosts: links are FIFO.
+        let to_host = match to {
+            Dest::Ip(ip) => self.owner_of_ip(ip).map(|(h, _)| h),
+            Dest::Ep(ep) => self.eps.get(&ep).map(|e| e.host),
+        };
+        let mut at = self.now.after(delay);
+        if let Some(to_host) = to_host {
+            let last = self.link_clock.entry((from_host, to_host)).or_default();
+            at = at.max(*last);
+            *last = at;
+        }
         self.record(Some(from_host), TraceKind::Send, msg.to_string());
-        self.after(delay, Action::Deliver(msg));
+        self.timeline.schedule(at, Action::Deliver(msg));
     }
 
     /// A message arrives: requests go to the host owning the address, the rest to endpoints.

@@ -183,6 +183,8 @@ pub(crate) struct World {
     /// Bound ports per (host, port space, port): the ids holding them.
     pub ports: BTreeMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
     pub outstanding: BTreeMap<u64, Outstanding>,
+    /// The latest delivery time scheduled on each (from host, to host) link.
+    pub link_clock: BTreeMap<(HostKey, HostKey), SimTime>,
     pub next_key: u64,
     pub next_ticket: u64,
     pub trace: Trace,
@@ -204,6 +206,7 @@ impl World {
             eps: BTreeMap::new(),
             ports: BTreeMap::new(),
             outstanding: BTreeMap::new(),
+            link_clock: BTreeMap::new(),
             next_key: 1,
             next_ticket: 1,
             trace: Trace::default(),
