@@ -22,7 +22,11 @@ fn expect<B: CmBackend>(cm: &B, channel: ChannelHandle, kind: EventKind) -> Resu
     let event = cm.get_cm_event(channel, WAIT)?;
     let info = event.info().clone();
     cm.ack_cm_event(event)?;
-    assert_eq!(info.kind, kind, "expected {kind}, got {} (status {})", info.kind, info.status);
+    assert_eq!(
+        info.kind, kind,
+        "expected {kind}, got {} (status {})",
+        info.kind, info.status
+    );
     Ok(info)
 }
 
@@ -34,7 +38,11 @@ fn server<B: CmBackend>(cm: &B, addr: SocketAddr) -> Result<()> {
     cm.listen(listener, 4)?;
     let request = expect(cm, channel, EventKind::ConnectRequest)?;
     let ping = &request.private_data[..4];
-    println!("server: CONNECT_REQUEST with {:?} ({} bytes delivered)", String::from_utf8_lossy(ping), request.private_data.len());
+    println!(
+        "server: CONNECT_REQUEST with {:?} ({} bytes delivered)",
+        String::from_utf8_lossy(ping),
+        request.private_data.len()
+    );
     let id = request.id;
     cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
     cm.accept(id, Some(&ConnParam::with_private_data(b"pong")))?;
@@ -60,7 +68,10 @@ fn client<B: CmBackend>(cm: &B, server: SocketAddr) -> Result<()> {
     cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
     cm.connect(id, Some(&ConnParam::with_private_data(b"ping")))?;
     let established = expect(cm, channel, EventKind::Established)?;
-    println!("client: ESTABLISHED with {:?}", String::from_utf8_lossy(&established.private_data[..4]));
+    println!(
+        "client: ESTABLISHED with {:?}",
+        String::from_utf8_lossy(&established.private_data[..4])
+    );
     cm.disconnect(id)?;
     expect(cm, channel, EventKind::Disconnected)?;
     expect(cm, channel, EventKind::TimewaitExit)?;
@@ -71,11 +82,18 @@ fn client<B: CmBackend>(cm: &B, server: SocketAddr) -> Result<()> {
 }
 
 fn main() {
-    let seed = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let seed = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     let server_ip = "10.0.0.1".parse().unwrap();
     let fabric = Fabric::builder(seed)
         .host("server", cmtwin::Transport::Roce, &[server_ip])
-        .host("client", cmtwin::Transport::Roce, &["10.0.0.2".parse().unwrap()])
+        .host(
+            "client",
+            cmtwin::Transport::Roce,
+            &["10.0.0.2".parse().unwrap()],
+        )
         .build();
     let addr = SocketAddr::new(server_ip, 7471);
     fabric.spawn("server", "server", move |cm| server(&cm, addr));

@@ -25,7 +25,9 @@ pub struct SimBackend {
 
 impl Debug for SimBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimBackend").field("host", &self.host).finish()
+        f.debug_struct("SimBackend")
+            .field("host", &self.host)
+            .finish()
     }
 }
 
@@ -37,7 +39,11 @@ fn sync_result(call: Call, info: &EventInfo) -> Result<()> {
         (_, s) if s < 0 => Errno(-s),
         (_, s) => Errno(s),
     };
-    Err(CmError::new(call, errno, format!("completed by {} with status {}", info.kind, info.status)))
+    Err(CmError::new(
+        call,
+        errno,
+        format!("completed by {} with status {}", info.kind, info.status),
+    ))
 }
 
 impl SimBackend {
@@ -55,10 +61,16 @@ impl SimBackend {
         let mut w = self.lock();
         let r = f(&mut w, self.host);
         let shown = match &r {
-            Ok(v) => Some(format!("{v:?}")).filter(|s| s != "()").unwrap_or_else(|| "0".into()),
+            Ok(v) => Some(format!("{v:?}"))
+                .filter(|s| s != "()")
+                .unwrap_or_else(|| "0".into()),
             Err(e) => format!("{}", e.errno),
         };
-        w.record(Some(self.host), TraceKind::Call, format!("{}({args}) -> {shown}", call.name()));
+        w.record(
+            Some(self.host),
+            TraceKind::Call,
+            format!("{}({args}) -> {shown}", call.name()),
+        );
         r
     }
 
@@ -87,14 +99,31 @@ impl SimBackend {
     ) -> (MutexGuard<'a, World>, Result<EventInfo>) {
         let chan = w.id(key).channel;
         let what = format!("{} on synchronous {}", call.name(), w.id_handle(key));
-        let (mut w, r) = block(&self.shared, w, Cond { channel: Some(chan), deadline: None, what });
+        let (mut w, r) = block(
+            &self.shared,
+            w,
+            Cond {
+                channel: Some(chan),
+                deadline: None,
+                what,
+            },
+        );
         if let Err(msg) = r {
             return (w, Err(CmError::new(call, Errno::EDEADLK, msg)));
         }
         if !w.ids.contains_key(&key) {
-            return (w, Err(CmError::new(call, Errno::ENOENT, "the id was destroyed while waiting")));
+            return (
+                w,
+                Err(CmError::new(
+                    call,
+                    Errno::ENOENT,
+                    "the id was destroyed while waiting",
+                )),
+            );
         }
-        let event = w.fetch_event(chan).expect("the condition says an event is queued");
+        let event = w
+            .fetch_event(chan)
+            .expect("the condition says an event is queued");
         let info = event.info().clone();
         let ticket = event.ticket().0;
         w.id_mut(key).sync_event = Some((info.clone(), ticket));
@@ -115,25 +144,45 @@ impl SimBackend {
             Wait::Timeout(d) => Some(w.now.after(d)),
         };
         let what = format!("rdma_get_cm_event on {channel}");
-        let (mut w, r) = block(&self.shared, w, Cond { channel: Some(key), deadline, what });
+        let (mut w, r) = block(
+            &self.shared,
+            w,
+            Cond {
+                channel: Some(key),
+                deadline,
+                what,
+            },
+        );
         r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
         let key = w.chan_key(self.host, call, channel)?;
-        w.fetch_event(key).ok_or_else(|| CmError::new(call, Errno::ETIMEDOUT, "no event within the timeout"))
+        w.fetch_event(key)
+            .ok_or_else(|| CmError::new(call, Errno::ETIMEDOUT, "no event within the timeout"))
     }
 }
 
 impl CmBackend for SimBackend {
     fn create_event_channel(&self) -> Result<ChannelHandle> {
-        self.call(Call::CreateEventChannel, String::new(), |w, h| w.create_event_channel(h))
+        self.call(Call::CreateEventChannel, String::new(), |w, h| {
+            w.create_event_channel(h)
+        })
     }
 
     fn destroy_event_channel(&self, channel: ChannelHandle) -> Result<()> {
-        self.call(Call::DestroyEventChannel, format!("{channel}"), |w, h| w.destroy_event_channel(h, channel))
+        self.call(Call::DestroyEventChannel, format!("{channel}"), |w, h| {
+            w.destroy_event_channel(h, channel)
+        })
     }
 
-    fn create_id(&self, channel: Option<ChannelHandle>, context: u64, port_space: PortSpace) -> Result<IdHandle> {
+    fn create_id(
+        &self,
+        channel: Option<ChannelHandle>,
+        context: u64,
+        port_space: PortSpace,
+    ) -> Result<IdHandle> {
         let args = format!("{channel:?}, {context}, {port_space:?}");
-        self.call(Call::CreateId, args, |w, h| w.create_id(h, channel, context, port_space))
+        self.call(Call::CreateId, args, |w, h| {
+            w.create_id(h, channel, context, port_space)
+        })
     }
 
     fn destroy_id(&self, id: IdHandle) -> Result<()> {
@@ -141,22 +190,36 @@ impl CmBackend for SimBackend {
     }
 
     fn bind_addr(&self, id: IdHandle, addr: SocketAddr) -> Result<()> {
-        self.call(Call::BindAddr, format!("{id}, {addr}"), |w, h| w.bind_addr(h, id, addr))
+        self.call(Call::BindAddr, format!("{id}, {addr}"), |w, h| {
+            w.bind_addr(h, id, addr)
+        })
     }
 
-    fn resolve_addr(&self, id: IdHandle, src: Option<SocketAddr>, dst: SocketAddr, timeout: Duration) -> Result<()> {
+    fn resolve_addr(
+        &self,
+        id: IdHandle,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout: Duration,
+    ) -> Result<()> {
         let args = format!("{id}, {src:?}, {dst}, {timeout:?}");
-        self.call(Call::ResolveAddr, args, |w, h| w.resolve_addr(h, id, src, dst, timeout))?;
+        self.call(Call::ResolveAddr, args, |w, h| {
+            w.resolve_addr(h, id, src, dst, timeout)
+        })?;
         self.complete_sync(Call::ResolveAddr, id)
     }
 
     fn resolve_route(&self, id: IdHandle, timeout: Duration) -> Result<()> {
-        self.call(Call::ResolveRoute, format!("{id}, {timeout:?}"), |w, h| w.resolve_route(h, id, timeout))?;
+        self.call(Call::ResolveRoute, format!("{id}, {timeout:?}"), |w, h| {
+            w.resolve_route(h, id, timeout)
+        })?;
         self.complete_sync(Call::ResolveRoute, id)
     }
 
     fn listen(&self, id: IdHandle, backlog: i32) -> Result<()> {
-        self.call(Call::Listen, format!("{id}, {backlog}"), |w, h| w.listen(h, id, backlog))
+        self.call(Call::Listen, format!("{id}, {backlog}"), |w, h| {
+            w.listen(h, id, backlog)
+        })
     }
 
     fn get_request(&self, listen: IdHandle) -> Result<IdHandle> {
@@ -164,7 +227,11 @@ impl CmBackend for SimBackend {
         let mut w = self.lock();
         let key = w.id_key(self.host, call, listen)?;
         if !w.id(key).sync {
-            return Err(CmError::new(call, Errno::EINVAL, "rdma_get_request needs a synchronous listener"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "rdma_get_request needs a synchronous listener",
+            ));
         }
         if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
             w.outstanding.remove(&ticket);
@@ -180,19 +247,33 @@ impl CmBackend for SimBackend {
                 Ok(info.id)
             }
             (EventKind::Rejected, _) => Err(CmError::new(call, Errno::ECONNREFUSED, "REJECTED")),
-            (_, s) if s != 0 => Err(CmError::new(call, Errno(-s), format!("{} with status {s}", info.kind))),
-            (kind, _) => Err(CmError::new(call, Errno::EINVAL, format!("{kind} instead of a connection request"))),
+            (_, s) if s != 0 => Err(CmError::new(
+                call,
+                Errno(-s),
+                format!("{} with status {s}", info.kind),
+            )),
+            (kind, _) => Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("{kind} instead of a connection request"),
+            )),
         };
         let shown = match &result {
             Ok(id) => format!("{id}"),
             Err(e) => format!("{}", e.errno),
         };
-        w.record(Some(self.host), TraceKind::Call, format!("rdma_get_request({listen}) -> {shown}"));
+        w.record(
+            Some(self.host),
+            TraceKind::Call,
+            format!("rdma_get_request({listen}) -> {shown}"),
+        );
         result
     }
 
     fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {
-        self.call(Call::Connect, format!("{id}"), |w, h| w.connect(h, id, param))?;
+        self.call(Call::Connect, format!("{id}"), |w, h| {
+            w.connect(h, id, param)
+        })?;
         self.complete_sync(Call::Connect, id)
     }
 
@@ -221,12 +302,16 @@ impl CmBackend for SimBackend {
     }
 
     fn disconnect(&self, id: IdHandle) -> Result<()> {
-        self.call(Call::Disconnect, format!("{id}"), |w, h| w.disconnect(h, id))?;
+        self.call(Call::Disconnect, format!("{id}"), |w, h| {
+            w.disconnect(h, id)
+        })?;
         self.complete_sync(Call::Disconnect, id)
     }
 
     fn notify(&self, id: IdHandle, event: AsyncEvent) -> Result<()> {
-        self.call(Call::Notify, format!("{id}, {}", event.0), |w, h| w.notify(h, id, event))
+        self.call(Call::Notify, format!("{id}, {}", event.0), |w, h| {
+            w.notify(h, id, event)
+        })
     }
 
     fn establish(&self, id: IdHandle) -> Result<()> {
@@ -235,14 +320,20 @@ impl CmBackend for SimBackend {
 
     fn write_cm_event(&self, id: IdHandle, kind: EventKind, status: i32, arg: u64) -> Result<()> {
         let args = format!("{id}, {kind}, {status}, {arg}");
-        self.call(Call::WriteCmEvent, args, |w, h| w.write_cm_event(h, id, kind, status, arg))
+        self.call(Call::WriteCmEvent, args, |w, h| {
+            w.write_cm_event(h, id, kind, status, arg)
+        })
     }
 
     fn get_cm_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
         let r = self.wait_event(channel, wait);
         if let Err(e) = &r {
             let mut w = self.lock();
-            w.record(Some(self.host), TraceKind::Call, format!("rdma_get_cm_event({channel}, {wait:?}) -> {}", e.errno));
+            w.record(
+                Some(self.host),
+                TraceKind::Call,
+                format!("rdma_get_cm_event({channel}, {wait:?}) -> {}", e.errno),
+            );
         }
         r
     }
@@ -254,12 +345,16 @@ impl CmBackend for SimBackend {
 
     fn join_multicast(&self, id: IdHandle, addr: SocketAddr, context: u64) -> Result<()> {
         let args = format!("{id}, {addr}, {context}");
-        self.call(Call::JoinMulticast, args, |w, h| w.join_multicast(h, id, addr, context))?;
+        self.call(Call::JoinMulticast, args, |w, h| {
+            w.join_multicast(h, id, addr, context)
+        })?;
         self.complete_sync(Call::JoinMulticast, id)
     }
 
     fn leave_multicast(&self, id: IdHandle, addr: SocketAddr) -> Result<()> {
-        self.call(Call::LeaveMulticast, format!("{id}, {addr}"), |w, h| w.leave_multicast(h, id, addr))
+        self.call(Call::LeaveMulticast, format!("{id}, {addr}"), |w, h| {
+            w.leave_multicast(h, id, addr)
+        })
     }
 
     fn resolve_addrinfo(
@@ -270,20 +365,28 @@ impl CmBackend for SimBackend {
         hints: Option<&AddrInfoHints>,
     ) -> Result<()> {
         let args = format!("{id}, {node:?}, {service:?}, {hints:?}");
-        self.call(Call::ResolveAddrinfo, args, |w, h| w.resolve_addrinfo(h, id, node, service, hints))?;
+        self.call(Call::ResolveAddrinfo, args, |w, h| {
+            w.resolve_addrinfo(h, id, node, service, hints)
+        })?;
         self.complete_sync(Call::ResolveAddrinfo, id)
     }
 
     fn query_addrinfo(&self, id: IdHandle) -> Result<Vec<AddrInfo>> {
-        self.call(Call::QueryAddrinfo, format!("{id}"), |w, h| w.query_addrinfo(h, id))
+        self.call(Call::QueryAddrinfo, format!("{id}"), |w, h| {
+            w.query_addrinfo(h, id)
+        })
     }
 
     fn migrate_id(&self, id: IdHandle, channel: Option<ChannelHandle>) -> Result<()> {
-        self.call(Call::MigrateId, format!("{id}, {channel:?}"), |w, h| w.migrate_id(h, id, channel))
+        self.call(Call::MigrateId, format!("{id}, {channel:?}"), |w, h| {
+            w.migrate_id(h, id, channel)
+        })
     }
 
     fn set_option(&self, id: IdHandle, option: &CmOption) -> Result<()> {
-        self.call(Call::SetOption, format!("{id}, {option:?}"), |w, h| w.set_option(h, id, option))?;
+        self.call(Call::SetOption, format!("{id}, {option:?}"), |w, h| {
+            w.set_option(h, id, option)
+        })?;
         if matches!(option, CmOption::IbPath(_)) {
             return self.complete_sync(Call::SetOption, id);
         }
@@ -291,7 +394,11 @@ impl CmBackend for SimBackend {
     }
 
     fn create_qp(&self, id: IdHandle, attr: &QpInitAttr) -> Result<u32> {
-        self.call(Call::CreateQp, format!("{id}, {:?}", attr.qp_type), |w, h| w.create_qp(h, id, attr))
+        self.call(
+            Call::CreateQp,
+            format!("{id}, {:?}", attr.qp_type),
+            |w, h| w.create_qp(h, id, attr),
+        )
     }
 
     fn destroy_qp(&self, id: IdHandle) -> Result<()> {
@@ -336,7 +443,15 @@ impl CmBackend for SimBackend {
         let w = self.lock();
         let deadline = w.now.after(duration);
         let what = format!("sleep({duration:?})");
-        let (_w, r) = block(&self.shared, w, Cond { channel: None, deadline: Some(deadline), what });
+        let (_w, r) = block(
+            &self.shared,
+            w,
+            Cond {
+                channel: None,
+                deadline: Some(deadline),
+                what,
+            },
+        );
         r.map_err(|msg| CmError::new(Call::Sleep, Errno::EDEADLK, msg))
     }
 }

@@ -109,9 +109,20 @@ mod tests {
     #[test]
     fn timewait_table_of_section_7_2() {
         // Rows of the table in CM-SEMANTICS.md §7.2.
-        let cases = [(16, 15, 512), (16, 16, 1024), (0, 0, 1), (0, 15, 128), (14, 16, 512), (20, 8, 8192)];
+        let cases = [
+            (16, 15, 512),
+            (16, 16, 1024),
+            (0, 0, 1),
+            (0, 15, 128),
+            (14, 16, 512),
+            (20, 8, 8192),
+        ];
         for (plt, delay, want) in cases {
-            assert_eq!(cm_ms(ack_timeout(delay, plt)), want, "plt {plt} delay {delay}");
+            assert_eq!(
+                cm_ms(ack_timeout(delay, plt)),
+                want,
+                "plt {plt} delay {delay}"
+            );
         }
     }
 

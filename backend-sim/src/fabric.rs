@@ -30,27 +30,40 @@ struct PendingProc {
     body: ProcBody,
 }
 
+/// A device as described to the builder: name, transport, addresses.
+type DeviceSpec = (String, Transport, Vec<IpAddr>);
+
 /// Describes a fabric before it is built.
 pub struct FabricBuilder {
     seed: u64,
     config: SimConfig,
-    hosts: Vec<(String, Vec<(String, Transport, Vec<IpAddr>)>)>,
+    hosts: Vec<(String, Vec<DeviceSpec>)>,
 }
 
 impl FabricBuilder {
     /// Adds a host named `name` with one device of `transport` owning `ips`.
     pub fn host(self, name: &str, transport: Transport, ips: &[IpAddr]) -> Self {
-        let dev = format!("{}0", match transport {
-            Transport::InfiniBand => "ib",
-            Transport::Roce => "roce",
-            Transport::Iwarp => "iw",
-        });
+        let dev = format!(
+            "{}0",
+            match transport {
+                Transport::InfiniBand => "ib",
+                Transport::Roce => "roce",
+                Transport::Iwarp => "iw",
+            }
+        );
         self.host_with_devices(name, &[(&dev, transport, ips)])
     }
 
     /// Adds a host with several devices: (device name, transport, addresses).
-    pub fn host_with_devices(mut self, name: &str, devices: &[(&str, Transport, &[IpAddr])]) -> Self {
-        let devs = devices.iter().map(|(n, t, ips)| (n.to_string(), *t, ips.to_vec())).collect();
+    pub fn host_with_devices(
+        mut self,
+        name: &str,
+        devices: &[(&str, Transport, &[IpAddr])],
+    ) -> Self {
+        let devs = devices
+            .iter()
+            .map(|(n, t, ips)| (n.to_string(), *t, ips.to_vec()))
+            .collect();
         self.hosts.push((name.to_string(), devs));
         self
     }
@@ -70,12 +83,25 @@ impl FabricBuilder {
             let mut keys = Vec::new();
             for (dname, transport, ips) in devs {
                 keys.push(world.devices.len());
-                world.devices.push(Device { host, name: dname, transport, ips, present: true });
+                world.devices.push(Device {
+                    host,
+                    name: dname,
+                    transport,
+                    ips,
+                    present: true,
+                });
             }
-            world.hosts.push(Host { name, devices: keys, last_ephemeral: Default::default() });
+            world.hosts.push(Host {
+                name,
+                devices: keys,
+                last_ephemeral: Default::default(),
+            });
         }
         Fabric {
-            shared: Arc::new(Shared { world: Mutex::new(world), cv: Condvar::new() }),
+            shared: Arc::new(Shared {
+                world: Mutex::new(world),
+                cv: Condvar::new(),
+            }),
             seed: self.seed,
             pending: Mutex::new(Vec::new()),
         }
@@ -118,7 +144,11 @@ pub struct Fabric {
 impl Fabric {
     /// Starts describing a fabric whose randomness all derives from `seed`.
     pub fn builder(seed: u64) -> FabricBuilder {
-        FabricBuilder { seed, config: SimConfig::default(), hosts: Vec::new() }
+        FabricBuilder {
+            seed,
+            config: SimConfig::default(),
+            hosts: Vec::new(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, World> {
@@ -143,7 +173,10 @@ impl Fabric {
     /// # Panics
     /// If the fabric has no such host (a mistake in the test's setup, not a CM error).
     pub fn backend(&self, name: &str) -> SimBackend {
-        SimBackend { shared: Arc::clone(&self.shared), host: self.host_key(name) }
+        SimBackend {
+            shared: Arc::clone(&self.shared),
+            host: self.host_key(name),
+        }
     }
 
     /// Virtual time since the fabric was built.
@@ -223,19 +256,30 @@ impl Fabric {
         body: impl FnOnce(SimBackend) -> Result<(), CmError> + Send + 'static,
     ) {
         let host = self.host_key(host);
-        let proc = PendingProc { name: name.to_string(), host, body: Box::new(body) };
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(proc);
+        let proc = PendingProc {
+            name: name.to_string(),
+            host,
+            body: Box::new(body),
+        };
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(proc);
     }
 
     /// Runs every spawned process to completion, one at a time, in virtual time. Fails naming
     /// each process that returned an error, panicked or deadlocked, with the replay line.
     pub fn run(&self) -> Result<(), SimError> {
-        let procs: Vec<PendingProc> = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        let procs: Vec<PendingProc> =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         let fabric_no = {
             let mut w = self.lock();
             w.sched.procs = procs
                 .iter()
-                .map(|p| Proc { name: p.name.clone(), state: ProcState::Runnable })
+                .map(|p| Proc {
+                    name: p.name.clone(),
+                    state: ProcState::Runnable,
+                })
                 .collect();
             w.sched.current = None;
             w.pass_baton();
@@ -255,7 +299,10 @@ impl Fabric {
                                 w = shared.cv.wait(w).unwrap_or_else(|e| e.into_inner());
                             }
                         }
-                        let backend = SimBackend { shared: Arc::clone(&shared), host: p.host };
+                        let backend = SimBackend {
+                            shared: Arc::clone(&shared),
+                            host: p.host,
+                        };
                         let outcome = match catch_unwind(AssertUnwindSafe(|| (p.body)(backend))) {
                             Ok(Ok(())) => Ok(()),
                             Ok(Err(e)) => Err(format!("process {} failed: {e}", p.name)),
@@ -276,14 +323,23 @@ impl Fabric {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("process thread died".into()))).collect()
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("process thread died".into()))
+                })
+                .collect()
         });
         self.lock().sched.procs.clear();
         let failures: Vec<String> = results.into_iter().filter_map(Result::err).collect();
         if failures.is_empty() {
             Ok(())
         } else {
-            Err(SimError { failures, replay: self.replay_line() })
+            Err(SimError {
+                failures,
+                replay: self.replay_line(),
+            })
         }
     }
 

@@ -16,8 +16,17 @@ impl World {
     pub(crate) fn remove_device(&mut self, dev: DevKey) {
         let host = self.devices[dev].host;
         self.devices[dev].present = false;
-        self.record(Some(host), TraceKind::Fault, format!("device {} removed", self.devices[dev].name));
-        let attached: Vec<_> = self.ids.iter().filter(|(_, i)| i.device == Some(dev)).map(|(k, _)| *k).collect();
+        self.record(
+            Some(host),
+            TraceKind::Fault,
+            format!("device {} removed", self.devices[dev].name),
+        );
+        let attached: Vec<_> = self
+            .ids
+            .iter()
+            .filter(|(_, i)| i.device == Some(dev))
+            .map(|(k, _)| *k)
+            .collect();
         for key in attached {
             let (state, ep, owned, chan) = {
                 let id = self.id(key);
@@ -44,7 +53,13 @@ impl World {
             let id = self.id_mut(key);
             id.state = CmState::DeviceRemoval;
             id.op_gen += 1;
-            self.queue_event(key, EventKind::DeviceRemoval, 0, EventParam::None, Vec::new());
+            self.queue_event(
+                key,
+                EventKind::DeviceRemoval,
+                0,
+                EventParam::None,
+                Vec::new(),
+            );
             let delay = self.cfg.removal_teardown;
             self.after(delay, Action::Teardown { id: key });
         }
@@ -54,13 +69,21 @@ impl World {
     pub(crate) fn restore_device(&mut self, dev: DevKey) {
         self.devices[dev].present = true;
         let host = self.devices[dev].host;
-        self.record(Some(host), TraceKind::Fault, format!("device {} added", self.devices[dev].name));
+        self.record(
+            Some(host),
+            TraceKind::Fault,
+            format!("device {} added", self.devices[dev].name),
+        );
     }
 
     /// The bound netdev's address changed (bonding fail-over): ADDR_CHANGE to attached ids.
     pub(crate) fn address_change(&mut self, dev: DevKey) {
         let host = self.devices[dev].host;
-        self.record(Some(host), TraceKind::Fault, format!("address change on {}", self.devices[dev].name));
+        self.record(
+            Some(host),
+            TraceKind::Fault,
+            format!("address change on {}", self.devices[dev].name),
+        );
         let attached: Vec<_> = self
             .ids
             .iter()
@@ -74,34 +97,69 @@ impl World {
 
     /// A multicast group is lost (port error, SM change): MULTICAST_ERROR -ENETRESET to members.
     pub(crate) fn multicast_lost(&mut self, group: IpAddr) {
-        self.record(None, TraceKind::Fault, format!("multicast group {group} lost"));
+        self.record(
+            None,
+            TraceKind::Fault,
+            format!("multicast group {group} lost"),
+        );
         let members: Vec<(u64, SocketAddr, u64)> = self
             .ids
             .iter()
-            .flat_map(|(k, i)| i.multicast.iter().filter(|(a, _)| a.ip() == group).map(move |(a, c)| (*k, *a, *c)))
+            .flat_map(|(k, i)| {
+                i.multicast
+                    .iter()
+                    .filter(|(a, _)| a.ip() == group)
+                    .map(move |(a, c)| (*k, *a, *c))
+            })
             .collect();
         for (key, addr, context) in members {
-            let param = EventParam::Multicast { ud: UdData::default(), context };
-            self.queue_event_full(key, key, None, EventKind::MulticastError, -102, param, Vec::new(), Some(addr));
+            let param = EventParam::Multicast {
+                ud: UdData::default(),
+                context,
+            };
+            self.queue_event_full(
+                key,
+                key,
+                None,
+                EventKind::MulticastError,
+                -102,
+                param,
+                Vec::new(),
+                Some(addr),
+            );
         }
     }
 
     /// The neighbour entry of `ip` changed MAC: RoCE ids whose route leads there get
     /// UNREACHABLE -ETIMEDOUT, whatever their state (§5.1 notes).
     pub(crate) fn neighbour_change(&mut self, ip: IpAddr) {
-        self.record(None, TraceKind::Fault, format!("neighbour {ip} changed its MAC"));
+        self.record(
+            None,
+            TraceKind::Fault,
+            format!("neighbour {ip} changed its MAC"),
+        );
         let affected: Vec<_> = self
             .ids
             .iter()
             .filter(|(_, i)| {
                 i.peer.is_some_and(|p| p.ip() == ip)
-                    && matches!(i.state, CmState::RouteResolved | CmState::Connect | CmState::Disconnect)
-                    && i.device.is_some_and(|d| self.devices[d].transport == Transport::Roce)
+                    && matches!(
+                        i.state,
+                        CmState::RouteResolved | CmState::Connect | CmState::Disconnect
+                    )
+                    && i.device
+                        .is_some_and(|d| self.devices[d].transport == Transport::Roce)
             })
             .map(|(k, _)| *k)
             .collect();
         for key in affected {
-            self.queue_event(key, EventKind::Unreachable, -110, EventParam::None, Vec::new());
+            self.queue_event(
+                key,
+                EventKind::Unreachable,
+                -110,
+                EventParam::None,
+                Vec::new(),
+            );
         }
     }
 }

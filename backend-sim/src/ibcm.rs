@@ -129,7 +129,9 @@ impl World {
 
     /// The retransmission timer of `ep` fired.
     pub(crate) fn ep_timer(&mut self, ep: EpKey, gen: u64) {
-        let Some(e) = self.eps.get_mut(&ep) else { return };
+        let Some(e) = self.eps.get_mut(&ep) else {
+            return;
+        };
         if e.timer_gen != gen || e.retry.is_none() {
             return;
         }
@@ -148,7 +150,13 @@ impl World {
             EpState::ReqSent | EpState::MraReqRcvd | EpState::RepSent | EpState::MraRepRcvd => {
                 self.set_ep_state(ep, EpState::Idle);
                 if let Some(id) = owner {
-                    self.queue_event(id, EventKind::Unreachable, -110, EventParam::None, Vec::new());
+                    self.queue_event(
+                        id,
+                        EventKind::Unreachable,
+                        -110,
+                        EventParam::None,
+                        Vec::new(),
+                    );
                 }
             }
             EpState::SidrReqSent => {
@@ -211,7 +219,13 @@ impl World {
     pub(crate) fn report_disconnected(&mut self, id: IdKey, status: i32) {
         if self.id(id).state == CmState::Connect {
             self.id_mut(id).state = CmState::Disconnect;
-            self.queue_event(id, EventKind::Disconnected, status, EventParam::None, Vec::new());
+            self.queue_event(
+                id,
+                EventKind::Disconnected,
+                status,
+                EventParam::None,
+                Vec::new(),
+            );
         }
     }
 
@@ -223,7 +237,13 @@ impl World {
         };
         let roce = self.devices[dev].transport == Transport::Roce;
         AhAttr {
-            grh: GlobalRoute { dgid: gid, flow_label: 0, sgid_index: 0, hop_limit: 64, traffic_class: 0 },
+            grh: GlobalRoute {
+                dgid: gid,
+                flow_label: 0,
+                sgid_index: 0,
+                hop_limit: 64,
+                traffic_class: 0,
+            },
             dlid: if roce { 0 } else { 1 + (gid[15] as u16) },
             sl: 0,
             src_path_bits: 0,
@@ -247,7 +267,11 @@ impl World {
     ) {
         let _ = from_host;
         // A duplicate of a request we already hold: answer with an MRA while it is undecided.
-        let dup = self.eps.iter().find(|(_, e)| e.host == host && e.peer == Some(from) && !e.active).map(|(k, e)| (*k, e.state));
+        let dup = self
+            .eps
+            .iter()
+            .find(|(_, e)| e.host == host && e.peer == Some(from) && !e.active)
+            .map(|(k, e)| (*k, e.state));
         if let Some((ep, state)) = dup {
             if state == EpState::ReqRcvd {
                 self.ep_send(ep, Dest::Ep(from), Body::Mra);
@@ -257,12 +281,24 @@ impl World {
         let reply_rej = |w: &mut World, reason: i32| {
             let transport = w.devices[dev].transport;
             let body = if sidr {
-                let status = if reason == IbRejReason::INVALID_SERVICE_ID { SidrStatus::UNSUPPORTED } else { SidrStatus::REJECT };
+                let status = if reason == IbRejReason::INVALID_SERVICE_ID {
+                    SidrStatus::UNSUPPORTED
+                } else {
+                    SidrStatus::REJECT
+                };
                 let len = cmtwin::delivered_private_data_len(transport, PrivateDataOp::RejectUd);
-                Body::SidrRep { status, qpn: 0, qkey: 0, data: padded(&[], len) }
+                Body::SidrRep {
+                    status,
+                    qpn: 0,
+                    qkey: 0,
+                    data: padded(&[], len),
+                }
             } else {
                 let len = cmtwin::delivered_private_data_len(transport, PrivateDataOp::Reject);
-                Body::Rej { reason, data: padded(&[], len) }
+                Body::Rej {
+                    reason,
+                    data: padded(&[], len),
+                }
             };
             w.send(host, 0, Dest::Ep(from), body);
         };
@@ -272,7 +308,13 @@ impl World {
         };
         let (l_qp_type, l_state, ls, l_sync, l_channel) = {
             let l = self.id(listener);
-            (l.qp_type, l.state, l.listen.expect("listening"), l.sync, l.channel)
+            (
+                l.qp_type,
+                l.state,
+                l.listen.expect("listening"),
+                l.sync,
+                l.channel,
+            )
         };
         // The request's QP type must be the listener's (§13.1).
         if l_qp_type != req.qp_type || l_state != CmState::Listen {
@@ -280,7 +322,14 @@ impl World {
             return;
         }
         if ls.pending >= ls.backlog {
-            self.record(Some(host), TraceKind::Drop, format!("request dropped: backlog of {} full", self.id_handle(listener)));
+            self.record(
+                Some(host),
+                TraceKind::Drop,
+                format!(
+                    "request dropped: backlog of {} full",
+                    self.id_handle(listener)
+                ),
+            );
             return;
         }
         // The new child id, in CONNECT, bound to the receiving device, not yet owned by user space.
@@ -300,7 +349,10 @@ impl World {
             qp_type: l.qp_type,
             state: CmState::Connect,
             device: Some(dev),
-            local: Some(std::net::SocketAddr::new(req.dst.ip(), l.local.map_or(req.dst.port(), |a| a.port()))),
+            local: Some(std::net::SocketAddr::new(
+                req.dst.ip(),
+                l.local.map_or(req.dst.port(), |a| a.port()),
+            )),
             peer: Some(req.src),
             port: None,
             reuseaddr: false,
@@ -319,7 +371,15 @@ impl World {
             torn_down: false,
         };
         self.ids.insert(child_key, child);
-        let ep = self.new_endpoint(child_key, if sidr { EpState::SidrReqRcvd } else { EpState::ReqRcvd }, false);
+        let ep = self.new_endpoint(
+            child_key,
+            if sidr {
+                EpState::SidrReqRcvd
+            } else {
+                EpState::ReqRcvd
+            },
+            false,
+        );
         {
             let e = self.eps.get_mut(&ep).expect("new endpoint");
             e.peer = Some(from);
@@ -328,7 +388,11 @@ impl World {
                 e.timewait = tw;
             }
         }
-        self.id_mut(listener).listen.as_mut().expect("listening").pending += 1;
+        self.id_mut(listener)
+            .listen
+            .as_mut()
+            .expect("listening")
+            .pending += 1;
         let param = if sidr {
             EventParam::Ud(UdData::default())
         } else {
@@ -339,14 +403,28 @@ impl World {
                 ..req.conn
             })
         };
-        self.queue_event_full(child_key, listener, Some(listener), EventKind::ConnectRequest, 0, param, req.data, None);
+        self.queue_event_full(
+            child_key,
+            listener,
+            Some(listener),
+            EventKind::ConnectRequest,
+            0,
+            param,
+            req.data,
+            None,
+        );
     }
 
     /// The listener that takes a request for `req.dst` on `dev`: a specific-address listener
     /// first, then a wildcard one (§4.9).
     fn find_listener(&self, host: HostKey, dev: DevKey, req: &Request) -> Option<IdKey> {
         let holders = self.ports.get(&(host, req.ps, req.dst.port()))?;
-        let listening = || holders.iter().copied().filter(|k| self.id(*k).listen.is_some());
+        let listening = || {
+            holders
+                .iter()
+                .copied()
+                .filter(|k| self.id(*k).listen.is_some())
+        };
         let specific = listening().find(|k| {
             let i = self.id(*k);
             i.local.is_some_and(|a| a.ip() == req.dst.ip()) && i.device == Some(dev)
@@ -356,7 +434,8 @@ impl World {
                 let i = self.id(*k);
                 let Some(a) = i.local else { return false };
                 let wildcard = a.ip().is_unspecified() || a.ip().is_loopback();
-                let family_ok = a.is_ipv4() == req.dst.is_ipv4() || (a.is_ipv6() && i.afonly != Some(true));
+                let family_ok =
+                    a.is_ipv4() == req.dst.is_ipv4() || (a.is_ipv6() && i.afonly != Some(true));
                 wildcard && family_ok
             })
         })
@@ -383,7 +462,11 @@ impl World {
                 }
                 _ => {}
             },
-            Body::Rep { data, conn, ack_timeout } => match state {
+            Body::Rep {
+                data,
+                conn,
+                ack_timeout,
+            } => match state {
                 EpState::ReqSent | EpState::MraReqRcvd => {
                     self.ep_cancel(ep);
                     let e = self.eps.get_mut(&ep).expect("endpoint");
@@ -416,36 +499,65 @@ impl World {
                     self.set_ep_state(ep, EpState::Established);
                     if let Some(id) = owner {
                         if self.id(id).state == CmState::Connect {
-                            self.queue_event(id, EventKind::Established, 0, EventParam::None, Vec::new());
+                            self.queue_event(
+                                id,
+                                EventKind::Established,
+                                0,
+                                EventParam::None,
+                                Vec::new(),
+                            );
                         }
                     }
                 }
             }
             Body::Rej { reason, data } => {
-                let status = if transport == Transport::Iwarp { -111 } else { reason };
+                let status = if transport == Transport::Iwarp {
+                    -111
+                } else {
+                    reason
+                };
                 match state {
                     EpState::ReqSent | EpState::MraReqRcvd => {
                         self.ep_cancel(ep);
                         self.set_ep_state(ep, EpState::Idle);
                         if let Some(id) = owner {
-                            self.queue_event(id, EventKind::Rejected, status, EventParam::Conn(ConnData::default()), data);
+                            self.queue_event(
+                                id,
+                                EventKind::Rejected,
+                                status,
+                                EventParam::Conn(ConnData::default()),
+                                data,
+                            );
                         }
                     }
                     EpState::ReqRcvd => {
                         // The initiator gave up; the unaccepted child never hears of it (§5.2 S7).
                         self.set_ep_state(ep, EpState::Idle);
                     }
-                    EpState::RepSent | EpState::MraRepRcvd | EpState::RepRcvd | EpState::Established | EpState::DreqSent => {
+                    EpState::RepSent
+                    | EpState::MraRepRcvd
+                    | EpState::RepRcvd
+                    | EpState::Established
+                    | EpState::DreqSent => {
                         self.enter_timewait(ep);
                         if let Some(id) = owner {
-                            self.queue_event(id, EventKind::Rejected, status, EventParam::Conn(ConnData::default()), data);
+                            self.queue_event(
+                                id,
+                                EventKind::Rejected,
+                                status,
+                                EventParam::Conn(ConnData::default()),
+                                data,
+                            );
                         }
                     }
                     _ => {}
                 }
             }
             Body::Dreq => match state {
-                EpState::Established | EpState::RepSent | EpState::MraRepRcvd | EpState::DreqSent => {
+                EpState::Established
+                | EpState::RepSent
+                | EpState::MraRepRcvd
+                | EpState::DreqSent => {
                     self.ep_cancel(ep);
                     self.set_ep_state(ep, EpState::DreqRcvd);
                     self.eps.get_mut(&ep).expect("endpoint").peer = Some(from);
@@ -469,7 +581,12 @@ impl World {
                     }
                 }
             }
-            Body::SidrRep { status, qpn, qkey, data } => {
+            Body::SidrRep {
+                status,
+                qpn,
+                qkey,
+                data,
+            } => {
                 if state != EpState::SidrReqSent {
                     return;
                 }
@@ -478,11 +595,25 @@ impl World {
                 let Some(id) = owner else { return };
                 if status == 0 {
                     let dev = self.eps[&ep].device;
-                    let peer_ip = self.id(id).peer.map(|a| a.ip()).expect("connecting id has a peer");
-                    let ud = UdData { ah_attr: self.ah_attr_to(dev, peer_ip), qp_num: qpn, qkey };
+                    let peer_ip = self
+                        .id(id)
+                        .peer
+                        .map(|a| a.ip())
+                        .expect("connecting id has a peer");
+                    let ud = UdData {
+                        ah_attr: self.ah_attr_to(dev, peer_ip),
+                        qp_num: qpn,
+                        qkey,
+                    };
                     self.queue_event(id, EventKind::Established, 0, EventParam::Ud(ud), data);
                 } else {
-                    self.queue_event(id, EventKind::Unreachable, status, EventParam::Ud(UdData::default()), data);
+                    self.queue_event(
+                        id,
+                        EventKind::Unreachable,
+                        status,
+                        EventParam::Ud(UdData::default()),
+                        data,
+                    );
                 }
             }
             Body::Req(_) | Body::SidrReq(_) => unreachable!("requests are addressed by IP"),
@@ -491,13 +622,22 @@ impl World {
 
     /// The IB CM side effects of destroying `ep`'s id (§7.4), leaving the endpoint ownerless.
     pub(crate) fn destroy_endpoint(&mut self, ep: EpKey) {
-        let Some(e) = self.eps.get_mut(&ep) else { return };
+        let Some(e) = self.eps.get_mut(&ep) else {
+            return;
+        };
         e.owner = None;
         let (state, peer, transport) = (e.state, e.peer, e.transport);
         let reject = |w: &mut World, reason: i32| {
             if let Some(p) = peer {
                 let len = cmtwin::delivered_private_data_len(transport, PrivateDataOp::Reject);
-                w.ep_send(ep, Dest::Ep(p), Body::Rej { reason, data: padded(&[], len) });
+                w.ep_send(
+                    ep,
+                    Dest::Ep(p),
+                    Body::Rej {
+                        reason,
+                        data: padded(&[], len),
+                    },
+                );
             }
         };
         match state {
@@ -536,8 +676,14 @@ impl World {
             }
             EpState::SidrReqRcvd => {
                 if let Some(p) = peer {
-                    let len = cmtwin::delivered_private_data_len(transport, PrivateDataOp::RejectUd);
-                    let body = Body::SidrRep { status: SidrStatus::REJECT, qpn: 0, qkey: 0, data: padded(&[], len) };
+                    let len =
+                        cmtwin::delivered_private_data_len(transport, PrivateDataOp::RejectUd);
+                    let body = Body::SidrRep {
+                        status: SidrStatus::REJECT,
+                        qpn: 0,
+                        qkey: 0,
+                        data: padded(&[], len),
+                    };
                     self.ep_send(ep, Dest::Ep(p), body);
                 }
                 self.set_ep_state(ep, EpState::Idle);

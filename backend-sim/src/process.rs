@@ -24,7 +24,8 @@ pub(crate) struct Cond {
 
 impl Cond {
     fn satisfied(&self, w: &World) -> bool {
-        self.channel.is_some_and(|c| w.channel_ready(c) || !w.channels.contains_key(&c))
+        self.channel
+            .is_some_and(|c| w.channel_ready(c) || !w.channels.contains_key(&c))
             || self.deadline.is_some_and(|d| w.now >= d)
     }
 }
@@ -69,7 +70,10 @@ pub(crate) fn enter_process(fabric_no: u32, index: usize) {
 }
 
 fn current_process(fabric_no: u32) -> Option<usize> {
-    CURRENT.with(|c| c.get()).filter(|(f, _)| *f == fabric_no).map(|(_, i)| i)
+    CURRENT
+        .with(|c| c.get())
+        .filter(|(f, _)| *f == fabric_no)
+        .map(|(_, i)| i)
 }
 
 impl World {
@@ -93,18 +97,30 @@ impl World {
                     return;
                 }
             }
-            if self.sched.procs.iter().all(|p| matches!(p.state, ProcState::Done)) {
+            if self
+                .sched
+                .procs
+                .iter()
+                .all(|p| matches!(p.state, ProcState::Done))
+            {
                 self.sched.current = None;
                 return;
             }
             if !self.step() {
                 for p in &mut self.sched.procs {
                     if let ProcState::Blocked(c) = &p.state {
-                        let msg = format!("deadlock: process {} blocked in {} and nothing left can wake it", p.name, c.what);
+                        let msg = format!(
+                            "deadlock: process {} blocked in {} and nothing left can wake it",
+                            p.name, c.what
+                        );
                         p.state = ProcState::Deadlocked(msg);
                     }
                 }
-                self.record(None, TraceKind::Sched, "deadlock: every process is blocked and the timeline is empty".into());
+                self.record(
+                    None,
+                    TraceKind::Sched,
+                    "deadlock: every process is blocked and the timeline is empty".into(),
+                );
             }
         }
     }
@@ -132,7 +148,10 @@ pub(crate) fn block<'a>(
                 return (w, Ok(()));
             }
             if !w.step() {
-                let msg = format!("deadlock: blocked in {} and nothing left in the simulation can produce it", cond.what);
+                let msg = format!(
+                    "deadlock: blocked in {} and nothing left in the simulation can produce it",
+                    cond.what
+                );
                 return (w, Err(msg));
             }
         }

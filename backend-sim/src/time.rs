@@ -12,7 +12,10 @@ pub struct SimTime(pub u64);
 impl SimTime {
     /// This time plus `d` (saturating).
     pub fn after(self, d: Duration) -> SimTime {
-        SimTime(self.0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+        SimTime(
+            self.0
+                .saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        )
     }
 
     /// As a duration since the start.
@@ -23,7 +26,12 @@ impl SimTime {
 
 impl fmt::Display for SimTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:>6}.{:09}", self.0 / 1_000_000_000, self.0 % 1_000_000_000)
+        write!(
+            f,
+            "{:>6}.{:09}",
+            self.0 / 1_000_000_000,
+            self.0 % 1_000_000_000
+        )
     }
 }
 
@@ -41,7 +49,11 @@ pub(crate) struct Timeline<A> {
 
 impl<A> Timeline<A> {
     pub(crate) fn new() -> Self {
-        Timeline { heap: BinaryHeap::new(), actions: Default::default(), next_seq: 0 }
+        Timeline {
+            heap: BinaryHeap::new(),
+            actions: Default::default(),
+            next_seq: 0,
+        }
     }
 
     /// Schedules `action` at `at`.

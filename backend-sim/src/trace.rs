@@ -63,7 +63,11 @@ pub struct TraceRecord {
 
 impl fmt::Display for TraceRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {:<8} {:<7} {}", self.time, self.host, self.kind, self.text)
+        write!(
+            f,
+            "{} {:<8} {:<7} {}",
+            self.time, self.host, self.kind, self.text
+        )
     }
 }
 
@@ -75,7 +79,12 @@ pub struct Trace {
 
 impl Trace {
     pub(crate) fn push(&mut self, time: SimTime, host: String, kind: TraceKind, text: String) {
-        self.records.push(TraceRecord { time, host, kind, text });
+        self.records.push(TraceRecord {
+            time,
+            host,
+            kind,
+            text,
+        });
     }
 
     /// All records.

@@ -38,13 +38,25 @@ pub(crate) struct Request {
 pub(crate) enum Body {
     Req(Request),
     Mra,
-    Rep { data: Vec<u8>, conn: ConnData, ack_timeout: u8 },
+    Rep {
+        data: Vec<u8>,
+        conn: ConnData,
+        ack_timeout: u8,
+    },
     Rtu,
-    Rej { reason: i32, data: Vec<u8> },
+    Rej {
+        reason: i32,
+        data: Vec<u8>,
+    },
     Dreq,
     Drep,
     SidrReq(Request),
-    SidrRep { status: i32, qpn: u32, qkey: u32, data: Vec<u8> },
+    SidrRep {
+        status: i32,
+        qpn: u32,
+        qkey: u32,
+        data: Vec<u8>,
+    },
 }
 
 impl Body {
@@ -100,13 +112,20 @@ pub(crate) fn padded(data: &[u8], len: Option<usize>) -> Vec<u8> {
 impl World {
     /// Puts `body` on the wire from endpoint `from` of `from_host` to `to`.
     pub(crate) fn send(&mut self, from_host: HostKey, from: EpKey, to: Dest, body: Body) {
-        let msg = Message { from, from_host, to, body };
+        let msg = Message {
+            from,
+            from_host,
+            to,
+            body,
+        };
         let p = self.cfg.loss_probability;
         if self.rng.chance(Stream::Loss, p) {
             self.record(Some(from_host), TraceKind::Loss, msg.to_string());
             return;
         }
-        let jitter = self.rng.range(Stream::Latency, 0, self.cfg.wire_jitter.as_nanos() as u64);
+        let jitter = self
+            .rng
+            .range(Stream::Latency, 0, self.cfg.wire_jitter.as_nanos() as u64);
         let delay = self.cfg.wire_latency + std::time::Duration::from_nanos(jitter);
         // Jitter never reorders the messages between two hosts: links are FIFO.
         let to_host = match to {
@@ -134,7 +153,9 @@ impl World {
                 self.record(Some(host), TraceKind::Recv, msg.to_string());
                 match msg.body {
                     Body::Req(req) => self.on_req(host, dev, msg.from, msg.from_host, req, false),
-                    Body::SidrReq(req) => self.on_req(host, dev, msg.from, msg.from_host, req, true),
+                    Body::SidrReq(req) => {
+                        self.on_req(host, dev, msg.from, msg.from_host, req, true)
+                    }
                     _ => unreachable!("only requests are addressed by IP"),
                 }
             }
@@ -145,7 +166,11 @@ impl World {
                 };
                 let (host, dev) = (e.host, e.device);
                 if !self.devices[dev].present {
-                    self.record(Some(host), TraceKind::Drop, format!("{msg}: device removed"));
+                    self.record(
+                        Some(host),
+                        TraceKind::Drop,
+                        format!("{msg}: device removed"),
+                    );
                     return;
                 }
                 self.record(Some(host), TraceKind::Recv, msg.to_string());

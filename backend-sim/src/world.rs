@@ -157,7 +157,14 @@ pub(crate) enum Action {
     /// An endpoint's timewait ends.
     TimewaitDone { ep: EpKey },
     /// Queue an event on an id, if its pending operation was not cancelled.
-    IdEvent { id: IdKey, gen: Option<u64>, kind: EventKind, status: i32, param: EventParam, mc_addr: Option<SocketAddr> },
+    IdEvent {
+        id: IdKey,
+        gen: Option<u64>,
+        kind: EventKind,
+        status: i32,
+        param: EventParam,
+        mc_addr: Option<SocketAddr>,
+    },
     /// Address resolution finished (success or ADDR_ERROR with this status).
     AddrDone { id: IdKey, gen: u64, status: i32 },
     /// Route resolution finished.
@@ -236,7 +243,11 @@ impl World {
         let key = h.raw() & 0xffff_ffff;
         match self.ids.get(&key) {
             Some(id) if h.raw() >> 32 == u64::from(self.fabric_no) && id.host == host => Ok(key),
-            _ => Err(CmError::new(call, Errno::ENOENT, format!("{h} is not a live id of this host"))),
+            _ => Err(CmError::new(
+                call,
+                Errno::ENOENT,
+                format!("{h} is not a live id of this host"),
+            )),
         }
     }
 
@@ -244,13 +255,18 @@ impl World {
     pub(crate) fn chan_key(&self, host: HostKey, call: Call, h: ChannelHandle) -> Result<ChanKey> {
         let key = h.raw() & 0xffff_ffff;
         match self.channels.get(&key) {
-            Some(c) if h.raw() >> 32 == u64::from(self.fabric_no)
-                && c.host == host
-                && c.private_for.is_none() =>
+            Some(c)
+                if h.raw() >> 32 == u64::from(self.fabric_no)
+                    && c.host == host
+                    && c.private_for.is_none() =>
             {
                 Ok(key)
             }
-            _ => Err(CmError::new(call, Errno::EBADF, format!("{h} is not an open event channel of this host"))),
+            _ => Err(CmError::new(
+                call,
+                Errno::EBADF,
+                format!("{h} is not an open event channel of this host"),
+            )),
         }
     }
 
@@ -268,7 +284,11 @@ impl World {
 
     /// The device of `host` that owns `ip`.
     pub(crate) fn device_with_ip(&self, host: HostKey, ip: IpAddr) -> Option<DevKey> {
-        self.hosts[host].devices.iter().copied().find(|d| self.devices[*d].present && self.devices[*d].ips.contains(&ip))
+        self.hosts[host]
+            .devices
+            .iter()
+            .copied()
+            .find(|d| self.devices[*d].present && self.devices[*d].ips.contains(&ip))
     }
 
     /// The (host, device) anywhere on the fabric that owns `ip`.
@@ -282,13 +302,19 @@ impl World {
 
     /// The first present device of `host`.
     pub(crate) fn first_device(&self, host: HostKey) -> Option<DevKey> {
-        self.hosts[host].devices.iter().copied().find(|d| self.devices[*d].present)
+        self.hosts[host]
+            .devices
+            .iter()
+            .copied()
+            .find(|d| self.devices[*d].present)
     }
 
     // ----- trace ---------------------------------------------------------------------------
 
     pub(crate) fn record(&mut self, host: Option<HostKey>, kind: TraceKind, text: String) {
-        let host = host.map(|h| self.hosts[h].name.clone()).unwrap_or_else(|| "fabric".into());
+        let host = host
+            .map(|h| self.hosts[h].name.clone())
+            .unwrap_or_else(|| "fabric".into());
         self.trace.push(self.now, host, kind, text);
     }
 
@@ -320,14 +346,27 @@ impl World {
         private_data: Vec<u8>,
         mc_addr: Option<SocketAddr>,
     ) {
-        let Some(id) = self.ids.get(&owner) else { return };
+        let Some(id) = self.ids.get(&owner) else {
+            return;
+        };
         let host = id.host;
         if kind != EventKind::ConnectRequest && !id.owned {
-            self.record(Some(host), TraceKind::Drop, format!("{kind} for unaccepted {} dropped", self.id_handle(owner)));
+            self.record(
+                Some(host),
+                TraceKind::Drop,
+                format!("{kind} for unaccepted {} dropped", self.id_handle(owner)),
+            );
             return;
         }
-        if id.state == CmState::DeviceRemoval && kind != EventKind::DeviceRemoval && kind != EventKind::User {
-            self.record(Some(host), TraceKind::Drop, format!("{kind} for removed {} dropped", self.id_handle(owner)));
+        if id.state == CmState::DeviceRemoval
+            && kind != EventKind::DeviceRemoval
+            && kind != EventKind::User
+        {
+            self.record(
+                Some(host),
+                TraceKind::Drop,
+                format!("{kind} for removed {} dropped", self.id_handle(owner)),
+            );
             return;
         }
         let info = EventInfo {
@@ -338,17 +377,27 @@ impl World {
             param,
             private_data,
         };
-        let channel = id.channel;
+        // A CONNECT_REQUEST goes to the listener's channel; everything else to the id's own.
+        let channel = if kind == EventKind::ConnectRequest { self.id(counted_against).channel } else { id.channel };
         self.record(
             Some(host),
             TraceKind::Queue,
-            format!("{kind} status {status} on {} ({} bytes)", info.id, info.private_data.len()),
+            format!(
+                "{kind} status {status} on {} ({} bytes)",
+                info.id,
+                info.private_data.len()
+            ),
         );
         self.channels
             .get_mut(&channel)
             .expect("id's channel")
             .queue
-            .push_back(Queued { info, owner, counted_against, mc_addr });
+            .push_back(Queued {
+                info,
+                owner,
+                counted_against,
+                mc_addr,
+            });
     }
 
     /// Drops every queued event of `owner` (destroy, migrate discards nothing: see migrate).
@@ -368,7 +417,9 @@ impl World {
 
     /// Runs the earliest pending action; false when nothing is pending.
     pub(crate) fn step(&mut self) -> bool {
-        let Some((at, action)) = self.timeline.pop() else { return false };
+        let Some((at, action)) = self.timeline.pop() else {
+            return false;
+        };
         debug_assert!(at >= self.now, "time never goes back");
         self.now = at.max(self.now);
         self.run_action(action);
@@ -380,8 +431,19 @@ impl World {
             Action::Deliver(msg) => self.deliver(msg),
             Action::EpTimer { ep, gen } => self.ep_timer(ep, gen),
             Action::TimewaitDone { ep } => self.timewait_done(ep),
-            Action::IdEvent { id, gen, kind, status, param, mc_addr } => {
-                if self.ids.get(&id).is_some_and(|i| gen.is_none_or(|g| i.op_gen == g)) {
+            Action::IdEvent {
+                id,
+                gen,
+                kind,
+                status,
+                param,
+                mc_addr,
+            } => {
+                if self
+                    .ids
+                    .get(&id)
+                    .is_some_and(|i| gen.is_none_or(|g| i.op_gen == g))
+                {
                     if let Some(addr) = mc_addr {
                         if !self.id(id).multicast.contains_key(&addr) {
                             return;
@@ -406,16 +468,28 @@ impl World {
     pub(crate) fn check_not_removed(&self, call: Call, id: IdKey) -> Result<()> {
         let i = self.id(id);
         if i.torn_down {
-            return Err(CmError::new(call, Errno::ENXIO, "the id's device was removed and the id torn down"));
+            return Err(CmError::new(
+                call,
+                Errno::ENXIO,
+                "the id's device was removed and the id torn down",
+            ));
         }
         if i.state == CmState::DeviceRemoval {
-            return Err(CmError::new(call, Errno::EINVAL, "the id's device was removed"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the id's device was removed",
+            ));
         }
         Ok(())
     }
 
     /// EINVAL with the id's state in the explanation.
     pub(crate) fn wrong_state(&self, call: Call, id: IdKey) -> CmError {
-        CmError::new(call, Errno::EINVAL, format!("not allowed in state {:?}", self.id(id).state))
+        CmError::new(
+            call,
+            Errno::EINVAL,
+            format!("not allowed in state {:?}", self.id(id).state),
+        )
     }
 }

@@ -48,3 +48,8 @@ pub use status::{EventStatus, IbRejReason, SidrStatus};
 pub use transport::{
     delivered_private_data_len, max_private_data, PrivateDataOp, Transport, CMA_HEADER_LEN,
 };
+
+/// The README's example, compiled as a doc test so that it stays true.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

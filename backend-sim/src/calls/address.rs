@@ -53,7 +53,11 @@ impl World {
     fn take_port(&mut self, key: IdKey, ip: IpAddr, port: u16) -> Result<u16, Errno> {
         let (host, ps) = (self.id(key).host, self.id(key).ps);
         let free = |w: &World, p: u16| {
-            w.ports.get(&(host, ps, p)).is_none_or(|holders| holders.iter().all(|o| w.port_conflict(key, ip, *o).is_none()))
+            w.ports.get(&(host, ps, p)).is_none_or(|holders| {
+                holders
+                    .iter()
+                    .all(|o| w.port_conflict(key, ip, *o).is_none())
+            })
         };
         let port = if port == 0 {
             let (lo, hi) = EPHEMERAL;
@@ -106,13 +110,21 @@ impl World {
                         KernelProfile::Linux61 => Errno::ENODEV,
                         KernelProfile::Mainline => Errno::EADDRNOTAVAIL,
                     };
-                    return Err(CmError::new(call, errno, format!("{} is configured on no RDMA device of this host", addr.ip())));
+                    return Err(CmError::new(
+                        call,
+                        errno,
+                        format!("{} is configured on no RDMA device of this host", addr.ip()),
+                    ));
                 }
             }
         };
-        let port = self
-            .take_port(key, addr.ip(), addr.port())
-            .map_err(|e| CmError::new(call, e, format!("port {} of {:?} is taken", addr.port(), self.id(key).ps)))?;
+        let port = self.take_port(key, addr.ip(), addr.port()).map_err(|e| {
+            CmError::new(
+                call,
+                e,
+                format!("port {} of {:?} is taken", addr.port(), self.id(key).ps),
+            )
+        })?;
         let id = self.id_mut(key);
         id.local = Some(SocketAddr::new(addr.ip(), port));
         id.device = device;
@@ -133,14 +145,28 @@ impl World {
 
     /// Auto-bind of `listen` on an IDLE id: 0.0.0.0, ephemeral port.
     pub(crate) fn auto_bind_any(&mut self, call: Call, key: IdKey) -> Result<()> {
-        self.bind_inner(call, key, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0))
+        self.bind_inner(
+            call,
+            key,
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        )
     }
 
     /// The device through which `host` reaches `dst`, or the synchronous error.
     fn route_to(&self, host: HostKey, dst: IpAddr) -> Option<(DevKey, IpAddr)> {
-        self.hosts[host].devices.iter().copied().filter(|d| self.devices[*d].present).find_map(|d| {
-            self.devices[d].ips.iter().copied().find(|ip| same_subnet(*ip, dst)).map(|ip| (d, ip))
-        })
+        self.hosts[host]
+            .devices
+            .iter()
+            .copied()
+            .filter(|d| self.devices[*d].present)
+            .find_map(|d| {
+                self.devices[d]
+                    .ips
+                    .iter()
+                    .copied()
+                    .find(|ip| same_subnet(*ip, dst))
+                    .map(|ip| (d, ip))
+            })
     }
 
     /// `rdma_resolve_addr`.
@@ -157,7 +183,11 @@ impl World {
         self.check_not_removed(call, key)?;
         if let Some(s) = src {
             if s.is_ipv4() != dst.is_ipv4() {
-                return Err(CmError::new(call, Errno::EINVAL, "source and destination families differ"));
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    "source and destination families differ",
+                ));
             }
         }
         match self.id(key).state {
@@ -173,20 +203,32 @@ impl World {
         }
         let local = self.id(key).local.expect("bound");
         if local.is_ipv4() != dst.is_ipv4() {
-            return Err(CmError::new(call, Errno::EINVAL, "the bound address's family differs from the destination's"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the bound address's family differs from the destination's",
+            ));
         }
         let (device, delay, status) = if is_any(dst.ip()) {
             // Loopback resolution: the bound device, or the host's first.
             let dev = self.id(key).device.or_else(|| self.first_device(host));
             let Some(dev) = dev else {
-                return Err(CmError::new(call, Errno::ENODEV, "no RDMA device on this host"));
+                return Err(CmError::new(
+                    call,
+                    Errno::ENODEV,
+                    "no RDMA device on this host",
+                ));
             };
             (dev, Duration::ZERO, 0)
         } else if let Some(dev) = self.device_with_ip(host, dst.ip()) {
             (dev, Duration::ZERO, 0)
         } else {
             let Some((dev, _)) = self.route_to(host, dst.ip()) else {
-                return Err(CmError::new(call, Errno::ENETUNREACH, format!("no route to {}", dst.ip())));
+                return Err(CmError::new(
+                    call,
+                    Errno::ENETUNREACH,
+                    format!("no route to {}", dst.ip()),
+                ));
             };
             if self.owner_of_ip(dst.ip()).is_some() {
                 (dev, self.cfg.wire_latency * 2, 0)
@@ -203,7 +245,14 @@ impl World {
         if status == 0 && id.device.is_none() {
             id.device = Some(device);
         }
-        self.after(delay, Action::AddrDone { id: key, gen, status });
+        self.after(
+            delay,
+            Action::AddrDone {
+                id: key,
+                gen,
+                status,
+            },
+        );
         Ok(())
     }
 
@@ -218,32 +267,61 @@ impl World {
             let dev = id.device.expect("set when resolution started");
             let local = id.local.expect("bound");
             let src_ip = if is_any(dst.ip()) {
-                if dst.is_ipv4() { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { IpAddr::V6(Ipv6Addr::LOCALHOST) }
+                if dst.is_ipv4() {
+                    IpAddr::V4(Ipv4Addr::LOCALHOST)
+                } else {
+                    IpAddr::V6(Ipv6Addr::LOCALHOST)
+                }
             } else if is_any(local.ip()) {
                 let d = &self.devices[dev];
-                d.ips.iter().copied().find(|ip| same_subnet(*ip, dst.ip()) || *ip == dst.ip()).unwrap_or(d.ips[0])
+                d.ips
+                    .iter()
+                    .copied()
+                    .find(|ip| same_subnet(*ip, dst.ip()) || *ip == dst.ip())
+                    .unwrap_or(d.ips[0])
             } else {
                 local.ip()
             };
             let id = self.id_mut(key);
             id.local = Some(SocketAddr::new(src_ip, local.port()));
             id.state = CmState::AddrResolved;
-            self.queue_event(key, EventKind::AddrResolved, 0, EventParam::None, Vec::new());
+            self.queue_event(
+                key,
+                EventKind::AddrResolved,
+                0,
+                EventParam::None,
+                Vec::new(),
+            );
         } else {
             let id = self.id_mut(key);
             id.state = CmState::AddrBound;
             id.peer = None;
-            self.queue_event(key, EventKind::AddrError, status, EventParam::None, Vec::new());
+            self.queue_event(
+                key,
+                EventKind::AddrError,
+                status,
+                EventParam::None,
+                Vec::new(),
+            );
         }
     }
 
     /// `rdma_resolve_route`.
-    pub(crate) fn resolve_route(&mut self, host: HostKey, h: IdHandle, timeout: Duration) -> Result<()> {
+    pub(crate) fn resolve_route(
+        &mut self,
+        host: HostKey,
+        h: IdHandle,
+        timeout: Duration,
+    ) -> Result<()> {
         let call = Call::ResolveRoute;
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
         if self.id(key).device.is_none() {
-            return Err(CmError::new(call, Errno::EINVAL, "the id has no device (resolve the address first)"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the id has no device (resolve the address first)",
+            ));
         }
         if timeout.is_zero() {
             return Err(CmError::new(call, Errno::EINVAL, "timeout of 0"));
@@ -270,6 +348,12 @@ impl World {
             return;
         }
         self.id_mut(key).state = CmState::RouteResolved;
-        self.queue_event(key, EventKind::RouteResolved, 0, EventParam::None, Vec::new());
+        self.queue_event(
+            key,
+            EventKind::RouteResolved,
+            0,
+            EventParam::None,
+            Vec::new(),
+        );
     }
 }

@@ -24,25 +24,43 @@ impl World {
         let call = Call::ResolveAddrinfo;
         let key = self.id_key(host, call, h)?;
         if self.id(key).torn_down {
-            return Err(CmError::new(call, Errno::ENXIO, "the id's device was removed"));
+            return Err(CmError::new(
+                call,
+                Errno::ENXIO,
+                "the id's device was removed",
+            ));
         }
         let hints = hints.copied().unwrap_or_default();
         if hints.flags & rai::SA != 0 && hints.flags & rai::DNS != 0 {
-            return Err(CmError::new(call, Errno::EOPNOTSUPP, "RAI_SA and RAI_DNS together"));
+            return Err(CmError::new(
+                call,
+                Errno::EOPNOTSUPP,
+                "RAI_SA and RAI_DNS together",
+            ));
         }
         if !matches!(self.id(key).addrinfo, AddrinfoState::None) {
-            return Err(CmError::new(call, Errno::EBUSY, "a resolution is pending or not yet queried"));
+            return Err(CmError::new(
+                call,
+                Errno::EBUSY,
+                "a resolution is pending or not yet queried",
+            ));
         }
         if hints.flags & rai::SA != 0 {
             let errno = match self.cfg.kernel {
                 KernelProfile::Linux61 => Errno::EINVAL,
                 KernelProfile::Mainline => Errno::EOPNOTSUPP,
             };
-            return Err(CmError::new(call, errno, "IB service resolution (RAI_SA) is not available"));
+            return Err(CmError::new(
+                call,
+                errno,
+                "IB service resolution (RAI_SA) is not available",
+            ));
         }
         let port = match service {
             None => 0,
-            Some(s) => s.parse::<u16>().map_err(|_| CmError::new(call, Errno::ENOENT, format!("unknown service {s:?}")))?,
+            Some(s) => s
+                .parse::<u16>()
+                .map_err(|_| CmError::new(call, Errno::ENOENT, format!("unknown service {s:?}")))?,
         };
         let ips: Vec<IpAddr> = match node {
             None => vec![IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)],
@@ -50,9 +68,17 @@ impl World {
                 Ok(ip) => vec![ip],
                 Err(_) => {
                     let Some(hk) = self.hosts.iter().position(|hst| hst.name == n) else {
-                        return Err(CmError::new(call, Errno::ENOENT, format!("unknown host {n:?}")));
+                        return Err(CmError::new(
+                            call,
+                            Errno::ENOENT,
+                            format!("unknown host {n:?}"),
+                        ));
                     };
-                    self.hosts[hk].devices.iter().flat_map(|d| self.devices[*d].ips.clone()).collect()
+                    self.hosts[hk]
+                        .devices
+                        .iter()
+                        .flat_map(|d| self.devices[*d].ips.clone())
+                        .collect()
                 }
             },
         };
@@ -92,7 +118,11 @@ impl World {
             AddrinfoState::Resolved(list) => Ok(list),
             other => {
                 self.id_mut(key).addrinfo = other;
-                Err(CmError::new(call, Errno::ENOENT, "nothing resolved, or already queried"))
+                Err(CmError::new(
+                    call,
+                    Errno::ENOENT,
+                    "nothing resolved, or already queried",
+                ))
             }
         }
     }

@@ -11,14 +11,28 @@ impl World {
     /// `rdma_create_event_channel`.
     pub(crate) fn create_event_channel(&mut self, host: HostKey) -> Result<ChannelHandle> {
         let key = self.fresh_key();
-        self.channels.insert(key, Channel { host, queue: Default::default(), private_for: None });
+        self.channels.insert(
+            key,
+            Channel {
+                host,
+                queue: Default::default(),
+                private_for: None,
+            },
+        );
         Ok(self.channel_handle(key))
     }
 
     /// The private channel of a synchronous id.
     pub(crate) fn new_private_channel(&mut self, host: HostKey, id: IdKey) -> ChanKey {
         let key = self.fresh_key();
-        self.channels.insert(key, Channel { host, queue: Default::default(), private_for: Some(id) });
+        self.channels.insert(
+            key,
+            Channel {
+                host,
+                queue: Default::default(),
+                private_for: Some(id),
+            },
+        );
         key
     }
 
@@ -26,10 +40,18 @@ impl World {
     pub(crate) fn destroy_event_channel(&mut self, host: HostKey, ch: ChannelHandle) -> Result<()> {
         let call = Call::DestroyEventChannel;
         let key = self.chan_key(host, call, ch)?;
-        let users: Vec<String> =
-            self.ids.iter().filter(|(_, i)| i.channel == key).map(|(k, _)| self.id_handle(*k).to_string()).collect();
+        let users: Vec<String> = self
+            .ids
+            .iter()
+            .filter(|(_, i)| i.channel == key)
+            .map(|(k, _)| self.id_handle(*k).to_string())
+            .collect();
         if !users.is_empty() {
-            return Err(CmError::new(call, Errno::EBUSY, format!("ids still use the channel: {}", users.join(", "))));
+            return Err(CmError::new(
+                call,
+                Errno::EBUSY,
+                format!("ids still use the channel: {}", users.join(", ")),
+            ));
         }
         self.channels.remove(&key);
         Ok(())
@@ -47,11 +69,17 @@ impl World {
         let mut info = q.info;
         let host = self.channels[&key].host;
         if info.kind == EventKind::ConnectRequest {
-            if let Some(l) = self.ids.get_mut(&q.counted_against).and_then(|i| i.listen.as_mut()) {
+            if let Some(l) = self
+                .ids
+                .get_mut(&q.counted_against)
+                .and_then(|i| i.listen.as_mut())
+            {
                 l.pending = l.pending.saturating_sub(1);
             }
         }
-        if info.kind == EventKind::ConnectResponse && self.ids.get(&q.owner).is_some_and(|i| i.qp.is_some()) {
+        if info.kind == EventKind::ConnectResponse
+            && self.ids.get(&q.owner).is_some_and(|i| i.qp.is_some())
+        {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
             let ep = self.id(q.owner).ep.expect("connected id has an endpoint");
             if self.ep_state(ep) == EpState::RepRcvd {
@@ -68,12 +96,21 @@ impl World {
         self.next_ticket += 1;
         self.outstanding.insert(
             ticket,
-            Outstanding { host, counted_against: q.counted_against, owner: q.owner, kind: info.kind, mc_addr: q.mc_addr },
+            Outstanding {
+                host,
+                counted_against: q.counted_against,
+                owner: q.owner,
+                kind: info.kind,
+                mc_addr: q.mc_addr,
+            },
         );
         self.record(
             Some(host),
             TraceKind::Deliver,
-            format!("{} status {} on {} ticket {ticket}", info.kind, info.status, info.id),
+            format!(
+                "{} status {} on {} ticket {ticket}",
+                info.kind, info.status, info.id
+            ),
         );
         Some(CmEvent::new(info, AckTicket(ticket)))
     }
@@ -84,10 +121,18 @@ impl World {
         match self.outstanding.get(&ticket) {
             Some(o) if o.host == host => {
                 self.outstanding.remove(&ticket);
-                self.record(Some(host), TraceKind::Ack, format!("{} on {} ticket {ticket}", event.kind(), event.id()));
+                self.record(
+                    Some(host),
+                    TraceKind::Ack,
+                    format!("{} on {} ticket {ticket}", event.kind(), event.id()),
+                );
                 Ok(())
             }
-            _ => Err(CmError::new(Call::AckCmEvent, Errno::EINVAL, format!("ticket {ticket} is not an outstanding event of this host"))),
+            _ => Err(CmError::new(
+                Call::AckCmEvent,
+                Errno::EINVAL,
+                format!("ticket {ticket} is not an outstanding event of this host"),
+            )),
         }
     }
 

@@ -18,13 +18,21 @@ const MAX_BACKLOG: usize = 1024;
 pub(crate) const DEVICE_MAX_RD_ATOM: u8 = 128;
 
 /// Checks private data against the transport's limit for `op` (§6.1): EINVAL, never truncation.
-fn check_private_data(call: Call, transport: Transport, op: PrivateDataOp, data: &[u8]) -> Result<()> {
+fn check_private_data(
+    call: Call,
+    transport: Transport,
+    op: PrivateDataOp,
+    data: &[u8],
+) -> Result<()> {
     let max = max_private_data(transport, op).min(255);
     if data.len() > max {
         return Err(CmError::new(
             call,
             Errno::EINVAL,
-            format!("{} bytes of private data exceed the {max} allowed for {op:?} on {transport:?}", data.len()),
+            format!(
+                "{} bytes of private data exceed the {max} allowed for {op:?} on {transport:?}",
+                data.len()
+            ),
         ));
     }
     Ok(())
@@ -56,25 +64,41 @@ impl World {
             let port = id.port.expect("bound");
             let others = self.ports[&(host, id.ps, port)].iter().any(|k| *k != key);
             if others {
-                return Err(CmError::new(call, Errno::EADDRINUSE, format!("port {port} is shared through REUSEADDR")));
+                return Err(CmError::new(
+                    call,
+                    Errno::EADDRINUSE,
+                    format!("port {port} is shared through REUSEADDR"),
+                ));
             }
         }
-        let backlog = usize::try_from(backlog).ok().filter(|b| (1..=MAX_BACKLOG).contains(b)).unwrap_or(MAX_BACKLOG);
+        let backlog = usize::try_from(backlog)
+            .ok()
+            .filter(|b| (1..=MAX_BACKLOG).contains(b))
+            .unwrap_or(MAX_BACKLOG);
         let id = self.id_mut(key);
         id.reuseaddr = false;
         id.state = CmState::Listen;
-        id.listen = Some(ListenState { backlog, pending: 0 });
+        id.listen = Some(ListenState {
+            backlog,
+            pending: 0,
+        });
         Ok(())
     }
 
     /// Common checks of calls that need a device: removal, then a device.
     fn need_device(&self, call: Call, key: IdKey) -> Result<Transport> {
         self.check_not_removed(call, key)?;
-        self.transport_of(key).ok_or_else(|| CmError::new(call, Errno::EINVAL, "the id has no device"))
+        self.transport_of(key)
+            .ok_or_else(|| CmError::new(call, Errno::EINVAL, "the id has no device"))
     }
 
     /// `rdma_connect`.
-    pub(crate) fn connect(&mut self, host: HostKey, h: IdHandle, param: Option<&ConnParam>) -> Result<()> {
+    pub(crate) fn connect(
+        &mut self,
+        host: HostKey,
+        h: IdHandle,
+        param: Option<&ConnParam>,
+    ) -> Result<()> {
         let call = Call::Connect;
         let key = self.id_key(host, call, h)?;
         let transport = self.need_device(call, key)?;
@@ -84,16 +108,36 @@ impl World {
         let id = self.id(key);
         let ud = !id.qp_type.is_connected();
         if id.ps == PortSpace::TCP && id.qp.is_none() && param.is_none() {
-            return Err(CmError::new(call, Errno::EINVAL, "RDMA_PS_TCP without a QP needs connection parameters"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "RDMA_PS_TCP without a QP needs connection parameters",
+            ));
         }
         if transport == Transport::Iwarp && id.qp.is_none() {
-            return Err(CmError::new(call, Errno::EINVAL, "iWARP has no QP-less mode"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "iWARP has no QP-less mode",
+            ));
         }
         let p = param.cloned().unwrap_or_default();
-        if id.ps == PortSpace::TCP && [p.responder_resources, p.initiator_depth].iter().any(|v| *v != RDMA_MAX_RESP_RES && *v > DEVICE_MAX_RD_ATOM) {
-            return Err(CmError::new(call, Errno::EINVAL, "responder resources or initiator depth above the device maximum"));
+        if id.ps == PortSpace::TCP
+            && [p.responder_resources, p.initiator_depth]
+                .iter()
+                .any(|v| *v != RDMA_MAX_RESP_RES && *v > DEVICE_MAX_RD_ATOM)
+        {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "responder resources or initiator depth above the device maximum",
+            ));
         }
-        let op = if ud { PrivateDataOp::ConnectUd } else { PrivateDataOp::Connect };
+        let op = if ud {
+            PrivateDataOp::ConnectUd
+        } else {
+            PrivateDataOp::Connect
+        };
         check_private_data(call, transport, op, &p.private_data)?;
         let (src, dst) = (id.local.expect("resolved"), id.peer.expect("resolved"));
         let req = Request {
@@ -138,16 +182,35 @@ impl World {
 
     /// Sends REJ 28 from `ep` after a failed accept: the kernel tries to reject (§4.10).
     fn reject_after_failure(&mut self, ep: u64) {
-        let Some(peer) = self.eps[&ep].peer else { return };
+        let Some(peer) = self.eps[&ep].peer else {
+            return;
+        };
         let transport = self.eps[&ep].transport;
-        let data = padded(&[], delivered_private_data_len(transport, PrivateDataOp::Reject));
+        let data = padded(
+            &[],
+            delivered_private_data_len(transport, PrivateDataOp::Reject),
+        );
         match self.ep_state(ep) {
             EpState::ReqRcvd => {
-                self.ep_send(ep, Dest::Ep(peer), Body::Rej { reason: IbRejReason::CONSUMER_DEFINED, data });
+                self.ep_send(
+                    ep,
+                    Dest::Ep(peer),
+                    Body::Rej {
+                        reason: IbRejReason::CONSUMER_DEFINED,
+                        data,
+                    },
+                );
                 self.set_ep_state(ep, EpState::Idle);
             }
             EpState::RepSent | EpState::MraRepRcvd => {
-                self.ep_send(ep, Dest::Ep(peer), Body::Rej { reason: IbRejReason::CONSUMER_DEFINED, data });
+                self.ep_send(
+                    ep,
+                    Dest::Ep(peer),
+                    Body::Rej {
+                        reason: IbRejReason::CONSUMER_DEFINED,
+                        data,
+                    },
+                );
                 self.enter_timewait(ep);
             }
             _ => {}
@@ -155,7 +218,12 @@ impl World {
     }
 
     /// `rdma_accept`.
-    pub(crate) fn accept(&mut self, host: HostKey, h: IdHandle, param: Option<&ConnParam>) -> Result<()> {
+    pub(crate) fn accept(
+        &mut self,
+        host: HostKey,
+        h: IdHandle,
+        param: Option<&ConnParam>,
+    ) -> Result<()> {
         let call = Call::Accept;
         let key = self.id_key(host, call, h)?;
         let transport = self.need_device(call, key)?;
@@ -166,24 +234,42 @@ impl World {
         }
         let id = self.id(key);
         if param.is_none() && id.qp.is_none() {
-            return Err(CmError::new(call, Errno::EINVAL, "no QP and no connection parameters"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "no QP and no connection parameters",
+            ));
         }
         let p = param.cloned().unwrap_or_default();
         let peer = self.eps[&ep].peer.expect("a request names its sender");
         if self.ep_state(ep) == EpState::SidrReqRcvd {
-            if let Err(e) = check_private_data(call, transport, PrivateDataOp::AcceptUd, &p.private_data) {
-                return Err(e);
-            }
-            let data = padded(&p.private_data, delivered_private_data_len(transport, PrivateDataOp::AcceptUd));
-            let body = Body::SidrRep { status: 0, qpn: id.qp.unwrap_or(p.qp_num), qkey: id.qkey, data };
+            check_private_data(call, transport, PrivateDataOp::AcceptUd, &p.private_data)?;
+            let data = padded(
+                &p.private_data,
+                delivered_private_data_len(transport, PrivateDataOp::AcceptUd),
+            );
+            let body = Body::SidrRep {
+                status: 0,
+                qpn: id.qp.unwrap_or(p.qp_num),
+                qkey: id.qkey,
+                data,
+            };
             self.ep_send(ep, Dest::Ep(peer), body);
             self.set_ep_state(ep, EpState::Idle);
             self.id_mut(key).owned = true;
             return Ok(());
         }
-        if id.ps == PortSpace::TCP && [p.responder_resources, p.initiator_depth].iter().any(|v| *v != RDMA_MAX_RESP_RES && *v > DEVICE_MAX_RD_ATOM) {
+        if id.ps == PortSpace::TCP
+            && [p.responder_resources, p.initiator_depth]
+                .iter()
+                .any(|v| *v != RDMA_MAX_RESP_RES && *v > DEVICE_MAX_RD_ATOM)
+        {
             self.reject_after_failure(ep);
-            return Err(CmError::new(call, Errno::EINVAL, "responder resources or initiator depth above the device maximum"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "responder resources or initiator depth above the device maximum",
+            ));
         }
         if transport == Transport::Iwarp && id.qp.is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "iWARP needs a QP"));
@@ -191,9 +277,14 @@ impl World {
         if self.ep_state(ep) != EpState::ReqRcvd {
             let state = self.ep_state(ep);
             self.reject_after_failure(ep);
-            return Err(CmError::new(call, Errno::EINVAL, format!("the connection is not awaiting an answer (IB CM {state:?})")));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("the connection is not awaiting an answer (IB CM {state:?})"),
+            ));
         }
-        if let Err(e) = check_private_data(call, transport, PrivateDataOp::Accept, &p.private_data) {
+        if let Err(e) = check_private_data(call, transport, PrivateDataOp::Accept, &p.private_data)
+        {
             self.reject_after_failure(ep);
             return Err(e);
         }
@@ -206,12 +297,24 @@ impl World {
             srq: p.srq,
             qp_num: id.qp.unwrap_or(p.qp_num),
         };
-        let data = padded(&p.private_data, delivered_private_data_len(transport, PrivateDataOp::Accept));
+        let data = padded(
+            &p.private_data,
+            delivered_private_data_len(transport, PrivateDataOp::Accept),
+        );
         let ack = ack_timeout(self.cfg.ca_ack_delay, self.cfg.packet_life_time);
         self.id_mut(key).owned = true;
         self.set_ep_state(ep, EpState::RepSent);
         let interval = self.cfg.rep_timeout();
-        self.ep_send_retrying(ep, Dest::Ep(peer), Body::Rep { data, conn, ack_timeout: ack }, interval);
+        self.ep_send_retrying(
+            ep,
+            Dest::Ep(peer),
+            Body::Rep {
+                data,
+                conn,
+                ack_timeout: ack,
+            },
+            interval,
+        );
         Ok(())
     }
 
@@ -232,7 +335,11 @@ impl World {
         let key = self.id_key(host, call, h)?;
         self.need_device(call, key)?;
         if self.id(key).qp.is_some() {
-            return Err(CmError::new(call, Errno::EINVAL, "the id has a QP: librdmacm establishes it itself"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the id has a QP: librdmacm establishes it itself",
+            ));
         }
         let ep = self.connected_ep(call, key)?;
         self.send_rtu(call, key, ep)
@@ -245,22 +352,45 @@ impl World {
         let transport = self.need_device(call, key)?;
         let ep = self.connected_ep(call, key)?;
         let ud = self.ep_state(ep) == EpState::SidrReqRcvd;
-        let op = if ud { PrivateDataOp::RejectUd } else { PrivateDataOp::Reject };
+        let op = if ud {
+            PrivateDataOp::RejectUd
+        } else {
+            PrivateDataOp::Reject
+        };
         check_private_data(call, transport, op, data)?;
         let peer = self.eps[&ep].peer;
         let data = padded(data, delivered_private_data_len(transport, op));
         match self.ep_state(ep) {
             EpState::SidrReqRcvd => {
-                let body = Body::SidrRep { status: SidrStatus::REJECT, qpn: 0, qkey: 0, data };
+                let body = Body::SidrRep {
+                    status: SidrStatus::REJECT,
+                    qpn: 0,
+                    qkey: 0,
+                    data,
+                };
                 self.ep_send(ep, Dest::Ep(peer.expect("request sender")), body);
                 self.set_ep_state(ep, EpState::Idle);
             }
             EpState::ReqRcvd | EpState::RepRcvd => {
-                self.ep_send(ep, Dest::Ep(peer.expect("peer")), Body::Rej { reason: IbRejReason::CONSUMER_DEFINED, data });
+                self.ep_send(
+                    ep,
+                    Dest::Ep(peer.expect("peer")),
+                    Body::Rej {
+                        reason: IbRejReason::CONSUMER_DEFINED,
+                        data,
+                    },
+                );
                 self.set_ep_state(ep, EpState::Idle);
             }
             EpState::RepSent | EpState::MraRepRcvd => {
-                self.ep_send(ep, Dest::Ep(peer.expect("peer")), Body::Rej { reason: IbRejReason::CONSUMER_DEFINED, data });
+                self.ep_send(
+                    ep,
+                    Dest::Ep(peer.expect("peer")),
+                    Body::Rej {
+                        reason: IbRejReason::CONSUMER_DEFINED,
+                        data,
+                    },
+                );
                 self.enter_timewait(ep);
             }
             EpState::ReqSent | EpState::MraReqRcvd => {
@@ -269,7 +399,11 @@ impl World {
                 self.set_ep_state(ep, EpState::Idle);
             }
             state => {
-                return Err(CmError::new(call, Errno::EINVAL, format!("nothing to reject (IB CM {state:?})")));
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    format!("nothing to reject (IB CM {state:?})"),
+                ));
             }
         }
         Ok(())
@@ -289,7 +423,11 @@ impl World {
         let peer = self.eps[&ep].peer;
         match self.ep_state(ep) {
             EpState::Established => {
-                let interval = if self.eps[&ep].active { self.req_interval() } else { self.cfg.rep_timeout() };
+                let interval = if self.eps[&ep].active {
+                    self.req_interval()
+                } else {
+                    self.cfg.rep_timeout()
+                };
                 self.set_ep_state(ep, EpState::DreqSent);
                 self.ep_send_retrying(ep, Dest::Ep(peer.expect("peer")), Body::Dreq, interval);
             }
@@ -311,7 +449,11 @@ impl World {
         let key = self.id_key(host, call, h)?;
         let transport = self.need_device(call, key)?;
         let Some(ep) = self.id(key).ep else {
-            return Err(CmError::new(call, Errno::EINVAL, "the id has no connection"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the id has no connection",
+            ));
         };
         if transport == Transport::Iwarp {
             return Ok(());
@@ -323,15 +465,33 @@ impl World {
                     self.ep_cancel(ep);
                     self.set_ep_state(ep, EpState::Established);
                     if self.id(key).state == CmState::Connect {
-                        self.queue_event(key, EventKind::Established, 0, EventParam::None, Vec::new());
+                        self.queue_event(
+                            key,
+                            EventKind::Established,
+                            0,
+                            EventParam::None,
+                            Vec::new(),
+                        );
                     }
                     Ok(())
                 }
-                EpState::Established => Err(CmError::new(call, Errno::EISCONN, "the connection is already established")),
-                _ => Err(CmError::new(call, Errno::EINVAL, format!("COMM_EST in IB CM state {state:?}"))),
+                EpState::Established => Err(CmError::new(
+                    call,
+                    Errno::EISCONN,
+                    "the connection is already established",
+                )),
+                _ => Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    format!("COMM_EST in IB CM state {state:?}"),
+                )),
             },
             AsyncEvent::PATH_MIG if state == EpState::Established => Ok(()),
-            other => Err(CmError::new(call, Errno::EINVAL, format!("event {} not applicable in IB CM state {state:?}", other.0))),
+            other => Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("event {} not applicable in IB CM state {state:?}", other.0),
+            )),
         }
     }
 }

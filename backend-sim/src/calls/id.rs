@@ -16,7 +16,11 @@ impl World {
         let call = Call::CreateId;
         let chan = channel.map(|c| self.chan_key(host, call, c)).transpose()?;
         if !ps.is_valid() {
-            return Err(CmError::new(call, Errno::EINVAL, format!("invalid port space {ps:?}")));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("invalid port space {ps:?}"),
+            ));
         }
         let key = self.fresh_key();
         let (channel, sync) = match chan {
@@ -68,7 +72,10 @@ impl World {
             return Err(CmError::new(
                 call,
                 Errno::EBUSY,
-                format!("unacknowledged events would block rdma_destroy_id forever: {}", unacked.join(", ")),
+                format!(
+                    "unacknowledged events would block rdma_destroy_id forever: {}",
+                    unacked.join(", ")
+                ),
             ));
         }
         // Unfetched requests of a listener: their children are destroyed, initiators get REJ 28.
@@ -80,7 +87,11 @@ impl World {
                 .filter(|q| q.counted_against == key && q.owner != key)
                 .map(|q| q.owner)
                 .collect();
-            self.channels.get_mut(&chan).expect("channel").queue.retain(|q| q.counted_against != key || q.owner == key);
+            self.channels
+                .get_mut(&chan)
+                .expect("channel")
+                .queue
+                .retain(|q| q.counted_against != key || q.owner == key);
             for child in children {
                 self.remove_id(child);
             }
@@ -113,22 +124,39 @@ impl World {
         // Leftover outstanding events of a child counted against nobody else.
         self.outstanding.retain(|_, o| o.counted_against != key);
         let id = self.ids.remove(&key).expect("live id");
-        if self.channels.get(&id.channel).is_some_and(|c| c.private_for == Some(key)) {
+        if self
+            .channels
+            .get(&id.channel)
+            .is_some_and(|c| c.private_for == Some(key))
+        {
             self.channels.remove(&id.channel);
         }
     }
 
     /// `rdma_migrate_id`.
-    pub(crate) fn migrate_id(&mut self, host: HostKey, h: IdHandle, channel: Option<ChannelHandle>) -> Result<()> {
+    pub(crate) fn migrate_id(
+        &mut self,
+        host: HostKey,
+        h: IdHandle,
+        channel: Option<ChannelHandle>,
+    ) -> Result<()> {
         let call = Call::MigrateId;
         let key = self.id_key(host, call, h)?;
         if self.id(key).torn_down {
-            return Err(CmError::new(call, Errno::ENXIO, "the id's device was removed"));
+            return Err(CmError::new(
+                call,
+                Errno::ENXIO,
+                "the id's device was removed",
+            ));
         }
         let target = match channel {
             Some(c) => self.chan_key(host, call, c)?,
             None if self.id(key).sync => {
-                return Err(CmError::new(call, Errno::EINVAL, "the id is already synchronous"));
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    "the id is already synchronous",
+                ));
             }
             None => self.new_private_channel(host, key),
         };
@@ -148,7 +176,10 @@ impl World {
             return Err(CmError::new(
                 call,
                 Errno::EBUSY,
-                format!("unacknowledged events would block rdma_migrate_id forever: {}", unacked.join(", ")),
+                format!(
+                    "unacknowledged events would block rdma_migrate_id forever: {}",
+                    unacked.join(", ")
+                ),
             ));
         }
         let old = self.id(key).channel;
@@ -163,8 +194,16 @@ impl World {
                 i += 1;
             }
         }
-        self.channels.get_mut(&target).expect("channel").queue.extend(moved);
-        if self.channels.get(&old).is_some_and(|c| c.private_for == Some(key)) {
+        self.channels
+            .get_mut(&target)
+            .expect("channel")
+            .queue
+            .extend(moved);
+        if self
+            .channels
+            .get(&old)
+            .is_some_and(|c| c.private_for == Some(key))
+        {
             self.channels.remove(&old);
         }
         let id = self.id_mut(key);

@@ -1,19 +1,36 @@
 //! `rdma_set_option` (§2.4, §4.5). Produces ROUTE_RESOLVED for the IB_PATH option.
 
-use cmtwin::{Call, CmError, CmOption, Errno, EventKind, EventParam, IdHandle, Result, IB_PATH_RECORD_LEN};
+use cmtwin::{
+    Call, CmError, CmOption, Errno, EventKind, EventParam, IdHandle, Result, IB_PATH_RECORD_LEN,
+};
 
 use crate::world::{CmState, HostKey, World};
 
 impl World {
     /// `rdma_set_option`.
-    pub(crate) fn set_option(&mut self, host: HostKey, h: IdHandle, option: &CmOption) -> Result<()> {
+    pub(crate) fn set_option(
+        &mut self,
+        host: HostKey,
+        h: IdHandle,
+        option: &CmOption,
+    ) -> Result<()> {
         let call = Call::SetOption;
         let key = self.id_key(host, call, h)?;
         if self.id(key).torn_down {
-            return Err(CmError::new(call, Errno::ENXIO, "the id's device was removed"));
+            return Err(CmError::new(
+                call,
+                Errno::ENXIO,
+                "the id's device was removed",
+            ));
         }
         let state = self.id(key).state;
-        let invalid = |why: &str| Err(CmError::new(call, Errno::EINVAL, format!("{option:?}: {why} (state {state:?})")));
+        let invalid = |why: &str| {
+            Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("{option:?}: {why} (state {state:?})"),
+            ))
+        };
         match option {
             CmOption::Tos(t) => self.id_mut(key).tos = *t,
             CmOption::ReuseAddr(on) => {
@@ -42,7 +59,13 @@ impl World {
                     return invalid("needs a resolved address");
                 }
                 self.id_mut(key).state = CmState::RouteResolved;
-                self.queue_event(key, EventKind::RouteResolved, 0, EventParam::None, Vec::new());
+                self.queue_event(
+                    key,
+                    EventKind::RouteResolved,
+                    0,
+                    EventParam::None,
+                    Vec::new(),
+                );
             }
         }
         Ok(())

@@ -8,7 +8,12 @@ use crate::world::{HostKey, World};
 
 impl World {
     /// `rdma_create_qp`: returns the new QP's number.
-    pub(crate) fn create_qp(&mut self, host: HostKey, h: IdHandle, attr: &QpInitAttr) -> Result<u32> {
+    pub(crate) fn create_qp(
+        &mut self,
+        host: HostKey,
+        h: IdHandle,
+        attr: &QpInitAttr,
+    ) -> Result<u32> {
         let call = Call::CreateQp;
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
@@ -20,7 +25,11 @@ impl World {
             return Err(CmError::new(call, Errno::EINVAL, "the id already has a QP"));
         }
         if attr.qp_type.is_connected() != id.qp_type.is_connected() {
-            return Err(CmError::new(call, Errno::EINVAL, format!("{:?} QP on a {:?} id", attr.qp_type, id.ps)));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("{:?} QP on a {:?} id", attr.qp_type, id.ps),
+            ));
         }
         let qpn = self.rng.range(Stream::Numbers, 0x10, 0xFF_FFFE) as u32;
         self.id_mut(key).qp = Some(qpn);
