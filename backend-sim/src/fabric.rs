@@ -15,6 +15,7 @@ use crate::config::SimConfig;
 use crate::process::{enter_process, Proc, ProcState, Shared};
 use crate::time::SimTime;
 use crate::trace::TraceRecord;
+use crate::wire::{MessageKind, WireFault};
 use crate::world::{Device, Host, World};
 
 /// Numbers fabrics, so that a handle of one fabric is never taken for another's.
@@ -246,6 +247,24 @@ impl Fabric {
     /// UNREACHABLE (-ETIMEDOUT) for RoCE ids routed to `ip`, as after a neighbour MAC change.
     pub fn neighbour_change(&self, ip: IpAddr) {
         self.lock().neighbour_change(ip);
+    }
+
+    /// Loses the next `count` CM messages of `kind` sent anywhere on the fabric.
+    pub fn drop_next(&self, kind: MessageKind, count: u32) {
+        self.lock().wire_faults.push(WireFault {
+            kind,
+            count,
+            delay: None,
+        });
+    }
+
+    /// Delays the next `count` CM messages of `kind` by `delay` beyond the usual latency.
+    pub fn delay_next(&self, kind: MessageKind, count: u32, delay: Duration) {
+        self.lock().wire_faults.push(WireFault {
+            kind,
+            count,
+            delay: Some(delay),
+        });
     }
 
     /// Registers a process running `body` on host `host`; `run` starts it.

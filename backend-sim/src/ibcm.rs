@@ -91,10 +91,12 @@ impl World {
         self.eps.get_mut(&ep).expect("endpoint").state = state;
     }
 
-    /// Sends `body` from `ep` to its peer (or `to`) once.
+    /// Sends `body` from `ep` to `to` once (nothing leaves a removed device).
     pub(crate) fn ep_send(&mut self, ep: EpKey, to: Dest, body: Body) {
-        let host = self.eps[&ep].host;
-        self.send(host, ep, to, body);
+        let (host, dev) = (self.eps[&ep].host, self.eps[&ep].device);
+        if self.devices[dev].present {
+            self.send(host, ep, to, body);
+        }
     }
 
     /// Sends `body` and retransmits it every `interval` until cancelled or out of retries.

@@ -37,4 +37,5 @@ pub use config::{ack_timeout, cm_ms, KernelProfile, SimConfig};
 pub use fabric::{Fabric, FabricBuilder, SimError};
 pub use time::SimTime;
 pub use trace::{Trace, TraceKind, TraceRecord};
+pub use wire::MessageKind;
 pub use world::CmState;

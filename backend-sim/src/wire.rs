@@ -59,18 +59,64 @@ pub(crate) enum Body {
     },
 }
 
+/// The kinds of CM messages, for targeted faults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MessageKind {
+    /// Connection request.
+    Req,
+    /// Message receipt acknowledgement ("wait, I am still deciding").
+    Mra,
+    /// Connection reply.
+    Rep,
+    /// Ready to use.
+    Rtu,
+    /// Reject.
+    Rej,
+    /// Disconnect request.
+    Dreq,
+    /// Disconnect reply.
+    Drep,
+    /// Service id resolution request (UD).
+    SidrReq,
+    /// Service id resolution reply (UD).
+    SidrRep,
+}
+
+/// A targeted fault on the wire: the next `count` messages of `kind` are lost, or delayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WireFault {
+    pub kind: MessageKind,
+    pub count: u32,
+    /// `None`: lost; `Some(d)`: delivered `d` later than usual.
+    pub delay: Option<std::time::Duration>,
+}
+
 impl Body {
-    fn name(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> MessageKind {
         match self {
-            Body::Req(_) => "REQ",
-            Body::Mra => "MRA",
-            Body::Rep { .. } => "REP",
-            Body::Rtu => "RTU",
-            Body::Rej { .. } => "REJ",
-            Body::Dreq => "DREQ",
-            Body::Drep => "DREP",
-            Body::SidrReq(_) => "SIDR_REQ",
-            Body::SidrRep { .. } => "SIDR_REP",
+            Body::Req(_) => MessageKind::Req,
+            Body::Mra => MessageKind::Mra,
+            Body::Rep { .. } => MessageKind::Rep,
+            Body::Rtu => MessageKind::Rtu,
+            Body::Rej { .. } => MessageKind::Rej,
+            Body::Dreq => MessageKind::Dreq,
+            Body::Drep => MessageKind::Drep,
+            Body::SidrReq(_) => MessageKind::SidrReq,
+            Body::SidrRep { .. } => MessageKind::SidrRep,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self.kind() {
+            MessageKind::Req => "REQ",
+            MessageKind::Mra => "MRA",
+            MessageKind::Rep => "REP",
+            MessageKind::Rtu => "RTU",
+            MessageKind::Rej => "REJ",
+            MessageKind::Dreq => "DREQ",
+            MessageKind::Drep => "DREP",
+            MessageKind::SidrReq => "SIDR_REQ",
+            MessageKind::SidrRep => "SIDR_REP",
         }
     }
 }
@@ -118,6 +164,26 @@ impl World {
             to,
             body,
         };
+        let mut extra = std::time::Duration::ZERO;
+        let kind = msg.body.kind();
+        if let Some(f) = self
+            .wire_faults
+            .iter_mut()
+            .find(|f| f.kind == kind && f.count > 0)
+        {
+            f.count -= 1;
+            match f.delay {
+                None => {
+                    self.record(
+                        Some(from_host),
+                        TraceKind::Loss,
+                        format!("{msg} (targeted fault)"),
+                    );
+                    return;
+                }
+                Some(d) => extra = d,
+            }
+        }
         let p = self.cfg.loss_probability;
         if self.rng.chance(Stream::Loss, p) {
             self.record(Some(from_host), TraceKind::Loss, msg.to_string());
@@ -126,7 +192,7 @@ impl World {
         let jitter = self
             .rng
             .range(Stream::Latency, 0, self.cfg.wire_jitter.as_nanos() as u64);
-        let delay = self.cfg.wire_latency + std::time::Duration::from_nanos(jitter);
+        let delay = self.cfg.wire_latency + std::time::Duration::from_nanos(jitter) + extra;
         // Jitter never reorders the messages between two hosts: links are FIFO.
         let to_host = match to {
             Dest::Ip(ip) => self.owner_of_ip(ip).map(|(h, _)| h),

@@ -192,6 +192,8 @@ pub(crate) struct World {
     pub outstanding: BTreeMap<u64, Outstanding>,
     /// The latest delivery time scheduled on each (from host, to host) link.
     pub link_clock: BTreeMap<(HostKey, HostKey), SimTime>,
+    /// Targeted losses and delays still to apply.
+    pub wire_faults: Vec<crate::wire::WireFault>,
     pub next_key: u64,
     pub next_ticket: u64,
     pub trace: Trace,
@@ -214,6 +216,7 @@ impl World {
             ports: BTreeMap::new(),
             outstanding: BTreeMap::new(),
             link_clock: BTreeMap::new(),
+            wire_faults: Vec::new(),
             next_key: 1,
             next_ticket: 1,
             trace: Trace::default(),
@@ -378,7 +381,11 @@ impl World {
             private_data,
         };
         // A CONNECT_REQUEST goes to the listener's channel; everything else to the id's own.
-        let channel = if kind == EventKind::ConnectRequest { self.id(counted_against).channel } else { id.channel };
+        let channel = if kind == EventKind::ConnectRequest {
+            self.id(counted_against).channel
+        } else {
+            id.channel
+        };
         self.record(
             Some(host),
             TraceKind::Queue,
