@@ -371,6 +371,7 @@ impl World {
             multicast: Default::default(),
             addrinfo: AddrinfoState::None,
             torn_down: false,
+            reported: 0,
         };
         self.ids.insert(child_key, child);
         let ep = self.new_endpoint(

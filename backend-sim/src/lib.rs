@@ -25,6 +25,7 @@ mod config;
 mod fabric;
 mod faults;
 mod ibcm;
+mod invariants;
 mod process;
 mod rng;
 mod time;

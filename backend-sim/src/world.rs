@@ -137,6 +137,8 @@ pub(crate) struct Id {
     pub addrinfo: AddrinfoState,
     /// Set once the background teardown after device removal ran: calls fail with ENXIO.
     pub torn_down: bool,
+    /// The kinds of event queued for this id so far, a bit per kind (for the invariants).
+    pub reported: u64,
 }
 
 /// An event fetched by the application and not yet acknowledged.
@@ -372,6 +374,7 @@ impl World {
             );
             return;
         }
+        World::check_event_order(id.reported, kind);
         let info = EventInfo {
             kind,
             status,
@@ -381,6 +384,8 @@ impl World {
             private_data,
         };
         // A CONNECT_REQUEST goes to the listener's channel; everything else to the id's own.
+        self.id_mut(owner).reported |= 1 << kind.as_raw();
+        let id = self.id(owner);
         let channel = if kind == EventKind::ConnectRequest {
             self.id(counted_against).channel
         } else {
@@ -430,6 +435,8 @@ impl World {
         debug_assert!(at >= self.now, "time never goes back");
         self.now = at.max(self.now);
         self.run_action(action);
+        #[cfg(debug_assertions)]
+        self.check_invariants();
         true
     }
 

@@ -53,6 +53,7 @@ impl World {
             multicast: Default::default(),
             addrinfo: AddrinfoState::None,
             torn_down: false,
+            reported: 0,
         };
         self.ids.insert(key, id);
         Ok(self.id_handle(key))
