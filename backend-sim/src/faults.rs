@@ -28,9 +28,9 @@ impl World {
             .map(|(k, _)| *k)
             .collect();
         for key in attached {
-            let (state, ep, owned, chan) = {
+            let (state, ep, owned) = {
                 let id = self.id(key);
-                (id.state, id.ep, id.owned, id.channel)
+                (id.state, id.ep, id.owned)
             };
             if state == CmState::DeviceRemoval {
                 continue;
@@ -40,11 +40,12 @@ impl World {
                 self.ep_cancel(ep);
             }
             if !owned {
-                if let Some(c) = self.channels.get_mut(&chan) {
-                    c.queue.retain(|q| q.owner != key);
-                }
-                if let Some(ep) = self.id(key).ep {
-                    self.eps.remove(&ep);
+                // An unaccepted child disappears silently, with no protocol side effects.
+                if let Some(ep) = ep {
+                    let e = self.eps.get_mut(&ep).expect("endpoint of a live id");
+                    e.owner = None;
+                    e.state = crate::ibcm::EpState::Idle;
+                    self.reap_endpoint(ep);
                 }
                 self.id_mut(key).ep = None;
                 self.remove_id(key);

@@ -212,6 +212,9 @@ impl World {
     pub(crate) fn reap_endpoint(&mut self, ep: EpKey) {
         if let Some(e) = self.eps.get(&ep) {
             if e.owner.is_none() && matches!(e.state, EpState::Idle) {
+                if let (false, Some(peer)) = (e.active, e.peer) {
+                    self.passive_by_peer.remove(&(e.host, peer));
+                }
                 self.eps.remove(&ep);
             }
         }
@@ -270,10 +273,9 @@ impl World {
         let _ = from_host;
         // A duplicate of a request we already hold: answer with an MRA while it is undecided.
         let dup = self
-            .eps
-            .iter()
-            .find(|(_, e)| e.host == host && e.peer == Some(from) && !e.active)
-            .map(|(k, e)| (*k, e.state));
+            .passive_by_peer
+            .get(&(host, from))
+            .map(|ep| (*ep, self.eps[ep].state));
         if let Some((ep, state)) = dup {
             if state == EpState::ReqRcvd {
                 self.ep_send(ep, Dest::Ep(from), Body::Mra);
@@ -383,6 +385,7 @@ impl World {
             },
             false,
         );
+        self.passive_by_peer.insert((host, from), ep);
         {
             let e = self.eps.get_mut(&ep).expect("new endpoint");
             e.peer = Some(from);

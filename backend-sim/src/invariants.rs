@@ -11,23 +11,51 @@ impl World {
     /// Panics, naming the invariant, if the world is inconsistent.
     pub(crate) fn check_invariants(&self) {
         for (key, id) in &self.ids {
-            assert!(self.channels.contains_key(&id.channel), "id {key} lives on a channel that does not exist");
+            assert!(
+                self.channels.contains_key(&id.channel),
+                "id {key} lives on a channel that does not exist"
+            );
             if let Some(ep) = id.ep {
                 if let Some(e) = self.eps.get(&ep) {
-                    assert_eq!(e.owner, Some(*key), "endpoint {ep} does not point back to its id {key}");
+                    assert_eq!(
+                        e.owner,
+                        Some(*key),
+                        "endpoint {ep} does not point back to its id {key}"
+                    );
                 }
             }
         }
         for (ep, e) in &self.eps {
             if let Some(owner) = e.owner {
-                let id = self.ids.get(&owner).unwrap_or_else(|| panic!("endpoint {ep} owned by dead id {owner}"));
-                assert_eq!(id.ep, Some(*ep), "id {owner} does not point to its endpoint {ep}");
+                let id = self
+                    .ids
+                    .get(&owner)
+                    .unwrap_or_else(|| panic!("endpoint {ep} owned by dead id {owner}"));
+                assert_eq!(
+                    id.ep,
+                    Some(*ep),
+                    "id {owner} does not point to its endpoint {ep}"
+                );
             }
+        }
+        for ((host, peer), ep) in &self.passive_by_peer {
+            let e = self
+                .eps
+                .get(ep)
+                .unwrap_or_else(|| panic!("index names dead endpoint {ep}"));
+            assert!(
+                e.host == *host && e.peer == Some(*peer) && !e.active,
+                "endpoint {ep} is indexed wrongly"
+            );
         }
         let mut pending: BTreeMap<u64, usize> = BTreeMap::new();
         for (ck, c) in &self.channels {
             for q in &c.queue {
-                assert!(self.ids.contains_key(&q.owner), "channel {ck} holds an event of dead id {}", q.owner);
+                assert!(
+                    self.ids.contains_key(&q.owner),
+                    "channel {ck} holds an event of dead id {}",
+                    q.owner
+                );
                 if q.info.kind == EventKind::ConnectRequest {
                     *pending.entry(q.counted_against).or_default() += 1;
                 }
@@ -36,12 +64,19 @@ impl World {
         for (key, id) in &self.ids {
             if let Some(l) = id.listen {
                 let queued = pending.get(key).copied().unwrap_or(0);
-                assert_eq!(l.pending, queued, "listener {key} counts {} pending requests, {queued} are queued", l.pending);
+                assert_eq!(
+                    l.pending, queued,
+                    "listener {key} counts {} pending requests, {queued} are queued",
+                    l.pending
+                );
                 assert!(l.pending <= l.backlog, "listener {key} is over its backlog");
             }
         }
         for (t, o) in &self.outstanding {
-            assert!(self.ids.contains_key(&o.counted_against), "ticket {t} is counted against a dead id");
+            assert!(
+                self.ids.contains_key(&o.counted_against),
+                "ticket {t} is counted against a dead id"
+            );
         }
     }
 
@@ -52,11 +87,17 @@ impl World {
         match kind {
             EventKind::Disconnected => assert!(!had(EventKind::Disconnected), "DISCONNECTED twice"),
             EventKind::TimewaitExit => {
-                assert!(had(EventKind::Disconnected), "TIMEWAIT_EXIT before DISCONNECTED");
+                assert!(
+                    had(EventKind::Disconnected),
+                    "TIMEWAIT_EXIT before DISCONNECTED"
+                );
                 assert!(!had(EventKind::TimewaitExit), "TIMEWAIT_EXIT twice");
             }
             EventKind::User => {}
-            other => assert!(!had(EventKind::DeviceRemoval), "{other} after DEVICE_REMOVAL"),
+            other => assert!(
+                !had(EventKind::DeviceRemoval),
+                "{other} after DEVICE_REMOVAL"
+            ),
         }
     }
 }

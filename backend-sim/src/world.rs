@@ -189,6 +189,8 @@ pub(crate) struct World {
     pub channels: BTreeMap<ChanKey, Channel>,
     pub ids: BTreeMap<IdKey, Id>,
     pub eps: BTreeMap<EpKey, Endpoint>,
+    /// Passive endpoints by (host, the active endpoint they answer): finds duplicate REQs.
+    pub passive_by_peer: BTreeMap<(HostKey, EpKey), EpKey>,
     /// Bound ports per (host, port space, port): the ids holding them.
     pub ports: BTreeMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
     pub outstanding: BTreeMap<u64, Outstanding>,
@@ -215,6 +217,7 @@ impl World {
             channels: BTreeMap::new(),
             ids: BTreeMap::new(),
             eps: BTreeMap::new(),
+            passive_by_peer: BTreeMap::new(),
             ports: BTreeMap::new(),
             outstanding: BTreeMap::new(),
             link_clock: BTreeMap::new(),
