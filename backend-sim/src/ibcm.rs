@@ -56,6 +56,9 @@ pub(crate) struct Endpoint {
     pub interval: Duration,
     /// This side's timewait.
     pub timewait: Duration,
+    /// The peer's address (an active endpoint reaches the passive CM through it before it
+    /// knows the passive endpoint).
+    pub remote_ip: Option<IpAddr>,
 }
 
 impl World {
@@ -77,6 +80,7 @@ impl World {
             retry: None,
             interval: Duration::ZERO,
             timewait: self.cfg.timewait(),
+            remote_ip: id.peer.map(|a| a.ip()),
         };
         self.eps.insert(key, ep);
         self.id_mut(owner).ep = Some(key);
@@ -632,13 +636,14 @@ impl World {
             return;
         };
         e.owner = None;
-        let (state, peer, transport) = (e.state, e.peer, e.transport);
+        let (state, peer, transport, remote_ip) = (e.state, e.peer, e.transport, e.remote_ip);
         let reject = |w: &mut World, reason: i32| {
-            if let Some(p) = peer {
+            // Before the REP the active side knows only the passive CM's address.
+            if let Some(to) = peer.map(Dest::Ep).or(remote_ip.map(Dest::Ip)) {
                 let len = cmtwin::delivered_private_data_len(transport, PrivateDataOp::Reject);
                 w.ep_send(
                     ep,
-                    Dest::Ep(p),
+                    to,
                     Body::Rej {
                         reason,
                         data: padded(&[], len),

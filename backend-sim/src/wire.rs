@@ -222,7 +222,15 @@ impl World {
                     Body::SidrReq(req) => {
                         self.on_req(host, dev, msg.from, msg.from_host, req, true)
                     }
-                    _ => unreachable!("only requests are addressed by IP"),
+                    // A REJ from a REQ's sender, for the passive endpoint answering it.
+                    Body::Rej { .. } => match self.passive_by_peer.get(&(host, msg.from)) {
+                        Some(&ep) => self.on_message(ep, msg.from, msg.body),
+                        None => {
+                            let text = format!("{msg}: no such request");
+                            self.record(Some(host), TraceKind::Drop, text);
+                        }
+                    },
+                    _ => unreachable!("only requests and their rejects are addressed by IP"),
                 }
             }
             Dest::Ep(ep) => {
