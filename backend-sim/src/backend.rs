@@ -36,7 +36,7 @@ fn sync_result(call: Call, info: &EventInfo) -> Result<()> {
     let errno = match (info.kind, info.status) {
         (_, 0) => return Ok(()),
         (EventKind::Rejected, _) => Errno::ECONNREFUSED,
-        (_, s) if s < 0 => Errno(-s),
+        (_, s) if s < 0 => Errno(s.wrapping_neg()),
         (_, s) => Errno(s),
     };
     Err(CmError::new(
@@ -249,7 +249,7 @@ impl CmBackend for SimBackend {
             (EventKind::Rejected, _) => Err(CmError::new(call, Errno::ECONNREFUSED, "REJECTED")),
             (_, s) if s != 0 => Err(CmError::new(
                 call,
-                Errno(-s),
+                Errno(s.wrapping_neg()),
                 format!("{} with status {s}", info.kind),
             )),
             (kind, _) => Err(CmError::new(

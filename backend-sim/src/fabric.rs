@@ -39,6 +39,7 @@ pub struct FabricBuilder {
     seed: u64,
     config: SimConfig,
     hosts: Vec<(String, Vec<DeviceSpec>)>,
+    silent: Vec<IpAddr>,
 }
 
 impl FabricBuilder {
@@ -69,6 +70,14 @@ impl FabricBuilder {
         self
     }
 
+    /// Adds an on-link address whose neighbour answers ARP but which runs no RDMA CM (a plain
+    /// NIC, a host whose CM is down): address resolution succeeds, CM messages vanish, so
+    /// connections end in UNREACHABLE after the retries (CM-SEMANTICS.md §5.2 S6).
+    pub fn silent_address(mut self, ip: IpAddr) -> Self {
+        self.silent.push(ip);
+        self
+    }
+
     /// Replaces the configuration.
     pub fn config(mut self, config: SimConfig) -> Self {
         self.config = config;
@@ -79,6 +88,7 @@ impl FabricBuilder {
     pub fn build(self) -> Fabric {
         let fabric_no = NEXT_FABRIC.fetch_add(1, Ordering::Relaxed);
         let mut world = World::new(fabric_no, self.seed, self.config);
+        world.silent_ips.extend(self.silent);
         for (name, devs) in self.hosts {
             let host = world.hosts.len();
             let mut keys = Vec::new();
@@ -149,6 +159,7 @@ impl Fabric {
             seed,
             config: SimConfig::default(),
             hosts: Vec::new(),
+            silent: Vec::new(),
         }
     }
 

@@ -196,6 +196,8 @@ pub(crate) struct World {
     pub outstanding: BTreeMap<u64, Outstanding>,
     /// The latest delivery time scheduled on each (from host, to host) link.
     pub link_clock: BTreeMap<(HostKey, HostKey), SimTime>,
+    /// On-link addresses that answer ARP but run no CM.
+    pub silent_ips: std::collections::BTreeSet<IpAddr>,
     /// Targeted losses and delays still to apply.
     pub wire_faults: Vec<crate::wire::WireFault>,
     pub next_key: u64,
@@ -222,6 +224,7 @@ impl World {
             outstanding: BTreeMap::new(),
             link_clock: BTreeMap::new(),
             wire_faults: Vec::new(),
+            silent_ips: Default::default(),
             next_key: 1,
             next_ticket: 1,
             trace: Trace::default(),

@@ -36,12 +36,9 @@ macro_rules! handle_impls {
 
         impl fmt::Display for $ty {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(
-                    f,
-                    concat!($prefix, "{}:{}"),
-                    self.0 >> 32,
-                    self.0 & 0xffff_ffff
-                )
+                // Only the backend-local part: which backend value issued the handle (the high
+                // half) is an implementation detail that must not reach a simulator's trace.
+                write!(f, concat!($prefix, "{}"), self.0 & 0xffff_ffff)
             }
         }
     };

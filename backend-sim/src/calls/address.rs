@@ -230,8 +230,12 @@ impl World {
                     format!("no route to {}", dst.ip()),
                 ));
             };
-            if self.owner_of_ip(dst.ip()).is_some() {
+            if self.owner_of_ip(dst.ip()).is_some() || self.silent_ips.contains(&dst.ip()) {
+                // The neighbour answers (ARP/ND round trip).
                 (dev, self.cfg.wire_latency * 2, 0)
+            } else if self.cfg.noarp {
+                // A NOARP netdev (such as a dummy interface) needs no neighbour resolution.
+                (dev, Duration::ZERO, 0)
             } else {
                 // On-link, but nobody answers ARP: ADDR_ERROR -ETIMEDOUT at the deadline.
                 (dev, timeout, -110)

@@ -189,7 +189,8 @@ impl World {
         let q = &mut self.channels.get_mut(&old).expect("channel").queue;
         let mut i = 0;
         while i < q.len() {
-            if q[i].owner == key && q[i].counted_against == key {
+            // The id's own events and, for a listener, the requests counted against it.
+            if q[i].counted_against == key {
                 moved.push(q.remove(i).expect("index in range"));
             } else {
                 i += 1;
