@@ -60,6 +60,8 @@ impl SimBackend {
     ) -> Result<T> {
         let mut w = self.lock();
         let r = f(&mut w, self.host);
+        #[cfg(debug_assertions)]
+        w.check_invariants();
         let shown = match &r {
             Ok(v) => Some(format!("{v:?}"))
                 .filter(|s| s != "()")

@@ -39,8 +39,15 @@ impl World {
                 // The port is gone: nothing more is sent or answered; the peers time out.
                 self.ep_cancel(ep);
             }
-            if !owned {
-                // An unaccepted child disappears silently, with no protocol side effects.
+            let request_unfetched = !owned
+                && self.channels.values().any(|c| {
+                    c.queue
+                        .iter()
+                        .any(|q| q.owner == key && q.info.kind == EventKind::ConnectRequest)
+                });
+            if request_unfetched {
+                // librdmacm's processing of the request will fail: the child and its
+                // CONNECT_REQUEST disappear silently, with no protocol side effects (§8.4).
                 if let Some(ep) = ep {
                     let e = self.eps.get_mut(&ep).expect("endpoint of a live id");
                     e.owner = None;
@@ -51,6 +58,7 @@ impl World {
                 self.remove_id(key);
                 continue;
             }
+            // A fetched but unaccepted child gets no event (it has no uid), but is torn down.
             let id = self.id_mut(key);
             id.state = CmState::DeviceRemoval;
             id.op_gen += 1;

@@ -418,13 +418,25 @@ impl World {
             });
     }
 
-    /// Drops every queued event of `owner` (destroy, migrate discards nothing: see migrate).
-    pub(crate) fn discard_queued(&mut self, owner: IdKey, pred: impl Fn(&Queued) -> bool) -> usize {
-        let chan = self.id(owner).channel;
-        let q = &mut self.channels.get_mut(&chan).expect("channel").queue;
-        let before = q.len();
-        q.retain(|e| !(e.owner == owner && pred(e)));
-        before - q.len()
+    /// Drops the queued events of `owner` that match `pred`.
+    pub(crate) fn discard_queued(&mut self, owner: IdKey, pred: impl Fn(&Queued) -> bool) {
+        // An id's events are on its channel, except its CONNECT_REQUEST, which is on the
+        // listener's: look everywhere. A discarded request gives its backlog slot back.
+        let mut freed = Vec::new();
+        for c in self.channels.values_mut() {
+            c.queue.retain(|e| {
+                let drop = e.owner == owner && pred(e);
+                if drop && e.info.kind == EventKind::ConnectRequest {
+                    freed.push(e.counted_against);
+                }
+                !drop
+            });
+        }
+        for l in freed {
+            if let Some(ls) = self.ids.get_mut(&l).and_then(|i| i.listen.as_mut()) {
+                ls.pending = ls.pending.saturating_sub(1);
+            }
+        }
     }
 
     /// Schedules `action` after `delay`.

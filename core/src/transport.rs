@@ -36,7 +36,8 @@ pub const CMA_HEADER_LEN: usize = 36;
 /// EINVAL (never truncated).
 pub fn max_private_data(transport: Transport, op: PrivateDataOp) -> usize {
     match (transport, op) {
-        (Transport::Iwarp, _) => 256,
+        // siw and erdma accept 256, but the API's length is a u8.
+        (Transport::Iwarp, _) => 255,
         (_, PrivateDataOp::Connect) => 92 - CMA_HEADER_LEN,
         (_, PrivateDataOp::ConnectUd) => 216 - CMA_HEADER_LEN,
         (_, PrivateDataOp::Accept) => 196,

@@ -3,11 +3,24 @@
 //! librdmacm (inside the Soft-RoCE VM in CI, or on hardware with `CMTWIN_RDMA_ADDR` set).
 //!
 //! Every check is written against CM-SEMANTICS.md: the section it follows is named in each test.
+//!
+//! * [`bed`]: the [`TestBed`] trait and [`SimBed`]; [`bed_verbs`]: [`VerbsBed`].
+//! * [`steps`]: the small steps scenarios are made of (`expect_event`, `listen_on`,
+//!   `connect_pair`, teardown).
+//! * [`conformance`]: the scenarios, one file per area, and
+//!   [`conformance_suite!`](crate::conformance_suite), which makes one `#[test]` of each.
+//! * `tests/sim_conformance.rs`: the suite on RoCE (three seeds), InfiniBand and iWARP fabrics;
+//!   `tests/verbs_conformance.rs`: on real librdmacm (ignored unless `--ignored`);
+//!   `tests/sim_only.rs`: what only the simulator can check (virtual-time bounds, deadlocks,
+//!   processes, device removal); `tests/sim_determinism.rs`: a seed replays byte for byte;
+//!   `tests/sim_proptest.rs`: random call sequences keep the CM's contract.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bed;
+pub mod bed_verbs;
 pub mod conformance;
 pub mod steps;
 
 pub use bed::{SimBed, TestBed};
+pub use bed_verbs::VerbsBed;

@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use cmtwin::{
-    Call, ChannelHandle, CmBackend, CmError, ConnParam, Errno, EventInfo, EventKind, IdHandle,
-    PortSpace, QpInitAttr, QpType, Result, Wait,
+    Call, ChannelHandle, CmBackend, CmError, ConnParam, Errno, EventInfo, EventKind, IbRejReason,
+    IdHandle, PortSpace, QpInitAttr, QpType, Result, Transport, Wait,
 };
 
 use crate::TestBed;
@@ -128,11 +128,24 @@ pub fn expect_quiet<B: CmBackend>(cm: &B, channel: ChannelHandle, quiet: Duratio
     }
 }
 
+/// The REJECTED status a client sees when the server's kernel or application refuses its
+/// request: IB REJ reason 28 on IB and RoCE (§2.7), -ECONNREFUSED on iWARP (§5.3).
+pub fn refusal_status(transport: Transport) -> i32 {
+    match transport {
+        Transport::Iwarp => -Errno::ECONNREFUSED.0,
+        _ => IbRejReason::CONSUMER_DEFINED,
+    }
+}
+
 /// Asserts that `data` is `prefix` followed by zeros up to exactly `len` bytes.
 #[track_caller]
 pub fn assert_padded(data: &[u8], prefix: &[u8], len: usize, what: &str) {
     assert_eq!(data.len(), len, "{what}: delivered private-data length");
-    assert_eq!(&data[..prefix.len()], prefix, "{what}: private-data content");
+    assert_eq!(
+        &data[..prefix.len()],
+        prefix,
+        "{what}: private-data content"
+    );
     assert!(
         data[prefix.len()..].iter().all(|b| *b == 0),
         "{what}: private data not zero-padded after the sender's {} bytes",
@@ -172,7 +185,10 @@ pub struct Listener {
 pub fn listen_on<T: TestBed>(bed: &T, ps: PortSpace, backlog: i32) -> Listener {
     let cm = bed.server();
     let channel = ok(cm.create_event_channel(), "server channel");
-    let id = ok(cm.create_id(Some(channel), LISTENER_CONTEXT, ps), "listener id");
+    let id = ok(
+        cm.create_id(Some(channel), LISTENER_CONTEXT, ps),
+        "listener id",
+    );
     let addr = bed.server_addr();
     ok(cm.bind_addr(id, addr), "bind listener");
     ok(cm.listen(id, backlog), "listen");
@@ -190,7 +206,10 @@ pub fn client_endpoint<T: TestBed>(bed: &T, ps: PortSpace) -> Endpoint {
 /// Resolves `ep`'s address and route towards `dst`, expecting ADDR_RESOLVED then
 /// ROUTE_RESOLVED (status 0, for this id).
 pub fn resolve<B: CmBackend>(cm: &B, ep: Endpoint, dst: SocketAddr) {
-    ok(cm.resolve_addr(ep.id, None, dst, RESOLVE_TIMEOUT), "resolve_addr");
+    ok(
+        cm.resolve_addr(ep.id, None, dst, RESOLVE_TIMEOUT),
+        "resolve_addr",
+    );
     expect_event_for(cm, ep.channel, EventKind::AddrResolved, ep.id, 0);
     ok(cm.resolve_route(ep.id, RESOLVE_TIMEOUT), "resolve_route");
     expect_event_for(cm, ep.channel, EventKind::RouteResolved, ep.id, 0);
@@ -214,7 +233,11 @@ pub fn add_qp<B: CmBackend>(cm: &B, id: IdHandle, qp_type: QpType) -> u32 {
 pub fn expect_request<B: CmBackend>(cm: &B, listener: &Listener) -> EventInfo {
     let req = expect_event(cm, listener.channel, EventKind::ConnectRequest);
     assert_eq!(req.status, 0, "CONNECT_REQUEST status");
-    assert_eq!(req.listen_id, Some(listener.id), "CONNECT_REQUEST listen_id");
+    assert_eq!(
+        req.listen_id,
+        Some(listener.id),
+        "CONNECT_REQUEST listen_id"
+    );
     assert_ne!(req.id, listener.id, "CONNECT_REQUEST must carry a new id");
     req
 }
@@ -261,10 +284,20 @@ pub fn connect_pair_with<T: TestBed>(bed: &T, connect: &ConnParam, accept: &Conn
     let server_qp = add_qp(server_cm, server.id, QpType::Rc);
     ok(server_cm.accept(server.id, Some(accept)), "accept");
 
-    let client_established =
-        expect_event_for(client_cm, client.channel, EventKind::Established, client.id, 0);
-    let server_established =
-        expect_event_for(server_cm, server.channel, EventKind::Established, server.id, 0);
+    let client_established = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
+    let server_established = expect_event_for(
+        server_cm,
+        server.channel,
+        EventKind::Established,
+        server.id,
+        0,
+    );
     Pair {
         listener,
         server,

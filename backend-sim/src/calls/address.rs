@@ -333,6 +333,16 @@ impl World {
         if self.id(key).state != CmState::AddrResolved {
             return Err(self.wrong_state(call, key));
         }
+        let loopback = self.id(key).local.is_some_and(|a| a.ip().is_loopback());
+        if loopback && self.transport_of(key) == Some(Transport::Roce) {
+            // A loopback-resolved RoCE id is bound to `lo`, which is no RoCE netdev (seen on
+            // Soft-RoCE, Linux 6.1).
+            return Err(CmError::new(
+                call,
+                Errno::ENODEV,
+                "the bound netdev (loopback) has no RoCE port",
+            ));
+        }
         let delay = match self.transport_of(key) {
             Some(Transport::InfiniBand) => self.cfg.sa_latency,
             _ => Duration::ZERO,

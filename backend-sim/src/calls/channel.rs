@@ -69,6 +69,7 @@ impl World {
         let mut info = q.info;
         let host = self.channels[&key].host;
         if info.kind == EventKind::ConnectRequest {
+            self.adopt_listener_mode(q.owner, q.counted_against);
             if let Some(l) = self
                 .ids
                 .get_mut(&q.counted_against)
@@ -113,6 +114,34 @@ impl World {
             ),
         );
         Some(CmEvent::new(info, AckTicket(ticket)))
+    }
+
+    /// librdmacm creates a request's id on the listener's channel, and moves it to a private
+    /// channel of its own if the listener is synchronous (§5.4): the child follows the mode the
+    /// listener has when the request is fetched, not when it arrived.
+    fn adopt_listener_mode(&mut self, child: IdKey, listener: IdKey) {
+        let (Some(l), Some(c)) = (self.ids.get(&listener), self.ids.get(&child)) else {
+            return;
+        };
+        let (l_sync, l_channel, c_sync, c_channel, host) =
+            (l.sync, l.channel, c.sync, c.channel, c.host);
+        if l_sync && !c_sync {
+            let private = self.new_private_channel(host, child);
+            let c = self.id_mut(child);
+            c.channel = private;
+            c.sync = true;
+        } else if !l_sync && c_sync {
+            if self
+                .channels
+                .get(&c_channel)
+                .is_some_and(|ch| ch.private_for == Some(child))
+            {
+                self.channels.remove(&c_channel);
+            }
+            let c = self.id_mut(child);
+            c.channel = l_channel;
+            c.sync = false;
+        }
     }
 
     /// `rdma_ack_cm_event`.

@@ -108,19 +108,6 @@ impl World {
             self.destroy_endpoint(ep);
         }
         self.release_port(key);
-        // An unfetched CONNECT_REQUEST of this id gives its listener's backlog slot back.
-        let chan = self.id(key).channel;
-        let listeners: Vec<_> = self.channels[&chan]
-            .queue
-            .iter()
-            .filter(|q| q.owner == key && q.info.kind == cmtwin::EventKind::ConnectRequest)
-            .map(|q| q.counted_against)
-            .collect();
-        for l in listeners {
-            if let Some(ls) = self.ids.get_mut(&l).and_then(|i| i.listen.as_mut()) {
-                ls.pending = ls.pending.saturating_sub(1);
-            }
-        }
         self.discard_queued(key, |_| true);
         // Leftover outstanding events of a child counted against nobody else.
         self.outstanding.retain(|_, o| o.counted_against != key);

@@ -18,7 +18,10 @@ pub fn destroy_id_with_unacked_event_is_ebusy<T: TestBed>(bed: &T) {
         cm.resolve_addr(ep.id, None, bed.server_addr(), RESOLVE_TIMEOUT),
         "resolve_addr",
     );
-    let event = ok(cm.get_cm_event(ep.channel, Wait::Timeout(WAIT)), "get_cm_event");
+    let event = ok(
+        cm.get_cm_event(ep.channel, Wait::Timeout(WAIT)),
+        "get_cm_event",
+    );
     assert_eq!(event.kind(), EventKind::AddrResolved, "event kind");
     let err = expect_errno(cm.destroy_id(ep.id), Call::DestroyId, Errno::EBUSY);
     assert!(
@@ -45,12 +48,19 @@ pub fn unacked_connect_request_holds_the_listener<T: TestBed>(bed: &T) {
     );
     assert_eq!(req.kind(), EventKind::ConnectRequest, "event kind");
     let child = req.id();
-    let err = expect_errno(server_cm.destroy_id(listener.id), Call::DestroyId, Errno::EBUSY);
+    let err = expect_errno(
+        server_cm.destroy_id(listener.id),
+        Call::DestroyId,
+        Errno::EBUSY,
+    );
     assert!(
         err.detail.contains("CONNECT_REQUEST"),
         "the EBUSY error must name the unacked event: {err}"
     );
-    ok(server_cm.destroy_id(child), "destroy the child while the request is unacked");
+    ok(
+        server_cm.destroy_id(child),
+        "destroy the child while the request is unacked",
+    );
     ok(server_cm.ack_cm_event(req), "ack CONNECT_REQUEST");
     teardown(server_cm, &[listener.id], listener.channel);
     teardown(client_cm, &[client.id], client.channel);
@@ -60,13 +70,22 @@ pub fn unacked_connect_request_holds_the_listener<T: TestBed>(bed: &T) {
 pub fn unacked_event_holds_only_its_id<T: TestBed>(bed: &T) {
     let cm = bed.client();
     let channel = ok(cm.create_event_channel(), "create_event_channel");
-    let a = ok(cm.create_id(Some(channel), 1, PortSpace::TCP), "create_id a");
-    let b = ok(cm.create_id(Some(channel), 2, PortSpace::TCP), "create_id b");
+    let a = ok(
+        cm.create_id(Some(channel), 1, PortSpace::TCP),
+        "create_id a",
+    );
+    let b = ok(
+        cm.create_id(Some(channel), 2, PortSpace::TCP),
+        "create_id b",
+    );
     ok(
         cm.resolve_addr(a, None, bed.server_addr(), RESOLVE_TIMEOUT),
         "resolve_addr",
     );
-    let event = ok(cm.get_cm_event(channel, Wait::Timeout(WAIT)), "get_cm_event");
+    let event = ok(
+        cm.get_cm_event(channel, Wait::Timeout(WAIT)),
+        "get_cm_event",
+    );
     assert_eq!(event.id(), a, "event for a");
     ok(cm.destroy_id(b), "destroy b while a's event is unacked");
     expect_errno(cm.destroy_id(a), Call::DestroyId, Errno::EBUSY);
@@ -79,13 +98,28 @@ pub fn unacked_event_holds_only_its_id<T: TestBed>(bed: &T) {
 pub fn events_are_delivered_once_and_acked_in_any_order<T: TestBed>(bed: &T) {
     let cm = bed.client();
     let channel = ok(cm.create_event_channel(), "create_event_channel");
-    let a = ok(cm.create_id(Some(channel), 1, PortSpace::TCP), "create_id a");
-    let b = ok(cm.create_id(Some(channel), 2, PortSpace::TCP), "create_id b");
+    let a = ok(
+        cm.create_id(Some(channel), 1, PortSpace::TCP),
+        "create_id a",
+    );
+    let b = ok(
+        cm.create_id(Some(channel), 2, PortSpace::TCP),
+        "create_id b",
+    );
     let dst = bed.server_addr();
-    ok(cm.resolve_addr(a, None, dst, RESOLVE_TIMEOUT), "resolve_addr a");
-    ok(cm.resolve_addr(b, None, dst, RESOLVE_TIMEOUT), "resolve_addr b");
+    ok(
+        cm.resolve_addr(a, None, dst, RESOLVE_TIMEOUT),
+        "resolve_addr a",
+    );
+    ok(
+        cm.resolve_addr(b, None, dst, RESOLVE_TIMEOUT),
+        "resolve_addr b",
+    );
     let first = ok(cm.get_cm_event(channel, Wait::Timeout(WAIT)), "first event");
-    let second = ok(cm.get_cm_event(channel, Wait::Timeout(WAIT)), "second event");
+    let second = ok(
+        cm.get_cm_event(channel, Wait::Timeout(WAIT)),
+        "second event",
+    );
     let mut ids = [first.id(), second.id()];
     ids.sort();
     let mut want = [a, b];

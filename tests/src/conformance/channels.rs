@@ -21,10 +21,7 @@ pub fn nonblocking_fetch_on_empty_channel_is_eagain<T: TestBed>(bed: &T) {
         Errno::EAGAIN,
     );
     // An id without events does not change that.
-    let id = ok(
-        cm.create_id(Some(channel), 1, PortSpace::TCP),
-        "create_id",
-    );
+    let id = ok(cm.create_id(Some(channel), 1, PortSpace::TCP), "create_id");
     expect_no_event(cm, channel);
     ok(cm.destroy_id(id), "destroy_id");
     ok(cm.destroy_event_channel(channel), "destroy_event_channel");
@@ -59,8 +56,15 @@ pub fn blocking_fetch_returns_pending_event<T: TestBed>(bed: &T) {
         cm.resolve_addr(ep.id, None, bed.server_addr(), RESOLVE_TIMEOUT),
         "resolve_addr",
     );
-    let event = ok(cm.get_cm_event(ep.channel, Wait::Block), "blocking get_cm_event");
-    assert_eq!(event.kind(), EventKind::AddrResolved, "blocking fetch: kind");
+    let event = ok(
+        cm.get_cm_event(ep.channel, Wait::Block),
+        "blocking get_cm_event",
+    );
+    assert_eq!(
+        event.kind(),
+        EventKind::AddrResolved,
+        "blocking fetch: kind"
+    );
     assert_eq!(event.id(), ep.id, "blocking fetch: id");
     assert_eq!(event.status(), 0, "blocking fetch: status");
     ok(cm.ack_cm_event(event), "ack_cm_event");
@@ -94,14 +98,25 @@ pub fn one_channel_serves_several_ids<T: TestBed>(bed: &T) {
         .collect();
     let dst = bed.server_addr();
     for id in &ids {
-        ok(cm.resolve_addr(*id, None, dst, RESOLVE_TIMEOUT), "resolve_addr");
+        ok(
+            cm.resolve_addr(*id, None, dst, RESOLVE_TIMEOUT),
+            "resolve_addr",
+        );
     }
     let mut seen = Vec::new();
     for _ in 0..ids.len() {
         let info = crate::steps::expect_event(cm, channel, EventKind::AddrResolved);
         assert_eq!(info.status, 0, "ADDR_RESOLVED status");
-        assert!(ids.contains(&info.id), "ADDR_RESOLVED for an unknown id {}", info.id);
-        assert!(!seen.contains(&info.id), "two ADDR_RESOLVED for {}", info.id);
+        assert!(
+            ids.contains(&info.id),
+            "ADDR_RESOLVED for an unknown id {}",
+            info.id
+        );
+        assert!(
+            !seen.contains(&info.id),
+            "two ADDR_RESOLVED for {}",
+            info.id
+        );
         seen.push(info.id);
     }
     expect_quiet(cm, channel, Duration::from_millis(300));
@@ -140,5 +155,8 @@ pub fn destroy_id_discards_queued_events<T: TestBed>(bed: &T) {
     ok(cm.sleep(Duration::from_millis(300)), "sleep");
     ok(cm.destroy_id(ep.id), "destroy_id with a queued event");
     expect_quiet(cm, ep.channel, Duration::from_millis(500));
-    ok(cm.destroy_event_channel(ep.channel), "destroy_event_channel");
+    ok(
+        cm.destroy_event_channel(ep.channel),
+        "destroy_event_channel",
+    );
 }

@@ -5,8 +5,8 @@ use std::time::Duration;
 use cmtwin::{CmBackend, EventKind, Transport};
 
 use crate::steps::{
-    connect_pair, disconnect_pair, expect_event_for, expect_no_event,
-    expect_quiet, ok, teardown, teardown_pair, Pair,
+    connect_pair, disconnect_pair, expect_event_for, expect_no_event, expect_quiet, ok, teardown,
+    teardown_pair, Pair,
 };
 use crate::TestBed;
 
@@ -62,8 +62,14 @@ pub fn server_disconnect_reaches_both_sides<T: TestBed>(bed: &T) {
         pair.client.id,
         0,
     );
-    assert!(d.private_data.is_empty(), "DISCONNECTED carries no data (§5.1)");
-    ok(client_cm.disconnect(pair.client.id), "client disconnect (sends DREP)");
+    assert!(
+        d.private_data.is_empty(),
+        "DISCONNECTED carries no data (§5.1)"
+    );
+    ok(
+        client_cm.disconnect(pair.client.id),
+        "client disconnect (sends DREP)",
+    );
     expect_event_for(
         server_cm,
         pair.server.channel,
@@ -75,8 +81,11 @@ pub fn server_disconnect_reaches_both_sides<T: TestBed>(bed: &T) {
     teardown_pair(bed, &pair);
 }
 
-/// §19 (measured; §5.2 S11 infers otherwise): both sides disconnect before reading any event
-/// → each gets DISCONNECTED, then TIMEWAIT_EXIT, with no second disconnect call.
+/// §5.2 S11, §19: both sides disconnect before reading any event → each gets DISCONNECTED
+/// once. Whether TIMEWAIT_EXIT then needs a second disconnect depends on whether the DREQs
+/// crossed (S11: both in DREQ_RCVD, no DREP yet) or not (§19's measurement: one DREQ answered
+/// by the other's disconnect); a second disconnect on each side is harmless in the second case
+/// and sends the DREPs in the first, so afterwards each side gets exactly one TIMEWAIT_EXIT.
 pub fn simultaneous_disconnect<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let pair = connect_pair(bed);
@@ -96,6 +105,14 @@ pub fn simultaneous_disconnect<T: TestBed>(bed: &T) {
         pair.server.id,
         0,
     );
+    ok(
+        client_cm.disconnect(pair.client.id),
+        "second client disconnect",
+    );
+    ok(
+        server_cm.disconnect(pair.server.id),
+        "second server disconnect",
+    );
     expect_timewait_exits(bed, &pair);
     teardown_pair(bed, &pair);
 }
@@ -106,8 +123,14 @@ pub fn disconnect_again_is_harmless<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let pair = connect_pair(bed);
     disconnect_pair(bed, &pair);
-    ok(client_cm.disconnect(pair.client.id), "second client disconnect");
-    ok(server_cm.disconnect(pair.server.id), "second server disconnect");
+    ok(
+        client_cm.disconnect(pair.client.id),
+        "second client disconnect",
+    );
+    ok(
+        server_cm.disconnect(pair.server.id),
+        "second server disconnect",
+    );
     expect_timewait_exits(bed, &pair);
     teardown_pair(bed, &pair);
 }
@@ -143,7 +166,10 @@ pub fn destroying_connected_id_disconnects_peer<T: TestBed>(bed: &T) {
         0,
     );
     // The peer's answering disconnect still returns 0 (its DREP is ignored).
-    ok(server_cm.disconnect(pair.server.id), "server disconnect after the peer is gone");
+    ok(
+        server_cm.disconnect(pair.server.id),
+        "server disconnect after the peer is gone",
+    );
     teardown(
         server_cm,
         &[pair.server.id, pair.listener.id],

@@ -14,10 +14,17 @@ pub fn invalid_port_space_is_einval<T: TestBed>(bed: &T) {
     let cm = bed.client();
     let channel = ok(cm.create_event_channel(), "create_event_channel");
     for ps in [PortSpace(0), PortSpace(0x0107), PortSpace(0xffff)] {
-        expect_errno(cm.create_id(Some(channel), 0, ps), Call::CreateId, Errno::EINVAL);
+        expect_errno(
+            cm.create_id(Some(channel), 0, ps),
+            Call::CreateId,
+            Errno::EINVAL,
+        );
     }
     for ps in [PortSpace::TCP, PortSpace::UDP, PortSpace::IB] {
-        let id = ok(cm.create_id(Some(channel), 0, ps), "create_id with a valid port space");
+        let id = ok(
+            cm.create_id(Some(channel), 0, ps),
+            "create_id with a valid port space",
+        );
         ok(cm.destroy_id(id), "destroy_id");
     }
     ok(cm.destroy_event_channel(channel), "destroy_event_channel");
@@ -38,7 +45,11 @@ pub fn destroyed_id_is_enoent<T: TestBed>(bed: &T) {
         Call::ResolveAddr,
         Errno::ENOENT,
     );
-    expect_errno(cm.resolve_route(id, RESOLVE_TIMEOUT), Call::ResolveRoute, Errno::ENOENT);
+    expect_errno(
+        cm.resolve_route(id, RESOLVE_TIMEOUT),
+        Call::ResolveRoute,
+        Errno::ENOENT,
+    );
     expect_errno(cm.listen(id, 1), Call::Listen, Errno::ENOENT);
     expect_errno(cm.connect(id, Some(&param)), Call::Connect, Errno::ENOENT);
     expect_errno(cm.accept(id, Some(&param)), Call::Accept, Errno::ENOENT);
@@ -50,7 +61,11 @@ pub fn destroyed_id_is_enoent<T: TestBed>(bed: &T) {
         Call::WriteCmEvent,
         Errno::ENOENT,
     );
-    expect_errno(cm.migrate_id(id, Some(ep.channel)), Call::MigrateId, Errno::ENOENT);
+    expect_errno(
+        cm.migrate_id(id, Some(ep.channel)),
+        Call::MigrateId,
+        Errno::ENOENT,
+    );
     expect_errno(
         cm.set_option(id, &cmtwin::CmOption::Tos(0)),
         Call::SetOption,
@@ -66,7 +81,10 @@ pub fn destroyed_id_is_enoent<T: TestBed>(bed: &T) {
         Err(Errno::ENOENT),
         "local_addr of a destroyed id"
     );
-    ok(cm.destroy_event_channel(ep.channel), "destroy_event_channel");
+    ok(
+        cm.destroy_event_channel(ep.channel),
+        "destroy_event_channel",
+    );
 }
 
 /// §12.1 (EBADF for a closed fd): every call on a destroyed channel fails with EBADF.
@@ -95,7 +113,11 @@ pub fn destroyed_channel_is_ebadf<T: TestBed>(bed: &T) {
         Errno::EBADF,
     );
     let ep = client_endpoint(bed, PortSpace::TCP);
-    expect_errno(cm.migrate_id(ep.id, Some(channel)), Call::MigrateId, Errno::EBADF);
+    expect_errno(
+        cm.migrate_id(ep.id, Some(channel)),
+        Call::MigrateId,
+        Errno::EBADF,
+    );
     teardown_client(bed, &ep);
 }
 

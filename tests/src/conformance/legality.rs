@@ -3,7 +3,9 @@
 
 use std::net::SocketAddr;
 
-use cmtwin::{AsyncEvent, Call, CmBackend, CmOption, ConnParam, Errno, EventKind, PortSpace, QpType};
+use cmtwin::{
+    AsyncEvent, Call, CmBackend, CmOption, ConnParam, Errno, EventKind, PortSpace, QpType,
+};
 
 use crate::steps::{
     add_qp, client_endpoint, connect_pair, expect_errno, expect_event_for, expect_no_event,
@@ -49,8 +51,10 @@ pub fn bind_after_resolve_or_listen_is_einval<T: TestBed>(bed: &T) {
 
     let listener = listen_on(bed, PortSpace::TCP, 8);
     expect_errno(
-        bed.server()
-            .bind_addr(listener.id, SocketAddr::new(bed.server_ip(), bed.fresh_port())),
+        bed.server().bind_addr(
+            listener.id,
+            SocketAddr::new(bed.server_ip(), bed.fresh_port()),
+        ),
         Call::BindAddr,
         Errno::EINVAL,
     );
@@ -85,8 +89,15 @@ pub fn listen_on_idle_id_autobinds<T: TestBed>(bed: &T) {
     let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "create_id");
     ok(cm.listen(id, 0), "listen on IDLE");
     let local = ok(cm.local_addr(id), "local_addr").expect("a listener has a local address");
-    assert!(local.ip().is_unspecified(), "auto-bind to the wildcard address: {local}");
-    assert_ne!(local.port(), 0, "auto-bind picks an ephemeral port: {local}");
+    assert!(
+        local.ip().is_unspecified(),
+        "auto-bind to the wildcard address: {local}"
+    );
+    assert_ne!(
+        local.port(),
+        0,
+        "auto-bind picks an ephemeral port: {local}"
+    );
     teardown(cm, &[id], channel);
 }
 
@@ -95,14 +106,22 @@ pub fn connect_before_route_is_einval<T: TestBed>(bed: &T) {
     let cm = bed.client();
     let ep = client_endpoint(bed, PortSpace::TCP);
     let param = ConnParam::default();
-    expect_errno(cm.connect(ep.id, Some(&param)), Call::Connect, Errno::EINVAL);
+    expect_errno(
+        cm.connect(ep.id, Some(&param)),
+        Call::Connect,
+        Errno::EINVAL,
+    );
     ok(
         cm.resolve_addr(ep.id, None, bed.server_addr(), RESOLVE_TIMEOUT),
         "resolve_addr",
     );
     expect_event_for(cm, ep.channel, EventKind::AddrResolved, ep.id, 0);
     add_qp(cm, ep.id, QpType::Rc);
-    expect_errno(cm.connect(ep.id, Some(&param)), Call::Connect, Errno::EINVAL);
+    expect_errno(
+        cm.connect(ep.id, Some(&param)),
+        Call::Connect,
+        Errno::EINVAL,
+    );
     expect_no_event(cm, ep.channel);
     teardown_client(bed, &ep);
 }
@@ -157,7 +176,11 @@ pub fn connection_calls_on_idle_id_are_einval<T: TestBed>(bed: &T) {
     );
     expect_errno(cm.reject(ep.id, b""), Call::Reject, Errno::EINVAL);
     expect_errno(cm.disconnect(ep.id), Call::Disconnect, Errno::EINVAL);
-    expect_errno(cm.notify(ep.id, AsyncEvent::COMM_EST), Call::Notify, Errno::EINVAL);
+    expect_errno(
+        cm.notify(ep.id, AsyncEvent::COMM_EST),
+        Call::Notify,
+        Errno::EINVAL,
+    );
     expect_errno(cm.establish(ep.id), Call::Establish, Errno::EINVAL);
     expect_no_event(cm, ep.channel);
     teardown_client(bed, &ep);
@@ -184,19 +207,38 @@ pub fn resolve_addr_on_listener_is_einval<T: TestBed>(bed: &T) {
 pub fn accept_or_establish_after_establishment_is_einval<T: TestBed>(bed: &T) {
     let pair = connect_pair(bed);
     expect_errno(
-        bed.server().accept(pair.server.id, Some(&ConnParam::default())),
+        bed.server()
+            .accept(pair.server.id, Some(&ConnParam::default())),
         Call::Accept,
         Errno::EINVAL,
     );
-    expect_errno(bed.client().establish(pair.client.id), Call::Establish, Errno::EINVAL);
+    expect_errno(
+        bed.client().establish(pair.client.id),
+        Call::Establish,
+        Errno::EINVAL,
+    );
     expect_no_event(bed.client(), pair.client.channel);
     expect_no_event(bed.server(), pair.server.channel);
     teardown_pair(bed, &pair);
 }
 
-/// §9.3: notify(COMM_EST) on an established active id is EISCONN.
+/// §9.3: notify(COMM_EST) on an established id is EISCONN on IB/RoCE (the IB CM is
+/// ESTABLISHED on both sides); on iWARP notify returns 0 and does nothing (§9.2).
 pub fn notify_on_established_id_is_eisconn<T: TestBed>(bed: &T) {
     let pair = connect_pair(bed);
+    if bed.transport() == cmtwin::Transport::Iwarp {
+        ok(
+            bed.client().notify(pair.client.id, AsyncEvent::COMM_EST),
+            "notify on iWARP",
+        );
+        ok(
+            bed.server().notify(pair.server.id, AsyncEvent::COMM_EST),
+            "notify on iWARP",
+        );
+        expect_no_event(bed.server(), pair.server.channel);
+        teardown_pair(bed, &pair);
+        return;
+    }
     expect_errno(
         bed.client().notify(pair.client.id, AsyncEvent::COMM_EST),
         Call::Notify,
@@ -217,9 +259,15 @@ pub fn option_legality<T: TestBed>(bed: &T) {
     let cm = bed.server();
     let channel = ok(cm.create_event_channel(), "create_event_channel");
     let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "create_id");
-    ok(cm.set_option(id, &CmOption::ReuseAddr(true)), "REUSEADDR on IDLE");
+    ok(
+        cm.set_option(id, &CmOption::ReuseAddr(true)),
+        "REUSEADDR on IDLE",
+    );
     ok(cm.set_option(id, &CmOption::AfOnly(true)), "AFONLY on IDLE");
-    ok(cm.set_option(id, &CmOption::AckTimeout(14)), "ACK_TIMEOUT on RC");
+    ok(
+        cm.set_option(id, &CmOption::AckTimeout(14)),
+        "ACK_TIMEOUT on RC",
+    );
     ok(cm.bind_addr(id, bed.server_addr()), "bind");
     ok(cm.listen(id, 8), "listen");
     expect_errno(
@@ -233,11 +281,33 @@ pub fn option_legality<T: TestBed>(bed: &T) {
         Errno::EINVAL,
     );
     ok(cm.set_option(id, &CmOption::Tos(0)), "TOS in any state");
-    let ud = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "create UD id");
+    let ud = ok(
+        cm.create_id(Some(channel), 0, PortSpace::UDP),
+        "create UD id",
+    );
     expect_errno(
         cm.set_option(ud, &CmOption::AckTimeout(14)),
         Call::SetOption,
         Errno::EINVAL,
     );
     teardown(cm, &[ud, id], channel);
+}
+
+/// §3.1, §3.4: an id is never reusable for a second connection: after REJECTED, connect is
+/// EINVAL (the id stays in CONNECT).
+pub fn connect_after_rejected_is_einval<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let nobody = SocketAddr::new(bed.server_ip(), bed.fresh_port());
+    let ep = resolved_client(bed, PortSpace::TCP, nobody);
+    add_qp(cm, ep.id, QpType::Rc);
+    ok(cm.connect(ep.id, None), "connect");
+    let rej = crate::steps::expect_event(cm, ep.channel, EventKind::Rejected);
+    assert_eq!(rej.id, ep.id, "REJECTED for the id");
+    expect_errno(cm.connect(ep.id, None), Call::Connect, Errno::EINVAL);
+    expect_errno(
+        cm.resolve_route(ep.id, RESOLVE_TIMEOUT),
+        Call::ResolveRoute,
+        Errno::EINVAL,
+    );
+    teardown_client(bed, &ep);
 }

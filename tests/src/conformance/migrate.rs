@@ -27,7 +27,10 @@ pub fn migrate_moves_queued_and_later_events<T: TestBed>(bed: &T) {
     ok(cm.resolve_route(ep.id, RESOLVE_TIMEOUT), "resolve_route");
     expect_event_for(cm, other, EventKind::RouteResolved, ep.id, 0);
     expect_quiet(cm, ep.channel, Duration::from_millis(200));
-    ok(cm.destroy_event_channel(ep.channel), "destroy the old channel");
+    ok(
+        cm.destroy_event_channel(ep.channel),
+        "destroy the old channel",
+    );
     teardown(cm, &[ep.id], other);
 }
 
@@ -41,11 +44,21 @@ pub fn migrate_with_unacked_event_is_ebusy<T: TestBed>(bed: &T) {
         cm.resolve_addr(ep.id, None, bed.server_addr(), RESOLVE_TIMEOUT),
         "resolve_addr",
     );
-    let event = ok(cm.get_cm_event(ep.channel, Wait::Timeout(WAIT)), "get_cm_event");
-    expect_errno(cm.migrate_id(ep.id, Some(other)), Call::MigrateId, Errno::EBUSY);
+    let event = ok(
+        cm.get_cm_event(ep.channel, Wait::Timeout(WAIT)),
+        "get_cm_event",
+    );
+    expect_errno(
+        cm.migrate_id(ep.id, Some(other)),
+        Call::MigrateId,
+        Errno::EBUSY,
+    );
     ok(cm.ack_cm_event(event), "ack");
     ok(cm.migrate_id(ep.id, Some(other)), "migrate after the ack");
     expect_no_event(cm, other);
-    ok(cm.destroy_event_channel(ep.channel), "destroy the old channel");
+    ok(
+        cm.destroy_event_channel(ep.channel),
+        "destroy the old channel",
+    );
     teardown(cm, &[ep.id], other);
 }

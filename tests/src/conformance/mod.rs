@@ -9,12 +9,14 @@
 //! and nothing depends on wall-clock timings (those checks live in `tests/sim_only.rs`).
 
 pub mod acks;
+pub mod binding;
 pub mod channels;
 pub mod connect;
 pub mod disconnect;
 pub mod handles;
 pub mod legality;
 pub mod migrate;
+pub mod notify;
 pub mod private_data;
 pub mod reject;
 pub mod resolution;
@@ -48,19 +50,28 @@ macro_rules! __conformance_scenarios {
                 resolve_route_zero_timeout_is_einval_and_retry_works,
                 resolve_route_twice_is_einval,
                 resolve_addr_family_mismatch_is_einval,
-                resolve_addr_without_route_is_enetunreach
+                resolve_addr_without_route_is_enetunreach,
+                resolve_loopback_destination
             }
             connect {
                 connect_request_describes_the_peer,
                 accept_establishes_both_sides,
                 connect_without_qp_gives_connect_response_then_establish,
-                listener_serves_several_connections
+                listener_serves_several_connections,
+                wildcard_listener_accepts_requests,
+                accept_after_initiator_gave_up_is_einval,
+                backlog_slot_returns_when_request_is_fetched,
+                accept_parameters_reach_the_client
             }
             reject {
                 reject_gives_rejected_28_with_data,
                 no_listener_gives_rejected_8,
                 destroying_unaccepted_request_gives_rejected_28,
-                destroyed_listener_gives_rejected_8
+                destroyed_listener_gives_rejected_8,
+                active_side_rejects_after_connect_response,
+                destroying_active_id_after_connect_response_rejects_passive,
+                destroying_listener_rejects_its_queued_requests,
+                destroying_accepted_unestablished_id_rejects_client
             }
             disconnect {
                 client_disconnect_reaches_both_sides,
@@ -80,6 +91,14 @@ macro_rules! __conformance_scenarios {
                 reject_data_at_maximum_is_delivered,
                 reject_data_over_maximum_is_einval
             }
+            binding {
+                bind_port_zero_picks_an_ephemeral_port,
+                bind_same_address_and_port_is_eaddrinuse,
+                bind_wildcard_over_specific_is_eaddrnotavail,
+                port_spaces_are_independent,
+                destroy_releases_the_port,
+                bind_unconfigured_address_fails
+            }
             legality {
                 bind_twice_is_einval,
                 bind_after_resolve_or_listen_is_einval,
@@ -93,7 +112,12 @@ macro_rules! __conformance_scenarios {
                 resolve_addr_on_listener_is_einval,
                 accept_or_establish_after_establishment_is_einval,
                 notify_on_established_id_is_eisconn,
-                option_legality
+                option_legality,
+                connect_after_rejected_is_einval
+            }
+            notify {
+                comm_est_establishes_the_passive_side_once,
+                notify_with_other_event_is_einval
             }
             acks {
                 destroy_id_with_unacked_event_is_ebusy,
@@ -113,14 +137,16 @@ macro_rules! __conformance_scenarios {
                 get_request_on_sync_listener,
                 get_request_on_async_listener_is_einval,
                 sync_child_migrated_to_channel_connects,
-                migrate_to_sync_twice_is_einval
+                migrate_to_sync_twice_is_einval,
+                sync_ud_connect_statuses_become_errnos
             }
             user_events {
                 write_cm_event_refuses_other_kinds,
                 user_event_numbering_and_name,
                 user_event_round_trips_status_and_arg,
                 user_events_keep_fifo_order_in_any_state,
-                queued_user_event_follows_migration
+                queued_user_event_follows_migration,
+                user_event_on_unaccepted_child_is_dropped
             }
             migrate {
                 migrate_moves_queued_and_later_events,
@@ -142,32 +168,28 @@ macro_rules! __conformance_scenarios {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_expand {
-    (tests ($make:expr) [$($attr:tt)*] $($area:ident { $($name:ident),* $(,)? })*) => {
+    (tests ($make:expr) $attrs:tt $($area:ident { $($name:ident),* $(,)? })*) => {
         $(
             #[allow(unused_imports)]
             mod $area {
                 use super::*;
                 $(
-                    #[test]
-                    $($attr)*
-                    fn $name() {
+                    $crate::__conformance_test! { $attrs fn $name() {
                         let bed = $make;
                         $crate::conformance::$area::$name(&bed);
-                    }
+                    } }
                 )*
             }
         )*
     };
-    (seeded_tests ($seed:ident, $seeds:expr, $make:expr) [$($attr:tt)*]
+    (seeded_tests ($seed:ident, $seeds:expr, $make:expr) $attrs:tt
         $($area:ident { $($name:ident),* $(,)? })*) => {
         $(
             #[allow(unused_imports)]
             mod $area {
                 use super::*;
                 $(
-                    #[test]
-                    $($attr)*
-                    fn $name() {
+                    $crate::__conformance_test! { $attrs fn $name() {
                         for $seed in $seeds {
                             let bed = $make;
                             eprintln!(
@@ -177,22 +199,31 @@ macro_rules! __conformance_expand {
                             );
                             $crate::conformance::$area::$name(&bed);
                         }
-                    }
+                    } }
                 )*
             }
         )*
     };
     (list ($bed:ty) $($area:ident { $($name:ident),* $(,)? })*) => {
-        {
-            let mut all: ::std::vec::Vec<(&'static str, fn(&$bed))> = ::std::vec::Vec::new();
+        ::std::vec![
             $($(
-                all.push((
+                (
                     concat!(stringify!($area), "::", stringify!($name)),
-                    $crate::conformance::$area::$name::<$bed>,
-                ));
+                    $crate::conformance::$area::$name::<$bed> as fn(&$bed),
+                ),
             )*)*
-            all
-        }
+        ]
+    };
+}
+
+/// One `#[test]` function with the suite's extra attributes.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_test {
+    ([$($attr:tt)*] fn $name:ident() $body:block) => {
+        #[test]
+        $($attr)*
+        fn $name() $body
     };
 }
 
@@ -219,8 +250,11 @@ macro_rules! conformance_suite {
     };
 }
 
-/// Every scenario with its name (`"area::name"`), for running the suite by hand, e.g. to
-/// compare two runs of the simulator.
-pub fn scenarios<T: TestBed>() -> Vec<(&'static str, fn(&T))> {
+/// A scenario's name (`"area::name"`) and function.
+pub type Scenario<T> = (&'static str, fn(&T));
+
+/// Every scenario with its name, for running the suite by hand, e.g. to compare two runs of
+/// the simulator.
+pub fn scenarios<T: TestBed>() -> Vec<Scenario<T>> {
     crate::__conformance_scenarios! { list (T) }
 }

@@ -8,14 +8,14 @@ use cmtwin::{
 
 use crate::steps::{
     add_qp, assert_padded, expect_errno, expect_event_for, expect_no_event, expect_request,
-    listen_on, ok, pattern, resolved_client, teardown, Endpoint, Listener,
+    listen_on, ok, pattern, refusal_status, resolved_client, teardown, Endpoint, Listener,
 };
 use crate::TestBed;
 
 /// The user maximum for `op` on the bed's transport, checked against §6.1's numbers on IB
-/// and RoCE.
+/// and RoCE. Lengths are `uint8_t` in the API (§6.1), so no transport allows more than 255.
 pub(crate) fn limit<T: TestBed>(bed: &T, op: PrivateDataOp) -> usize {
-    let max = max_private_data(bed.transport(), op);
+    let max = max_private_data(bed.transport(), op).min(255);
     if bed.transport() != Transport::Iwarp {
         let table = match op {
             PrivateDataOp::Connect => 56,
@@ -90,7 +90,10 @@ pub fn connect_data_over_maximum_is_einval<T: TestBed>(bed: &T) {
     let client = resolved_client(bed, PortSpace::TCP, listener.addr);
     add_qp(client_cm, client.id, QpType::Rc);
     expect_errno(
-        client_cm.connect(client.id, Some(&ConnParam::with_private_data(&pattern(max + 1, 3)))),
+        client_cm.connect(
+            client.id,
+            Some(&ConnParam::with_private_data(&pattern(max + 1, 3))),
+        ),
         Call::Connect,
         Errno::EINVAL,
     );
@@ -121,14 +124,26 @@ pub fn accept_data_at_maximum_is_delivered<T: TestBed>(bed: &T) {
         server_cm.accept(req.id, Some(&ConnParam::with_private_data(&data))),
         "accept",
     );
-    let est = expect_event_for(client_cm, client.channel, EventKind::Established, client.id, 0);
+    let est = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
     assert_padded(
         &est.private_data,
         &data,
         delivered(bed, PrivateDataOp::Accept, max),
         "client ESTABLISHED",
     );
-    expect_event_for(server_cm, listener.channel, EventKind::Established, req.id, 0);
+    expect_event_for(
+        server_cm,
+        listener.channel,
+        EventKind::Established,
+        req.id,
+        0,
+    );
     cleanup(bed, &listener, &client, req.id);
 }
 
@@ -142,27 +157,43 @@ pub fn accept_data_is_zero_padded<T: TestBed>(bed: &T) {
         server_cm.accept(req.id, Some(&ConnParam::with_private_data(data))),
         "accept",
     );
-    let est = expect_event_for(client_cm, client.channel, EventKind::Established, client.id, 0);
+    let est = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
     assert_padded(
         &est.private_data,
         data,
         delivered(bed, PrivateDataOp::Accept, data.len()),
         "client ESTABLISHED",
     );
-    expect_event_for(server_cm, listener.channel, EventKind::Established, req.id, 0);
+    expect_event_for(
+        server_cm,
+        listener.channel,
+        EventKind::Established,
+        req.id,
+        0,
+    );
     cleanup(bed, &listener, &client, req.id);
 }
 
 /// §6.1, §4.10: accept with one byte over the maximum is EINVAL; the client never sees that
-/// data (no ESTABLISHED): once the child is destroyed it sees exactly one REJECTED 28 with
-/// zero data (whether the kernel rejected at the failed accept or at the destroy).
+/// data (no ESTABLISHED): once the child is destroyed it sees exactly one refusal (REJECTED
+/// 28 with zero data on IB/RoCE), whether the kernel rejected at the failed accept or at the
+/// destroy.
 pub fn accept_data_over_maximum_is_einval<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let max = limit(bed, PrivateDataOp::Accept);
     let (listener, client, req) = requested(bed, b"");
     add_qp(server_cm, req.id, QpType::Rc);
     expect_errno(
-        server_cm.accept(req.id, Some(&ConnParam::with_private_data(&pattern(max + 1, 5)))),
+        server_cm.accept(
+            req.id,
+            Some(&ConnParam::with_private_data(&pattern(max + 1, 5))),
+        ),
         Call::Accept,
         Errno::EINVAL,
     );
@@ -172,7 +203,7 @@ pub fn accept_data_over_maximum_is_einval<T: TestBed>(bed: &T) {
         client.channel,
         EventKind::Rejected,
         client.id,
-        IbRejReason::CONSUMER_DEFINED,
+        refusal_status(bed.transport()),
     );
     assert!(
         rej.private_data.iter().all(|b| *b == 0),
@@ -221,7 +252,10 @@ pub fn reject_data_over_maximum_is_einval<T: TestBed>(bed: &T) {
         Errno::EINVAL,
     );
     expect_no_event(client_cm, client.channel);
-    ok(server_cm.reject(req.id, b"second try"), "reject within the limit");
+    ok(
+        server_cm.reject(req.id, b"second try"),
+        "reject within the limit",
+    );
     let rej = expect_event_for(
         client_cm,
         client.channel,

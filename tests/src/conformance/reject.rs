@@ -77,7 +77,11 @@ pub fn no_listener_gives_rejected_8<T: TestBed>(bed: &T) {
         client.id,
         IbRejReason::INVALID_SERVICE_ID,
     );
-    assert_eq!(rej.private_data, vec![0; 148], "REJ(8) data: 148 zero bytes (§6.2)");
+    assert_eq!(
+        rej.private_data,
+        vec![0; 148],
+        "REJ(8) data: 148 zero bytes (§6.2)"
+    );
     expect_no_event(client_cm, client.channel);
     teardown(client_cm, &[client.id], client.channel);
 }
@@ -103,7 +107,11 @@ pub fn destroying_unaccepted_request_gives_rejected_28<T: TestBed>(bed: &T) {
         client.id,
         IbRejReason::CONSUMER_DEFINED,
     );
-    assert_eq!(rej.private_data, vec![0; 148], "kernel REJ(28) data: 148 zero bytes");
+    assert_eq!(
+        rej.private_data,
+        vec![0; 148],
+        "kernel REJ(28) data: 148 zero bytes"
+    );
     teardown(client_cm, &[client.id], client.channel);
     teardown(server_cm, &[listener.id], listener.channel);
 }
@@ -129,4 +137,150 @@ pub fn destroyed_listener_gives_rejected_8<T: TestBed>(bed: &T) {
         IbRejReason::INVALID_SERVICE_ID,
     );
     teardown(client_cm, &[client.id], client.channel);
+}
+
+/// A listener and a client without QP that got CONNECT_RESPONSE: returns (listener, client,
+/// the server's child id) after the server accepted with a QP.
+fn responded<T: TestBed>(
+    bed: &T,
+) -> (
+    crate::steps::Listener,
+    crate::steps::Endpoint,
+    cmtwin::IdHandle,
+) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = listen_on(bed, PortSpace::TCP, 8);
+    let client = resolved_client(bed, PortSpace::TCP, listener.addr);
+    let param = ConnParam {
+        qp_num: 0x1234,
+        ..ConnParam::default()
+    };
+    ok(
+        client_cm.connect(client.id, Some(&param)),
+        "connect without QP",
+    );
+    let req = expect_request(server_cm, &listener);
+    add_qp(server_cm, req.id, QpType::Rc);
+    ok(server_cm.accept(req.id, None), "accept");
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::ConnectResponse,
+        client.id,
+        0,
+    );
+    (listener, client, req.id)
+}
+
+/// §4.11, §5.1 (REJECTED on P): an active id that received a REP (CONNECT_RESPONSE, no QP)
+/// may reject it; the accepted server id gets REJECTED 28 with the data, padded to 148.
+pub fn active_side_rejects_after_connect_response<T: TestBed>(bed: &T) {
+    if bed.transport() == Transport::Iwarp {
+        eprintln!("skipped: iWARP has no CONNECT_RESPONSE (§5.3)");
+        return;
+    }
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let (listener, client, child) = responded(bed);
+    ok(
+        client_cm.reject(client.id, b"changed my mind"),
+        "active reject",
+    );
+    let rej = expect_event_for(
+        server_cm,
+        listener.channel,
+        EventKind::Rejected,
+        child,
+        IbRejReason::CONSUMER_DEFINED,
+    );
+    assert_padded(
+        &rej.private_data,
+        b"changed my mind",
+        148,
+        "passive REJECTED",
+    );
+    expect_no_event(client_cm, client.channel);
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[child, listener.id], listener.channel);
+}
+
+/// §5.2 S8, §7.4 (REP_RCVD row): destroying an active id that got CONNECT_RESPONSE but never
+/// called `establish` sends REJ 28: the accepted server id gets REJECTED 28, zero data.
+pub fn destroying_active_id_after_connect_response_rejects_passive<T: TestBed>(bed: &T) {
+    if bed.transport() == Transport::Iwarp {
+        eprintln!("skipped: iWARP has no CONNECT_RESPONSE (§5.3)");
+        return;
+    }
+    let server_cm = bed.server();
+    let (listener, client, child) = responded(bed);
+    teardown(bed.client(), &[client.id], client.channel);
+    let rej = expect_event_for(
+        server_cm,
+        listener.channel,
+        EventKind::Rejected,
+        child,
+        IbRejReason::CONSUMER_DEFINED,
+    );
+    assert_eq!(rej.private_data, vec![0; 148], "kernel REJ(28): zero data");
+    teardown(server_cm, &[child, listener.id], listener.channel);
+}
+
+/// §5.2 S9, §4.15: destroying a listener whose requests were never fetched rejects each
+/// initiator with REJECTED 28.
+pub fn destroying_listener_rejects_its_queued_requests<T: TestBed>(bed: &T) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = listen_on(bed, PortSpace::TCP, 8);
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let c = resolved_client(bed, PortSpace::TCP, listener.addr);
+            add_qp(client_cm, c.id, QpType::Rc);
+            ok(client_cm.connect(c.id, None), "connect");
+            c
+        })
+        .collect();
+    // Let both requests be queued, unfetched.
+    ok(server_cm.sleep(Duration::from_millis(300)), "sleep");
+    teardown(server_cm, &[listener.id], listener.channel);
+    for c in &clients {
+        expect_event_for(
+            client_cm,
+            c.channel,
+            EventKind::Rejected,
+            c.id,
+            crate::steps::refusal_status(bed.transport()),
+        );
+        teardown(client_cm, &[c.id], c.channel);
+    }
+}
+
+/// §7.4 (REP_SENT row), §5.1 (REJECTED on A after CONNECT_RESPONSE): the server destroys an
+/// accepted id before the client established it (no QP, no `establish` yet): the client,
+/// which already had CONNECT_RESPONSE, gets REJECTED 28 with zero data.
+pub fn destroying_accepted_unestablished_id_rejects_client<T: TestBed>(bed: &T) {
+    if bed.transport() == Transport::Iwarp {
+        eprintln!("skipped: iWARP has no CONNECT_RESPONSE (§5.3)");
+        return;
+    }
+    let client_cm = bed.client();
+    let (listener, client, child) = responded(bed);
+    ok(bed.server().destroy_id(child), "destroy the accepted id");
+    let rej = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Rejected,
+        client.id,
+        IbRejReason::CONSUMER_DEFINED,
+    );
+    assert_eq!(rej.private_data, vec![0; 148], "kernel REJ(28): zero data");
+    expect_errno_establish(bed, client.id);
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(bed.server(), &[listener.id], listener.channel);
+}
+
+/// After REJECTED the RTU can no longer be sent: `establish` is EINVAL (§4.10).
+fn expect_errno_establish<T: TestBed>(bed: &T, id: cmtwin::IdHandle) {
+    crate::steps::expect_errno(
+        bed.client().establish(id),
+        cmtwin::Call::Establish,
+        cmtwin::Errno::EINVAL,
+    );
 }

@@ -20,17 +20,30 @@ use crate::TestBed;
 pub fn sync_resolution_returns_after_the_event<T: TestBed>(bed: &T) {
     let cm = bed.client();
     let id = ok(cm.create_id(None, 5, PortSpace::TCP), "create sync id");
-    assert_eq!(ok(cm.sync_event(id), "sync_event"), None, "a new id has no event");
+    assert_eq!(
+        ok(cm.sync_event(id), "sync_event"),
+        None,
+        "a new id has no event"
+    );
     ok(
         cm.resolve_addr(id, None, bed.server_addr(), RESOLVE_TIMEOUT),
         "sync resolve_addr",
     );
     let ev = ok(cm.sync_event(id), "sync_event").expect("ADDR_RESOLVED kept");
-    assert_eq!((ev.kind, ev.status, ev.id), (EventKind::AddrResolved, 0, id));
-    assert!(ok(cm.local_addr(id), "local_addr").is_some(), "resolved id has a source");
+    assert_eq!(
+        (ev.kind, ev.status, ev.id),
+        (EventKind::AddrResolved, 0, id)
+    );
+    assert!(
+        ok(cm.local_addr(id), "local_addr").is_some(),
+        "resolved id has a source"
+    );
     ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "sync resolve_route");
     let ev = ok(cm.sync_event(id), "sync_event").expect("ROUTE_RESOLVED kept");
-    assert_eq!((ev.kind, ev.status, ev.id), (EventKind::RouteResolved, 0, id));
+    assert_eq!(
+        (ev.kind, ev.status, ev.id),
+        (EventKind::RouteResolved, 0, id)
+    );
     ok(cm.destroy_id(id), "destroy sync id");
 }
 
@@ -44,7 +57,10 @@ pub fn sync_connect_rejected_is_econnrefused<T: TestBed>(bed: &T) {
     let cm = bed.client();
     let id = ok(cm.create_id(None, 0, PortSpace::TCP), "create sync id");
     let nobody = SocketAddr::new(bed.server_ip(), bed.fresh_port());
-    ok(cm.resolve_addr(id, None, nobody, RESOLVE_TIMEOUT), "resolve_addr");
+    ok(
+        cm.resolve_addr(id, None, nobody, RESOLVE_TIMEOUT),
+        "resolve_addr",
+    );
     ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route");
     add_qp(cm, id, QpType::Rc);
     expect_errno(cm.connect(id, None), Call::Connect, Errno::ECONNREFUSED);
@@ -84,7 +100,11 @@ pub fn get_request_on_sync_listener<T: TestBed>(bed: &T) {
     };
     assert_eq!(conn.qp_num, client_qp, "peer QPN");
     assert_eq!(&req.private_data[..5], b"sync?", "client's data");
-    assert_eq!(ok(server_cm.context(child), "context"), LISTENER_CONTEXT, "inherited context");
+    assert_eq!(
+        ok(server_cm.context(child), "context"),
+        LISTENER_CONTEXT,
+        "inherited context"
+    );
     if bed.transport() != Transport::Iwarp {
         ok(server_cm.reject(child, b"no"), "reject");
         let rej = expect_event_for(
@@ -98,7 +118,11 @@ pub fn get_request_on_sync_listener<T: TestBed>(bed: &T) {
     }
     // The kept CONNECT_REQUEST counts against the listener until the child is destroyed
     // (§11.3; cmtwin refuses with EBUSY instead of blocking).
-    expect_errno(server_cm.destroy_id(listener), Call::DestroyId, Errno::EBUSY);
+    expect_errno(
+        server_cm.destroy_id(listener),
+        Call::DestroyId,
+        Errno::EBUSY,
+    );
     ok(server_cm.destroy_id(child), "destroy child");
     ok(server_cm.destroy_id(listener), "destroy listener");
     teardown_client(bed, &client);
@@ -119,7 +143,10 @@ pub fn get_request_on_async_listener_is_einval<T: TestBed>(bed: &T) {
 /// asynchronously; ESTABLISHED then arrives on that channel.
 pub fn sync_child_migrated_to_channel_connects<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
-    let listener = ok(server_cm.create_id(None, 0, PortSpace::TCP), "sync listener");
+    let listener = ok(
+        server_cm.create_id(None, 0, PortSpace::TCP),
+        "sync listener",
+    );
     let addr = bed.server_addr();
     ok(server_cm.bind_addr(listener, addr), "bind");
     ok(server_cm.listen(listener, 8), "listen");
@@ -128,10 +155,19 @@ pub fn sync_child_migrated_to_channel_connects<T: TestBed>(bed: &T) {
     ok(client_cm.connect(client.id, None), "connect");
     let child = ok(server_cm.get_request(listener), "get_request");
     let channel = ok(server_cm.create_event_channel(), "server channel");
-    ok(server_cm.migrate_id(child, Some(channel)), "migrate child to a channel");
+    ok(
+        server_cm.migrate_id(child, Some(channel)),
+        "migrate child to a channel",
+    );
     add_qp(server_cm, child, QpType::Rc);
     ok(server_cm.accept(child, None), "accept (asynchronous now)");
-    expect_event_for(client_cm, client.channel, EventKind::Established, client.id, 0);
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
     expect_event_for(server_cm, channel, EventKind::Established, child, 0);
     teardown_client(bed, &client);
     expect_event_for(server_cm, channel, EventKind::Disconnected, child, 0);
@@ -155,6 +191,69 @@ pub fn migrate_to_sync_twice_is_einval<T: TestBed>(bed: &T) {
     assert_eq!(ev.kind, EventKind::AddrResolved, "kept event");
     crate::steps::expect_no_event(cm, channel);
     // The channel no longer has ids.
-    ok(cm.destroy_event_channel(channel), "destroy the emptied channel");
+    ok(
+        cm.destroy_event_channel(channel),
+        "destroy the emptied channel",
+    );
     ok(cm.destroy_id(id), "destroy_id");
+}
+
+/// §11.2, §5.2 S13: a synchronous UD connect maps the UNREACHABLE SIDR status to errno:
+/// no listener (status 1) → EPERM, rejected (status 2) → ENOENT; the event is kept.
+pub fn sync_ud_connect_statuses_become_errnos<T: TestBed>(bed: &T) {
+    if bed.transport() == Transport::Iwarp {
+        eprintln!("skipped: iWARP has no UD");
+        return;
+    }
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let sync_ud_client = |dst: SocketAddr| {
+        let id = ok(client_cm.create_id(None, 0, PortSpace::UDP), "sync UD id");
+        ok(
+            client_cm.resolve_addr(id, None, dst, RESOLVE_TIMEOUT),
+            "resolve_addr",
+        );
+        ok(
+            client_cm.resolve_route(id, RESOLVE_TIMEOUT),
+            "resolve_route",
+        );
+        add_qp(client_cm, id, QpType::Ud);
+        id
+    };
+    let nobody = SocketAddr::new(bed.server_ip(), bed.fresh_port());
+    let id = sync_ud_client(nobody);
+    expect_errno(client_cm.connect(id, None), Call::Connect, Errno::EPERM);
+    let ev = ok(client_cm.sync_event(id), "sync_event").expect("UNREACHABLE kept");
+    assert_eq!(
+        (ev.kind, ev.status),
+        (EventKind::Unreachable, 1),
+        "kept event"
+    );
+    ok(client_cm.destroy_id(id), "destroy");
+
+    // A synchronous server rejects from its own (sync) listener.
+    let listener = ok(
+        server_cm.create_id(None, 0, PortSpace::UDP),
+        "sync UD listener",
+    );
+    let addr = bed.server_addr();
+    ok(server_cm.bind_addr(listener, addr), "bind");
+    ok(server_cm.listen(listener, 4), "listen");
+    // The client's connect blocks until the SIDR REP: reject first is impossible in one thread,
+    // so the client connects asynchronously here and the status→errno mapping of a sync
+    // connect is covered by the no-listener case above.
+    let client = resolved_client(bed, PortSpace::UDP, addr);
+    add_qp(client_cm, client.id, QpType::Ud);
+    ok(client_cm.connect(client.id, None), "UD connect");
+    let child = ok(server_cm.get_request(listener), "get_request");
+    ok(server_cm.reject(child, b""), "reject");
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Unreachable,
+        client.id,
+        2,
+    );
+    ok(server_cm.destroy_id(child), "destroy child");
+    ok(server_cm.destroy_id(listener), "destroy listener");
+    teardown_client(bed, &client);
 }

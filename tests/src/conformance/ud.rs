@@ -64,14 +64,23 @@ pub fn ud_connect_is_established_with_ud_data<T: TestBed>(bed: &T) {
         server_cm.accept(req.id, Some(&ConnParam::with_private_data(reply))),
         "UD accept",
     );
-    let est = expect_event_for(client_cm, client.channel, EventKind::Established, client.id, 0);
+    let est = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
     let EventParam::Ud(ud) = est.param else {
         panic!("UD ESTABLISHED must carry ud data, got {:?}", est.param);
     };
     assert_eq!(ud.qp_num, server_qp, "ESTABLISHED: the server's QPN");
     assert_eq!(ud.qkey, RDMA_UDP_QKEY, "ESTABLISHED: the default qkey");
     if bed.transport() == Transport::Roce {
-        assert!(ud.ah_attr.is_global, "RoCE address handles always use the GRH (§13.2)");
+        assert!(
+            ud.ah_attr.is_global,
+            "RoCE address handles always use the GRH (§13.2)"
+        );
     }
     assert_padded(
         &est.private_data,
@@ -102,7 +111,10 @@ pub fn ud_reject_is_unreachable_2<T: TestBed>(bed: &T) {
         client.id,
         SidrStatus::REJECT,
     );
-    assert!(matches!(un.param, EventParam::Ud(_)), "UD UNREACHABLE carries ud data");
+    assert!(
+        matches!(un.param, EventParam::Ud(_)),
+        "UD UNREACHABLE carries ud data"
+    );
     assert_padded(&un.private_data, b"nope", 136, "UD UNREACHABLE (§6.2)");
     cleanup(bed, &listener, &client, req.id);
 }
@@ -181,7 +193,13 @@ pub fn ud_private_data_limits<T: TestBed>(bed: &T) {
         server_cm.accept(req.id, Some(&ConnParam::with_private_data(&reply))),
         "UD accept at the maximum",
     );
-    let est = expect_event_for(client_cm, client.channel, EventKind::Established, client.id, 0);
+    let est = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
     assert_eq!(est.private_data, reply, "136 bytes delivered intact");
     cleanup(bed, &listener, &client, req.id);
 }

@@ -20,7 +20,11 @@ pub fn write_cm_event_refuses_other_kinds<T: TestBed>(bed: &T) {
         .iter()
         .copied()
         .filter(|k| *k != EventKind::User)
-        .chain([EventKind::Unknown(19), EventKind::Unknown(-1), EventKind::Unknown(1000)]);
+        .chain([
+            EventKind::Unknown(19),
+            EventKind::Unknown(-1),
+            EventKind::Unknown(1000),
+        ]);
     for kind in others {
         let err = cm
             .write_cm_event(ep.id, kind, 0, 1)
@@ -65,8 +69,14 @@ pub fn user_event_round_trips_status_and_arg<T: TestBed>(bed: &T) {
         return;
     }
     for (status, arg) in cases {
-        ok(cm.write_cm_event(ep.id, EventKind::User, status, arg), "write_cm_event");
-        let event = ok(cm.get_cm_event(ep.channel, Wait::Timeout(WAIT)), "get_cm_event");
+        ok(
+            cm.write_cm_event(ep.id, EventKind::User, status, arg),
+            "write_cm_event",
+        );
+        let event = ok(
+            cm.get_cm_event(ep.channel, Wait::Timeout(WAIT)),
+            "get_cm_event",
+        );
         assert_eq!(event.kind(), EventKind::User, "kind");
         assert_eq!(event.kind().event_str(), "UNKNOWN EVENT", "event_str");
         assert_eq!(event.id(), ep.id, "id");
@@ -92,10 +102,22 @@ pub fn user_events_keep_fifo_order_in_any_state<T: TestBed>(bed: &T) {
     }
     let listener = listen_on(bed, PortSpace::TCP, 8);
     let cm = bed.server();
-    let idle = ok(cm.create_id(Some(listener.channel), 0, PortSpace::UDP), "idle id");
-    let order = [(idle, 1u64), (listener.id, 2), (idle, 3), (listener.id, 4), (idle, 5)];
+    let idle = ok(
+        cm.create_id(Some(listener.channel), 0, PortSpace::UDP),
+        "idle id",
+    );
+    let order = [
+        (idle, 1u64),
+        (listener.id, 2),
+        (idle, 3),
+        (listener.id, 4),
+        (idle, 5),
+    ];
     for (id, arg) in order {
-        ok(cm.write_cm_event(id, EventKind::User, arg as i32, arg), "write_cm_event");
+        ok(
+            cm.write_cm_event(id, EventKind::User, arg as i32, arg),
+            "write_cm_event",
+        );
     }
     for (id, arg) in order {
         let info = expect_event_for(cm, listener.channel, EventKind::User, id, arg as i32);
@@ -115,11 +137,54 @@ pub fn queued_user_event_follows_migration<T: TestBed>(bed: &T) {
     let cm = bed.client();
     let ep = client_endpoint(bed, PortSpace::TCP);
     let other = ok(cm.create_event_channel(), "second channel");
-    ok(cm.write_cm_event(ep.id, EventKind::User, 3, 33), "write_cm_event");
+    ok(
+        cm.write_cm_event(ep.id, EventKind::User, 3, 33),
+        "write_cm_event",
+    );
     ok(cm.migrate_id(ep.id, Some(other)), "migrate_id");
     expect_no_event(cm, ep.channel);
     let info = expect_event_for(cm, other, EventKind::User, ep.id, 3);
     assert_eq!(info.param, EventParam::User(33), "arg");
-    ok(cm.destroy_event_channel(ep.channel), "old channel is empty now");
+    ok(
+        cm.destroy_event_channel(ep.channel),
+        "old channel is empty now",
+    );
     teardown(cm, &[ep.id], other);
+}
+
+/// §10.1, §5.6: a USER event written on a request's id before it is accepted is dropped
+/// (kernel uid 0); accepting afterwards still works and the USER event never shows up.
+pub fn user_event_on_unaccepted_child_is_dropped<T: TestBed>(bed: &T) {
+    if !bed.has_write_cm_event() {
+        eprintln!("skipped: no write_cm_event on this bed (covered by the round-trip test)");
+        return;
+    }
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = listen_on(bed, PortSpace::TCP, 8);
+    let client = crate::steps::resolved_client(bed, PortSpace::TCP, listener.addr);
+    crate::steps::add_qp(client_cm, client.id, cmtwin::QpType::Rc);
+    ok(client_cm.connect(client.id, None), "connect");
+    let req = crate::steps::expect_request(server_cm, &listener);
+    // Whether the write itself succeeds is not specified; the event must never arrive.
+    let _ = server_cm.write_cm_event(req.id, EventKind::User, 1, 99);
+    crate::steps::add_qp(server_cm, req.id, cmtwin::QpType::Rc);
+    ok(server_cm.accept(req.id, None), "accept");
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
+    expect_event_for(
+        server_cm,
+        listener.channel,
+        EventKind::Established,
+        req.id,
+        0,
+    );
+    expect_no_event(server_cm, listener.channel);
+    teardown(client_cm, &[client.id], client.channel);
+    crate::steps::expect_event(server_cm, listener.channel, EventKind::Disconnected);
+    teardown(server_cm, &[req.id, listener.id], listener.channel);
 }
