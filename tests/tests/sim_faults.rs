@@ -1,0 +1,267 @@
+//! The rare events, provoked on demand with the simulator's faults: the EISCONN race of
+//! `rdma_notify` (§9), lost CM messages and their retransmissions (§5.2, §15.1), DEVICE_REMOVAL
+//! of a connecting id (§8.4), ADDR_CHANGE, MULTICAST_ERROR and UNREACHABLE after a neighbour
+//! change (§5.1).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use cmtwin::{AsyncEvent, Call, CmBackend, Errno, EventKind, EventParam, PortSpace, QpType};
+use cmtwin_sim::MessageKind;
+use cmtwin_tests::steps::{
+    add_qp, expect_errno, expect_event, expect_event_for, expect_no_event, expect_request,
+    listen_on, ok, resolved_client, Endpoint,
+};
+use cmtwin_tests::{SimBed, TestBed};
+
+/// A connection accepted by the server, its RTU not yet received: (server child, client).
+fn accepted_not_established(bed: &SimBed) -> (Endpoint, Endpoint) {
+    let listener = listen_on(bed, PortSpace::TCP, 8);
+    let client = resolved_client(bed, PortSpace::TCP, listener.addr);
+    add_qp(bed.client(), client.id, QpType::Rc);
+    ok(bed.client().connect(client.id, None), "connect");
+    let req = expect_request(bed.server(), &listener);
+    add_qp(bed.server(), req.id, QpType::Rc);
+    ok(bed.server().accept(req.id, None), "accept");
+    let server = Endpoint {
+        channel: listener.channel,
+        id: req.id,
+    };
+    (server, client)
+}
+
+/// §9.3: data reached the passive QP before a late RTU: notify(COMM_EST) wins, ESTABLISHED
+/// comes from it, and the late RTU is ignored: exactly one ESTABLISHED.
+#[test]
+fn notify_before_the_rtu_establishes_once() {
+    let bed = SimBed::new(11);
+    bed.fabric
+        .delay_next(MessageKind::Rtu, 1, Duration::from_millis(500));
+    let (server, client) = accepted_not_established(&bed);
+    expect_event_for(
+        bed.client(),
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
+    // The RTU is still on the wire: the passive side has no ESTABLISHED yet.
+    expect_no_event(bed.server(), server.channel);
+    ok(
+        bed.server().notify(server.id, AsyncEvent::COMM_EST),
+        "notify wins the race",
+    );
+    expect_event_for(
+        bed.server(),
+        server.channel,
+        EventKind::Established,
+        server.id,
+        0,
+    );
+    bed.fabric.run_for(Duration::from_secs(10));
+    expect_no_event(bed.server(), server.channel);
+    // The connection is established for the IB CM: another notify is EISCONN.
+    expect_errno(
+        bed.server().notify(server.id, AsyncEvent::COMM_EST),
+        Call::Notify,
+        Errno::EISCONN,
+    );
+}
+
+/// §9.3: the RTU wins: ESTABLISHED was queued by it and notify returns EISCONN.
+#[test]
+fn notify_after_the_rtu_is_eisconn() {
+    let bed = SimBed::new(12);
+    let (server, client) = accepted_not_established(&bed);
+    expect_event_for(
+        bed.client(),
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
+    expect_event_for(
+        bed.server(),
+        server.channel,
+        EventKind::Established,
+        server.id,
+        0,
+    );
+    expect_errno(
+        bed.server().notify(server.id, AsyncEvent::COMM_EST),
+        Call::Notify,
+        Errno::EISCONN,
+    );
+    expect_no_event(bed.server(), server.channel);
+}
+
+/// §9.3: without notify, a lost RTU is recovered: the passive REP retransmission (4096 ms)
+/// makes the established active side send the RTU again.
+#[test]
+fn lost_rtu_is_recovered_by_the_rep_retransmission() {
+    let bed = SimBed::new(13);
+    bed.fabric.drop_next(MessageKind::Rtu, 1);
+    let (server, client) = accepted_not_established(&bed);
+    expect_event_for(
+        bed.client(),
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
+    let before = bed.fabric.now();
+    expect_event_for(
+        bed.server(),
+        server.channel,
+        EventKind::Established,
+        server.id,
+        0,
+    );
+    let waited = bed.fabric.now() - before;
+    assert!(
+        waited >= Duration::from_millis(4096) && waited < Duration::from_millis(4200),
+        "passive ESTABLISHED {waited:?} after the lost RTU, expected one REP retransmission (4096 ms)"
+    );
+    assert!(
+        bed.fabric.trace_text().contains("(targeted fault)"),
+        "the loss is in the trace"
+    );
+}
+
+/// §15.1: a lost REQ is retransmitted after Treq (6144 ms on the Linux 6.1 profile) and the
+/// connection then proceeds.
+#[test]
+fn lost_req_is_retransmitted() {
+    let bed = SimBed::new(14);
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    add_qp(bed.client(), client.id, QpType::Rc);
+    bed.fabric.drop_next(MessageKind::Req, 1);
+    ok(bed.client().connect(client.id, None), "connect");
+    let sent = bed.fabric.now();
+    let req = expect_request(bed.server(), &listener);
+    let waited = bed.fabric.now() - sent;
+    assert!(
+        waited >= Duration::from_millis(6144) && waited < Duration::from_millis(6150),
+        "the request came {waited:?} after connect, expected with the retransmission after Treq"
+    );
+    ok(bed.server().reject(req.id, b"no"), "reject");
+    let rejected = expect_event_for(
+        bed.client(),
+        client.channel,
+        EventKind::Rejected,
+        client.id,
+        28,
+    );
+    assert_eq!(&rejected.private_data[..2], b"no");
+}
+
+/// §8.4: a connecting id gets DEVICE_REMOVAL (not UNREACHABLE/REJECTED), nothing after it, and
+/// then calls fail with ENXIO; destroy still works.
+#[test]
+fn device_removal_preempts_a_connect() {
+    let bed = SimBed::new(15);
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    bed.fabric.drop_next(MessageKind::Req, 16);
+    add_qp(bed.client(), client.id, QpType::Rc);
+    ok(bed.client().connect(client.id, None), "connect");
+    bed.fabric.remove_device("client");
+    expect_event_for(
+        bed.client(),
+        client.channel,
+        EventKind::DeviceRemoval,
+        client.id,
+        0,
+    );
+    bed.fabric.run_for(Duration::from_secs(200));
+    expect_no_event(bed.client(), client.channel);
+    expect_errno(
+        bed.client().disconnect(client.id),
+        Call::Disconnect,
+        Errno::ENXIO,
+    );
+    ok(bed.client().destroy_qp(client.id), "destroy_qp");
+    ok(
+        bed.client().destroy_id(client.id),
+        "destroy_id after removal",
+    );
+    expect_no_event(bed.server(), listener.channel);
+}
+
+/// §5.1: ADDR_CHANGE reaches every id attached to the device, with status 0.
+#[test]
+fn address_change_reaches_attached_ids() {
+    let bed = SimBed::new(16);
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    bed.fabric.address_change("server");
+    expect_event_for(
+        bed.server(),
+        listener.channel,
+        EventKind::AddrChange,
+        listener.id,
+        0,
+    );
+}
+
+/// §13.3: MULTICAST_JOIN carries the context, QPN 0xFFFFFF and the qkey; losing the group gives
+/// MULTICAST_ERROR -ENETRESET with the same context; leave works after it.
+#[test]
+fn multicast_join_then_group_lost() {
+    let bed = SimBed::new(17);
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "id");
+    ok(
+        cm.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    let group: SocketAddr = "239.1.2.3:0".parse().expect("literal");
+    ok(cm.join_multicast(id, group, 0xfeed), "join");
+    let join = expect_event_for(cm, channel, EventKind::MulticastJoin, id, 0);
+    match join.param {
+        EventParam::Multicast { ud, context } => {
+            assert_eq!(context, 0xfeed);
+            assert_eq!(ud.qp_num, 0xFF_FFFF);
+            assert_eq!(ud.qkey, cmtwin::RDMA_UDP_QKEY);
+        }
+        other => panic!("MULTICAST_JOIN without multicast data: {other:?}"),
+    }
+    bed.fabric.multicast_lost(group.ip());
+    let lost = expect_event_for(cm, channel, EventKind::MulticastError, id, -102);
+    assert!(matches!(
+        lost.param,
+        EventParam::Multicast {
+            context: 0xfeed,
+            ..
+        }
+    ));
+    ok(cm.leave_multicast(id, group), "leave");
+    expect_errno(
+        cm.leave_multicast(id, group),
+        Call::LeaveMulticast,
+        Errno::EADDRNOTAVAIL,
+    );
+    ok(cm.destroy_id(id), "destroy");
+    ok(cm.destroy_event_channel(channel), "destroy channel");
+}
+
+/// §5.1 notes: a RoCE neighbour changing its MAC gives UNREACHABLE -ETIMEDOUT to a connected id,
+/// whatever its state.
+#[test]
+fn neighbour_change_makes_connected_ids_unreachable() {
+    let bed = SimBed::new(18);
+    let (server, client) = accepted_not_established(&bed);
+    expect_event(bed.client(), client.channel, EventKind::Established);
+    expect_event(bed.server(), server.channel, EventKind::Established);
+    bed.fabric.neighbour_change(SimBed::SERVER_IP);
+    expect_event_for(
+        bed.client(),
+        client.channel,
+        EventKind::Unreachable,
+        client.id,
+        -110,
+    );
+    // Only ids routed to the changed neighbour are affected.
+    expect_no_event(bed.server(), server.channel);
+}
