@@ -630,42 +630,67 @@ impl World {
         }
     }
 
+    /// Sends REJ(`reason`, `data`) from `ep` if its state allows one (§4.11, §7.4): the
+    /// endpoint goes idle, or into timewait once it had sent a REP. False if no REJ applies.
+    pub(crate) fn ep_reject(&mut self, ep: EpKey, reason: i32, data: &[u8]) -> bool {
+        let e = &self.eps[&ep];
+        let timewait = match e.state {
+            EpState::ReqSent | EpState::MraReqRcvd | EpState::ReqRcvd | EpState::RepRcvd => false,
+            EpState::RepSent | EpState::MraRepRcvd => true,
+            _ => return false,
+        };
+        // Before the REP the active side knows only the passive CM's address.
+        let to = e.peer.map(Dest::Ep).or(e.remote_ip.map(Dest::Ip));
+        let len = cmtwin::delivered_private_data_len(e.transport, PrivateDataOp::Reject);
+        self.ep_cancel(ep);
+        if let Some(to) = to {
+            self.ep_send(
+                ep,
+                to,
+                Body::Rej {
+                    reason,
+                    data: padded(data, len),
+                },
+            );
+        }
+        if timewait {
+            self.enter_timewait(ep);
+        } else {
+            self.set_ep_state(ep, EpState::Idle);
+        }
+        true
+    }
+
+    /// Answers the UD request `ep` holds with SIDR REP status 2 (REJECT) and `data`.
+    pub(crate) fn ep_sidr_reject(&mut self, ep: EpKey, data: &[u8]) {
+        let e = &self.eps[&ep];
+        let len = cmtwin::delivered_private_data_len(e.transport, PrivateDataOp::RejectUd);
+        if let Some(p) = e.peer {
+            let body = Body::SidrRep {
+                status: SidrStatus::REJECT,
+                qpn: 0,
+                qkey: 0,
+                data: padded(data, len),
+            };
+            self.ep_send(ep, Dest::Ep(p), body);
+        }
+        self.set_ep_state(ep, EpState::Idle);
+    }
+
     /// The IB CM side effects of destroying `ep`'s id (§7.4), leaving the endpoint ownerless.
     pub(crate) fn destroy_endpoint(&mut self, ep: EpKey) {
         let Some(e) = self.eps.get_mut(&ep) else {
             return;
         };
         e.owner = None;
-        let (state, peer, transport, remote_ip) = (e.state, e.peer, e.transport, e.remote_ip);
-        let reject = |w: &mut World, reason: i32| {
-            // Before the REP the active side knows only the passive CM's address.
-            if let Some(to) = peer.map(Dest::Ep).or(remote_ip.map(Dest::Ip)) {
-                let len = cmtwin::delivered_private_data_len(transport, PrivateDataOp::Reject);
-                w.ep_send(
-                    ep,
-                    to,
-                    Body::Rej {
-                        reason,
-                        data: padded(&[], len),
-                    },
-                );
-            }
-        };
+        let (state, peer) = (e.state, e.peer);
         match state {
             EpState::ReqSent | EpState::MraReqRcvd => {
-                self.ep_cancel(ep);
                 // The passive child never sees this REJ (uid 0), but its accept will fail.
-                reject(self, IbRejReason::TIMEOUT);
-                self.set_ep_state(ep, EpState::Idle);
+                self.ep_reject(ep, IbRejReason::TIMEOUT, &[]);
             }
-            EpState::ReqRcvd | EpState::RepRcvd => {
-                reject(self, IbRejReason::CONSUMER_DEFINED);
-                self.set_ep_state(ep, EpState::Idle);
-            }
-            EpState::RepSent | EpState::MraRepRcvd => {
-                self.ep_cancel(ep);
-                reject(self, IbRejReason::CONSUMER_DEFINED);
-                self.enter_timewait(ep);
+            EpState::ReqRcvd | EpState::RepRcvd | EpState::RepSent | EpState::MraRepRcvd => {
+                self.ep_reject(ep, IbRejReason::CONSUMER_DEFINED, &[]);
             }
             EpState::Established => {
                 // One DREQ, no retries, straight to timewait (§5.2 S12).
@@ -685,20 +710,7 @@ impl World {
                 self.ep_cancel(ep);
                 self.set_ep_state(ep, EpState::Idle);
             }
-            EpState::SidrReqRcvd => {
-                if let Some(p) = peer {
-                    let len =
-                        cmtwin::delivered_private_data_len(transport, PrivateDataOp::RejectUd);
-                    let body = Body::SidrRep {
-                        status: SidrStatus::REJECT,
-                        qpn: 0,
-                        qkey: 0,
-                        data: padded(&[], len),
-                    };
-                    self.ep_send(ep, Dest::Ep(p), body);
-                }
-                self.set_ep_state(ep, EpState::Idle);
-            }
+            EpState::SidrReqRcvd => self.ep_sidr_reject(ep, &[]),
             EpState::Timewait | EpState::Idle => {}
         }
         self.reap_endpoint(ep);

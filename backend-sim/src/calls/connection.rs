@@ -4,7 +4,7 @@
 use cmtwin::{
     delivered_private_data_len, max_private_data, AsyncEvent, Call, CmError, ConnData, ConnParam,
     Errno, EventKind, EventParam, IbRejReason, IdHandle, PortSpace, PrivateDataOp, Result,
-    SidrStatus, Transport, RDMA_MAX_RESP_RES,
+    Transport, RDMA_MAX_RESP_RES,
 };
 
 use crate::config::ack_timeout;
@@ -180,40 +180,13 @@ impl World {
         }
     }
 
-    /// Sends REJ 28 from `ep` after a failed accept: the kernel tries to reject (§4.10).
+    /// After a failed accept the kernel tries to reject (§4.10): REJ 28, if the IB CM still can.
     fn reject_after_failure(&mut self, ep: u64) {
-        let Some(peer) = self.eps[&ep].peer else {
-            return;
-        };
-        let transport = self.eps[&ep].transport;
-        let data = padded(
-            &[],
-            delivered_private_data_len(transport, PrivateDataOp::Reject),
-        );
-        match self.ep_state(ep) {
-            EpState::ReqRcvd => {
-                self.ep_send(
-                    ep,
-                    Dest::Ep(peer),
-                    Body::Rej {
-                        reason: IbRejReason::CONSUMER_DEFINED,
-                        data,
-                    },
-                );
-                self.set_ep_state(ep, EpState::Idle);
-            }
-            EpState::RepSent | EpState::MraRepRcvd => {
-                self.ep_send(
-                    ep,
-                    Dest::Ep(peer),
-                    Body::Rej {
-                        reason: IbRejReason::CONSUMER_DEFINED,
-                        data,
-                    },
-                );
-                self.enter_timewait(ep);
-            }
-            _ => {}
+        if matches!(
+            self.ep_state(ep),
+            EpState::ReqRcvd | EpState::RepSent | EpState::MraRepRcvd
+        ) {
+            self.ep_reject(ep, IbRejReason::CONSUMER_DEFINED, &[]);
         }
     }
 
@@ -358,53 +331,15 @@ impl World {
             PrivateDataOp::Reject
         };
         check_private_data(call, transport, op, data)?;
-        let peer = self.eps[&ep].peer;
-        let data = padded(data, delivered_private_data_len(transport, op));
-        match self.ep_state(ep) {
-            EpState::SidrReqRcvd => {
-                let body = Body::SidrRep {
-                    status: SidrStatus::REJECT,
-                    qpn: 0,
-                    qkey: 0,
-                    data,
-                };
-                self.ep_send(ep, Dest::Ep(peer.expect("request sender")), body);
-                self.set_ep_state(ep, EpState::Idle);
-            }
-            EpState::ReqRcvd | EpState::RepRcvd => {
-                self.ep_send(
-                    ep,
-                    Dest::Ep(peer.expect("peer")),
-                    Body::Rej {
-                        reason: IbRejReason::CONSUMER_DEFINED,
-                        data,
-                    },
-                );
-                self.set_ep_state(ep, EpState::Idle);
-            }
-            EpState::RepSent | EpState::MraRepRcvd => {
-                self.ep_send(
-                    ep,
-                    Dest::Ep(peer.expect("peer")),
-                    Body::Rej {
-                        reason: IbRejReason::CONSUMER_DEFINED,
-                        data,
-                    },
-                );
-                self.enter_timewait(ep);
-            }
-            EpState::ReqSent | EpState::MraReqRcvd => {
-                // The passive endpoint is not known yet: the REQ is withdrawn.
-                self.ep_cancel(ep);
-                self.set_ep_state(ep, EpState::Idle);
-            }
-            state => {
-                return Err(CmError::new(
-                    call,
-                    Errno::EINVAL,
-                    format!("nothing to reject (IB CM {state:?})"),
-                ));
-            }
+        if ud {
+            self.ep_sidr_reject(ep, data);
+        } else if !self.ep_reject(ep, IbRejReason::CONSUMER_DEFINED, data) {
+            let state = self.ep_state(ep);
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("nothing to reject (IB CM {state:?})"),
+            ));
         }
         Ok(())
     }
