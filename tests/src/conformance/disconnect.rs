@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use cmtwin::{CmBackend, EventKind, Transport};
+use cmtwin::{CmBackend, Errno, EventKind, Transport, Wait};
 
 use crate::steps::{
     connect_pair, disconnect_pair, expect_event_for, expect_no_event, expect_quiet, ok, teardown,
@@ -85,7 +85,8 @@ pub fn server_disconnect_reaches_both_sides<T: TestBed>(bed: &T) {
 /// once. Whether TIMEWAIT_EXIT then needs a second disconnect depends on whether the DREQs
 /// crossed (S11: both in DREQ_RCVD, no DREP yet) or not (§19's measurement: one DREQ answered
 /// by the other's disconnect); a second disconnect on each side is harmless in the second case
-/// and sends the DREPs in the first, so afterwards each side gets exactly one TIMEWAIT_EXIT.
+/// and sends the DREPs in the first. The real kernel once reported no TIMEWAIT_EXIT even then,
+/// so only "at most one TIMEWAIT_EXIT and nothing else" is asserted here.
 pub fn simultaneous_disconnect<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let pair = connect_pair(bed);
@@ -113,7 +114,20 @@ pub fn simultaneous_disconnect<T: TestBed>(bed: &T) {
         server_cm.disconnect(pair.server.id),
         "second server disconnect",
     );
-    expect_timewait_exits(bed, &pair);
+    // Whether a side's timewait gets reported depends on how the two DREQs crossed (§5.2 S10
+    // vs S11; the VM showed both): each side sees at most one TIMEWAIT_EXIT, and nothing else.
+    // `sim_only` checks both orderings deterministically.
+    for (cm, ep) in [(client_cm, pair.client), (server_cm, pair.server)] {
+        match cm.get_cm_event(ep.channel, Wait::Timeout(Duration::from_secs(10))) {
+            Ok(event) => {
+                let (kind, id, status) = (event.kind(), event.id(), event.status());
+                ok(cm.ack_cm_event(event), "ack");
+                assert_eq!((kind, id, status), (EventKind::TimewaitExit, ep.id, 0));
+                expect_no_event(cm, ep.channel);
+            }
+            Err(err) => assert_eq!(err.errno, Errno::ETIMEDOUT, "timed fetch: {err}"),
+        }
+    }
     teardown_pair(bed, &pair);
 }
 
