@@ -19,6 +19,33 @@
 //!   are missing or the kernel refuses them, USER and ADDRINFO_* events are delivered through
 //!   the backend's own per-channel queue, which the waits poll together with the channel fd.
 //!
+//! ```no_run
+//! use std::time::Duration;
+//! use cmtwin::{CmBackend, ConnParam, EventKind, PortSpace, QpInitAttr, QpType, Wait};
+//! use cmtwin_verbs::VerbsBackend;
+//!
+//! # fn main() -> cmtwin::Result<()> {
+//! let cm = VerbsBackend::new();
+//! let ch = cm.create_event_channel()?; // ENODEV on a machine without RDMA devices
+//! let id = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+//! cm.resolve_addr(id, None, "192.168.77.1:7471".parse().unwrap(), Duration::from_secs(2))?;
+//! let ev = cm.get_cm_event(ch, Wait::Timeout(Duration::from_secs(5)))?;
+//! assert_eq!(ev.kind(), EventKind::AddrResolved);
+//! cm.ack_cm_event(ev)?;
+//! cm.resolve_route(id, Duration::from_secs(2))?;
+//! let ev = cm.get_cm_event(ch, Wait::Block)?;
+//! cm.ack_cm_event(ev)?;
+//! cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+//! cm.connect(id, Some(&ConnParam::with_private_data(b"hello")))?;
+//! let ev = cm.get_cm_event(ch, Wait::Block)?; // ESTABLISHED, REJECTED, ...
+//! println!("{} status {}", ev.kind(), ev.status());
+//! cm.ack_cm_event(ev)?;
+//! cm.destroy_id(id)?; // also destroys the QP
+//! cm.destroy_event_channel(ch)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Where each librdmacm call is wrapped:
 //!
 //! | Area | File |

@@ -884,6 +884,19 @@ fn resolve_addrinfo_dns_mode() {
     assert_eq!(cm.query_addrinfo(id).unwrap_err().errno, Errno::ENOENT);
     cm.destroy_id(id).unwrap();
     cm.destroy_event_channel(ch).unwrap();
+
+    // A synchronous id: the call returns once resolved; the event is the id's current event.
+    let sid = cm.create_id(None, 0, PortSpace::TCP).unwrap();
+    cm.resolve_addrinfo(sid, Some(&ip), Some("7472"), Some(&hints))
+        .unwrap();
+    let ev = cm.sync_event(sid).unwrap().expect("current event");
+    assert_eq!((ev.kind, ev.status), (EventKind::AddrinfoResolved, 0));
+    assert!(!cm.query_addrinfo(sid).unwrap().is_empty());
+    if !VerbsBackend::has_native_write_cm_event() {
+        let e = cm.write_cm_event(sid, EventKind::User, 0, 0).unwrap_err();
+        assert_eq!(e.errno, Errno::EOPNOTSUPP, "{e}");
+    }
+    cm.destroy_id(sid).unwrap();
 }
 
 /// Waits for a child process (bounded) and returns its exit status and output.
