@@ -228,11 +228,12 @@ impl CmBackend for SimBackend {
         let call = Call::GetRequest;
         let mut w = self.lock();
         let key = w.id_key(self.host, call, listen)?;
-        if !w.id(key).sync {
+        if !w.id(key).sync || w.id(key).listen.is_none() {
+            // librdmacm would block forever on an id that does not listen.
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
-                "rdma_get_request needs a synchronous listener",
+                "rdma_get_request needs a synchronous listening id",
             ));
         }
         if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
