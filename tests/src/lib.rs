@@ -9,6 +9,9 @@
 //!   `connect_pair`, teardown).
 //! * [`conformance`]: the scenarios, one file per area, and
 //!   [`conformance_suite!`](crate::conformance_suite), which makes one `#[test]` of each.
+//! * [`random_calls`]: random call sequences on the simulator ([`random_calls::Op`]) and the
+//!   model of the CM's contract they are checked against ([`random_calls::Model`]), shared by
+//!   `tests/sim_proptest.rs` and the cargo-fuzz target in `fuzz/` (feature `arbitrary`).
 //! * `tests/sim_conformance.rs`: the suite on RoCE (three seeds), InfiniBand and iWARP fabrics;
 //!   `tests/verbs_conformance.rs`: on real librdmacm (ignored unless `--ignored`);
 //!   `tests/sim_only.rs`: what only the simulator can check (virtual-time bounds, deadlocks,
@@ -20,6 +23,7 @@
 pub mod bed;
 pub mod bed_verbs;
 pub mod conformance;
+pub mod random_calls;
 pub mod steps;
 
 pub use bed::{SimBed, TestBed};

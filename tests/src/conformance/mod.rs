@@ -136,6 +136,7 @@ macro_rules! __conformance_scenarios {
                 sync_connect_rejected_is_econnrefused,
                 get_request_on_sync_listener,
                 get_request_on_async_listener_is_einval,
+                get_request_on_non_listening_sync_id_is_einval,
                 sync_child_migrated_to_channel_connects,
                 migrate_to_sync_twice_is_einval,
                 sync_ud_connect_statuses_become_errnos

@@ -139,6 +139,16 @@ pub fn get_request_on_async_listener_is_einval<T: TestBed>(bed: &T) {
     teardown_listener(bed, &listener);
 }
 
+/// §11.3: get_request on a synchronous id that does not listen is EINVAL (librdmacm itself
+/// would block forever: a safe binding refuses).
+pub fn get_request_on_non_listening_sync_id_is_einval<T: TestBed>(bed: &T) {
+    let cm = bed.server();
+    let id = ok(cm.create_id(None, 0, PortSpace::TCP), "sync id");
+    ok(cm.bind_addr(id, bed.server_addr()), "bind");
+    expect_errno(cm.get_request(id), Call::GetRequest, Errno::EINVAL);
+    ok(cm.destroy_id(id), "destroy");
+}
+
 /// §4.16, §11.1: a request taken with get_request can be migrated to a channel and accepted
 /// asynchronously; ESTABLISHED then arrives on that channel.
 pub fn sync_child_migrated_to_channel_connects<T: TestBed>(bed: &T) {
