@@ -495,18 +495,24 @@ impl World {
         }
     }
 
-    /// Errors for calls on an id whose device was removed: EINVAL until the background teardown,
-    /// ENXIO after it (§8.3).
-    pub(crate) fn check_not_removed(&self, call: Call, id: IdKey) -> Result<()> {
-        let i = self.id(id);
-        if i.torn_down {
+    /// ENXIO once the background teardown after a device removal ran (§8.3): only destroy and
+    /// fetching events still work.
+    pub(crate) fn check_not_torn_down(&self, call: Call, id: IdKey) -> Result<()> {
+        if self.id(id).torn_down {
             return Err(CmError::new(
                 call,
                 Errno::ENXIO,
                 "the id's device was removed and the id torn down",
             ));
         }
-        if i.state == CmState::DeviceRemoval {
+        Ok(())
+    }
+
+    /// Errors for state-checked calls on an id whose device was removed: EINVAL until the
+    /// background teardown, ENXIO after it (§8.3).
+    pub(crate) fn check_not_removed(&self, call: Call, id: IdKey) -> Result<()> {
+        self.check_not_torn_down(call, id)?;
+        if self.id(id).state == CmState::DeviceRemoval {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,

@@ -23,13 +23,7 @@ impl World {
     ) -> Result<()> {
         let call = Call::ResolveAddrinfo;
         let key = self.id_key(host, call, h)?;
-        if self.id(key).torn_down {
-            return Err(CmError::new(
-                call,
-                Errno::ENXIO,
-                "the id's device was removed",
-            ));
-        }
+        self.check_not_torn_down(call, key)?;
         let hints = hints.copied().unwrap_or_default();
         if hints.flags & rai::SA != 0 && hints.flags & rai::DNS != 0 {
             return Err(CmError::new(

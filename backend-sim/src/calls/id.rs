@@ -130,13 +130,7 @@ impl World {
     ) -> Result<()> {
         let call = Call::MigrateId;
         let key = self.id_key(host, call, h)?;
-        if self.id(key).torn_down {
-            return Err(CmError::new(
-                call,
-                Errno::ENXIO,
-                "the id's device was removed",
-            ));
-        }
+        self.check_not_torn_down(call, key)?;
         let target = match channel {
             Some(c) => self.chan_key(host, call, c)?,
             None if self.id(key).sync => {

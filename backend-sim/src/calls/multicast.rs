@@ -82,13 +82,7 @@ impl World {
     ) -> Result<()> {
         let call = Call::LeaveMulticast;
         let key = self.id_key(host, call, h)?;
-        if self.id(key).torn_down {
-            return Err(CmError::new(
-                call,
-                Errno::ENXIO,
-                "the id's device was removed",
-            ));
-        }
+        self.check_not_torn_down(call, key)?;
         if !self.id(key).multicast.contains_key(&addr) {
             return Err(CmError::new(
                 call,

@@ -16,13 +16,7 @@ impl World {
     ) -> Result<()> {
         let call = Call::SetOption;
         let key = self.id_key(host, call, h)?;
-        if self.id(key).torn_down {
-            return Err(CmError::new(
-                call,
-                Errno::ENXIO,
-                "the id's device was removed",
-            ));
-        }
+        self.check_not_torn_down(call, key)?;
         let state = self.id(key).state;
         let invalid = |why: &str| {
             Err(CmError::new(

@@ -23,13 +23,7 @@ impl World {
                 format!("only USER events can be written, not {kind}"),
             ));
         }
-        if self.id(key).torn_down {
-            return Err(CmError::new(
-                call,
-                Errno::ENXIO,
-                "the id's device was removed",
-            ));
-        }
+        self.check_not_torn_down(call, key)?;
         self.queue_event(
             key,
             EventKind::User,
