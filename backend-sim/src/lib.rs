@@ -15,7 +15,22 @@
 //! * `backend.rs`: the `CmBackend` implementation; `process.rs`: blocking and the scheduler.
 //!
 //! Determinism: one queue ordered by (virtual time, sequence number); randomness only from
-//! ChaCha streams seeded from the run's seed; ordered maps only; no wall clock.
+//! ChaCha streams seeded from the run's seed; ordered maps only; no wall clock. The same seed
+//! and the same calls give a byte-identical [`Trace`]; a failed [`Fabric::run`] names the line
+//! that replays it.
+//!
+//! Fidelity. The default [`SimConfig`] follows Linux 6.1 with Soft-RoCE as measured in
+//! CM-SEMANTICS.md §19 (packet life time 18: 2048 ms timewait, 6144 ms REQ retransmissions,
+//! ≈ 98 s to UNREACHABLE; ENODEV for binding an unconfigured address); [`SimConfig::mainline`]
+//! follows newer kernels. Modelled: the rdma_cm id state machine and legal-call table, IP
+//! addressing (one /24 or /64 per device, on-link neighbours, silent addresses, NOARP),
+//! ephemeral ports and REUSEADDR/AFONLY conflicts, RC connections over REQ/MRA/REP/RTU/REJ/
+//! DREQ/DREP with retransmissions and timewait, UD over SIDR, iWARP's differences (no
+//! timewait, no CONNECT_RESPONSE, exact-length private data, -ECONNREFUSED), multicast joins,
+//! librdmacm's processing at fetch time, synchronous ids, DNS-mode `resolve_addrinfo`, and the
+//! faults of `faults.rs`. Not modelled (yet): AF_IB addressing, SA-mode `resolve_addrinfo`,
+//! alternate paths and LAP, the UD qkey-mismatch ADDR_ERROR, ECE, the ACK_TIMEOUT option's
+//! effect on the RoCE packet life time, and the data path.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
