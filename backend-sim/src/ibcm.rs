@@ -59,6 +59,8 @@ pub(crate) struct Endpoint {
     /// The peer's address (an active endpoint reaches the passive CM through it before it
     /// knows the passive endpoint).
     pub remote_ip: Option<IpAddr>,
+    /// The path's packet life time exponent (sets the REQ/DREQ retransmission interval).
+    pub plt: u8,
 }
 
 impl World {
@@ -81,6 +83,7 @@ impl World {
             interval: Duration::ZERO,
             timewait: self.cfg.timewait(),
             remote_ip: id.peer.map(|a| a.ip()),
+            plt: id.path_plt.unwrap_or(self.cfg.packet_life_time),
         };
         self.eps.insert(key, ep);
         self.id_mut(owner).ep = Some(key);
@@ -367,6 +370,7 @@ impl World {
             afonly: l.afonly,
             tos: l.tos,
             ack_timeout: None,
+            path_plt: Some(req.plt),
             qp: None,
             qkey: l.qkey,
             ep: None,
@@ -717,8 +721,8 @@ impl World {
     }
 
     /// The default REQ retransmission interval for this fabric.
-    pub(crate) fn req_interval(&self) -> Duration {
-        self.cfg.req_timeout()
+    pub(crate) fn req_interval(&self, ep: EpKey) -> Duration {
+        ms(4096 + 2 * cm_ms(self.eps[&ep].plt))
     }
 
     /// The SIDR retransmission interval.

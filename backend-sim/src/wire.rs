@@ -31,6 +31,8 @@ pub(crate) struct Request {
     pub conn: ConnData,
     /// The sender's local ACK timeout exponent (decides the passive side's timewait).
     pub ack_timeout: u8,
+    /// The path's packet life time exponent.
+    pub plt: u8,
 }
 
 /// A CM message body.

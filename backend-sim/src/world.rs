@@ -124,6 +124,9 @@ pub(crate) struct Id {
     pub afonly: Option<bool>,
     pub tos: u8,
     pub ack_timeout: Option<u8>,
+    /// The packet life time of the id's path, once its route is resolved (or its request
+    /// arrived): RoCE takes ACK_TIMEOUT − 1 when that option was set before (§4.5).
+    pub path_plt: Option<u8>,
     pub qp: Option<u32>,
     pub qkey: u32,
     pub ep: Option<EpKey>,

@@ -928,3 +928,45 @@ fn removed_device_leaves_fetched_requests_destroyable() {
         "destroy the channel",
     );
 }
+
+/// §2.4, §4.5, §7.2: on RoCE, ACK_TIMEOUT set before route resolution makes the path's packet
+/// life time ACK_TIMEOUT − 1: with 15 (PLT 14) the REQ is retransmitted every 4096 + 2 × 64 ms,
+/// so a silent peer gives UNREACHABLE after 16 × 4224 ms instead of 16 × 6144 ms.
+#[test]
+fn ack_timeout_option_shortens_the_roce_retransmissions() {
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    ok(
+        cm.set_option(id, &cmtwin::CmOption::AckTimeout(15)),
+        "ACK_TIMEOUT",
+    );
+    let dst = SocketAddr::new(SimBed::SILENT_IP, 7471);
+    ok(
+        cm.resolve_addr(id, None, dst, RESOLVE_TIMEOUT),
+        "resolve_addr",
+    );
+    expect_event(cm, channel, EventKind::AddrResolved);
+    ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route");
+    expect_event(cm, channel, EventKind::RouteResolved);
+    add_qp(cm, id, QpType::Rc);
+    ok(cm.connect(id, None), "connect");
+    let t0 = bed.fabric.now();
+    let event = cm
+        .get_cm_event(channel, Wait::Timeout(Duration::from_secs(200)))
+        .expect("an outcome within 200 s");
+    let (kind, status) = (event.kind(), event.status());
+    ok(cm.ack_cm_event(event), "ack");
+    assert_eq!(
+        (kind, status),
+        (EventKind::Unreachable, -Errno::ETIMEDOUT.0)
+    );
+    let waited = since(&bed, t0);
+    let retransmissions = Duration::from_millis(16 * 4224);
+    assert!(
+        waited >= retransmissions && waited < retransmissions + Duration::from_millis(1),
+        "UNREACHABLE after {waited:?}, expected 16 × 4224 ms"
+    );
+    teardown(cm, &[id], channel);
+}

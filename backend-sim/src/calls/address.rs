@@ -355,6 +355,16 @@ impl World {
         Ok(())
     }
 
+    /// The packet life time a route resolved now gets: on RoCE, ACK_TIMEOUT − 1 if that option
+    /// was set (non-zero), else the fabric's (§4.5, §7.2).
+    pub(crate) fn route_plt(&self, key: IdKey) -> u8 {
+        let id = self.id(key);
+        match (self.transport_of(key), id.ack_timeout) {
+            (Some(Transport::Roce), Some(t)) if t > 0 => t - 1,
+            _ => self.cfg.packet_life_time,
+        }
+    }
+
     /// Route resolution of `id` finished.
     pub(crate) fn route_done(&mut self, key: IdKey, gen: u64) {
         let Some(id) = self.ids.get(&key) else { return };
@@ -362,6 +372,7 @@ impl World {
             return;
         }
         self.id_mut(key).state = CmState::RouteResolved;
+        self.id_mut(key).path_plt = Some(self.route_plt(key));
         self.queue_event(
             key,
             EventKind::RouteResolved,

@@ -140,6 +140,7 @@ impl World {
         };
         check_private_data(call, transport, op, &p.private_data)?;
         let (src, dst) = (id.local.expect("resolved"), id.peer.expect("resolved"));
+        let plt = id.path_plt.unwrap_or(self.cfg.packet_life_time);
         let req = Request {
             src,
             dst,
@@ -155,7 +156,8 @@ impl World {
                 srq: p.srq,
                 qp_num: id.qp.unwrap_or(p.qp_num),
             },
-            ack_timeout: ack_timeout(self.cfg.ca_ack_delay, self.cfg.packet_life_time),
+            ack_timeout: ack_timeout(self.cfg.ca_ack_delay, plt),
+            plt,
         };
         self.id_mut(key).state = CmState::Connect;
         let to = Dest::Ip(dst.ip());
@@ -165,7 +167,7 @@ impl World {
             self.ep_send_retrying(ep, to, Body::SidrReq(req), interval);
         } else {
             let ep = self.new_endpoint(key, EpState::ReqSent, true);
-            let interval = self.req_interval();
+            let interval = self.req_interval(ep);
             self.ep_send_retrying(ep, to, Body::Req(req), interval);
         }
         Ok(())
@@ -274,7 +276,8 @@ impl World {
             &p.private_data,
             delivered_private_data_len(transport, PrivateDataOp::Accept),
         );
-        let ack = ack_timeout(self.cfg.ca_ack_delay, self.cfg.packet_life_time);
+        let plt = self.eps[&ep].plt;
+        let ack = ack_timeout(self.cfg.ca_ack_delay, plt);
         self.id_mut(key).owned = true;
         self.set_ep_state(ep, EpState::RepSent);
         let interval = self.cfg.rep_timeout();
@@ -359,7 +362,7 @@ impl World {
         match self.ep_state(ep) {
             EpState::Established => {
                 let interval = if self.eps[&ep].active {
-                    self.req_interval()
+                    self.req_interval(ep)
                 } else {
                     self.cfg.rep_timeout()
                 };

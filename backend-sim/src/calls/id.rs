@@ -43,6 +43,7 @@ impl World {
             afonly: None,
             tos: 0,
             ack_timeout: None,
+            path_plt: None,
             qp: None,
             qkey: RDMA_UDP_QKEY,
             ep: None,

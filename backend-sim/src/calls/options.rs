@@ -53,6 +53,7 @@ impl World {
                     return invalid("needs a resolved address");
                 }
                 self.id_mut(key).state = CmState::RouteResolved;
+                self.id_mut(key).path_plt = Some(self.cfg.packet_life_time);
                 self.queue_event(
                     key,
                     EventKind::RouteResolved,
