@@ -28,9 +28,8 @@
 //! DREQ/DREP with retransmissions and timewait, UD over SIDR, iWARP's differences (no
 //! timewait, no CONNECT_RESPONSE, exact-length private data, -ECONNREFUSED), multicast joins,
 //! librdmacm's processing at fetch time, synchronous ids, DNS-mode `resolve_addrinfo`, and the
-//! faults of `faults.rs`. Not modelled (yet): AF_IB addressing, SA-mode `resolve_addrinfo`,
-//! alternate paths and LAP, the UD qkey-mismatch ADDR_ERROR, ECE, the ACK_TIMEOUT option's
-//! effect on the RoCE packet life time, and the data path.
+//! faults of `faults.rs`, the ACK_TIMEOUT option's effect on RoCE paths. Not modelled (yet): AF_IB addressing, SA-mode `resolve_addrinfo`,
+//! alternate paths and LAP, the UD qkey-mismatch ADDR_ERROR, ECE, and the data path.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
