@@ -39,6 +39,13 @@ impl World {
                 format!("multicast needs a UD id, not {:?}", id.ps),
             ));
         }
+        if transport == Transport::Iwarp {
+            return Err(CmError::new(
+                call,
+                Errno::ENOSYS,
+                "iWARP ports have no multicast",
+            ));
+        }
         if transport == Transport::Roce && addr.ip().is_unspecified() {
             return Err(CmError::new(
                 call,

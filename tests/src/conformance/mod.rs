@@ -9,6 +9,7 @@
 //! and nothing depends on wall-clock timings (those checks live in `tests/sim_only.rs`).
 
 pub mod acks;
+pub mod addrinfo;
 pub mod binding;
 pub mod channels;
 pub mod connect;
@@ -16,6 +17,7 @@ pub mod disconnect;
 pub mod handles;
 pub mod legality;
 pub mod migrate;
+pub mod multicast;
 pub mod notify;
 pub mod private_data;
 pub mod reject;
@@ -158,6 +160,14 @@ macro_rules! __conformance_scenarios {
                 ud_reject_is_unreachable_2,
                 ud_no_listener_is_unreachable_1,
                 ud_private_data_limits
+            }
+            multicast {
+                join_then_leave,
+                join_preconditions
+            }
+            addrinfo {
+                numeric_destination_resolves,
+                query_without_resolution_is_enoent
             }
         }
     };

@@ -1,0 +1,49 @@
+//! `rdma_resolve_addrinfo` and `rdma_query_addrinfo` in DNS mode (CM-SEMANTICS §10.3):
+//! natively on librdmacm ≥ v60, emulated by the backend on older ones, simulated on the fabric.
+
+use std::net::SocketAddr;
+
+use cmtwin::{Call, CmBackend, Errno, EventKind, PortSpace};
+
+use crate::steps::{expect_errno, expect_event_for, expect_no_event, ok};
+use crate::TestBed;
+
+/// §10.3: resolving a numeric address and service gives ADDRINFO_RESOLVED (status 0); the
+/// results name that destination; they can be taken once (then ENOENT); a second resolution
+/// while results wait to be taken is EBUSY.
+pub fn numeric_destination_resolves<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    let node = bed.server_ip().to_string();
+    ok(
+        cm.resolve_addrinfo(id, Some(&node), Some("7471"), None),
+        "resolve_addrinfo",
+    );
+    expect_event_for(cm, channel, EventKind::AddrinfoResolved, id, 0);
+    expect_errno(
+        cm.resolve_addrinfo(id, Some(&node), Some("7471"), None),
+        Call::ResolveAddrinfo,
+        Errno::EBUSY,
+    );
+    let results = ok(cm.query_addrinfo(id), "query_addrinfo");
+    let want = SocketAddr::new(bed.server_ip(), 7471);
+    assert!(
+        results.iter().any(|r| r.dst_addr == Some(want)),
+        "the results name {want}: {results:?}"
+    );
+    expect_errno(cm.query_addrinfo(id), Call::QueryAddrinfo, Errno::ENOENT);
+    expect_no_event(cm, channel);
+    ok(cm.destroy_id(id), "destroy");
+    ok(cm.destroy_event_channel(channel), "destroy channel");
+}
+
+/// §10.3: querying an id that never resolved anything is ENOENT.
+pub fn query_without_resolution_is_enoent<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    expect_errno(cm.query_addrinfo(id), Call::QueryAddrinfo, Errno::ENOENT);
+    ok(cm.destroy_id(id), "destroy");
+    ok(cm.destroy_event_channel(channel), "destroy channel");
+}
