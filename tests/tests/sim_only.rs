@@ -473,10 +473,19 @@ fn kernel_profile_decides_unconfigured_bind_errno() {
 
 /// §11.2: a synchronous call completed by a USER event returns its status as errno (status
 /// < 0 → errno = −status, computed as librdmacm does, wrapping for i32::MIN) and keeps the
-/// event; nothing panics whatever status was written.
+/// event; nothing panics whatever status was written. USER events reach synchronous ids only
+/// with the kernel's WRITE_CM_EVENT (6.18+, the mainline profile); on Linux 6.1 they are
+/// EOPNOTSUPP, as on cmtwin-verbs there.
 #[test]
 fn sync_call_completed_by_user_event_returns_its_status() {
-    let bed = SimBed::new(SEED);
+    let old = SimBed::new(SEED);
+    let sync = ok(old.client().create_id(None, 0, PortSpace::TCP), "sync id");
+    expect_errno(
+        old.client().write_cm_event(sync, EventKind::User, 0, 1),
+        Call::WriteCmEvent,
+        Errno::EOPNOTSUPP,
+    );
+    let bed = SimBed::with_config(SEED, Transport::Roce, SimConfig::mainline());
     let cm = bed.client();
     for status in [-110, 7, i32::MIN] {
         let id = ok(cm.create_id(None, 0, PortSpace::TCP), "sync id");

@@ -2,10 +2,12 @@
 
 use cmtwin::{Call, CmError, Errno, EventKind, EventParam, IdHandle, Result};
 
+use crate::config::KernelProfile;
 use crate::world::{HostKey, World};
 
 impl World {
-    /// `rdma_write_cm_event`: only USER; queued at once on the id's current channel.
+    /// `rdma_write_cm_event`: only USER; queued at once on the id's current channel. On the
+    /// Linux 6.1 profile a synchronous id refuses it (EOPNOTSUPP), as cmtwin-verbs must there.
     pub(crate) fn write_cm_event(
         &mut self,
         host: HostKey,
@@ -24,6 +26,15 @@ impl World {
             ));
         }
         self.check_not_torn_down(call, key)?;
+        if self.id(key).sync && self.cfg.kernel == KernelProfile::Linux61 {
+            // Without the kernel's WRITE_CM_EVENT (before 6.18) nothing can reach librdmacm's
+            // private channel of a synchronous id; cmtwin-verbs refuses the same way.
+            return Err(CmError::new(
+                call,
+                Errno::EOPNOTSUPP,
+                "USER events on synchronous ids need the kernel's WRITE_CM_EVENT (Linux 6.18)",
+            ));
+        }
         self.queue_event(
             key,
             EventKind::User,

@@ -149,7 +149,8 @@ macro_rules! __conformance_scenarios {
                 user_event_round_trips_status_and_arg,
                 user_events_keep_fifo_order_in_any_state,
                 queued_user_event_follows_migration,
-                user_event_on_unaccepted_child_is_dropped
+                user_event_on_unaccepted_child_is_dropped,
+                user_event_on_synchronous_id
             }
             migrate {
                 migrate_moves_queued_and_later_events,

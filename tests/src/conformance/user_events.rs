@@ -188,3 +188,38 @@ pub fn user_event_on_unaccepted_child_is_dropped<T: TestBed>(bed: &T) {
     crate::steps::expect_event(server_cm, listener.channel, EventKind::Disconnected);
     teardown(server_cm, &[req.id, listener.id], listener.channel);
 }
+
+/// §10.1, §11.2: a USER event written on a synchronous id goes to its private channel, so the
+/// next blocking call returns with it (status −110 → ETIMEDOUT) and keeps it as the id's
+/// event. Without the kernel's WRITE_CM_EVENT (Linux < 6.18) nothing can reach that channel:
+/// the write is EOPNOTSUPP on every backend.
+pub fn user_event_on_synchronous_id<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let id = ok(cm.create_id(None, 0, PortSpace::TCP), "sync id");
+    match cm.write_cm_event(id, EventKind::User, -110, 9) {
+        Err(err) => {
+            assert_eq!(
+                (err.call, err.errno),
+                (Call::WriteCmEvent, Errno::EOPNOTSUPP),
+                "{err}"
+            );
+        }
+        Ok(()) => {
+            let dst = bed.server_addr();
+            let err = cm
+                .resolve_addr(id, None, dst, crate::steps::RESOLVE_TIMEOUT)
+                .expect_err("the USER event completes the call");
+            assert_eq!(
+                (err.call, err.errno),
+                (Call::ResolveAddr, Errno::ETIMEDOUT),
+                "{err}"
+            );
+            let ev = ok(cm.sync_event(id), "sync_event").expect("the USER event is kept");
+            assert_eq!(
+                (ev.kind, ev.status, ev.param),
+                (EventKind::User, -110, EventParam::User(9))
+            );
+        }
+    }
+    ok(cm.destroy_id(id), "destroy");
+}
