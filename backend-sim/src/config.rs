@@ -42,6 +42,8 @@ pub struct SimConfig {
     pub sa_latency: Duration,
     /// Delay from device removal to the background teardown after which calls fail with ENXIO.
     pub removal_teardown: Duration,
+    /// Whether to keep the trace (on by default; off keeps memory flat in very long runs).
+    pub trace: bool,
 }
 
 impl Default for SimConfig {
@@ -61,6 +63,7 @@ impl Default for SimConfig {
             max_cm_retries: 15,
             sa_latency: Duration::from_micros(200),
             removal_teardown: ms(5),
+            trace: true,
         }
     }
 }

@@ -326,6 +326,9 @@ impl World {
     // ----- trace ---------------------------------------------------------------------------
 
     pub(crate) fn record(&mut self, host: Option<HostKey>, kind: TraceKind, text: String) {
+        if !self.cfg.trace {
+            return;
+        }
         let host = host
             .map(|h| self.hosts[h].name.clone())
             .unwrap_or_else(|| "fabric".into());
