@@ -979,3 +979,25 @@ fn ack_timeout_option_shortens_the_roce_retransmissions() {
     );
     teardown(cm, &[id], channel);
 }
+
+/// `SimConfig::trace` off keeps no records (memory stays flat), and changes nothing else: the
+/// same connection happens at the same virtual times.
+#[test]
+fn untraced_fabric_keeps_no_records_and_behaves_the_same() {
+    let run = |trace: bool| {
+        let config = SimConfig {
+            trace,
+            ..SimConfig::default()
+        };
+        let bed = SimBed::with_config(SEED, Transport::Roce, config);
+        let pair = connect_pair(&bed);
+        disconnect_pair(&bed, &pair);
+        teardown_pair(&bed, &pair);
+        (bed.fabric.now(), bed.fabric.trace().len())
+    };
+    let (traced_end, traced_records) = run(true);
+    let (untraced_end, untraced_records) = run(false);
+    assert!(traced_records > 20, "a traced connection leaves records");
+    assert_eq!(untraced_records, 0, "no records without tracing");
+    assert_eq!(traced_end, untraced_end, "tracing does not change the run");
+}
