@@ -242,6 +242,23 @@ pub fn expect_request<B: CmBackend>(cm: &B, listener: &Listener) -> EventInfo {
     req
 }
 
+/// Listens on the server, resolves a client and connects it without a QP (announcing
+/// `qp_num`, §4.7), then waits for the CONNECT_REQUEST: (listener, client, request).
+pub fn request_without_qp<T: TestBed>(bed: &T, qp_num: u32) -> (Listener, Endpoint, EventInfo) {
+    let listener = listen_on(bed, PortSpace::TCP, 8);
+    let client = resolved_client(bed, PortSpace::TCP, listener.addr);
+    let param = ConnParam {
+        qp_num,
+        ..ConnParam::default()
+    };
+    ok(
+        bed.client().connect(client.id, Some(&param)),
+        "connect without QP",
+    );
+    let request = expect_request(bed.server(), &listener);
+    (listener, client, request)
+}
+
 /// A connected RC pair: a listener and its accepted child on the server, a client id, all
 /// with QPs, after ESTABLISHED on both sides.
 #[derive(Clone, Debug)]

@@ -135,17 +135,7 @@ pub fn connect_without_qp_gives_connect_response_then_establish<T: TestBed>(bed:
         return;
     }
     let (server_cm, client_cm) = (bed.server(), bed.client());
-    let listener = listen_on(bed, PortSpace::TCP, 8);
-    let client = resolved_client(bed, PortSpace::TCP, listener.addr);
-    let param = ConnParam {
-        qp_num: 0x00ab_cdef,
-        ..ConnParam::default()
-    };
-    ok(
-        client_cm.connect(client.id, Some(&param)),
-        "connect without QP",
-    );
-    let req = expect_request(server_cm, &listener);
+    let (listener, client, req) = crate::steps::request_without_qp(bed, 0x00ab_cdef);
     let EventParam::Conn(req_conn) = req.param else {
         panic!("CONNECT_REQUEST must carry conn data, got {:?}", req.param);
     };

@@ -1,13 +1,10 @@
 //! `rdma_notify` and IBV_EVENT_COMM_EST: telling the CM that the passive QP saw traffic
 //! before the RTU (CM-SEMANTICS §9).
 
-use cmtwin::{
-    AsyncEvent, Call, CmBackend, ConnParam, Errno, EventKind, PortSpace, QpType, Transport,
-};
+use cmtwin::{AsyncEvent, Call, CmBackend, Errno, EventKind, QpType, Transport};
 
 use crate::steps::{
-    add_qp, expect_errno, expect_event_for, expect_no_event, expect_request, listen_on, ok,
-    resolved_client, teardown,
+    add_qp, expect_errno, expect_event_for, expect_no_event, ok, request_without_qp, teardown,
 };
 use crate::TestBed;
 
@@ -20,17 +17,7 @@ pub fn comm_est_establishes_the_passive_side_once<T: TestBed>(bed: &T) {
         return;
     }
     let (server_cm, client_cm) = (bed.server(), bed.client());
-    let listener = listen_on(bed, PortSpace::TCP, 8);
-    let client = resolved_client(bed, PortSpace::TCP, listener.addr);
-    let param = ConnParam {
-        qp_num: 0x4321,
-        ..ConnParam::default()
-    };
-    ok(
-        client_cm.connect(client.id, Some(&param)),
-        "connect without QP",
-    );
-    let req = expect_request(server_cm, &listener);
+    let (listener, client, req) = request_without_qp(bed, 0x4321);
     // Before accept the IB CM is in REQ_RCVD: notify is EINVAL (§9.2).
     expect_errno(
         server_cm.notify(req.id, AsyncEvent::COMM_EST),

@@ -149,17 +149,7 @@ fn responded<T: TestBed>(
     cmtwin::IdHandle,
 ) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
-    let listener = listen_on(bed, PortSpace::TCP, 8);
-    let client = resolved_client(bed, PortSpace::TCP, listener.addr);
-    let param = ConnParam {
-        qp_num: 0x1234,
-        ..ConnParam::default()
-    };
-    ok(
-        client_cm.connect(client.id, Some(&param)),
-        "connect without QP",
-    );
-    let req = expect_request(server_cm, &listener);
+    let (listener, client, req) = crate::steps::request_without_qp(bed, 0x1234);
     add_qp(server_cm, req.id, QpType::Rc);
     ok(server_cm.accept(req.id, None), "accept");
     expect_event_for(
