@@ -84,6 +84,17 @@ pub fn ack_timeout(ca_ack_delay: u8, plt: u8) -> u8 {
     a.min(31)
 }
 
+/// The active side's REQ (and DREQ) retransmit interval `Treq` on a path with packet life time
+/// `plt` (§15.2): 2 · cm_ms(PLT) + 4096 ms; RoCE's PLT of 16 gives 4608 ms.
+pub fn req_timeout(plt: u8) -> Duration {
+    ms(4096 + 2 * cm_ms(plt))
+}
+
+/// The wait after an MRA on a path with packet life time `plt`: 65 536 ms + cm_ms(PLT + 1).
+pub fn mra_timeout(plt: u8) -> Duration {
+    ms(cm_ms(24) + cm_ms(plt + 1))
+}
+
 impl SimConfig {
     /// A quiet RoCE fabric of mainline kernels (packet life time 16, rxe's ACK delay 15:
     /// 512 ms timewait, 4608 ms REQ retransmissions).
@@ -95,20 +106,14 @@ impl SimConfig {
         }
     }
 
-    /// The active side's REQ (and DREQ) retransmit interval `Treq` (§15.2).
-    /// IB and RoCE share the formula; RoCE's PLT of 16 gives 4608 ms.
+    /// `Treq` of this fabric's paths (see [`req_timeout`]).
     pub fn req_timeout(&self) -> Duration {
-        ms(4096 + 2 * cm_ms(self.packet_life_time))
+        req_timeout(self.packet_life_time)
     }
 
     /// The passive side's REP (and DREQ) retransmit interval (4096 ms).
     pub fn rep_timeout(&self) -> Duration {
         ms(cm_ms(20))
-    }
-
-    /// The wait after an MRA: 65 536 ms + cm_ms(PLT + 1).
-    pub fn mra_timeout(&self) -> Duration {
-        ms(cm_ms(24) + cm_ms(self.packet_life_time + 1))
     }
 
     /// The SIDR REQ retransmit interval (4096 ms).

@@ -13,7 +13,6 @@ use cmtwin::{CmError, Transport};
 use crate::backend::SimBackend;
 use crate::config::SimConfig;
 use crate::process::{enter_process, Proc, ProcState, Shared};
-use crate::time::SimTime;
 use crate::trace::TraceRecord;
 use crate::wire::{MessageKind, WireFault};
 use crate::world::{Device, Host, World};
@@ -212,11 +211,6 @@ impl Fabric {
         w.now = end.max(w.now);
     }
 
-    /// The number of actions waiting on the timeline.
-    pub fn pending_actions(&self) -> usize {
-        self.lock().timeline.len()
-    }
-
     /// Every trace record so far.
     pub fn trace(&self) -> Vec<TraceRecord> {
         self.lock().trace.records().to_vec()
@@ -376,10 +370,5 @@ impl Fabric {
     /// The command line that replays this run with the same seed.
     pub fn replay_line(&self) -> String {
         format!("CMTWIN_SEED={} cargo test", self.seed)
-    }
-
-    /// Virtual time as a `SimTime`.
-    pub fn sim_time(&self) -> SimTime {
-        self.lock().now
     }
 }

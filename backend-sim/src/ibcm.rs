@@ -12,8 +12,7 @@ use cmtwin::{
     Transport, UdData,
 };
 
-use crate::config::cm_ms;
-use crate::time::ms;
+use crate::config::{cm_ms, mra_timeout, req_timeout};
 use crate::trace::TraceKind;
 use crate::wire::{padded, Body, Dest, Request};
 use crate::world::{Action, AddrinfoState, CmState, DevKey, EpKey, HostKey, Id, IdKey, World};
@@ -273,11 +272,9 @@ impl World {
         host: HostKey,
         dev: DevKey,
         from: EpKey,
-        from_host: HostKey,
         req: Request,
         sidr: bool,
     ) {
-        let _ = from_host;
         // A duplicate of a request we already hold: answer with an MRA while it is undecided.
         let dup = self
             .passive_by_peer
@@ -466,12 +463,12 @@ impl World {
             Body::Mra => match state {
                 EpState::ReqSent => {
                     self.set_ep_state(ep, EpState::MraReqRcvd);
-                    let t = self.cfg.mra_timeout();
+                    let t = mra_timeout(self.eps[&ep].plt);
                     self.ep_stretch(ep, t);
                 }
                 EpState::RepSent => {
                     self.set_ep_state(ep, EpState::MraRepRcvd);
-                    let t = self.cfg.mra_timeout();
+                    let t = mra_timeout(self.eps[&ep].plt);
                     self.ep_stretch(ep, t);
                 }
                 _ => {}
@@ -720,13 +717,8 @@ impl World {
         self.reap_endpoint(ep);
     }
 
-    /// The default REQ retransmission interval for this fabric.
+    /// The REQ/DREQ retransmission interval of `ep`'s path.
     pub(crate) fn req_interval(&self, ep: EpKey) -> Duration {
-        ms(4096 + 2 * cm_ms(self.eps[&ep].plt))
-    }
-
-    /// The SIDR retransmission interval.
-    pub(crate) fn sidr_interval(&self) -> Duration {
-        ms(4096)
+        req_timeout(self.eps[&ep].plt)
     }
 }

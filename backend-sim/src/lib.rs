@@ -48,7 +48,7 @@ mod wire;
 mod world;
 
 pub use backend::SimBackend;
-pub use config::{ack_timeout, cm_ms, KernelProfile, SimConfig};
+pub use config::{ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig};
 pub use fabric::{Fabric, FabricBuilder, SimError};
 pub use time::SimTime;
 pub use trace::{Trace, TraceKind, TraceRecord};

@@ -75,8 +75,4 @@ impl<A> Timeline<A> {
     pub(crate) fn peek_time(&self) -> Option<SimTime> {
         self.heap.peek().map(|Reverse((t, _))| *t)
     }
-
-    pub(crate) fn len(&self) -> usize {
-        self.heap.len()
-    }
 }

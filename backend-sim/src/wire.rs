@@ -128,7 +128,6 @@ impl Body {
 pub(crate) struct Message {
     /// The sending endpoint (0 for stateless answers of a CM).
     pub from: EpKey,
-    pub from_host: HostKey,
     pub to: Dest,
     pub body: Body,
 }
@@ -160,12 +159,7 @@ pub(crate) fn padded(data: &[u8], len: Option<usize>) -> Vec<u8> {
 impl World {
     /// Puts `body` on the wire from endpoint `from` of `from_host` to `to`.
     pub(crate) fn send(&mut self, from_host: HostKey, from: EpKey, to: Dest, body: Body) {
-        let msg = Message {
-            from,
-            from_host,
-            to,
-            body,
-        };
+        let msg = Message { from, to, body };
         let mut extra = std::time::Duration::ZERO;
         let kind = msg.body.kind();
         if let Some(f) = self
@@ -220,10 +214,8 @@ impl World {
                 };
                 self.record(Some(host), TraceKind::Recv, msg.to_string());
                 match msg.body {
-                    Body::Req(req) => self.on_req(host, dev, msg.from, msg.from_host, req, false),
-                    Body::SidrReq(req) => {
-                        self.on_req(host, dev, msg.from, msg.from_host, req, true)
-                    }
+                    Body::Req(req) => self.on_req(host, dev, msg.from, req, false),
+                    Body::SidrReq(req) => self.on_req(host, dev, msg.from, req, true),
                     // A REJ from a REQ's sender, for the passive endpoint answering it.
                     Body::Rej { .. } => match self.passive_by_peer.get(&(host, msg.from)) {
                         Some(&ep) => self.on_message(ep, msg.from, msg.body),

@@ -163,7 +163,7 @@ impl World {
         let to = Dest::Ip(dst.ip());
         if ud {
             let ep = self.new_endpoint(key, EpState::SidrReqSent, true);
-            let interval = self.sidr_interval();
+            let interval = self.cfg.sidr_timeout();
             self.ep_send_retrying(ep, to, Body::SidrReq(req), interval);
         } else {
             let ep = self.new_endpoint(key, EpState::ReqSent, true);
