@@ -165,8 +165,11 @@ pub fn user_event_on_unaccepted_child_is_dropped<T: TestBed>(bed: &T) {
     crate::steps::add_qp(client_cm, client.id, cmtwin::QpType::Rc);
     ok(client_cm.connect(client.id, None), "connect");
     let req = crate::steps::expect_request(server_cm, &listener);
-    // Whether the write itself succeeds is not specified; the event must never arrive.
-    let _ = server_cm.write_cm_event(req.id, EventKind::User, 1, 99);
+    // The write succeeds; the event must never arrive (§10.1: dropped for uid 0).
+    ok(
+        server_cm.write_cm_event(req.id, EventKind::User, 1, 99),
+        "write USER on the unaccepted id",
+    );
     crate::steps::add_qp(server_cm, req.id, cmtwin::QpType::Rc);
     ok(server_cm.accept(req.id, None), "accept");
     expect_event_for(
