@@ -25,6 +25,7 @@ pub mod bed_verbs;
 pub mod conformance;
 pub mod random_calls;
 pub mod steps;
+pub mod trace_text;
 
 pub use bed::{SimBed, TestBed};
 pub use bed_verbs::VerbsBed;

@@ -10,6 +10,7 @@ use cmtwin::{CmBackend, CmError, PortSpace, QpInitAttr, QpType, Transport};
 use cmtwin_sim::SimConfig;
 use cmtwin_tests::conformance::scenarios;
 use cmtwin_tests::steps::RESOLVE_TIMEOUT;
+use cmtwin_tests::trace_text::without_fabric_numbers;
 use cmtwin_tests::{SimBed, TestBed};
 
 /// Runs `scenario` on a fresh bed built by `make`, and returns the trace and the panic
@@ -24,36 +25,6 @@ fn run_once(make: &dyn Fn() -> SimBed, scenario: fn(&SimBed)) -> (String, Option
             .unwrap_or_default()
     });
     (bed.fabric.trace_text(), panic)
-}
-
-/// The trace with the fabric-number part of handles (`id3:7` → `id_:7`, `ch3:1` → `ch_:1`)
-/// blanked, to compare everything else when the byte-exact check fails on that alone.
-fn without_fabric_numbers(trace: &str) -> String {
-    let mut out = String::with_capacity(trace.len());
-    let mut rest = trace;
-    while let Some(pos) = rest.find(['i', 'c']) {
-        let (head, tail) = rest.split_at(pos);
-        out.push_str(head);
-        let prefix = if tail.starts_with("id") {
-            "id"
-        } else if tail.starts_with("ch") {
-            "ch"
-        } else {
-            ""
-        };
-        let after = &tail[prefix.len()..];
-        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-        if !prefix.is_empty() && digits > 0 && after[digits..].starts_with(':') {
-            out.push_str(prefix);
-            out.push('_');
-            rest = &after[digits..];
-        } else {
-            out.push_str(&tail[..1]);
-            rest = &tail[1..];
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 /// Panics naming the first line where two traces differ.
