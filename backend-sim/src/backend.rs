@@ -12,8 +12,8 @@ use cmtwin::{
     Wait,
 };
 
+use crate::engine::trace::{Args, Entry, Shown, TraceKind, TraceValue};
 use crate::process::{block, Cond, Shared};
-use crate::trace::TraceKind;
 use crate::world::{HostKey, IdKey, World};
 
 /// One simulated host's connection manager. Cheap to clone; all clones are the same host.
@@ -51,28 +51,30 @@ impl SimBackend {
         self.shared.world.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `f` on the world as call `call` of this host, and traces it with its result.
-    fn call<T: Debug>(
+    /// Runs `f` on the world as call `call` of this host, and traces it with its result and
+    /// the arguments `args` gives (asked only when tracing is on).
+    fn call<T: TraceValue>(
         &self,
         call: Call,
-        args: String,
+        args: impl FnOnce() -> Args,
         f: impl FnOnce(&mut World, HostKey) -> Result<T>,
     ) -> Result<T> {
         let mut w = self.lock();
         let r = f(&mut w, self.host);
         #[cfg(debug_assertions)]
         w.check_invariants();
-        let shown = match &r {
-            Ok(v) => Some(format!("{v:?}"))
-                .filter(|s| s != "()")
-                .unwrap_or_else(|| "0".into()),
-            Err(e) => format!("{}", e.errno),
-        };
-        w.record(
-            Some(self.host),
-            TraceKind::Call,
-            format!("{}({args}) -> {shown}", call.name()),
-        );
+        if w.trace.is_on() {
+            let result = match &r {
+                Ok(v) => v.shown(),
+                Err(e) => Shown::Errno(e.errno),
+            };
+            let args = args();
+            w.record(
+                Some(self.host),
+                TraceKind::Call,
+                Entry::Call { call, args, result },
+            );
+        }
         r
     }
 
@@ -164,15 +166,19 @@ impl SimBackend {
 
 impl CmBackend for SimBackend {
     fn create_event_channel(&self) -> Result<ChannelHandle> {
-        self.call(Call::CreateEventChannel, String::new(), |w, h| {
-            w.create_event_channel(h)
-        })
+        self.call(
+            Call::CreateEventChannel,
+            || Args::None,
+            |w, h| w.create_event_channel(h),
+        )
     }
 
     fn destroy_event_channel(&self, channel: ChannelHandle) -> Result<()> {
-        self.call(Call::DestroyEventChannel, format!("{channel}"), |w, h| {
-            w.destroy_event_channel(h, channel)
-        })
+        self.call(
+            Call::DestroyEventChannel,
+            || Args::Chan(channel),
+            |w, h| w.destroy_event_channel(h, channel),
+        )
     }
 
     fn create_id(
@@ -181,20 +187,22 @@ impl CmBackend for SimBackend {
         context: u64,
         port_space: PortSpace,
     ) -> Result<IdHandle> {
-        let args = format!("{channel:?}, {context}, {port_space:?}");
+        let args = || Args::Text(format!("{channel:?}, {context}, {port_space:?}"));
         self.call(Call::CreateId, args, |w, h| {
             w.create_id(h, channel, context, port_space)
         })
     }
 
     fn destroy_id(&self, id: IdHandle) -> Result<()> {
-        self.call(Call::DestroyId, format!("{id}"), |w, h| w.destroy_id(h, id))
+        self.call(Call::DestroyId, || Args::Id(id), |w, h| w.destroy_id(h, id))
     }
 
     fn bind_addr(&self, id: IdHandle, addr: SocketAddr) -> Result<()> {
-        self.call(Call::BindAddr, format!("{id}, {addr}"), |w, h| {
-            w.bind_addr(h, id, addr)
-        })
+        self.call(
+            Call::BindAddr,
+            || Args::Text(format!("{id}, {addr}")),
+            |w, h| w.bind_addr(h, id, addr),
+        )
     }
 
     fn resolve_addr(
@@ -204,7 +212,7 @@ impl CmBackend for SimBackend {
         dst: SocketAddr,
         timeout: Duration,
     ) -> Result<()> {
-        let args = format!("{id}, {src:?}, {dst}, {timeout:?}");
+        let args = || Args::Text(format!("{id}, {src:?}, {dst}, {timeout:?}"));
         self.call(Call::ResolveAddr, args, |w, h| {
             w.resolve_addr(h, id, src, dst, timeout)
         })?;
@@ -212,16 +220,20 @@ impl CmBackend for SimBackend {
     }
 
     fn resolve_route(&self, id: IdHandle, timeout: Duration) -> Result<()> {
-        self.call(Call::ResolveRoute, format!("{id}, {timeout:?}"), |w, h| {
-            w.resolve_route(h, id, timeout)
-        })?;
+        self.call(
+            Call::ResolveRoute,
+            || Args::Text(format!("{id}, {timeout:?}")),
+            |w, h| w.resolve_route(h, id, timeout),
+        )?;
         self.complete_sync(Call::ResolveRoute, id)
     }
 
     fn listen(&self, id: IdHandle, backlog: i32) -> Result<()> {
-        self.call(Call::Listen, format!("{id}, {backlog}"), |w, h| {
-            w.listen(h, id, backlog)
-        })
+        self.call(
+            Call::Listen,
+            || Args::Text(format!("{id}, {backlog}")),
+            |w, h| w.listen(h, id, backlog),
+        )
     }
 
     fn get_request(&self, listen: IdHandle) -> Result<IdHandle> {
@@ -261,27 +273,29 @@ impl CmBackend for SimBackend {
                 format!("{kind} instead of a connection request"),
             )),
         };
-        let shown = match &result {
-            Ok(id) => format!("{id}"),
-            Err(e) => format!("{}", e.errno),
+        let result_shown = match &result {
+            Ok(id) => Shown::Id(*id),
+            Err(e) => Shown::Errno(e.errno),
         };
-        w.record(
-            Some(self.host),
-            TraceKind::Call,
-            format!("rdma_get_request({listen}) -> {shown}"),
-        );
+        let entry = Entry::GetRequest {
+            listen,
+            result: result_shown,
+        };
+        w.record(Some(self.host), TraceKind::Call, entry);
         result
     }
 
     fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {
-        self.call(Call::Connect, format!("{id}"), |w, h| {
-            w.connect(h, id, param)
-        })?;
+        self.call(
+            Call::Connect,
+            || Args::Id(id),
+            |w, h| w.connect(h, id, param),
+        )?;
         self.complete_sync(Call::Connect, id)
     }
 
     fn accept(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {
-        self.call(Call::Accept, format!("{id}"), |w, h| w.accept(h, id, param))?;
+        self.call(Call::Accept, || Args::Id(id), |w, h| w.accept(h, id, param))?;
         let ud = {
             let w = self.lock();
             let key = w.id_key(self.host, Call::Accept, id)?;
@@ -300,29 +314,33 @@ impl CmBackend for SimBackend {
     }
 
     fn reject(&self, id: IdHandle, private_data: &[u8]) -> Result<()> {
-        let args = format!("{id}, {} bytes", private_data.len());
+        let args = || Args::Text(format!("{id}, {} bytes", private_data.len()));
         self.call(Call::Reject, args, |w, h| w.reject(h, id, private_data))
     }
 
     fn disconnect(&self, id: IdHandle) -> Result<()> {
-        self.call(Call::Disconnect, format!("{id}"), |w, h| {
-            w.disconnect(h, id)
-        })?;
+        self.call(
+            Call::Disconnect,
+            || Args::Id(id),
+            |w, h| w.disconnect(h, id),
+        )?;
         self.complete_sync(Call::Disconnect, id)
     }
 
     fn notify(&self, id: IdHandle, event: AsyncEvent) -> Result<()> {
-        self.call(Call::Notify, format!("{id}, {}", event.0), |w, h| {
-            w.notify(h, id, event)
-        })
+        self.call(
+            Call::Notify,
+            || Args::Text(format!("{id}, {}", event.0)),
+            |w, h| w.notify(h, id, event),
+        )
     }
 
     fn establish(&self, id: IdHandle) -> Result<()> {
-        self.call(Call::Establish, format!("{id}"), |w, h| w.establish(h, id))
+        self.call(Call::Establish, || Args::Id(id), |w, h| w.establish(h, id))
     }
 
     fn write_cm_event(&self, id: IdHandle, kind: EventKind, status: i32, arg: u64) -> Result<()> {
-        let args = format!("{id}, {kind}, {status}, {arg}");
+        let args = || Args::Text(format!("{id}, {kind}, {status}, {arg}"));
         self.call(Call::WriteCmEvent, args, |w, h| {
             w.write_cm_event(h, id, kind, status, arg)
         })
@@ -332,11 +350,12 @@ impl CmBackend for SimBackend {
         let r = self.wait_event(channel, wait);
         if let Err(e) = &r {
             let mut w = self.lock();
-            w.record(
-                Some(self.host),
-                TraceKind::Call,
-                format!("rdma_get_cm_event({channel}, {wait:?}) -> {}", e.errno),
-            );
+            let entry = Entry::GetEventFailed {
+                channel,
+                wait,
+                errno: e.errno,
+            };
+            w.record(Some(self.host), TraceKind::Call, entry);
         }
         r
     }
@@ -347,7 +366,7 @@ impl CmBackend for SimBackend {
     }
 
     fn join_multicast(&self, id: IdHandle, addr: SocketAddr, context: u64) -> Result<()> {
-        let args = format!("{id}, {addr}, {context}");
+        let args = || Args::Text(format!("{id}, {addr}, {context}"));
         self.call(Call::JoinMulticast, args, |w, h| {
             w.join_multicast(h, id, addr, context)
         })?;
@@ -355,9 +374,11 @@ impl CmBackend for SimBackend {
     }
 
     fn leave_multicast(&self, id: IdHandle, addr: SocketAddr) -> Result<()> {
-        self.call(Call::LeaveMulticast, format!("{id}, {addr}"), |w, h| {
-            w.leave_multicast(h, id, addr)
-        })
+        self.call(
+            Call::LeaveMulticast,
+            || Args::Text(format!("{id}, {addr}")),
+            |w, h| w.leave_multicast(h, id, addr),
+        )
     }
 
     fn resolve_addrinfo(
@@ -367,7 +388,7 @@ impl CmBackend for SimBackend {
         service: Option<&str>,
         hints: Option<&AddrInfoHints>,
     ) -> Result<()> {
-        let args = format!("{id}, {node:?}, {service:?}, {hints:?}");
+        let args = || Args::Text(format!("{id}, {node:?}, {service:?}, {hints:?}"));
         self.call(Call::ResolveAddrinfo, args, |w, h| {
             w.resolve_addrinfo(h, id, node, service, hints)
         })?;
@@ -375,21 +396,27 @@ impl CmBackend for SimBackend {
     }
 
     fn query_addrinfo(&self, id: IdHandle) -> Result<Vec<AddrInfo>> {
-        self.call(Call::QueryAddrinfo, format!("{id}"), |w, h| {
-            w.query_addrinfo(h, id)
-        })
+        self.call(
+            Call::QueryAddrinfo,
+            || Args::Id(id),
+            |w, h| w.query_addrinfo(h, id),
+        )
     }
 
     fn migrate_id(&self, id: IdHandle, channel: Option<ChannelHandle>) -> Result<()> {
-        self.call(Call::MigrateId, format!("{id}, {channel:?}"), |w, h| {
-            w.migrate_id(h, id, channel)
-        })
+        self.call(
+            Call::MigrateId,
+            || Args::Text(format!("{id}, {channel:?}")),
+            |w, h| w.migrate_id(h, id, channel),
+        )
     }
 
     fn set_option(&self, id: IdHandle, option: &CmOption) -> Result<()> {
-        self.call(Call::SetOption, format!("{id}, {option:?}"), |w, h| {
-            w.set_option(h, id, option)
-        })?;
+        self.call(
+            Call::SetOption,
+            || Args::Text(format!("{id}, {option:?}")),
+            |w, h| w.set_option(h, id, option),
+        )?;
         if matches!(option, CmOption::IbPath(_)) {
             return self.complete_sync(Call::SetOption, id);
         }
@@ -399,13 +426,13 @@ impl CmBackend for SimBackend {
     fn create_qp(&self, id: IdHandle, attr: &QpInitAttr) -> Result<u32> {
         self.call(
             Call::CreateQp,
-            format!("{id}, {:?}", attr.qp_type),
+            || Args::Text(format!("{id}, {:?}", attr.qp_type)),
             |w, h| w.create_qp(h, id, attr),
         )
     }
 
     fn destroy_qp(&self, id: IdHandle) -> Result<()> {
-        self.call(Call::DestroyQp, format!("{id}"), |w, h| w.destroy_qp(h, id))
+        self.call(Call::DestroyQp, || Args::Id(id), |w, h| w.destroy_qp(h, id))
     }
 
     fn sync_event(&self, id: IdHandle) -> Result<Option<EventInfo>> {

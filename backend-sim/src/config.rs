@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::time::ms;
+use crate::engine::timeline::ms;
 
 /// Which kernel's behaviour to follow where kernels differ (CM-SEMANTICS.md §19).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -12,8 +12,8 @@ use cmtwin::{CmError, Transport};
 
 use crate::backend::SimBackend;
 use crate::config::SimConfig;
+use crate::engine::trace::TraceRecord;
 use crate::process::{enter_process, Proc, ProcState, Shared};
-use crate::trace::TraceRecord;
 use crate::wire::{MessageKind, WireFault};
 use crate::world::{Device, Host, World};
 
@@ -101,6 +101,7 @@ impl FabricBuilder {
                     present: true,
                 });
             }
+            world.trace.name_host(host, &name);
             world.hosts.push(Host {
                 name,
                 devices: keys,
@@ -213,7 +214,7 @@ impl Fabric {
 
     /// Every trace record so far.
     pub fn trace(&self) -> Vec<TraceRecord> {
-        self.lock().trace.records().to_vec()
+        self.lock().trace.records()
     }
 
     /// The trace as text, one record a line; byte-identical for the same seed and calls.

@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use cmtwin::{EventKind, EventParam, Transport, UdData};
 
-use crate::trace::TraceKind;
+use crate::engine::trace::TraceKind;
 use crate::world::{Action, CmState, DevKey, World};
 
 impl World {
@@ -16,11 +16,9 @@ impl World {
     pub(crate) fn remove_device(&mut self, dev: DevKey) {
         let host = self.devices[dev].host;
         self.devices[dev].present = false;
-        self.record(
-            Some(host),
-            TraceKind::Fault,
-            format!("device {} removed", self.devices[dev].name),
-        );
+        self.record_text(Some(host), TraceKind::Fault, |w| {
+            format!("device {} removed", w.devices[dev].name)
+        });
         let attached: Vec<_> = self
             .ids
             .iter()
@@ -78,21 +76,17 @@ impl World {
     pub(crate) fn restore_device(&mut self, dev: DevKey) {
         self.devices[dev].present = true;
         let host = self.devices[dev].host;
-        self.record(
-            Some(host),
-            TraceKind::Fault,
-            format!("device {} added", self.devices[dev].name),
-        );
+        self.record_text(Some(host), TraceKind::Fault, |w| {
+            format!("device {} added", w.devices[dev].name)
+        });
     }
 
     /// The bound netdev's address changed (bonding fail-over): ADDR_CHANGE to attached ids.
     pub(crate) fn address_change(&mut self, dev: DevKey) {
         let host = self.devices[dev].host;
-        self.record(
-            Some(host),
-            TraceKind::Fault,
-            format!("address change on {}", self.devices[dev].name),
-        );
+        self.record_text(Some(host), TraceKind::Fault, |w| {
+            format!("address change on {}", w.devices[dev].name)
+        });
         let attached: Vec<_> = self
             .ids
             .iter()
@@ -106,11 +100,9 @@ impl World {
 
     /// A multicast group is lost (port error, SM change): MULTICAST_ERROR -ENETRESET to members.
     pub(crate) fn multicast_lost(&mut self, group: IpAddr) {
-        self.record(
-            None,
-            TraceKind::Fault,
-            format!("multicast group {group} lost"),
-        );
+        self.record_text(None, TraceKind::Fault, |_| {
+            format!("multicast group {group} lost")
+        });
         let members: Vec<(u64, SocketAddr, u64)> = self
             .ids
             .iter()
@@ -142,11 +134,9 @@ impl World {
     /// The neighbour entry of `ip` changed MAC: RoCE ids whose route leads there get
     /// UNREACHABLE -ETIMEDOUT, whatever their state (§5.1 notes).
     pub(crate) fn neighbour_change(&mut self, ip: IpAddr) {
-        self.record(
-            None,
-            TraceKind::Fault,
-            format!("neighbour {ip} changed its MAC"),
-        );
+        self.record_text(None, TraceKind::Fault, |_| {
+            format!("neighbour {ip} changed its MAC")
+        });
         let affected: Vec<_> = self
             .ids
             .iter()

@@ -13,7 +13,8 @@ use cmtwin::{
 };
 
 use crate::config::{cm_ms, mra_timeout, req_timeout};
-use crate::trace::TraceKind;
+use crate::engine::timeline::TimerKey;
+use crate::engine::trace::{Entry, TraceKind};
 use crate::wire::{padded, Body, Dest, Request};
 use crate::world::{Action, AddrinfoState, CmState, DevKey, EpKey, HostKey, Id, IdKey, World};
 
@@ -48,8 +49,8 @@ pub(crate) struct Endpoint {
     /// The peer's endpoint, once known.
     pub peer: Option<EpKey>,
     pub active: bool,
-    /// Bumped to cancel the pending retransmission.
-    pub timer_gen: u64,
+    /// The pending retransmission or timewait timer.
+    pub timer: Option<TimerKey>,
     pub retries_left: u32,
     pub retry: Option<(Dest, Body)>,
     pub interval: Duration,
@@ -76,7 +77,7 @@ impl World {
             state,
             peer: None,
             active,
-            timer_gen: 0,
+            timer: None,
             retries_left: 0,
             retry: None,
             interval: Duration::ZERO,
@@ -107,40 +108,51 @@ impl World {
 
     /// Sends `body` and retransmits it every `interval` until cancelled or out of retries.
     pub(crate) fn ep_send_retrying(&mut self, ep: EpKey, to: Dest, body: Body, interval: Duration) {
+        self.cancel_ep_timer(ep);
         let retries = self.cfg.max_cm_retries;
         let e = self.eps.get_mut(&ep).expect("endpoint");
-        e.timer_gen += 1;
         e.retries_left = retries;
         e.retry = Some((to, body.clone()));
         e.interval = interval;
-        let gen = e.timer_gen;
         self.ep_send(ep, to, body);
-        self.after(interval, Action::EpTimer { ep, gen });
+        self.set_ep_timer(ep, interval, Action::EpTimer { ep });
+    }
+
+    /// Cancels `ep`'s pending timer, if any.
+    fn cancel_ep_timer(&mut self, ep: EpKey) {
+        if let Some(key) = self.eps.get_mut(&ep).and_then(|e| e.timer.take()) {
+            self.timeline.cancel(key);
+        }
+    }
+
+    /// Sets `ep`'s one timer to run `action` after `delay`.
+    fn set_ep_timer(&mut self, ep: EpKey, delay: Duration, action: Action) {
+        let key = self.after(delay, action);
+        self.eps.get_mut(&ep).expect("endpoint").timer = Some(key);
     }
 
     /// Cancels `ep`'s retransmission.
     pub(crate) fn ep_cancel(&mut self, ep: EpKey) {
+        self.cancel_ep_timer(ep);
         if let Some(e) = self.eps.get_mut(&ep) {
-            e.timer_gen += 1;
             e.retry = None;
         }
     }
 
     /// Restarts the retransmission timer with a new interval (after an MRA).
     fn ep_stretch(&mut self, ep: EpKey, interval: Duration) {
-        let e = self.eps.get_mut(&ep).expect("endpoint");
-        e.timer_gen += 1;
-        e.interval = interval;
-        let gen = e.timer_gen;
-        self.after(interval, Action::EpTimer { ep, gen });
+        self.cancel_ep_timer(ep);
+        self.eps.get_mut(&ep).expect("endpoint").interval = interval;
+        self.set_ep_timer(ep, interval, Action::EpTimer { ep });
     }
 
     /// The retransmission timer of `ep` fired.
-    pub(crate) fn ep_timer(&mut self, ep: EpKey, gen: u64) {
+    pub(crate) fn ep_timer(&mut self, ep: EpKey) {
         let Some(e) = self.eps.get_mut(&ep) else {
             return;
         };
-        if e.timer_gen != gen || e.retry.is_none() {
+        e.timer = None;
+        if e.retry.is_none() {
             return;
         }
         if e.retries_left > 0 {
@@ -148,7 +160,7 @@ impl World {
             let (to, body) = e.retry.clone().expect("checked");
             let interval = e.interval;
             self.ep_send(ep, to, body);
-            self.after(interval, Action::EpTimer { ep, gen });
+            self.set_ep_timer(ep, interval, Action::EpTimer { ep });
             return;
         }
         e.retry = None;
@@ -195,12 +207,15 @@ impl World {
         }
         let tw = e.timewait;
         self.set_ep_state(ep, EpState::Timewait);
-        self.after(tw, Action::TimewaitDone { ep });
+        self.set_ep_timer(ep, tw, Action::TimewaitDone { ep });
     }
 
     /// Timewait ended: TIMEWAIT_EXIT if the id is still in DISCONNECT (§7.4).
     pub(crate) fn timewait_done(&mut self, ep: EpKey) {
-        let Some(e) = self.eps.get(&ep) else { return };
+        let Some(e) = self.eps.get_mut(&ep) else {
+            return;
+        };
+        e.timer = None;
         if e.state != EpState::Timewait {
             return;
         }
@@ -330,14 +345,8 @@ impl World {
             return;
         }
         if ls.pending >= ls.backlog {
-            self.record(
-                Some(host),
-                TraceKind::Drop,
-                format!(
-                    "request dropped: backlog of {} full",
-                    self.id_handle(listener)
-                ),
-            );
+            let listener = self.id_handle(listener);
+            self.record(Some(host), TraceKind::Drop, Entry::BacklogFull { listener });
             return;
         }
         // The new child id, in CONNECT, bound to the receiving device, not yet owned by user space.

@@ -36,21 +36,20 @@
 mod backend;
 mod calls;
 mod config;
+mod engine;
 mod fabric;
 mod faults;
 mod ibcm;
 mod invariants;
 mod process;
 mod rng;
-mod time;
-mod trace;
 mod wire;
 mod world;
 
 pub use backend::SimBackend;
 pub use config::{ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig};
+pub use engine::timeline::SimTime;
+pub use engine::trace::{TraceKind, TraceRecord};
 pub use fabric::{Fabric, FabricBuilder, SimError};
-pub use time::SimTime;
-pub use trace::{Trace, TraceKind, TraceRecord};
 pub use wire::MessageKind;
 pub use world::CmState;

@@ -9,8 +9,8 @@
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::time::SimTime;
-use crate::trace::TraceKind;
+use crate::engine::timeline::SimTime;
+use crate::engine::trace::TraceKind;
 use crate::world::{Action, ChanKey, World};
 
 /// What a blocked caller waits for: an event on a channel, a deadline, or either.
@@ -116,11 +116,9 @@ impl World {
                         p.state = ProcState::Deadlocked(msg);
                     }
                 }
-                self.record(
-                    None,
-                    TraceKind::Sched,
-                    "deadlock: every process is blocked and the timeline is empty".into(),
-                );
+                self.record_text(None, TraceKind::Sched, |_| {
+                    "deadlock: every process is blocked and the timeline is empty".into()
+                });
             }
         }
     }

@@ -6,8 +6,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use cmtwin::{ConnData, PortSpace, QpType};
 
+use crate::engine::trace::{Entry, TraceKind, WireNote};
 use crate::rng::Stream;
-use crate::trace::TraceKind;
 use crate::world::{Action, EpKey, HostKey, World};
 
 /// Where a message goes: requests are addressed by IP (the passive side has no endpoint yet),
@@ -107,9 +107,12 @@ impl Body {
             Body::SidrRep { .. } => MessageKind::SidrRep,
         }
     }
+}
 
-    fn name(&self) -> &'static str {
-        match self.kind() {
+impl MessageKind {
+    /// The message's name on the wire.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
             MessageKind::Req => "REQ",
             MessageKind::Mra => "MRA",
             MessageKind::Rep => "REP",
@@ -132,16 +135,43 @@ pub(crate) struct Message {
     pub body: Body,
 }
 
-impl fmt::Display for Message {
+/// What the trace shows of a message: its kind, ends and code, without its payload.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MessageHead {
+    kind: MessageKind,
+    from: EpKey,
+    to: Dest,
+    /// REJ's reason or SIDR REP's status.
+    code: Option<i32>,
+}
+
+impl Message {
+    /// The message's head, for the trace.
+    pub(crate) fn head(&self) -> MessageHead {
+        let code = match &self.body {
+            Body::Rej { reason, .. } => Some(*reason),
+            Body::SidrRep { status, .. } => Some(*status),
+            _ => None,
+        };
+        MessageHead {
+            kind: self.body.kind(),
+            from: self.from,
+            to: self.to,
+            code,
+        }
+    }
+}
+
+impl fmt::Display for MessageHead {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ep{} -> ", self.body.name(), self.from)?;
+        write!(f, "{} ep{} -> ", self.kind.name(), self.from)?;
         match self.to {
             Dest::Ip(ip) => write!(f, "{ip}")?,
             Dest::Ep(ep) => write!(f, "ep{ep}")?,
         }
-        match &self.body {
-            Body::Rej { reason, .. } => write!(f, " reason {reason}"),
-            Body::SidrRep { status, .. } => write!(f, " status {status}"),
+        match (self.kind, self.code) {
+            (MessageKind::Rej, Some(reason)) => write!(f, " reason {reason}"),
+            (MessageKind::SidrRep, Some(status)) => write!(f, " status {status}"),
             _ => Ok(()),
         }
     }
@@ -157,6 +187,21 @@ pub(crate) fn padded(data: &[u8], len: Option<usize>) -> Vec<u8> {
 }
 
 impl World {
+    /// Records a wire message with `note`.
+    fn record_wire(
+        &mut self,
+        host: Option<HostKey>,
+        kind: TraceKind,
+        msg: &Message,
+        note: WireNote,
+    ) {
+        let entry = Entry::Wire {
+            msg: msg.head(),
+            note,
+        };
+        self.record(host, kind, entry);
+    }
+
     /// Puts `body` on the wire from endpoint `from` of `from_host` to `to`.
     pub(crate) fn send(&mut self, from_host: HostKey, from: EpKey, to: Dest, body: Body) {
         let msg = Message { from, to, body };
@@ -170,11 +215,11 @@ impl World {
             f.count -= 1;
             match f.delay {
                 None => {
-                    self.record(
-                        Some(from_host),
-                        TraceKind::Loss,
-                        format!("{msg} (targeted fault)"),
-                    );
+                    let entry = Entry::Wire {
+                        msg: msg.head(),
+                        note: WireNote::Targeted,
+                    };
+                    self.record(Some(from_host), TraceKind::Loss, entry);
                     return;
                 }
                 Some(d) => extra = d,
@@ -182,7 +227,7 @@ impl World {
         }
         let p = self.cfg.loss_probability;
         if self.rng.chance(Stream::Loss, p) {
-            self.record(Some(from_host), TraceKind::Loss, msg.to_string());
+            self.record_wire(Some(from_host), TraceKind::Loss, &msg, WireNote::None);
             return;
         }
         let jitter = self
@@ -200,7 +245,7 @@ impl World {
             at = at.max(*last);
             *last = at;
         }
-        self.record(Some(from_host), TraceKind::Send, msg.to_string());
+        self.record_wire(Some(from_host), TraceKind::Send, &msg, WireNote::None);
         self.timeline.schedule(at, Action::Deliver(msg));
     }
 
@@ -209,10 +254,10 @@ impl World {
         match msg.to {
             Dest::Ip(ip) => {
                 let Some((host, dev)) = self.owner_of_ip(ip) else {
-                    self.record(None, TraceKind::Drop, format!("{msg}: nobody owns {ip}"));
+                    self.record_wire(None, TraceKind::Drop, &msg, WireNote::NobodyOwns(ip));
                     return;
                 };
-                self.record(Some(host), TraceKind::Recv, msg.to_string());
+                self.record_wire(Some(host), TraceKind::Recv, &msg, WireNote::None);
                 match msg.body {
                     Body::Req(req) => self.on_req(host, dev, msg.from, req, false),
                     Body::SidrReq(req) => self.on_req(host, dev, msg.from, req, true),
@@ -220,8 +265,8 @@ impl World {
                     Body::Rej { .. } => match self.passive_by_peer.get(&(host, msg.from)) {
                         Some(&ep) => self.on_message(ep, msg.from, msg.body),
                         None => {
-                            let text = format!("{msg}: no such request");
-                            self.record(Some(host), TraceKind::Drop, text);
+                            let note = WireNote::NoSuchRequest;
+                            self.record_wire(Some(host), TraceKind::Drop, &msg, note);
                         }
                     },
                     _ => unreachable!("only requests and their rejects are addressed by IP"),
@@ -229,19 +274,15 @@ impl World {
             }
             Dest::Ep(ep) => {
                 let Some(e) = self.eps.get(&ep) else {
-                    self.record(None, TraceKind::Drop, format!("{msg}: endpoint gone"));
+                    self.record_wire(None, TraceKind::Drop, &msg, WireNote::EndpointGone);
                     return;
                 };
                 let (host, dev) = (e.host, e.device);
                 if !self.devices[dev].present {
-                    self.record(
-                        Some(host),
-                        TraceKind::Drop,
-                        format!("{msg}: device removed"),
-                    );
+                    self.record_wire(Some(host), TraceKind::Drop, &msg, WireNote::DeviceRemoved);
                     return;
                 }
-                self.record(Some(host), TraceKind::Recv, msg.to_string());
+                self.record_wire(Some(host), TraceKind::Recv, &msg, WireNote::None);
                 self.on_message(ep, msg.from, msg.body);
             }
         }

@@ -11,11 +11,11 @@ use cmtwin::{
 };
 
 use crate::config::SimConfig;
+use crate::engine::timeline::{SimTime, Timeline, TimerKey};
+use crate::engine::trace::{Entry, EventDrop, Trace, TraceKind};
 use crate::ibcm::Endpoint;
 use crate::process::Scheduler;
 use crate::rng::Streams;
-use crate::time::{SimTime, Timeline};
-use crate::trace::{Trace, TraceKind};
 use crate::wire::Message;
 
 /// Index of a host in the fabric.
@@ -158,7 +158,7 @@ pub(crate) enum Action {
     /// A CM message arrives.
     Deliver(Message),
     /// An endpoint's retransmission timer fires.
-    EpTimer { ep: EpKey, gen: u64 },
+    EpTimer { ep: EpKey },
     /// An endpoint's timewait ends.
     TimewaitDone { ep: EpKey },
     /// Queue an event on an id, if its pending operation was not cancelled.
@@ -211,6 +211,7 @@ pub(crate) struct World {
 
 impl World {
     pub(crate) fn new(fabric_no: u32, seed: u64, cfg: SimConfig) -> Self {
+        let cfg_trace = cfg.trace;
         World {
             fabric_no,
             cfg,
@@ -230,7 +231,7 @@ impl World {
             silent_ips: Default::default(),
             next_key: 1,
             next_ticket: 1,
-            trace: Trace::default(),
+            trace: Trace::new(cfg_trace),
             sched: Scheduler::default(),
         }
     }
@@ -325,14 +326,23 @@ impl World {
 
     // ----- trace ---------------------------------------------------------------------------
 
-    pub(crate) fn record(&mut self, host: Option<HostKey>, kind: TraceKind, text: String) {
-        if !self.cfg.trace {
-            return;
+    /// Records `entry` (build it only when [`Trace::is_on`]: cheap entries may be built
+    /// eagerly, text must go through [`World::record_text`]).
+    pub(crate) fn record(&mut self, host: Option<HostKey>, kind: TraceKind, entry: Entry) {
+        self.trace.push(self.now, host, kind, entry);
+    }
+
+    /// Records the text `text` makes, calling it only when tracing is on.
+    pub(crate) fn record_text(
+        &mut self,
+        host: Option<HostKey>,
+        kind: TraceKind,
+        text: impl FnOnce(&World) -> String,
+    ) {
+        if self.trace.is_on() {
+            let entry = Entry::Text(text(self));
+            self.record(host, kind, entry);
         }
-        let host = host
-            .map(|h| self.hosts[h].name.clone())
-            .unwrap_or_else(|| "fabric".into());
-        self.trace.push(self.now, host, kind, text);
     }
 
     // ----- events --------------------------------------------------------------------------
@@ -368,10 +378,12 @@ impl World {
         };
         let host = id.host;
         if kind != EventKind::ConnectRequest && !id.owned {
+            let id = self.id_handle(owner);
+            let why = EventDrop::Unaccepted;
             self.record(
                 Some(host),
                 TraceKind::Drop,
-                format!("{kind} for unaccepted {} dropped", self.id_handle(owner)),
+                Entry::EventDropped { kind, id, why },
             );
             return;
         }
@@ -379,10 +391,12 @@ impl World {
             && kind != EventKind::DeviceRemoval
             && kind != EventKind::User
         {
+            let id = self.id_handle(owner);
+            let why = EventDrop::Removed;
             self.record(
                 Some(host),
                 TraceKind::Drop,
-                format!("{kind} for removed {} dropped", self.id_handle(owner)),
+                Entry::EventDropped { kind, id, why },
             );
             return;
         }
@@ -403,15 +417,13 @@ impl World {
         } else {
             id.channel
         };
-        self.record(
-            Some(host),
-            TraceKind::Queue,
-            format!(
-                "{kind} status {status} on {} ({} bytes)",
-                info.id,
-                info.private_data.len()
-            ),
-        );
+        let entry = Entry::Queued {
+            kind,
+            status,
+            id: info.id,
+            len: info.private_data.len(),
+        };
+        self.record(Some(host), TraceKind::Queue, entry);
         self.channels
             .get_mut(&channel)
             .expect("id's channel")
@@ -446,9 +458,9 @@ impl World {
     }
 
     /// Schedules `action` after `delay`.
-    pub(crate) fn after(&mut self, delay: std::time::Duration, action: Action) {
+    pub(crate) fn after(&mut self, delay: std::time::Duration, action: Action) -> TimerKey {
         let at = self.now.after(delay);
-        self.timeline.schedule(at, action);
+        self.timeline.schedule(at, action)
     }
 
     /// Runs the earliest pending action; false when nothing is pending.
@@ -467,7 +479,7 @@ impl World {
     fn run_action(&mut self, action: Action) {
         match action {
             Action::Deliver(msg) => self.deliver(msg),
-            Action::EpTimer { ep, gen } => self.ep_timer(ep, gen),
+            Action::EpTimer { ep } => self.ep_timer(ep),
             Action::TimewaitDone { ep } => self.timewait_done(ep),
             Action::IdEvent {
                 id,

@@ -2,8 +2,8 @@
 
 use cmtwin::{AckTicket, Call, ChannelHandle, CmError, CmEvent, Errno, EventKind, Result};
 
+use crate::engine::trace::{Entry, TraceKind};
 use crate::ibcm::EpState;
-use crate::trace::TraceKind;
 use crate::wire::{Body, Dest};
 use crate::world::{ChanKey, Channel, HostKey, IdKey, Outstanding, World};
 
@@ -105,14 +105,13 @@ impl World {
                 mc_addr: q.mc_addr,
             },
         );
-        self.record(
-            Some(host),
-            TraceKind::Deliver,
-            format!(
-                "{} status {} on {} ticket {ticket}",
-                info.kind, info.status, info.id
-            ),
-        );
+        let entry = Entry::Delivered {
+            kind: info.kind,
+            status: info.status,
+            id: info.id,
+            ticket,
+        };
+        self.record(Some(host), TraceKind::Deliver, entry);
         Some(CmEvent::new(info, AckTicket(ticket)))
     }
 
@@ -150,11 +149,12 @@ impl World {
         match self.outstanding.get(&ticket) {
             Some(o) if o.host == host => {
                 self.outstanding.remove(&ticket);
-                self.record(
-                    Some(host),
-                    TraceKind::Ack,
-                    format!("{} on {} ticket {ticket}", event.kind(), event.id()),
-                );
+                let entry = Entry::Acked {
+                    kind: event.kind(),
+                    id: event.id(),
+                    ticket,
+                };
+                self.record(Some(host), TraceKind::Ack, entry);
                 Ok(())
             }
             _ => Err(CmError::new(
