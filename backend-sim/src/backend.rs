@@ -87,7 +87,7 @@ impl SimBackend {
             return Ok(());
         }
         if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
-            w.outstanding.remove(&ticket);
+            w.release_ticket(ticket);
         }
         let (_w, info) = self.wait_sync_event(w, call, key);
         sync_result(call, &info?)
@@ -129,7 +129,7 @@ impl SimBackend {
             .fetch_event(chan)
             .expect("the condition says an event is queued");
         let info = event.info().clone();
-        let ticket = event.ticket().0;
+        let ticket = event.ticket().0 & crate::world::SERIAL_MASK;
         w.id_mut(key).sync_event = Some((info.clone(), ticket));
         (w, Ok(info))
     }
@@ -249,7 +249,7 @@ impl CmBackend for SimBackend {
             ));
         }
         if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
-            w.outstanding.remove(&ticket);
+            w.release_ticket(ticket);
         }
         let (mut w, info) = self.wait_sync_event(w, call, key);
         let info = info?;
@@ -306,7 +306,7 @@ impl CmBackend for SimBackend {
             let mut w = self.lock();
             let key = w.id_key(self.host, Call::Accept, id)?;
             if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
-                w.outstanding.remove(&ticket);
+                w.release_ticket(ticket);
             }
             return Ok(());
         }

@@ -85,7 +85,14 @@ impl FabricBuilder {
 
     /// Builds the fabric.
     pub fn build(self) -> Fabric {
-        let fabric_no = NEXT_FABRIC.fetch_add(1, Ordering::Relaxed);
+        // Fabric numbers wrap within the bits a handle has for them (skipping 0), so a handle
+        // names its fabric among the last 16 million built in this process.
+        let fabric_no = loop {
+            let n = NEXT_FABRIC.fetch_add(1, Ordering::Relaxed) & crate::world::FABRIC_NO_MASK;
+            if n != 0 {
+                break n;
+            }
+        };
         let mut world = World::new(fabric_no, self.seed, self.config);
         world.silent_ips.extend(self.silent);
         for (name, devs) in self.hosts {

@@ -37,12 +37,7 @@ impl World {
                 // The port is gone: nothing more is sent or answered; the peers time out.
                 self.ep_cancel(ep);
             }
-            let request_unfetched = !owned
-                && self.channels.values().any(|c| {
-                    c.queue
-                        .iter()
-                        .any(|q| q.owner == key && q.info.kind == EventKind::ConnectRequest)
-                });
+            let request_unfetched = !owned && self.id(key).request_queued_on.is_some();
             if request_unfetched {
                 // librdmacm's processing of the request will fail: the child and its
                 // CONNECT_REQUEST disappear silently, with no protocol side effects (§8.4).

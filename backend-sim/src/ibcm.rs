@@ -388,6 +388,9 @@ impl World {
             addrinfo: AddrinfoState::None,
             torn_down: false,
             reported: 0,
+            queued: 0,
+            request_queued_on: None,
+            unacked: 0,
         };
         self.ids.insert(child_key, child);
         let ep = self.new_endpoint(

@@ -49,8 +49,14 @@ impl World {
             );
         }
         let mut pending: BTreeMap<u64, usize> = BTreeMap::new();
+        let mut queued: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut requests: BTreeMap<u64, u64> = BTreeMap::new();
         for (ck, c) in &self.channels {
             for q in &c.queue {
+                *queued.entry(q.owner).or_default() += 1;
+                if q.info.kind == EventKind::ConnectRequest {
+                    requests.insert(q.owner, *ck);
+                }
                 assert!(
                     self.ids.contains_key(&q.owner),
                     "channel {ck} holds an event of dead id {}",
@@ -72,10 +78,27 @@ impl World {
                 assert!(l.pending <= l.backlog, "listener {key} is over its backlog");
             }
         }
+        let mut unacked: BTreeMap<u64, u32> = BTreeMap::new();
         for (t, o) in &self.outstanding {
             assert!(
                 self.ids.contains_key(&o.counted_against),
                 "ticket {t} is counted against a dead id"
+            );
+            *unacked.entry(o.counted_against).or_default() += 1;
+        }
+        for (key, id) in &self.ids {
+            let want = queued.get(key).copied().unwrap_or(0);
+            assert_eq!(
+                id.queued, want,
+                "id {key} counts {} queued events",
+                id.queued
+            );
+            let want = unacked.get(key).copied().unwrap_or(0);
+            assert_eq!(id.unacked, want, "id {key} counts {} unacked", id.unacked);
+            assert_eq!(
+                id.request_queued_on,
+                requests.get(key).copied(),
+                "id {key} misplaces its CONNECT_REQUEST"
             );
         }
     }

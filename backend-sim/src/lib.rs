@@ -43,6 +43,7 @@ mod ibcm;
 mod invariants;
 mod process;
 mod rng;
+mod store;
 mod wire;
 mod world;
 

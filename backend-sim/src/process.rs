@@ -9,7 +9,7 @@
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::engine::timeline::SimTime;
+use crate::engine::timeline::{SimTime, TimerKey};
 use crate::engine::trace::TraceKind;
 use crate::world::{Action, ChanKey, World};
 
@@ -124,8 +124,8 @@ impl World {
     }
 
     /// Schedules a wake-up at `deadline`, so that time can advance to it.
-    pub(crate) fn wake_at(&mut self, deadline: SimTime) {
-        self.timeline.schedule(deadline, Action::Wake);
+    pub(crate) fn wake_at(&mut self, deadline: SimTime) -> TimerKey {
+        self.timeline.schedule(deadline, Action::Wake)
     }
 }
 
@@ -137,9 +137,21 @@ pub(crate) fn block<'a>(
     mut w: MutexGuard<'a, World>,
     cond: Cond,
 ) -> (MutexGuard<'a, World>, Result<(), String>) {
-    if let Some(d) = cond.deadline {
-        w.wake_at(d);
+    // The wakeup that lets time reach the deadline; cancelled when the wait ends earlier.
+    let wake = cond.deadline.map(|d| w.wake_at(d));
+    let (mut w, result) = wait_until(shared, w, cond);
+    if let Some(key) = wake {
+        w.timeline.cancel(key);
     }
+    (w, result)
+}
+
+/// Blocks until `cond` holds (see [`block`]).
+fn wait_until<'a>(
+    shared: &'a Shared,
+    mut w: MutexGuard<'a, World>,
+    cond: Cond,
+) -> (MutexGuard<'a, World>, Result<(), String>) {
     let Some(me) = current_process(w.fabric_no) else {
         loop {
             if cond.satisfied(&w) {

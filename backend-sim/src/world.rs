@@ -3,6 +3,7 @@
 //! `calls/`, the IB CM of `ibcm.rs` and the wire of `wire.rs` are `impl World` blocks.
 
 use std::collections::{BTreeMap, VecDeque};
+
 use std::net::{IpAddr, SocketAddr};
 
 use cmtwin::{
@@ -16,7 +17,15 @@ use crate::engine::trace::{Entry, EventDrop, Trace, TraceKind};
 use crate::ibcm::Endpoint;
 use crate::process::Scheduler;
 use crate::rng::Streams;
+use crate::store::Store;
 use crate::wire::Message;
+
+/// Bits of a handle or ticket that carry the serial; the fabric's number is above them.
+pub(crate) const SERIAL_BITS: u32 = 40;
+/// The serial part of a handle or ticket.
+pub(crate) const SERIAL_MASK: u64 = (1 << SERIAL_BITS) - 1;
+/// Fabric numbers fit in the bits above the serial.
+pub(crate) const FABRIC_NO_MASK: u32 = (1 << (64 - SERIAL_BITS)) - 1;
 
 /// Index of a host in the fabric.
 pub(crate) type HostKey = usize;
@@ -142,6 +151,12 @@ pub(crate) struct Id {
     pub torn_down: bool,
     /// The kinds of event queued for this id so far, a bit per kind (for the invariants).
     pub reported: u64,
+    /// How many of this id's events are queued on channels (destroy looks only when some are).
+    pub queued: u32,
+    /// The channel holding this child's unfetched CONNECT_REQUEST.
+    pub request_queued_on: Option<ChanKey>,
+    /// How many fetched events counted against this id are unacknowledged.
+    pub unacked: u32,
 }
 
 /// An event fetched by the application and not yet acknowledged.
@@ -189,14 +204,15 @@ pub(crate) struct World {
     pub rng: Streams,
     pub hosts: Vec<Host>,
     pub devices: Vec<Device>,
-    pub channels: BTreeMap<ChanKey, Channel>,
-    pub ids: BTreeMap<IdKey, Id>,
-    pub eps: BTreeMap<EpKey, Endpoint>,
+    pub channels: Store<Channel>,
+    pub ids: Store<Id>,
+    pub eps: Store<Endpoint>,
     /// Passive endpoints by (host, the active endpoint they answer): finds duplicate REQs.
     pub passive_by_peer: BTreeMap<(HostKey, EpKey), EpKey>,
     /// Bound ports per (host, port space, port): the ids holding them.
     pub ports: BTreeMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
-    pub outstanding: BTreeMap<u64, Outstanding>,
+    /// Fetched, unacknowledged events by ticket serial.
+    pub outstanding: Store<Outstanding>,
     /// The latest delivery time scheduled on each (from host, to host) link.
     pub link_clock: BTreeMap<(HostKey, HostKey), SimTime>,
     /// On-link addresses that answer ARP but run no CM.
@@ -220,12 +236,12 @@ impl World {
             rng: Streams::new(seed),
             hosts: Vec::new(),
             devices: Vec::new(),
-            channels: BTreeMap::new(),
-            ids: BTreeMap::new(),
-            eps: BTreeMap::new(),
+            channels: Store::default(),
+            ids: Store::default(),
+            eps: Store::default(),
             passive_by_peer: BTreeMap::new(),
             ports: BTreeMap::new(),
-            outstanding: BTreeMap::new(),
+            outstanding: Store::default(),
             link_clock: BTreeMap::new(),
             wire_faults: Vec::new(),
             silent_ips: Default::default(),
@@ -239,25 +255,39 @@ impl World {
     /// A fresh key for a channel, id or endpoint.
     pub(crate) fn fresh_key(&mut self) -> u64 {
         let k = self.next_key;
+        assert!(
+            k <= SERIAL_MASK,
+            "the fabric ran out of 2^40 serial numbers"
+        );
         self.next_key += 1;
         k
     }
 
     // ----- handles -------------------------------------------------------------------------
 
+    /// A raw handle or ticket value: this fabric's number above the serial.
+    pub(crate) fn stamp(&self, serial: u64) -> u64 {
+        (u64::from(self.fabric_no) << SERIAL_BITS) | serial
+    }
+
+    /// The serial of a raw handle or ticket value, if it was stamped by this fabric.
+    pub(crate) fn unstamp(&self, raw: u64) -> Option<u64> {
+        (raw >> SERIAL_BITS == u64::from(self.fabric_no)).then_some(raw & SERIAL_MASK)
+    }
+
     pub(crate) fn id_handle(&self, key: IdKey) -> IdHandle {
-        IdHandle::from_raw((u64::from(self.fabric_no) << 32) | key)
+        IdHandle::from_raw(self.stamp(key))
     }
 
     pub(crate) fn channel_handle(&self, key: ChanKey) -> ChannelHandle {
-        ChannelHandle::from_raw((u64::from(self.fabric_no) << 32) | key)
+        ChannelHandle::from_raw(self.stamp(key))
     }
 
     /// The live id behind `h`, if it belongs to this fabric and host.
     pub(crate) fn id_key(&self, host: HostKey, call: Call, h: IdHandle) -> Result<IdKey> {
-        let key = h.raw() & 0xffff_ffff;
-        match self.ids.get(&key) {
-            Some(id) if h.raw() >> 32 == u64::from(self.fabric_no) && id.host == host => Ok(key),
+        let key = self.unstamp(h.raw());
+        match key.and_then(|k| self.ids.get(&k).map(|id| (k, id))) {
+            Some((key, id)) if id.host == host => Ok(key),
             _ => Err(CmError::new(
                 call,
                 Errno::ENOENT,
@@ -268,15 +298,9 @@ impl World {
 
     /// The live user-visible channel behind `h`.
     pub(crate) fn chan_key(&self, host: HostKey, call: Call, h: ChannelHandle) -> Result<ChanKey> {
-        let key = h.raw() & 0xffff_ffff;
-        match self.channels.get(&key) {
-            Some(c)
-                if h.raw() >> 32 == u64::from(self.fabric_no)
-                    && c.host == host
-                    && c.private_for.is_none() =>
-            {
-                Ok(key)
-            }
+        let key = self.unstamp(h.raw());
+        match key.and_then(|k| self.channels.get(&k).map(|c| (k, c))) {
+            Some((key, c)) if c.host == host && c.private_for.is_none() => Ok(key),
             _ => Err(CmError::new(
                 call,
                 Errno::EBADF,
@@ -434,27 +458,62 @@ impl World {
                 counted_against,
                 mc_addr,
             });
+        let id = self.id_mut(owner);
+        id.queued += 1;
+        if kind == EventKind::ConnectRequest {
+            id.request_queued_on = Some(channel);
+        }
     }
 
     /// Drops the queued events of `owner` that match `pred`.
     pub(crate) fn discard_queued(&mut self, owner: IdKey, pred: impl Fn(&Queued) -> bool) {
         // An id's events are on its channel, except its CONNECT_REQUEST, which is on the
-        // listener's: look everywhere. A discarded request gives its backlog slot back.
+        // listener's. A discarded request gives its backlog slot back.
+        let Some(id) = self.ids.get(&owner) else {
+            return;
+        };
+        if id.queued == 0 {
+            return;
+        }
+        let mut places = vec![id.channel];
+        places.extend(id.request_queued_on.filter(|c| *c != id.channel));
         let mut freed = Vec::new();
-        for c in self.channels.values_mut() {
-            c.queue.retain(|e| {
+        let mut dropped = 0;
+        for c in places {
+            let Some(channel) = self.channels.get_mut(&c) else {
+                continue;
+            };
+            channel.queue.retain(|e| {
                 let drop = e.owner == owner && pred(e);
-                if drop && e.info.kind == EventKind::ConnectRequest {
-                    freed.push(e.counted_against);
+                if drop {
+                    dropped += 1;
+                    if e.info.kind == EventKind::ConnectRequest {
+                        freed.push(e.counted_against);
+                    }
                 }
                 !drop
             });
+        }
+        let id = self.id_mut(owner);
+        id.queued -= dropped;
+        if !freed.is_empty() {
+            id.request_queued_on = None;
         }
         for l in freed {
             if let Some(ls) = self.ids.get_mut(&l).and_then(|i| i.listen.as_mut()) {
                 ls.pending = ls.pending.saturating_sub(1);
             }
         }
+    }
+
+    /// Forgets the fetched event behind ticket serial `ticket` (acknowledged, or released by
+    /// librdmacm itself for a synchronous id).
+    pub(crate) fn release_ticket(&mut self, ticket: u64) -> Option<Outstanding> {
+        let o = self.outstanding.remove(&ticket)?;
+        if let Some(id) = self.ids.get_mut(&o.counted_against) {
+            id.unacked -= 1;
+        }
+        Some(o)
     }
 
     /// Schedules `action` after `delay`.

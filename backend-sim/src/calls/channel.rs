@@ -66,6 +66,11 @@ impl World {
     /// the queue is empty.
     pub(crate) fn fetch_event(&mut self, key: ChanKey) -> Option<CmEvent> {
         let q = self.channels.get_mut(&key)?.queue.pop_front()?;
+        let owner = self.id_mut(q.owner);
+        owner.queued -= 1;
+        if q.info.kind == EventKind::ConnectRequest {
+            owner.request_queued_on = None;
+        }
         let mut info = q.info;
         let host = self.channels[&key].host;
         if info.kind == EventKind::ConnectRequest {
@@ -95,6 +100,9 @@ impl World {
         }
         let ticket = self.next_ticket;
         self.next_ticket += 1;
+        if let Some(counted) = self.ids.get_mut(&q.counted_against) {
+            counted.unacked += 1;
+        }
         self.outstanding.insert(
             ticket,
             Outstanding {
@@ -112,7 +120,7 @@ impl World {
             ticket,
         };
         self.record(Some(host), TraceKind::Deliver, entry);
-        Some(CmEvent::new(info, AckTicket(ticket)))
+        Some(CmEvent::new(info, AckTicket(self.stamp(ticket))))
     }
 
     /// librdmacm creates a request's id on the listener's channel, and moves it to a private
@@ -145,10 +153,18 @@ impl World {
 
     /// `rdma_ack_cm_event`.
     pub(crate) fn ack_cm_event(&mut self, host: HostKey, event: CmEvent) -> Result<()> {
-        let ticket = event.ticket().0;
-        match self.outstanding.get(&ticket) {
-            Some(o) if o.host == host => {
-                self.outstanding.remove(&ticket);
+        let raw = event.ticket().0;
+        // The ticket must be this fabric's, of this host, and name the event it came with.
+        let ticket = self.unstamp(raw).filter(|t| {
+            self.outstanding.get(t).is_some_and(|o| {
+                o.host == host
+                    && o.kind == event.kind()
+                    && self.unstamp(event.id().raw()) == Some(o.owner)
+            })
+        });
+        match ticket {
+            Some(ticket) => {
+                self.release_ticket(ticket);
                 let entry = Entry::Acked {
                     kind: event.kind(),
                     id: event.id(),
@@ -157,16 +173,22 @@ impl World {
                 self.record(Some(host), TraceKind::Ack, entry);
                 Ok(())
             }
-            _ => Err(CmError::new(
+            None => Err(CmError::new(
                 Call::AckCmEvent,
                 Errno::EINVAL,
-                format!("ticket {ticket} is not an outstanding event of this host"),
+                format!(
+                    "ticket {} is not an outstanding event of this host",
+                    raw & crate::world::SERIAL_MASK
+                ),
             )),
         }
     }
 
     /// Fetched, unacknowledged events that hold up a destroy of `id` (or a migrate).
     pub(crate) fn unacked_of(&self, id: IdKey) -> Vec<String> {
+        if self.ids.get(&id).is_some_and(|i| i.unacked == 0) {
+            return Vec::new();
+        }
         self.outstanding
             .iter()
             .filter(|(_, o)| o.counted_against == id)

@@ -55,6 +55,9 @@ impl World {
             addrinfo: AddrinfoState::None,
             torn_down: false,
             reported: 0,
+            queued: 0,
+            request_queued_on: None,
+            unacked: 0,
         };
         self.ids.insert(key, id);
         Ok(self.id_handle(key))
@@ -67,7 +70,7 @@ impl World {
         let key = self.id_key(host, call, h)?;
         // A synchronous id's current event is acknowledged by librdmacm itself.
         if let Some((_, ticket)) = self.id_mut(key).sync_event.take() {
-            self.outstanding.remove(&ticket);
+            self.release_ticket(ticket);
         }
         let unacked = self.unacked_of(key);
         if !unacked.is_empty() {
@@ -89,11 +92,9 @@ impl World {
                 .filter(|q| q.counted_against == key && q.owner != key)
                 .map(|q| q.owner)
                 .collect();
-            self.channels
-                .get_mut(&chan)
-                .expect("channel")
-                .queue
-                .retain(|q| q.counted_against != key || q.owner == key);
+            for child in &children {
+                self.discard_queued(*child, |_| true);
+            }
             for child in children {
                 self.remove_id(child);
             }
@@ -111,7 +112,13 @@ impl World {
         self.release_port(key);
         self.discard_queued(key, |_| true);
         // Leftover outstanding events of a child counted against nobody else.
-        self.outstanding.retain(|_, o| o.counted_against != key);
+        if self.id(key).unacked > 0 {
+            for ticket in self.outstanding.keys_sorted() {
+                if self.outstanding[&ticket].counted_against == key {
+                    self.release_ticket(ticket);
+                }
+            }
+        }
         let id = self.ids.remove(&key).expect("live id");
         if self
             .channels
@@ -144,7 +151,7 @@ impl World {
             None => self.new_private_channel(host, key),
         };
         if let Some((_, ticket)) = self.id_mut(key).sync_event.take() {
-            self.outstanding.remove(&ticket);
+            self.release_ticket(ticket);
         }
         let unacked: Vec<String> = self
             .outstanding
@@ -176,6 +183,11 @@ impl World {
                 moved.push(q.remove(i).expect("index in range"));
             } else {
                 i += 1;
+            }
+        }
+        for q in &moved {
+            if q.info.kind == cmtwin::EventKind::ConnectRequest {
+                self.id_mut(q.owner).request_queued_on = Some(target);
             }
         }
         self.channels

@@ -167,7 +167,8 @@ impl<A> Timeline<A> {
     }
 
     /// How many actions are pending.
-    pub(crate) fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.heap.len() - self.stale
     }
 }

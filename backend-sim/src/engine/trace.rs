@@ -339,11 +339,6 @@ impl Trace {
         }
     }
 
-    /// How many records there are.
-    pub(crate) fn len(&self) -> usize {
-        self.records.len()
-    }
-
     fn render(&self, r: &Record) -> TraceRecord {
         TraceRecord {
             time: r.time,

@@ -1,0 +1,100 @@
+//! Keyed storage for the world's objects (ids, channels, endpoints, outstanding events).
+//!
+//! Keys are serial numbers drawn from one counter per fabric and never reused, so a stale key
+//! can never reach a newer object (the serial is its own generation). Lookups are O(1) in a
+//! hash table with a fixed, seedless hasher; iteration, which could leak the table's layout
+//! into behaviour, is only offered in ascending key order (creation order), the order the
+//! trace and the event queues follow.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Index;
+
+/// A multiplicative hasher for serial-number keys: fast, and the same on every run.
+#[derive(Default)]
+pub(crate) struct SerialHasher(u64);
+
+impl Hasher for SerialHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+/// Objects by serial key.
+pub(crate) struct Store<T> {
+    map: HashMap<u64, T, BuildHasherDefault<SerialHasher>>,
+}
+
+impl<T> Default for Store<T> {
+    fn default() -> Self {
+        Store {
+            map: HashMap::default(),
+        }
+    }
+}
+
+impl<T> Store<T> {
+    pub(crate) fn get(&self, key: &u64) -> Option<&T> {
+        self.map.get(key)
+    }
+
+    pub(crate) fn get_mut(&mut self, key: &u64) -> Option<&mut T> {
+        self.map.get_mut(key)
+    }
+
+    pub(crate) fn contains_key(&self, key: &u64) -> bool {
+        self.map.contains_key(key)
+    }
+
+    pub(crate) fn insert(&mut self, key: u64, value: T) {
+        let old = self.map.insert(key, value);
+        debug_assert!(old.is_none(), "serial keys are never reused");
+    }
+
+    pub(crate) fn remove(&mut self, key: &u64) -> Option<T> {
+        self.map.remove(key)
+    }
+
+    /// The keys, ascending.
+    pub(crate) fn keys_sorted(&self) -> Vec<u64> {
+        let mut keys: Vec<u64> = self.map.keys().copied().collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// Every (key, object), in ascending key order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&u64, &T)> {
+        let mut all: Vec<(&u64, &T)> = self.map.iter().collect();
+        all.sort_unstable_by_key(|(k, _)| **k);
+        all.into_iter()
+    }
+}
+
+impl<T> Index<&u64> for Store<T> {
+    type Output = T;
+
+    fn index(&self, key: &u64) -> &T {
+        &self.map[key]
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Store<T> {
+    type Item = (&'a u64, &'a T);
+    type IntoIter = std::vec::IntoIter<(&'a u64, &'a T)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        let mut all: Vec<(&u64, &T)> = self.map.iter().collect();
+        all.sort_unstable_by_key(|(k, _)| **k);
+        all.into_iter()
+    }
+}
