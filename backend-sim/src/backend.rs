@@ -12,8 +12,8 @@ use cmtwin::{
     Wait,
 };
 
-use crate::engine::trace::{Args, Entry, Shown, TraceKind, TraceValue};
 use crate::process::{block, Cond, Shared};
+use crate::trace::{Args, Entry, Shown, TraceKind, TraceValue};
 use crate::world::{HostKey, IdKey, World};
 
 /// One simulated host's connection manager. Cheap to clone; all clones are the same host.

@@ -11,10 +11,11 @@ use std::time::Duration;
 use cmtwin::{CmError, Transport};
 
 use crate::backend::SimBackend;
+use crate::cm::messages::MessageKind;
 use crate::config::SimConfig;
-use crate::engine::trace::TraceRecord;
 use crate::process::{enter_process, Proc, ProcState, Shared};
-use crate::wire::{MessageKind, WireFault};
+use crate::trace::TraceRecord;
+use crate::wire::WireFault;
 use crate::world::{Device, Host, World};
 
 /// Numbers fabrics, so that a handle of one fabric is never taken for another's.

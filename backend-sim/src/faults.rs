@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use cmtwin::{EventKind, EventParam, Transport, UdData};
 
-use crate::engine::trace::TraceKind;
+use crate::trace::TraceKind;
 use crate::world::{Action, CmState, DevKey, World};
 
 impl World {
@@ -35,17 +35,15 @@ impl World {
             }
             if let Some(ep) = ep {
                 // The port is gone: nothing more is sent or answered; the peers time out.
-                self.ep_cancel(ep);
+                self.drive(ep, |e, out| e.device_removed(out));
             }
             let request_unfetched = !owned && self.id(key).request_queued_on.is_some();
             if request_unfetched {
                 // librdmacm's processing of the request will fail: the child and its
                 // CONNECT_REQUEST disappear silently, with no protocol side effects (§8.4).
                 if let Some(ep) = ep {
-                    let e = self.eps.get_mut(&ep).expect("endpoint of a live id");
-                    e.owner = None;
-                    e.state = crate::ibcm::EpState::Idle;
-                    self.reap_endpoint(ep);
+                    self.eps.get_mut(&ep).expect("endpoint of a live id").owner = None;
+                    self.drive(ep, |e, out| e.abandon(out));
                 }
                 self.id_mut(key).ep = None;
                 self.remove_id(key);

@@ -26,6 +26,11 @@ impl World {
             }
         }
         for (ep, e) in &self.eps {
+            assert_eq!(
+                e.owner.is_some(),
+                e.cm.is_owned(),
+                "endpoint {ep} and the world disagree on whether an id owns it"
+            );
             if let Some(owner) = e.owner {
                 let id = self
                     .ids
@@ -44,7 +49,7 @@ impl World {
                 .get(ep)
                 .unwrap_or_else(|| panic!("index names dead endpoint {ep}"));
             assert!(
-                e.host == *host && e.peer == Some(*peer) && !e.active,
+                e.host == *host && e.cm.peer() == Some(*peer) && !e.cm.is_active(),
                 "endpoint {ep} is indexed wrongly"
             );
         }

@@ -35,22 +35,25 @@
 
 mod backend;
 mod calls;
+mod cm;
 mod config;
+mod endpoints;
 mod engine;
 mod fabric;
 mod faults;
-mod ibcm;
 mod invariants;
 mod process;
+mod requests;
 mod rng;
 mod store;
+mod trace;
 mod wire;
 mod world;
 
 pub use backend::SimBackend;
+pub use cm::messages::MessageKind;
 pub use config::{ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig};
 pub use engine::timeline::SimTime;
-pub use engine::trace::{TraceKind, TraceRecord};
 pub use fabric::{Fabric, FabricBuilder, SimError};
-pub use wire::MessageKind;
+pub use trace::{TraceKind, TraceRecord};
 pub use world::CmState;

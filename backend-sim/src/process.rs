@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::engine::timeline::{SimTime, TimerKey};
-use crate::engine::trace::TraceKind;
+use crate::trace::TraceKind;
 use crate::world::{Action, ChanKey, World};
 
 /// What a blocked caller waits for: an event on a channel, a deadline, or either.

@@ -11,13 +11,14 @@ use cmtwin::{
     QpType, Result, Transport,
 };
 
+use crate::cm::endpoint::Output;
 use crate::config::SimConfig;
+use crate::endpoints::EpRecord;
 use crate::engine::timeline::{SimTime, Timeline, TimerKey};
-use crate::engine::trace::{Entry, EventDrop, Trace, TraceKind};
-use crate::ibcm::Endpoint;
 use crate::process::Scheduler;
 use crate::rng::Streams;
 use crate::store::Store;
+use crate::trace::{Entry, EventDrop, Trace, TraceKind};
 use crate::wire::Message;
 
 /// Bits of a handle or ticket that carry the serial; the fabric's number is above them.
@@ -35,8 +36,7 @@ pub(crate) type DevKey = usize;
 pub(crate) type ChanKey = u64;
 /// Key of an id (the low half of its handle).
 pub(crate) type IdKey = u64;
-/// Key of an IB CM endpoint.
-pub(crate) type EpKey = u64;
+pub(crate) use crate::cm::messages::EpKey;
 
 /// The kernel's `enum rdma_cm_state` (CM-SEMANTICS.md §2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -172,10 +172,8 @@ pub(crate) struct Outstanding {
 pub(crate) enum Action {
     /// A CM message arrives.
     Deliver(Message),
-    /// An endpoint's retransmission timer fires.
+    /// An endpoint's timer fires (retransmission or end of timewait).
     EpTimer { ep: EpKey },
-    /// An endpoint's timewait ends.
-    TimewaitDone { ep: EpKey },
     /// Queue an event on an id, if its pending operation was not cancelled.
     IdEvent {
         id: IdKey,
@@ -206,7 +204,7 @@ pub(crate) struct World {
     pub devices: Vec<Device>,
     pub channels: Store<Channel>,
     pub ids: Store<Id>,
-    pub eps: Store<Endpoint>,
+    pub eps: Store<EpRecord>,
     /// Passive endpoints by (host, the active endpoint they answer): finds duplicate REQs.
     pub passive_by_peer: BTreeMap<(HostKey, EpKey), EpKey>,
     /// Bound ports per (host, port space, port): the ids holding them.
@@ -222,6 +220,8 @@ pub(crate) struct World {
     pub next_key: u64,
     pub next_ticket: u64,
     pub trace: Trace,
+    /// Reused buffer for an endpoint's outputs.
+    pub ep_outputs: Vec<Output>,
     pub sched: Scheduler,
 }
 
@@ -248,6 +248,7 @@ impl World {
             next_key: 1,
             next_ticket: 1,
             trace: Trace::new(cfg_trace),
+            ep_outputs: Vec::new(),
             sched: Scheduler::default(),
         }
     }
@@ -539,7 +540,6 @@ impl World {
         match action {
             Action::Deliver(msg) => self.deliver(msg),
             Action::EpTimer { ep } => self.ep_timer(ep),
-            Action::TimewaitDone { ep } => self.timewait_done(ep),
             Action::IdEvent {
                 id,
                 gen,

@@ -2,9 +2,7 @@
 
 use cmtwin::{AckTicket, Call, ChannelHandle, CmError, CmEvent, Errno, EventKind, Result};
 
-use crate::engine::trace::{Entry, TraceKind};
-use crate::ibcm::EpState;
-use crate::wire::{Body, Dest};
+use crate::trace::{Entry, TraceKind};
 use crate::world::{ChanKey, Channel, HostKey, IdKey, Outstanding, World};
 
 impl World {
@@ -88,10 +86,7 @@ impl World {
         {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
             let ep = self.id(q.owner).ep.expect("connected id has an endpoint");
-            if self.ep_state(ep) == EpState::RepRcvd {
-                self.set_ep_state(ep, EpState::Established);
-                let peer = self.eps[&ep].peer.expect("REP names its sender");
-                self.ep_send(ep, Dest::Ep(peer), Body::Rtu);
+            if self.drive(ep, |e, out| e.send_rtu(out)) {
                 info.kind = EventKind::Established;
             } else {
                 info.kind = EventKind::ConnectError;

@@ -3,13 +3,12 @@
 
 use cmtwin::{
     delivered_private_data_len, max_private_data, AsyncEvent, Call, CmError, ConnData, ConnParam,
-    Errno, EventKind, EventParam, IbRejReason, IdHandle, PortSpace, PrivateDataOp, Result,
-    Transport, RDMA_MAX_RESP_RES,
+    Errno, IbRejReason, IdHandle, PortSpace, PrivateDataOp, Result, Transport, RDMA_MAX_RESP_RES,
 };
 
+use crate::cm::endpoint::{CommEst, EpState};
+use crate::cm::messages::{padded, Body, Dest, Request};
 use crate::config::ack_timeout;
-use crate::ibcm::EpState;
-use crate::wire::{padded, Body, Dest, Request};
 use crate::world::{CmState, HostKey, IdKey, ListenState, World};
 
 /// The kernel's cap on listen backlogs (`net.rdma_ucm.max_backlog`).
@@ -161,15 +160,13 @@ impl World {
         };
         self.id_mut(key).state = CmState::Connect;
         let to = Dest::Ip(dst.ip());
-        if ud {
-            let ep = self.new_endpoint(key, EpState::SidrReqSent, true);
-            let interval = self.cfg.sidr_timeout();
-            self.ep_send_retrying(ep, to, Body::SidrReq(req), interval);
+        let body = if ud {
+            Body::SidrReq(req)
         } else {
-            let ep = self.new_endpoint(key, EpState::ReqSent, true);
-            let interval = self.req_interval(ep);
-            self.ep_send_retrying(ep, to, Body::Req(req), interval);
-        }
+            Body::Req(req)
+        };
+        let ep = self.new_active_endpoint(key);
+        self.drive(ep, |e, out| e.connect(to, body, out));
         Ok(())
     }
 
@@ -203,7 +200,7 @@ impl World {
         let key = self.id_key(host, call, h)?;
         let transport = self.need_device(call, key)?;
         let ep = self.connected_ep(call, key)?;
-        if self.eps[&ep].active {
+        if self.eps[&ep].cm.is_active() {
             // On an active id without QP, accept sends the RTU (what establish does).
             return self.send_rtu(call, key, ep);
         }
@@ -216,7 +213,6 @@ impl World {
             ));
         }
         let p = param.cloned().unwrap_or_default();
-        let peer = self.eps[&ep].peer.expect("a request names its sender");
         if self.ep_state(ep) == EpState::SidrReqRcvd {
             check_private_data(call, transport, PrivateDataOp::AcceptUd, &p.private_data)?;
             let data = padded(
@@ -229,8 +225,7 @@ impl World {
                 qkey: id.qkey,
                 data,
             };
-            self.ep_send(ep, Dest::Ep(peer), body);
-            self.set_ep_state(ep, EpState::Idle);
+            self.drive(ep, |e, out| e.accept_sidr(body, out));
             self.id_mut(key).owned = true;
             return Ok(());
         }
@@ -276,32 +271,24 @@ impl World {
             &p.private_data,
             delivered_private_data_len(transport, PrivateDataOp::Accept),
         );
-        let plt = self.eps[&ep].plt;
+        let plt = self.eps[&ep].cm.plt();
         let ack = ack_timeout(self.cfg.ca_ack_delay, plt);
         self.id_mut(key).owned = true;
-        self.set_ep_state(ep, EpState::RepSent);
-        let interval = self.cfg.rep_timeout();
-        self.ep_send_retrying(
-            ep,
-            Dest::Ep(peer),
-            Body::Rep {
-                data,
-                conn,
-                ack_timeout: ack,
-            },
-            interval,
-        );
+        let rep = Body::Rep {
+            data,
+            conn,
+            ack_timeout: ack,
+        };
+        self.drive(ep, |e, out| e.accept(rep, out))
+            .expect("the state was checked: a request is held");
         Ok(())
     }
 
     /// The active side's RTU after a REP (librdmacm's ACCEPT command on an active id).
     fn send_rtu(&mut self, call: Call, key: IdKey, ep: u64) -> Result<()> {
-        if self.ep_state(ep) != EpState::RepRcvd {
+        if !self.drive(ep, |e, out| e.send_rtu(out)) {
             return Err(self.wrong_state(call, key));
         }
-        self.set_ep_state(ep, EpState::Established);
-        let peer = self.eps[&ep].peer.expect("REP names its sender");
-        self.ep_send(ep, Dest::Ep(peer), Body::Rtu);
         Ok(())
     }
 
@@ -335,7 +322,7 @@ impl World {
         };
         check_private_data(call, transport, op, data)?;
         if ud {
-            self.ep_sidr_reject(ep, data);
+            self.drive(ep, |e, out| e.sidr_reject(data, out));
         } else if !self.ep_reject(ep, IbRejReason::CONSUMER_DEFINED, data) {
             let state = self.ep_state(ep);
             return Err(CmError::new(
@@ -358,26 +345,7 @@ impl World {
             (CmState::Connect | CmState::Disconnect, Some(ep)) => ep,
             _ => return Err(self.wrong_state(call, key)),
         };
-        let peer = self.eps[&ep].peer;
-        match self.ep_state(ep) {
-            EpState::Established => {
-                let interval = if self.eps[&ep].active {
-                    self.req_interval(ep)
-                } else {
-                    self.cfg.rep_timeout()
-                };
-                self.set_ep_state(ep, EpState::DreqSent);
-                self.ep_send_retrying(ep, Dest::Ep(peer.expect("peer")), Body::Dreq, interval);
-            }
-            EpState::DreqRcvd => {
-                self.ep_send(ep, Dest::Ep(peer.expect("peer")), Body::Drep);
-                self.enter_timewait(ep);
-                if self.eps[&ep].transport == Transport::Iwarp {
-                    self.report_disconnected(key, 0);
-                }
-            }
-            _ => {}
-        }
+        self.drive(ep, |e, out| e.disconnect(out));
         Ok(())
     }
 
@@ -398,27 +366,14 @@ impl World {
         }
         let state = self.ep_state(ep);
         match event {
-            AsyncEvent::COMM_EST => match state {
-                EpState::RepSent | EpState::MraRepRcvd => {
-                    self.ep_cancel(ep);
-                    self.set_ep_state(ep, EpState::Established);
-                    if self.id(key).state == CmState::Connect {
-                        self.queue_event(
-                            key,
-                            EventKind::Established,
-                            0,
-                            EventParam::None,
-                            Vec::new(),
-                        );
-                    }
-                    Ok(())
-                }
-                EpState::Established => Err(CmError::new(
+            AsyncEvent::COMM_EST => match self.drive(ep, |e, out| e.comm_est(out)) {
+                CommEst::Established => Ok(()),
+                CommEst::AlreadyEstablished => Err(CmError::new(
                     call,
                     Errno::EISCONN,
                     "the connection is already established",
                 )),
-                _ => Err(CmError::new(
+                CommEst::NotApplicable(state) => Err(CmError::new(
                     call,
                     Errno::EINVAL,
                     format!("COMM_EST in IB CM state {state:?}"),

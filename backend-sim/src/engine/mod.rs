@@ -1,5 +1,4 @@
-//! The engine: virtual time and the cancellable timeline, the trace. It knows nothing of the
-//! CM: the world schedules its own actions on it and records its own entries in it.
+//! The engine: virtual time and the cancellable timeline. It knows nothing of the CM: the
+//! world schedules its own actions on it.
 
 pub(crate) mod timeline;
-pub(crate) mod trace;

@@ -11,8 +11,8 @@ use std::net::IpAddr;
 
 use cmtwin::{Call, ChannelHandle, Errno, EventKind, IdHandle};
 
+use crate::cm::messages::MessageHead;
 use crate::engine::timeline::SimTime;
-use crate::wire::MessageHead;
 
 /// What a trace record is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,168 @@
+//! The CM's wire formats: the messages (REQ, MRA, REP, RTU, REJ, DREQ, DREP, SIDR REQ/REP) and
+//! what the trace shows of them. Plain data: no world, no time.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use cmtwin::{ConnData, PortSpace, QpType};
+
+/// The key of a CM endpoint (the sender or receiver of a message).
+pub(crate) type EpKey = u64;
+
+/// Where a message goes: requests are addressed by IP (the passive side has no endpoint yet),
+/// everything else to the peer's endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dest {
+    Ip(IpAddr),
+    Ep(EpKey),
+}
+
+/// The content of a REQ or SIDR REQ.
+#[derive(Clone, Debug)]
+pub(crate) struct Request {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub ps: PortSpace,
+    pub qp_type: QpType,
+    /// The sender's private data, zero-padded to the message's field (IB/RoCE).
+    pub data: Vec<u8>,
+    /// Sender's view: its responder resources, initiator depth, QPN, ...
+    pub conn: ConnData,
+    /// The sender's local ACK timeout exponent (decides the passive side's timewait).
+    pub ack_timeout: u8,
+    /// The path's packet life time exponent.
+    pub plt: u8,
+}
+
+/// A CM message body.
+#[derive(Clone, Debug)]
+pub(crate) enum Body {
+    Req(Request),
+    Mra,
+    Rep {
+        data: Vec<u8>,
+        conn: ConnData,
+        ack_timeout: u8,
+    },
+    Rtu,
+    Rej {
+        reason: i32,
+        data: Vec<u8>,
+    },
+    Dreq,
+    Drep,
+    SidrReq(Request),
+    SidrRep {
+        status: i32,
+        qpn: u32,
+        qkey: u32,
+        data: Vec<u8>,
+    },
+}
+
+/// The kinds of CM messages, for targeted faults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MessageKind {
+    /// Connection request.
+    Req,
+    /// Message receipt acknowledgement ("wait, I am still deciding").
+    Mra,
+    /// Connection reply.
+    Rep,
+    /// Ready to use.
+    Rtu,
+    /// Reject.
+    Rej,
+    /// Disconnect request.
+    Dreq,
+    /// Disconnect reply.
+    Drep,
+    /// Service id resolution request (UD).
+    SidrReq,
+    /// Service id resolution reply (UD).
+    SidrRep,
+}
+
+impl Body {
+    pub(crate) fn kind(&self) -> MessageKind {
+        match self {
+            Body::Req(_) => MessageKind::Req,
+            Body::Mra => MessageKind::Mra,
+            Body::Rep { .. } => MessageKind::Rep,
+            Body::Rtu => MessageKind::Rtu,
+            Body::Rej { .. } => MessageKind::Rej,
+            Body::Dreq => MessageKind::Dreq,
+            Body::Drep => MessageKind::Drep,
+            Body::SidrReq(_) => MessageKind::SidrReq,
+            Body::SidrRep { .. } => MessageKind::SidrRep,
+        }
+    }
+}
+
+impl MessageKind {
+    /// The message's name on the wire.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            MessageKind::Req => "REQ",
+            MessageKind::Mra => "MRA",
+            MessageKind::Rep => "REP",
+            MessageKind::Rtu => "RTU",
+            MessageKind::Rej => "REJ",
+            MessageKind::Dreq => "DREQ",
+            MessageKind::Drep => "DREP",
+            MessageKind::SidrReq => "SIDR_REQ",
+            MessageKind::SidrRep => "SIDR_REP",
+        }
+    }
+}
+
+/// What the trace shows of a message: its kind, ends and code, without its payload.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MessageHead {
+    kind: MessageKind,
+    from: EpKey,
+    to: Dest,
+    /// REJ's reason or SIDR REP's status.
+    code: Option<i32>,
+}
+
+impl MessageHead {
+    /// The head of `body` sent from `from` to `to`.
+    pub(crate) fn of(from: EpKey, to: Dest, body: &Body) -> MessageHead {
+        let code = match body {
+            Body::Rej { reason, .. } => Some(*reason),
+            Body::SidrRep { status, .. } => Some(*status),
+            _ => None,
+        };
+        MessageHead {
+            kind: body.kind(),
+            from,
+            to,
+            code,
+        }
+    }
+}
+
+impl fmt::Display for MessageHead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ep{} -> ", self.kind.name(), self.from)?;
+        match self.to {
+            Dest::Ip(ip) => write!(f, "{ip}")?,
+            Dest::Ep(ep) => write!(f, "ep{ep}")?,
+        }
+        match (self.kind, self.code) {
+            (MessageKind::Rej, Some(reason)) => write!(f, " reason {reason}"),
+            (MessageKind::SidrRep, Some(status)) => write!(f, " status {status}"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `data` zero-padded to `len` bytes, as the IB CM's fixed-size fields deliver it.
+pub(crate) fn padded(data: &[u8], len: Option<usize>) -> Vec<u8> {
+    let mut v = data.to_vec();
+    if let Some(len) = len {
+        v.resize(len.max(data.len()), 0);
+    }
+    v
+}

@@ -1,0 +1,244 @@
+//! The world's side of the CM endpoints (`cm/endpoint.rs`): creating them for ids, feeding
+//! them inputs, and carrying out their outputs: messages onto the wire, their one timer on the
+//! timeline, and events for their ids as the kernel would queue them.
+//!
+//! Events produced here: CONNECT_RESPONSE, ESTABLISHED, REJECTED, UNREACHABLE, DISCONNECTED,
+//! TIMEWAIT_EXIT.
+
+use std::net::IpAddr;
+
+use cmtwin::{AhAttr, EventKind, EventParam, GlobalRoute, Transport, UdData};
+
+use crate::cm::endpoint::Endpoint;
+use crate::cm::endpoint::{EpState, Output, Timing};
+use crate::cm::messages::{EpKey, Request};
+use crate::engine::timeline::TimerKey;
+use crate::world::{Action, CmState, DevKey, HostKey, IdKey, World};
+
+/// An endpoint as the world keeps it: the machine, and where it lives.
+pub(crate) struct EpRecord {
+    /// The rdma_cm id, while it exists.
+    pub owner: Option<IdKey>,
+    pub host: HostKey,
+    pub device: DevKey,
+    /// The machine's one pending timer.
+    pub timer: Option<TimerKey>,
+    pub cm: Endpoint,
+}
+
+impl World {
+    /// The CM timing endpoints follow.
+    fn timing(&self) -> Timing {
+        Timing {
+            max_retries: self.cfg.max_cm_retries,
+            rep_timeout: self.cfg.rep_timeout(),
+            sidr_timeout: self.cfg.sidr_timeout(),
+            fixed_timewait: self.cfg.timewait_override,
+        }
+    }
+
+    fn add_endpoint(&mut self, owner: IdKey, cm: Endpoint) -> EpKey {
+        let key = self.fresh_key();
+        let id = self.id(owner);
+        let record = EpRecord {
+            owner: Some(owner),
+            host: id.host,
+            device: id.device.expect("endpoint ids have a device"),
+            timer: None,
+            cm,
+        };
+        self.eps.insert(key, record);
+        self.id_mut(owner).ep = Some(key);
+        key
+    }
+
+    /// A new active endpoint for the connecting id `owner`.
+    pub(crate) fn new_active_endpoint(&mut self, owner: IdKey) -> EpKey {
+        let id = self.id(owner);
+        let transport = self.devices[id.device.expect("a routed id has a device")].transport;
+        let cm = Endpoint::active(
+            transport,
+            id.peer.map(|a| a.ip()),
+            id.path_plt.unwrap_or(self.cfg.packet_life_time),
+            self.cfg.timewait(),
+            self.timing(),
+        );
+        self.add_endpoint(owner, cm)
+    }
+
+    /// A new passive endpoint for the child `owner` holding `req` from endpoint `from`.
+    pub(crate) fn new_passive_endpoint(
+        &mut self,
+        owner: IdKey,
+        from: EpKey,
+        req: &Request,
+        sidr: bool,
+    ) -> EpKey {
+        let transport = self.devices[self.id(owner).device.expect("child on a device")].transport;
+        let cm = Endpoint::passive(
+            transport,
+            sidr,
+            from,
+            Some(req.src.ip()),
+            req.plt,
+            req.ack_timeout,
+            self.timing(),
+        );
+        self.add_endpoint(owner, cm)
+    }
+
+    /// Gives endpoint `ep` an input and carries out what it answers.
+    pub(crate) fn drive<R>(
+        &mut self,
+        ep: EpKey,
+        input: impl FnOnce(&mut Endpoint, &mut Vec<Output>) -> R,
+    ) -> R {
+        let mut out = std::mem::take(&mut self.ep_outputs);
+        let record = self.eps.get_mut(&ep).expect("live endpoint");
+        let r = input(&mut record.cm, &mut out);
+        for o in out.drain(..) {
+            self.carry_out(ep, o);
+        }
+        self.ep_outputs = out;
+        r
+    }
+
+    fn carry_out(&mut self, ep: EpKey, output: Output) {
+        let Some(e) = self.eps.get(&ep) else {
+            return;
+        };
+        let (owner, host, dev) = (e.owner, e.host, e.device);
+        match output {
+            Output::Send { to, body } => {
+                if self.devices[dev].present {
+                    self.send(host, ep, to, body);
+                }
+            }
+            Output::SetTimer(after) => {
+                self.cancel_ep_timer(ep);
+                let key = self.after(after, Action::EpTimer { ep });
+                self.eps.get_mut(&ep).expect("live endpoint").timer = Some(key);
+            }
+            Output::CancelTimer => self.cancel_ep_timer(ep),
+            Output::Event {
+                kind,
+                status,
+                param,
+                data,
+            } => {
+                if let Some(id) = owner {
+                    self.queue_event(id, kind, status, param, data);
+                }
+            }
+            Output::Established => {
+                if let Some(id) = owner.filter(|id| self.id(*id).state == CmState::Connect) {
+                    self.queue_event(id, EventKind::Established, 0, EventParam::None, Vec::new());
+                }
+            }
+            Output::SidrResolved { qpn, qkey, data } => {
+                if let Some(id) = owner {
+                    let peer_ip = self.id(id).peer.expect("connecting id has a peer").ip();
+                    let ud = UdData {
+                        ah_attr: self.ah_attr_to(dev, peer_ip),
+                        qp_num: qpn,
+                        qkey,
+                    };
+                    self.queue_event(id, EventKind::Established, 0, EventParam::Ud(ud), data);
+                }
+            }
+            Output::Disconnected(status) => {
+                if let Some(id) = owner {
+                    self.report_disconnected(id, status);
+                }
+            }
+            Output::TimewaitExit => {
+                if let Some(id) = owner.filter(|id| self.id(*id).state == CmState::Disconnect) {
+                    self.queue_event(id, EventKind::TimewaitExit, 0, EventParam::None, Vec::new());
+                }
+            }
+            Output::Finished => self.forget_endpoint(ep),
+        }
+    }
+
+    fn cancel_ep_timer(&mut self, ep: EpKey) {
+        if let Some(key) = self.eps.get_mut(&ep).and_then(|e| e.timer.take()) {
+            self.timeline.cancel(key);
+        }
+    }
+
+    /// Endpoint `ep`'s timer fired.
+    pub(crate) fn ep_timer(&mut self, ep: EpKey) {
+        let Some(e) = self.eps.get_mut(&ep) else {
+            return;
+        };
+        e.timer = None;
+        self.drive(ep, |e, out| e.on_timer(out));
+    }
+
+    /// Forgets an endpoint that has nothing left to do.
+    fn forget_endpoint(&mut self, ep: EpKey) {
+        self.cancel_ep_timer(ep);
+        if let Some(e) = self.eps.remove(&ep) {
+            if let (false, Some(peer)) = (e.cm.is_active(), e.cm.peer()) {
+                self.passive_by_peer.remove(&(e.host, peer));
+            }
+        }
+    }
+
+    /// The state of endpoint `ep`.
+    pub(crate) fn ep_state(&self, ep: EpKey) -> EpState {
+        self.eps[&ep].cm.state()
+    }
+
+    /// REJ(`reason`, `data`) from `ep` if its state allows one; false if none applies.
+    pub(crate) fn ep_reject(&mut self, ep: EpKey, reason: i32, data: &[u8]) -> bool {
+        self.drive(ep, |e, out| e.reject(reason, data, out))
+    }
+
+    /// The IB CM side effects of destroying `ep`'s id (§7.4), leaving the endpoint ownerless.
+    pub(crate) fn destroy_endpoint(&mut self, ep: EpKey) {
+        let Some(e) = self.eps.get_mut(&ep) else {
+            return;
+        };
+        e.owner = None;
+        self.drive(ep, |e, out| e.destroy(out));
+    }
+
+    /// DISCONNECTED, once, with the CONNECT → DISCONNECT transition (§3.3).
+    pub(crate) fn report_disconnected(&mut self, id: IdKey, status: i32) {
+        if self.id(id).state == CmState::Connect {
+            self.id_mut(id).state = CmState::Disconnect;
+            self.queue_event(
+                id,
+                EventKind::Disconnected,
+                status,
+                EventParam::None,
+                Vec::new(),
+            );
+        }
+    }
+
+    /// The address handle attributes to reach `ip` over `dev`.
+    pub(crate) fn ah_attr_to(&self, dev: DevKey, ip: IpAddr) -> AhAttr {
+        let gid = match ip {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+            IpAddr::V6(v6) => v6.octets(),
+        };
+        let roce = self.devices[dev].transport == Transport::Roce;
+        AhAttr {
+            grh: GlobalRoute {
+                dgid: gid,
+                flow_label: 0,
+                sgid_index: 0,
+                hop_limit: 64,
+                traffic_class: 0,
+            },
+            dlid: if roce { 0 } else { 1 + (gid[15] as u16) },
+            sl: 0,
+            src_path_bits: 0,
+            static_rate: 0,
+            is_global: roce,
+            port_num: 1,
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Requests arriving at a host's CM (§4.9): the listener that takes a REQ or SIDR REQ, the
+//! rejects sent when none does, and the new child id with its passive endpoint. Produces
+//! CONNECT_REQUEST.
+
+use cmtwin::{ConnData, EventKind, EventParam, IbRejReason, PrivateDataOp, SidrStatus, UdData};
+
+use crate::cm::messages::{padded, Body, Dest, EpKey, Request};
+use crate::trace::{Entry, TraceKind};
+use crate::world::{AddrinfoState, CmState, DevKey, HostKey, Id, IdKey, World};
+
+impl World {
+    /// A REQ or SIDR REQ arrives at `host` on device `dev` (§4.9).
+    pub(crate) fn on_req(
+        &mut self,
+        host: HostKey,
+        dev: DevKey,
+        from: EpKey,
+        req: Request,
+        sidr: bool,
+    ) {
+        // A duplicate of a request we already hold: answer with an MRA while it is undecided.
+        if let Some(&ep) = self.passive_by_peer.get(&(host, from)) {
+            self.drive(ep, |e, out| e.on_duplicate_request(from, out));
+            return;
+        }
+        let reply_rej = |w: &mut World, reason: i32| {
+            let transport = w.devices[dev].transport;
+            let body = if sidr {
+                let status = if reason == IbRejReason::INVALID_SERVICE_ID {
+                    SidrStatus::UNSUPPORTED
+                } else {
+                    SidrStatus::REJECT
+                };
+                let len = cmtwin::delivered_private_data_len(transport, PrivateDataOp::RejectUd);
+                Body::SidrRep {
+                    status,
+                    qpn: 0,
+                    qkey: 0,
+                    data: padded(&[], len),
+                }
+            } else {
+                let len = cmtwin::delivered_private_data_len(transport, PrivateDataOp::Reject);
+                Body::Rej {
+                    reason,
+                    data: padded(&[], len),
+                }
+            };
+            w.send(host, 0, Dest::Ep(from), body);
+        };
+        let Some(listener) = self.find_listener(host, dev, &req) else {
+            reply_rej(self, IbRejReason::INVALID_SERVICE_ID);
+            return;
+        };
+        let (l_qp_type, l_state, ls, l_sync, l_channel) = {
+            let l = self.id(listener);
+            (
+                l.qp_type,
+                l.state,
+                l.listen.expect("listening"),
+                l.sync,
+                l.channel,
+            )
+        };
+        // The request's QP type must be the listener's (§13.1).
+        if l_qp_type != req.qp_type || l_state != CmState::Listen {
+            reply_rej(self, IbRejReason::CONSUMER_DEFINED);
+            return;
+        }
+        if ls.pending >= ls.backlog {
+            let listener = self.id_handle(listener);
+            self.record(Some(host), TraceKind::Drop, Entry::BacklogFull { listener });
+            return;
+        }
+        // The new child id, in CONNECT, bound to the receiving device, not yet owned by user space.
+        let child_key = self.fresh_key();
+        let (channel, sync) = if l_sync {
+            (self.new_private_channel(host, child_key), true)
+        } else {
+            (l_channel, false)
+        };
+        let l = self.id(listener);
+        let child = Id {
+            host,
+            channel,
+            sync,
+            context: l.context,
+            ps: l.ps,
+            qp_type: l.qp_type,
+            state: CmState::Connect,
+            device: Some(dev),
+            local: Some(std::net::SocketAddr::new(
+                req.dst.ip(),
+                l.local.map_or(req.dst.port(), |a| a.port()),
+            )),
+            peer: Some(req.src),
+            port: None,
+            reuseaddr: false,
+            afonly: l.afonly,
+            tos: l.tos,
+            ack_timeout: None,
+            path_plt: Some(req.plt),
+            qp: None,
+            qkey: l.qkey,
+            ep: None,
+            listen: None,
+            owned: false,
+            sync_event: None,
+            op_gen: 0,
+            multicast: Default::default(),
+            addrinfo: AddrinfoState::None,
+            torn_down: false,
+            reported: 0,
+            queued: 0,
+            request_queued_on: None,
+            unacked: 0,
+        };
+        self.ids.insert(child_key, child);
+        let ep = self.new_passive_endpoint(child_key, from, &req, sidr);
+        self.passive_by_peer.insert((host, from), ep);
+        self.id_mut(listener)
+            .listen
+            .as_mut()
+            .expect("listening")
+            .pending += 1;
+        let param = if sidr {
+            EventParam::Ud(UdData::default())
+        } else {
+            // The child sees the peer's resources from its own side: swapped.
+            EventParam::Conn(ConnData {
+                responder_resources: req.conn.initiator_depth,
+                initiator_depth: req.conn.responder_resources,
+                ..req.conn
+            })
+        };
+        self.queue_event_full(
+            child_key,
+            listener,
+            Some(listener),
+            EventKind::ConnectRequest,
+            0,
+            param,
+            req.data,
+            None,
+        );
+    }
+
+    /// The listener that takes a request for `req.dst` on `dev`: a specific-address listener
+    /// first, then a wildcard one (§4.9).
+    fn find_listener(&self, host: HostKey, dev: DevKey, req: &Request) -> Option<IdKey> {
+        let holders = self.ports.get(&(host, req.ps, req.dst.port()))?;
+        let listening = || {
+            holders
+                .iter()
+                .copied()
+                .filter(|k| self.id(*k).listen.is_some())
+        };
+        let specific = listening().find(|k| {
+            let i = self.id(*k);
+            i.local.is_some_and(|a| a.ip() == req.dst.ip()) && i.device == Some(dev)
+        });
+        specific.or_else(|| {
+            listening().find(|k| {
+                let i = self.id(*k);
+                let Some(a) = i.local else { return false };
+                let wildcard = a.ip().is_unspecified() || a.ip().is_loopback();
+                let family_ok =
+                    a.is_ipv4() == req.dst.is_ipv4() || (a.is_ipv6() && i.afonly != Some(true));
+                wildcard && family_ok
+            })
+        })
+    }
+}
