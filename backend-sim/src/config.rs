@@ -113,12 +113,12 @@ impl SimConfig {
 
     /// The passive side's REP (and DREQ) retransmit interval (4096 ms).
     pub fn rep_timeout(&self) -> Duration {
-        ms(cm_ms(20))
+        crate::cm::endpoint::rep_timeout()
     }
 
     /// The SIDR REQ retransmit interval (4096 ms).
     pub fn sidr_timeout(&self) -> Duration {
-        ms(4096)
+        crate::cm::endpoint::sidr_timeout()
     }
 
     /// How long a connection stays in timewait (§7.2).

@@ -31,8 +31,6 @@ impl World {
     fn timing(&self) -> Timing {
         Timing {
             max_retries: self.cfg.max_cm_retries,
-            rep_timeout: self.cfg.rep_timeout(),
-            sidr_timeout: self.cfg.sidr_timeout(),
             fixed_timewait: self.cfg.timewait_override,
         }
     }

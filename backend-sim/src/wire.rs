@@ -105,8 +105,8 @@ impl World {
                 };
                 self.record_wire(Some(host), TraceKind::Recv, &msg, WireNote::None);
                 match msg.body {
-                    Body::Req(req) => self.on_req(host, dev, msg.from, req, false),
-                    Body::SidrReq(req) => self.on_req(host, dev, msg.from, req, true),
+                    Body::Req(req) => self.on_req(host, dev, msg.from, *req, false),
+                    Body::SidrReq(req) => self.on_req(host, dev, msg.from, *req, true),
                     // A REJ from a REQ's sender, for the passive endpoint answering it.
                     Body::Rej { .. } => match self.passive_by_peer.get(&(host, msg.from)) {
                         Some(&ep) => {

@@ -161,9 +161,9 @@ impl World {
         self.id_mut(key).state = CmState::Connect;
         let to = Dest::Ip(dst.ip());
         let body = if ud {
-            Body::SidrReq(req)
+            Body::SidrReq(Box::new(req))
         } else {
-            Body::Req(req)
+            Body::Req(Box::new(req))
         };
         let ep = self.new_active_endpoint(key);
         self.drive(ep, |e, out| e.connect(to, body, out));

@@ -73,12 +73,19 @@ pub(crate) enum Output {
 pub(crate) struct Timing {
     /// Retransmissions after the first send before giving up.
     pub max_retries: u32,
-    /// How long a REP (and a passive DREQ) waits for its answer.
-    pub rep_timeout: Duration,
-    /// How long a SIDR REQ waits for its answer.
-    pub sidr_timeout: Duration,
     /// A timewait that no REQ or REP may change.
     pub fixed_timewait: Option<Duration>,
+}
+
+/// How long a REP (and a passive side's DREQ) waits for its answer: the CM's response
+/// timeout of 20 (2^20 × 4.096 µs, as `cm_convert_to_ms` rounds it).
+pub(crate) fn rep_timeout() -> Duration {
+    Duration::from_millis(cm_ms(20))
+}
+
+/// How long a SIDR REQ waits for its answer.
+pub(crate) fn sidr_timeout() -> Duration {
+    Duration::from_millis(4096)
 }
 
 /// A message being retransmitted until answered.
@@ -117,8 +124,11 @@ pub(crate) struct Endpoint {
     /// The path's packet life time exponent (REQ/DREQ and MRA intervals follow it).
     plt: u8,
     timewait: Duration,
-    timing: Timing,
-    retry: Option<Retry>,
+    /// Whether the timewait is fixed by configuration (no REQ or REP changes it).
+    fixed_timewait: bool,
+    max_retries: u32,
+    /// What is being retransmitted (boxed: most endpoints retransmit nothing most of the time).
+    retry: Option<Box<Retry>>,
 }
 
 impl Endpoint {
@@ -139,7 +149,8 @@ impl Endpoint {
             remote_ip,
             plt,
             timewait: timing.fixed_timewait.unwrap_or(timewait),
-            timing,
+            fixed_timewait: timing.fixed_timewait.is_some(),
+            max_retries: timing.max_retries,
             retry: None,
         }
     }
@@ -171,7 +182,8 @@ impl Endpoint {
             timewait: timing
                 .fixed_timewait
                 .unwrap_or(Duration::from_millis(cm_ms(ack_timeout))),
-            timing,
+            fixed_timewait: timing.fixed_timewait.is_some(),
+            max_retries: timing.max_retries,
             retry: None,
         }
     }
@@ -200,12 +212,12 @@ impl Endpoint {
 
     /// Sends `body` and retransmits it every `interval` until answered or out of retries.
     fn send_retrying(&mut self, to: Dest, body: Body, interval: Duration, out: &mut Vec<Output>) {
-        self.retry = Some(Retry {
+        self.retry = Some(Box::new(Retry {
             to,
             body: body.clone(),
-            left: self.timing.max_retries,
+            left: self.max_retries,
             interval,
-        });
+        }));
         out.push(Output::Send { to, body });
         out.push(Output::SetTimer(interval));
     }
@@ -256,7 +268,7 @@ impl Endpoint {
     /// Sends the REQ (or SIDR REQ) `body` to `to` (§4.8).
     pub(crate) fn connect(&mut self, to: Dest, body: Body, out: &mut Vec<Output>) {
         let (state, interval) = match body {
-            Body::SidrReq(_) => (EpState::SidrReqSent, self.timing.sidr_timeout),
+            Body::SidrReq(_) => (EpState::SidrReqSent, sidr_timeout()),
             _ => (EpState::ReqSent, req_timeout(self.plt)),
         };
         self.state = state;
@@ -269,7 +281,7 @@ impl Endpoint {
             return Err(self.state);
         };
         self.state = EpState::RepSent;
-        let interval = self.timing.rep_timeout;
+        let interval = rep_timeout();
         self.send_retrying(Dest::Ep(peer), body, interval, out);
         Ok(())
     }
@@ -353,7 +365,7 @@ impl Endpoint {
                 let interval = if self.active {
                     req_timeout(self.plt)
                 } else {
-                    self.timing.rep_timeout
+                    rep_timeout()
                 };
                 self.state = EpState::DreqSent;
                 self.send_retrying(Dest::Ep(peer), Body::Dreq, interval, out);
@@ -484,7 +496,7 @@ impl Endpoint {
             EpState::ReqSent | EpState::MraReqRcvd => {
                 self.cancel(out);
                 self.peer = Some(from);
-                if self.timing.fixed_timewait.is_none() {
+                if !self.fixed_timewait {
                     self.timewait = Duration::from_millis(cm_ms(ack_timeout));
                 }
                 if !self.owned {
@@ -657,14 +669,12 @@ mod tests {
 
     const TIMING: Timing = Timing {
         max_retries: 2,
-        rep_timeout: Duration::from_millis(4096),
-        sidr_timeout: Duration::from_millis(4096),
         fixed_timewait: None,
     };
     const PASSIVE_IP: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
 
     fn req() -> Body {
-        Body::Req(crate::cm::messages::Request {
+        Body::Req(Box::new(crate::cm::messages::Request {
             src: "10.0.0.2:5000".parse().expect("literal"),
             dst: "10.0.0.1:7471".parse().expect("literal"),
             ps: cmtwin::PortSpace::TCP,
@@ -673,7 +683,7 @@ mod tests {
             conn: ConnData::default(),
             ack_timeout: ack_timeout(15, 18),
             plt: 18,
-        })
+        }))
     }
 
     fn rep() -> Body {

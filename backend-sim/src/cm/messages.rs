@@ -37,7 +37,7 @@ pub(crate) struct Request {
 /// A CM message body.
 #[derive(Clone, Debug)]
 pub(crate) enum Body {
-    Req(Request),
+    Req(Box<Request>),
     Mra,
     Rep {
         data: Vec<u8>,
@@ -51,7 +51,7 @@ pub(crate) enum Body {
     },
     Dreq,
     Drep,
-    SidrReq(Request),
+    SidrReq(Box<Request>),
     SidrRep {
         status: i32,
         qpn: u32,
