@@ -50,6 +50,7 @@ mod world;
 pub use backend::SimBackend;
 pub use config::{ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig};
 pub use fabric::{Fabric, FabricBuilder, SimError};
+pub use faults::PathFailure;
 pub use time::SimTime;
 pub use trace::{Trace, TraceKind, TraceRecord};
 pub use wire::MessageKind;

@@ -23,7 +23,7 @@ impl World {
     ) -> Result<()> {
         let call = Call::ResolveAddrinfo;
         let key = self.id_key(host, call, h)?;
-        self.check_not_torn_down(call, key)?;
+        self.check_not_removed(call, key)?;
         let hints = hints.copied().unwrap_or_default();
         if hints.flags & rai::SA != 0 && hints.flags & rai::DNS != 0 {
             return Err(CmError::new(
@@ -98,7 +98,7 @@ impl World {
             kind: EventKind::AddrinfoResolved,
             status: 0,
             param: EventParam::None,
-            mc_addr: None,
+            membership: None,
         };
         self.after(Default::default(), action);
         Ok(())

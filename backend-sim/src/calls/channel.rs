@@ -102,7 +102,7 @@ impl World {
                 counted_against: q.counted_against,
                 owner: q.owner,
                 kind: info.kind,
-                mc_addr: q.mc_addr,
+                membership: q.membership,
             },
         );
         self.record(
