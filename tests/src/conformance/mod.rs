@@ -170,7 +170,8 @@ macro_rules! __conformance_scenarios {
             }
             addrinfo {
                 numeric_destination_resolves,
-                query_without_resolution_is_enoent
+                query_without_resolution_is_enoent,
+                unknown_name_fails_at_once_without_event
             }
         }
     };
