@@ -1187,3 +1187,35 @@ fn device_removal_during_a_path_query_is_only_device_removal() {
     expect_no_event(cm, channel);
     teardown(cm, &[id], channel);
 }
+
+/// Issue 7 item 3, the unbound case, following the Linux 6.1 measurement in the CI VM (whose
+/// only routes are its subnets', like the fabric's hosts): `resolve_addr` to a multicast group
+/// without a source needs a route to the group, and with none it fails at once with
+/// ENETUNREACH, as to any unroutable address; from a bound source it resolves (the shared
+/// scenario `multicast::resolve_addr_to_a_group_then_join`).
+#[test]
+fn resolve_addr_to_a_group_without_source_needs_a_route() {
+    let bed = SimBed::new(SEED);
+    let cm = bed.server();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    let group = SocketAddr::new(std::net::IpAddr::from([239, 1, 2, 3]), 0);
+    expect_errno(
+        cm.resolve_addr(id, None, group, RESOLVE_TIMEOUT),
+        Call::ResolveAddr,
+        Errno::ENETUNREACH,
+    );
+    let sourced = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    let source = SocketAddr::new(SimBed::SERVER_IP, 0);
+    ok(
+        cm.resolve_addr(sourced, Some(source), group, RESOLVE_TIMEOUT),
+        "resolve_addr to the group from a source",
+    );
+    expect_event_for(cm, channel, EventKind::AddrResolved, sourced, 0);
+    assert_eq!(
+        ok(cm.local_addr(sourced), "local_addr").map(|a| a.ip()),
+        Some(SimBed::SERVER_IP),
+        "the source stays"
+    );
+    teardown(cm, &[id, sourced], channel);
+}

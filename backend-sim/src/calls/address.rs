@@ -161,12 +161,13 @@ impl World {
 
     /// The device whose netdev carries `host`'s route to `dst`, present or removed (the
     /// netdev outlives its RDMA device): the device owning `dst`, else one on `dst`'s subnet.
-    /// A multicast group is routed out of the bound device's netdev (the source address picks
-    /// the interface), else the host's first.
+    /// A multicast group goes out of the bound source's netdev, with no route needed (the
+    /// source picks the interface, `ip_route_output_key`); without a source it needs a route,
+    /// and the fabric's hosts have only their subnets' (no default route): none.
     fn netdev_route(&self, host: HostKey, bound: Option<DevKey>, dst: IpAddr) -> Option<DevKey> {
         let devices = &self.hosts[host].devices;
         if dst.is_multicast() {
-            return bound.or_else(|| devices.first().copied());
+            return bound;
         }
         let on = |pred: &dyn Fn(IpAddr) -> bool| {
             devices

@@ -1,5 +1,9 @@
 //! `rdma_resolve_addrinfo` and `rdma_query_addrinfo` (§10.3): DNS mode resolves the fabric's
 //! host names and numeric addresses. Produces ADDRINFO_RESOLVED.
+//!
+//! DNS mode runs `rdma_getaddrinfo` synchronously inside the call (librdmacm, and cmtwin-verbs'
+//! emulation on rdma-core 44): a name that does not resolve is an ENOENT from the call, never
+//! an event. ADDRINFO_ERROR comes only from SA-mode queries (Linux ≥ 6.18), not modelled.
 
 use std::net::{IpAddr, SocketAddr};
 
