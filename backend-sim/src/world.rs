@@ -54,6 +54,8 @@ pub enum CmState {
     Listen,
     /// The device went away.
     DeviceRemoval,
+    /// An SA service query of `resolve_addrinfo` in progress (Linux ≥ 6.18).
+    AddrinfoQuery,
 }
 
 /// A simulated host.
@@ -105,6 +107,8 @@ pub(crate) struct ListenState {
 pub(crate) enum AddrinfoState {
     #[default]
     None,
+    /// An SA-mode query is in flight, or ended in an ADDRINFO_ERROR not yet fetched.
+    Pending,
     Resolved(Vec<cmtwin::AddrInfo>),
 }
 
@@ -185,6 +189,8 @@ pub(crate) enum Action {
     AddrDone { id: IdKey, gen: u64, status: i32 },
     /// Route resolution finished (success or ROUTE_ERROR with this status).
     RouteDone { id: IdKey, gen: u64, status: i32 },
+    /// An SA service query of `resolve_addrinfo` finished with this status.
+    AddrinfoDone { id: IdKey, gen: u64, status: i32 },
     /// Nothing: wakes the scheduler at a deadline.
     Wake,
 }
@@ -513,6 +519,7 @@ impl World {
             }
             Action::AddrDone { id, gen, status } => self.addr_done(id, gen, status),
             Action::RouteDone { id, gen, status } => self.route_done(id, gen, status),
+            Action::AddrinfoDone { id, gen, status } => self.addrinfo_done(id, gen, status),
             Action::Wake => {}
         }
     }

@@ -1219,3 +1219,95 @@ fn resolve_addr_to_a_group_without_source_needs_a_route() {
     );
     teardown(cm, &[id, sourced], channel);
 }
+
+/// Issue 7 item 10, CM-SEMANTICS §10.3: ADDRINFO_ERROR is SA mode's (RAI_SA, Linux ≥ 6.18, the
+/// `Mainline` profile). On an id bound to an InfiniBand device the SA service query answers
+/// after its round trip (200 µs); the simulated SA holds no service records, so the answer is
+/// ADDRINFO_ERROR -ENOENT and the id is back in ADDR_BOUND. While the query runs a second
+/// resolution is EBUSY and state-checked calls are EINVAL (ADDRINFO_QUERY); once the error is
+/// fetched the id can resolve again. SA mode refuses a node (EOPNOTSUPP), an unbound id
+/// (EINVAL) and a non-InfiniBand port (EOPNOTSUPP); Linux 6.1 has no SA mode (EINVAL).
+#[test]
+fn sa_mode_resolve_addrinfo_without_records_is_addrinfo_error() {
+    use cmtwin::{rai, AddrInfoHints};
+    use cmtwin_sim::KernelProfile;
+    let sa = AddrInfoHints {
+        flags: rai::SA,
+        ..AddrInfoHints::default()
+    };
+    let service = Some("0x1000000000000001");
+    let bed = SimBed::with_config(SEED, Transport::InfiniBand, SimConfig::mainline());
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    expect_errno(
+        cm.resolve_addrinfo(id, None, service, Some(&sa)),
+        Call::ResolveAddrinfo,
+        Errno::EINVAL,
+    );
+    ok(
+        cm.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    expect_errno(
+        cm.resolve_addrinfo(id, Some("server"), service, Some(&sa)),
+        Call::ResolveAddrinfo,
+        Errno::EOPNOTSUPP,
+    );
+    let t0 = bed.fabric.now();
+    ok(
+        cm.resolve_addrinfo(id, None, service, Some(&sa)),
+        "SA-mode resolve_addrinfo",
+    );
+    expect_errno(
+        cm.resolve_addrinfo(id, None, service, Some(&sa)),
+        Call::ResolveAddrinfo,
+        Errno::EBUSY,
+    );
+    expect_errno(
+        cm.resolve_addr(
+            id,
+            None,
+            SocketAddr::new(SimBed::SERVER_IP, 7471),
+            RESOLVE_TIMEOUT,
+        ),
+        Call::ResolveAddr,
+        Errno::EINVAL,
+    );
+    expect_event_for(cm, channel, EventKind::AddrinfoError, id, -2);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::from_micros(200),
+        "one SA round trip"
+    );
+    expect_errno(cm.query_addrinfo(id), Call::QueryAddrinfo, Errno::ENOENT);
+    ok(
+        cm.resolve_addrinfo(id, None, service, Some(&sa)),
+        "SA mode again after the error",
+    );
+    expect_event_for(cm, channel, EventKind::AddrinfoError, id, -2);
+    teardown(cm, &[id], channel);
+
+    for (transport, kernel, errno) in [
+        (Transport::Roce, KernelProfile::Mainline, Errno::EOPNOTSUPP),
+        (Transport::InfiniBand, KernelProfile::Linux61, Errno::EINVAL),
+    ] {
+        let config = SimConfig {
+            kernel,
+            ..SimConfig::default()
+        };
+        let bed = SimBed::with_config(SEED, transport, config);
+        let cm = bed.client();
+        let id = ok(cm.create_id(None, 0, PortSpace::TCP), "id");
+        ok(
+            cm.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+            "bind",
+        );
+        expect_errno(
+            cm.resolve_addrinfo(id, None, service, Some(&sa)),
+            Call::ResolveAddrinfo,
+            errno,
+        );
+        ok(cm.destroy_id(id), "destroy");
+    }
+}

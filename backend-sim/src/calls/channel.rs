@@ -5,7 +5,7 @@ use cmtwin::{AckTicket, Call, ChannelHandle, CmError, CmEvent, Errno, EventKind,
 use crate::ibcm::EpState;
 use crate::trace::TraceKind;
 use crate::wire::{Body, Dest};
-use crate::world::{ChanKey, Channel, HostKey, IdKey, Outstanding, World};
+use crate::world::{AddrinfoState, ChanKey, Channel, HostKey, IdKey, Outstanding, World};
 
 impl World {
     /// `rdma_create_event_channel`.
@@ -91,6 +91,12 @@ impl World {
             } else {
                 info.kind = EventKind::ConnectError;
                 info.status = -1;
+            }
+        }
+        if info.kind == EventKind::AddrinfoError {
+            // librdmacm's processing of ADDRINFO_ERROR ends the resolution (§10.3).
+            if let Some(id) = self.ids.get_mut(&q.owner) {
+                id.addrinfo = AddrinfoState::None;
             }
         }
         let ticket = self.next_ticket;
