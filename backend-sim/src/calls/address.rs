@@ -279,11 +279,13 @@ impl World {
             .devices
             .iter()
             .any(|d| self.devices[*d].ips.contains(&dst));
-        if own || dst.is_multicast() || self.cfg.noarp {
-            // A NOARP netdev (such as a dummy interface) needs no neighbour resolution either.
+        if own || dst.is_multicast() {
             (Duration::ZERO, 0)
         } else if self.owner_of_ip(dst).is_some() || self.silent_ips.contains(&dst) {
             (self.cfg.wire_latency * 2, 0)
+        } else if self.cfg.noarp {
+            // A NOARP netdev (such as a dummy interface) needs no neighbour resolution.
+            (Duration::ZERO, 0)
         } else {
             (timeout, -110)
         }
