@@ -40,8 +40,6 @@ pub struct SimConfig {
     pub max_cm_retries: u32,
     /// Latency of an IB SA query (route, multicast join) on InfiniBand fabrics.
     pub sa_latency: Duration,
-    /// Delay from device removal to the background teardown after which calls fail with ENXIO.
-    pub removal_teardown: Duration,
     /// Whether to keep the trace (on by default; off keeps memory flat in very long runs).
     pub trace: bool,
 }
@@ -62,7 +60,6 @@ impl Default for SimConfig {
             timewait_override: None,
             max_cm_retries: 15,
             sa_latency: Duration::from_micros(200),
-            removal_teardown: ms(5),
             trace: true,
         }
     }

@@ -263,6 +263,14 @@ impl Fabric {
         self.lock().neighbour_change(ip);
     }
 
+    /// Makes the next `count` SA path queries of `host` fail as `how` says: on InfiniBand,
+    /// `resolve_route` then ends in ROUTE_ERROR and the id is back in ADDR_RESOLVED (RoCE and
+    /// iWARP routes need no SA query and are unaffected).
+    pub fn fail_path_queries(&self, host: &str, count: u32, how: crate::PathFailure) {
+        let h = self.host_key(host);
+        self.lock().fail_path_queries(h, count, how);
+    }
+
     /// Loses the next `count` CM messages of `kind` sent anywhere on the fabric.
     pub fn drop_next(&self, kind: MessageKind, count: u32) {
         self.lock().wire_faults.push(WireFault {

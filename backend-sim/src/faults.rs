@@ -1,18 +1,32 @@
-//! Faults the fabric can inject (CM-SEMANTICS.md §8, §5.1): device removal, address change,
-//! loss of a multicast group, neighbour change. Produces DEVICE_REMOVAL, ADDR_CHANGE,
-//! MULTICAST_ERROR and spontaneous UNREACHABLE.
+//! Faults the fabric can inject (CM-SEMANTICS.md §8, §5.1, §14.2): device removal, address
+//! change, loss of a multicast group, neighbour change, failing SA path queries. Produces
+//! DEVICE_REMOVAL, ADDR_CHANGE, MULTICAST_ERROR and spontaneous UNREACHABLE; the path query
+//! failures become ROUTE_ERROR in `calls/address.rs`.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use cmtwin::{EventKind, EventParam, Transport, UdData};
 
 use crate::trace::TraceKind;
-use crate::world::{Action, CmState, DevKey, World};
+use crate::world::{CmState, DevKey, HostKey, World};
+
+/// How an InfiniBand SA path query fails (CM-SEMANTICS.md §14.2): the route resolution ends
+/// in ROUTE_ERROR with the status the SA client reports (`cma_query_handler`), and the id is
+/// back in ADDR_RESOLVED.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathFailure {
+    /// The SA answers with an error status, e.g. no path to the destination: ROUTE_ERROR
+    /// -EINVAL after the SA round trip.
+    NoPath,
+    /// The SA never answers: ROUTE_ERROR -ETIMEDOUT when the query's timeout expires.
+    Timeout,
+}
 
 impl World {
     /// Unregisters device `dev` (§8.1): every id attached to it gets DEVICE_REMOVAL (unaccepted
-    /// children silently disappear), pending work is cancelled, and a little later the
-    /// background teardown makes further calls fail with ENXIO. Wildcard listeners get nothing.
+    /// children silently disappear), pending work is cancelled, and ucma releases the id at
+    /// once, so further calls fail with ENXIO (`check_not_removed`). Wildcard listeners, and ids
+    /// still resolving an address without a bound device, get nothing: they are on no device.
     pub(crate) fn remove_device(&mut self, dev: DevKey) {
         let host = self.devices[dev].host;
         self.devices[dev].present = false;
@@ -49,10 +63,11 @@ impl World {
                 self.remove_id(key);
                 continue;
             }
-            // A fetched but unaccepted child gets no event (it has no uid), but is torn down.
+            // A fetched but unaccepted child gets no event (it has no uid), but is released.
             let id = self.id_mut(key);
             id.state = CmState::DeviceRemoval;
             id.op_gen += 1;
+            id.torn_down = true;
             self.queue_event(
                 key,
                 EventKind::DeviceRemoval,
@@ -60,8 +75,6 @@ impl World {
                 EventParam::None,
                 Vec::new(),
             );
-            let delay = self.cfg.removal_teardown;
-            self.after(delay, Action::Teardown { id: key });
         }
     }
 
@@ -96,17 +109,17 @@ impl World {
         self.record_text(None, TraceKind::Fault, |_| {
             format!("multicast group {group} lost")
         });
-        let members: Vec<(u64, SocketAddr, u64)> = self
+        let members: Vec<(u64, u64, u64)> = self
             .ids
             .iter()
             .flat_map(|(k, i)| {
                 i.multicast
                     .iter()
-                    .filter(|(a, _)| a.ip() == group)
-                    .map(move |(a, c)| (*k, *a, *c))
+                    .filter(|(_, m)| m.addr.ip() == group)
+                    .map(move |(mc, m)| (*k, *mc, m.context))
             })
             .collect();
-        for (key, addr, context) in members {
+        for (key, mc, context) in members {
             let param = EventParam::Multicast {
                 ud: UdData::default(),
                 context,
@@ -119,7 +132,7 @@ impl World {
                 -102,
                 param,
                 Vec::new(),
-                Some(addr),
+                Some(mc),
             );
         }
     }
@@ -153,5 +166,27 @@ impl World {
                 Vec::new(),
             );
         }
+    }
+
+    /// The next `count` SA path queries of `host`'s InfiniBand ids fail as `how` says.
+    pub(crate) fn fail_path_queries(&mut self, host: HostKey, count: u32, how: PathFailure) {
+        self.record_text(Some(host), TraceKind::Fault, |_| {
+            format!("the next {count} path queries fail ({how:?})")
+        });
+        self.path_faults.push((host, count, how));
+    }
+
+    /// Takes one pending path query failure of `host`, if any.
+    pub(crate) fn take_path_fault(&mut self, host: HostKey) -> Option<PathFailure> {
+        let i = self
+            .path_faults
+            .iter()
+            .position(|(h, n, _)| *h == host && *n > 0)?;
+        let how = self.path_faults[i].2;
+        self.path_faults[i].1 -= 1;
+        if self.path_faults[i].1 == 0 {
+            self.path_faults.remove(i);
+        }
+        Some(how)
     }
 }

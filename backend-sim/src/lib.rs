@@ -55,5 +55,6 @@ pub use cm::messages::MessageKind;
 pub use config::{ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig};
 pub use engine::timeline::SimTime;
 pub use fabric::{Fabric, FabricBuilder, SimError};
+pub use faults::PathFailure;
 pub use trace::{TraceKind, TraceRecord};
 pub use world::CmState;

@@ -37,6 +37,8 @@ pub(crate) type ChanKey = u64;
 /// Key of an id (the low half of its handle).
 pub(crate) type IdKey = u64;
 pub(crate) use crate::cm::messages::EpKey;
+/// Key of a multicast membership (one per join, as librdmacm keeps them).
+pub(crate) type McKey = u64;
 
 /// The kernel's `enum rdma_cm_state` (CM-SEMANTICS.md §2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -61,6 +63,8 @@ pub enum CmState {
     Listen,
     /// The device went away.
     DeviceRemoval,
+    /// An SA service query of `resolve_addrinfo` in progress (Linux ≥ 6.18).
+    AddrinfoQuery,
 }
 
 /// A simulated host.
@@ -88,7 +92,7 @@ pub(crate) struct Queued {
     /// The id whose destroy waits for the ack (the listener for CONNECT_REQUEST).
     pub counted_against: IdKey,
     /// The multicast membership the event belongs to.
-    pub mc_addr: Option<SocketAddr>,
+    pub membership: Option<McKey>,
 }
 
 /// An event channel: one FIFO.
@@ -112,6 +116,8 @@ pub(crate) struct ListenState {
 pub(crate) enum AddrinfoState {
     #[default]
     None,
+    /// An SA-mode query is in flight, or ended in an ADDRINFO_ERROR not yet fetched.
+    Pending,
     Resolved(Vec<cmtwin::AddrInfo>),
 }
 
@@ -145,9 +151,11 @@ pub(crate) struct Id {
     pub sync_event: Option<(EventInfo, u64)>,
     /// Bumped to cancel pending address/route/multicast work of this id.
     pub op_gen: u64,
-    pub multicast: BTreeMap<SocketAddr, u64>,
+    /// Multicast memberships, one per join, by key (a later join has a larger key).
+    pub multicast: BTreeMap<McKey, Membership>,
     pub addrinfo: AddrinfoState,
-    /// Set once the background teardown after device removal ran: calls fail with ENXIO.
+    /// Set when the id's device was removed: ucma has dropped its reference, calls fail with
+    /// ENXIO.
     pub torn_down: bool,
     /// The kinds of event queued for this id so far, a bit per kind (for the invariants).
     pub reported: u64,
@@ -165,7 +173,14 @@ pub(crate) struct Outstanding {
     pub counted_against: IdKey,
     pub owner: IdKey,
     pub kind: EventKind,
-    pub mc_addr: Option<SocketAddr>,
+    pub membership: Option<McKey>,
+}
+
+/// One multicast join of an id: the group and the join's context.
+#[derive(Clone, Copy)]
+pub(crate) struct Membership {
+    pub addr: SocketAddr,
+    pub context: u64,
 }
 
 /// Something the timeline will do.
@@ -181,14 +196,14 @@ pub(crate) enum Action {
         kind: EventKind,
         status: i32,
         param: EventParam,
-        mc_addr: Option<SocketAddr>,
+        membership: Option<McKey>,
     },
     /// Address resolution finished (success or ADDR_ERROR with this status).
     AddrDone { id: IdKey, gen: u64, status: i32 },
-    /// Route resolution finished.
-    RouteDone { id: IdKey, gen: u64 },
-    /// The background teardown after device removal.
-    Teardown { id: IdKey },
+    /// Route resolution finished (success or ROUTE_ERROR with this status).
+    RouteDone { id: IdKey, gen: u64, status: i32 },
+    /// An SA service query of `resolve_addrinfo` finished with this status.
+    AddrinfoDone { id: IdKey, gen: u64, status: i32 },
     /// Nothing: wakes the scheduler at a deadline.
     Wake,
 }
@@ -217,6 +232,8 @@ pub(crate) struct World {
     pub silent_ips: std::collections::BTreeSet<IpAddr>,
     /// Targeted losses and delays still to apply.
     pub wire_faults: Vec<crate::wire::WireFault>,
+    /// SA path queries still to fail: (host, how many more, how).
+    pub path_faults: Vec<(HostKey, u32, crate::faults::PathFailure)>,
     pub next_key: u64,
     pub next_ticket: u64,
     pub trace: Trace,
@@ -244,6 +261,7 @@ impl World {
             outstanding: Store::default(),
             link_clock: BTreeMap::new(),
             wire_faults: Vec::new(),
+            path_faults: Vec::new(),
             silent_ips: Default::default(),
             next_key: 1,
             next_ticket: 1,
@@ -396,7 +414,7 @@ impl World {
         status: i32,
         param: EventParam,
         private_data: Vec<u8>,
-        mc_addr: Option<SocketAddr>,
+        membership: Option<McKey>,
     ) {
         let Some(id) = self.ids.get(&owner) else {
             return;
@@ -457,7 +475,7 @@ impl World {
                 info,
                 owner,
                 counted_against,
-                mc_addr,
+                membership,
             });
         let id = self.id_mut(owner);
         id.queued += 1;
@@ -546,54 +564,48 @@ impl World {
                 kind,
                 status,
                 param,
-                mc_addr,
+                membership,
             } => {
                 if self
                     .ids
                     .get(&id)
                     .is_some_and(|i| gen.is_none_or(|g| i.op_gen == g))
                 {
-                    if let Some(addr) = mc_addr {
-                        if !self.id(id).multicast.contains_key(&addr) {
+                    if let Some(mc) = membership {
+                        if !self.id(id).multicast.contains_key(&mc) {
                             return;
                         }
                     }
-                    self.queue_event_full(id, id, None, kind, status, param, Vec::new(), mc_addr);
+                    self.queue_event_full(
+                        id,
+                        id,
+                        None,
+                        kind,
+                        status,
+                        param,
+                        Vec::new(),
+                        membership,
+                    );
                 }
             }
             Action::AddrDone { id, gen, status } => self.addr_done(id, gen, status),
-            Action::RouteDone { id, gen } => self.route_done(id, gen),
-            Action::Teardown { id } => {
-                if let Some(i) = self.ids.get_mut(&id) {
-                    i.torn_down = true;
-                }
-            }
+            Action::RouteDone { id, gen, status } => self.route_done(id, gen, status),
+            Action::AddrinfoDone { id, gen, status } => self.addrinfo_done(id, gen, status),
             Action::Wake => {}
         }
     }
 
-    /// ENXIO once the background teardown after a device removal ran (§8.3): only destroy and
-    /// fetching events still work.
-    pub(crate) fn check_not_torn_down(&self, call: Call, id: IdKey) -> Result<()> {
+    /// ENXIO once the id's device was removed: ucma's close work drops the context's
+    /// reference as soon as DEVICE_REMOVAL is queued (`ucma_event_handler`, `ucma_close_id`),
+    /// and every command that looks the context up (`ucma_get_ctx`) then fails with ENXIO; only
+    /// destroy and fetching events still work. Measured on Linux 6.1: 36 of 36 calls, also
+    /// right after fetching the DEVICE_REMOVAL event.
+    pub(crate) fn check_not_removed(&self, call: Call, id: IdKey) -> Result<()> {
         if self.id(id).torn_down {
             return Err(CmError::new(
                 call,
                 Errno::ENXIO,
-                "the id's device was removed and the id torn down",
-            ));
-        }
-        Ok(())
-    }
-
-    /// Errors for state-checked calls on an id whose device was removed: EINVAL until the
-    /// background teardown, ENXIO after it (§8.3).
-    pub(crate) fn check_not_removed(&self, call: Call, id: IdKey) -> Result<()> {
-        self.check_not_torn_down(call, id)?;
-        if self.id(id).state == CmState::DeviceRemoval {
-            return Err(CmError::new(
-                call,
-                Errno::EINVAL,
-                "the id's device was removed",
+                "the id's device was removed (ucma released the id)",
             ));
         }
         Ok(())

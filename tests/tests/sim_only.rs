@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cmtwin::{
-    Call, CmBackend, CmError, ConnParam, Errno, EventKind, PortSpace, QpType, Transport, Wait,
+    AsyncEvent, Call, CmBackend, CmError, CmOption, ConnParam, Errno, EventKind, PortSpace,
+    QpInitAttr, QpType, Transport, Wait,
 };
-use cmtwin_sim::SimConfig;
+use cmtwin_sim::{PathFailure, SimConfig};
 use cmtwin_tests::steps::{
     add_qp, connect_pair, disconnect_pair, expect_errno, expect_event, expect_event_for,
     expect_no_event, expect_request, listen_on, ok, resolve, resolved_client, teardown,
@@ -233,8 +234,8 @@ fn timed_wait_advances_virtual_time_exactly() {
 }
 
 /// §8.3, §8.4: removing the client's device turns its connected id's next event into
-/// DEVICE_REMOVAL (status 0, not DISCONNECTED); after the background teardown further calls
-/// fail with ENXIO; destroy still works.
+/// DEVICE_REMOVAL (status 0, not DISCONNECTED); further calls fail with ENXIO; destroy still
+/// works.
 #[test]
 fn device_removal_on_a_connected_id() {
     let bed = SimBed::new(SEED);
@@ -248,7 +249,6 @@ fn device_removal_on_a_connected_id() {
         pair.client.id,
         0,
     );
-    ok(cm.sleep(Duration::from_millis(50)), "let the teardown run");
     expect_errno(
         cm.disconnect(pair.client.id),
         Call::Disconnect,
@@ -898,7 +898,7 @@ fn request_taken_after_listener_became_synchronous_is_synchronous() {
 
 /// §8.1, §8.3: after device removal, an id the application holds — here a fetched but
 /// unaccepted request's id, which gets no DEVICE_REMOVAL (§8.1 step 4) — is still the
-/// application's: once the background teardown ran, calls on it fail with ENXIO, and
+/// application's: ucma released it all the same, so calls on it fail with ENXIO, and
 /// destroy_id returns 0. (Found by `sim_proptest`: ENOENT, as if the handle were unknown.)
 #[test]
 fn removed_device_leaves_fetched_requests_destroyable() {
@@ -916,10 +916,6 @@ fn removed_device_leaves_fetched_requests_destroyable() {
         EventKind::DeviceRemoval,
         listener.id,
         0,
-    );
-    ok(
-        server_cm.sleep(Duration::from_millis(50)),
-        "let the teardown run",
     );
     expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::ENXIO);
     ok(server_cm.destroy_id(req.id), "destroy the request's id");
@@ -973,4 +969,345 @@ fn untraced_fabric_keeps_no_records_and_behaves_the_same() {
     assert!(traced_records > 20, "a traced connection leaves records");
     assert_eq!(untraced_records, 0, "no records without tracing");
     assert_eq!(traced_end, untraced_end, "tracing does not change the run");
+}
+
+/// Issue 7 item 2, following ucma.c (`ucma_event_handler` queues `ucma_close_id` with the
+/// DEVICE_REMOVAL event; it drops the context's reference, and `ucma_get_ctx` then answers
+/// ENXIO) and the Linux 6.1 measurement (36 of 36 calls ENXIO, also right after the event was
+/// fetched): with no virtual time passing after the removal, every command on the removed id
+/// fails with ENXIO, never EINVAL; destroy still works. Fails on a simulator that answers
+/// EINVAL until a later teardown.
+#[test]
+fn calls_after_device_removal_are_enxio_at_once() {
+    let bed = SimBed::new(SEED);
+    let pair = connect_pair(&bed);
+    let cm = bed.client();
+    let id = pair.client.id;
+    bed.fabric.remove_device("client");
+    let removed_at = bed.fabric.now();
+    expect_event_for(cm, pair.client.channel, EventKind::DeviceRemoval, id, 0);
+    let calls = [
+        (Call::Disconnect, cm.disconnect(id)),
+        (
+            Call::BindAddr,
+            cm.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        ),
+        (
+            Call::ResolveAddr,
+            cm.resolve_addr(id, None, pair.listener.addr, RESOLVE_TIMEOUT),
+        ),
+        (Call::ResolveRoute, cm.resolve_route(id, RESOLVE_TIMEOUT)),
+        (Call::Connect, cm.connect(id, None)),
+        (Call::Listen, cm.listen(id, 1)),
+        (Call::Accept, cm.accept(id, None)),
+        (Call::Reject, cm.reject(id, &[])),
+        (Call::Establish, cm.establish(id)),
+        (Call::Notify, cm.notify(id, AsyncEvent::COMM_EST)),
+        (Call::SetOption, cm.set_option(id, &CmOption::Tos(8))),
+        (Call::MigrateId, cm.migrate_id(id, None)),
+    ];
+    for (call, result) in calls {
+        expect_errno(result, call, Errno::ENXIO);
+    }
+    assert_eq!(bed.fabric.now(), removed_at, "no virtual time passed");
+    expect_no_event(cm, pair.client.channel);
+    ok(cm.destroy_qp(id), "destroy_qp");
+    ok(cm.destroy_id(id), "destroy_id of the removed id");
+    ok(
+        cm.destroy_event_channel(pair.client.channel),
+        "destroy channel",
+    );
+    teardown(
+        bed.server(),
+        &[pair.server.id, pair.listener.id],
+        pair.listener.channel,
+    );
+}
+
+/// Issue 7 item 8, following cma.c (`addr_handler` attaches the device by the resolved source
+/// address, `cma_acquire_dev_by_src_ip`, and reports -ENODEV when there is none) and the Linux
+/// 6.1 measurement: after the client's device is removed its netdev still routes, so
+/// `resolve_addr` without a source returns 0 and ADDR_ERROR -19 follows after the neighbour's
+/// ARP round trip (2 × 5 µs); with the device's address as source, and for bind, it is ENODEV
+/// at once. Fails on a simulator that answers ENETUNREACH.
+#[test]
+fn resolve_after_device_removal_is_addr_error_enodev() {
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    bed.fabric.remove_device("client");
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    let server = SocketAddr::new(SimBed::SERVER_IP, 7471);
+    let t0 = bed.fabric.now();
+    ok(
+        cm.resolve_addr(id, None, server, RESOLVE_TIMEOUT),
+        "resolve_addr without a source",
+    );
+    expect_event_for(cm, channel, EventKind::AddrError, id, -19);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::from_micros(10),
+        "one ARP round trip"
+    );
+    let source = SocketAddr::new(SimBed::CLIENT_IP, 0);
+    let bound = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    expect_errno(
+        cm.resolve_addr(bound, Some(source), server, RESOLVE_TIMEOUT),
+        Call::ResolveAddr,
+        Errno::ENODEV,
+    );
+    expect_errno(cm.bind_addr(bound, source), Call::BindAddr, Errno::ENODEV);
+    expect_no_event(cm, channel);
+    teardown(cm, &[id, bound], channel);
+}
+
+/// Issue 7 item 6, following cma.c: the address-change handler (`cma_netdev_callback`,
+/// `cma_netdev_change`) walks the ids attached to a device, and an id resolving without a
+/// bound source is attached only when its resolution completes (`addr_handler`), right before
+/// ADDR_RESOLVED. So an address change during the resolution reaches it not at all, and one
+/// after it comes after ADDR_RESOLVED. Fails on a simulator that attaches the device when the
+/// resolution starts (ADDR_CHANGE first).
+#[test]
+fn address_change_never_precedes_addr_resolved() {
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    ok(
+        cm.resolve_addr(
+            id,
+            None,
+            SocketAddr::new(SimBed::SERVER_IP, 7471),
+            RESOLVE_TIMEOUT,
+        ),
+        "resolve_addr",
+    );
+    bed.fabric.address_change("client");
+    expect_event_for(cm, channel, EventKind::AddrResolved, id, 0);
+    expect_no_event(cm, channel);
+    bed.fabric.address_change("client");
+    expect_event_for(cm, channel, EventKind::AddrChange, id, 0);
+    teardown(cm, &[id], channel);
+}
+
+/// Issue 7 item 7: iWARP has no UD. Its drivers create only RC QPs (siw, cxgb4:
+/// -EOPNOTSUPP), so a UD QP on an iWARP device is EOPNOTSUPP; a UDP id still resolves its
+/// address and route (cma.c: `cma_resolve_iw_route` does not look at the port space), but
+/// without a QP its connect is EINVAL (`iw_cm_connect` finds no QP), so no SIDR exchange can
+/// start. Fails on a simulator that creates UD QPs on iWARP.
+#[test]
+fn iwarp_has_no_ud() {
+    let bed = SimBed::with_transport(SEED, Transport::Iwarp);
+    let listener = listen_on(&bed, PortSpace::UDP, 4);
+    let client = resolved_client(&bed, PortSpace::UDP, listener.addr);
+    let cm = bed.client();
+    expect_errno(
+        cm.create_qp(client.id, &QpInitAttr::new(QpType::Ud)),
+        Call::CreateQp,
+        Errno::EOPNOTSUPP,
+    );
+    expect_errno(cm.connect(client.id, None), Call::Connect, Errno::EINVAL);
+    bed.fabric.run_until_idle();
+    expect_no_event(cm, client.channel);
+    expect_no_event(bed.server(), listener.channel);
+    teardown(cm, &[client.id], client.channel);
+    teardown(bed.server(), &[listener.id], listener.channel);
+}
+
+/// Issue 7 item 10, CM-SEMANTICS §14.2, following cma.c (`cma_query_handler`: a failed SA
+/// path query is ROUTE_ERROR with the SA client's status, and the id goes back to
+/// ADDR_RESOLVED): on InfiniBand, an SA that has no path answers after its round trip (200 µs)
+/// with ROUTE_ERROR -EINVAL; a silent SA gives ROUTE_ERROR -ETIMEDOUT at the route timeout;
+/// either way resolve_route can be retried and then succeeds.
+#[test]
+fn failed_path_query_is_route_error() {
+    let bed = SimBed::with_transport(SEED, Transport::InfiniBand);
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    ok(
+        cm.resolve_addr(
+            id,
+            None,
+            SocketAddr::new(SimBed::SERVER_IP, 7471),
+            RESOLVE_TIMEOUT,
+        ),
+        "resolve_addr",
+    );
+    expect_event_for(cm, channel, EventKind::AddrResolved, id, 0);
+    bed.fabric
+        .fail_path_queries("client", 1, PathFailure::NoPath);
+    bed.fabric
+        .fail_path_queries("client", 1, PathFailure::Timeout);
+    let t0 = bed.fabric.now();
+    ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route");
+    expect_event_for(cm, channel, EventKind::RouteError, id, -22);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::from_micros(200),
+        "one SA round trip"
+    );
+    let t1 = bed.fabric.now();
+    ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route again");
+    expect_event_for(cm, channel, EventKind::RouteError, id, -110);
+    assert_eq!(since(&bed, t1), RESOLVE_TIMEOUT, "the route timeout");
+    ok(
+        cm.resolve_route(id, RESOLVE_TIMEOUT),
+        "resolve_route a third time",
+    );
+    expect_event_for(cm, channel, EventKind::RouteResolved, id, 0);
+    teardown(cm, &[id], channel);
+}
+
+/// cma.c (`cma_process_remove` cancels the SA query; `cma_work_handler` drops the work of an id
+/// in DEVICE_REMOVAL): a device removed while an InfiniBand path query is in flight gives
+/// DEVICE_REMOVAL and neither ROUTE_RESOLVED nor ROUTE_ERROR.
+#[test]
+fn device_removal_during_a_path_query_is_only_device_removal() {
+    let bed = SimBed::with_transport(SEED, Transport::InfiniBand);
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    ok(
+        cm.resolve_addr(
+            id,
+            None,
+            SocketAddr::new(SimBed::SERVER_IP, 7471),
+            RESOLVE_TIMEOUT,
+        ),
+        "resolve_addr",
+    );
+    expect_event_for(cm, channel, EventKind::AddrResolved, id, 0);
+    bed.fabric
+        .fail_path_queries("client", 1, PathFailure::NoPath);
+    ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route");
+    bed.fabric.remove_device("client");
+    expect_event_for(cm, channel, EventKind::DeviceRemoval, id, 0);
+    bed.fabric.run_until_idle();
+    expect_no_event(cm, channel);
+    teardown(cm, &[id], channel);
+}
+
+/// Issue 7 item 3, the unbound case, following the Linux 6.1 measurement in the CI VM (whose
+/// only routes are its subnets', like the fabric's hosts): `resolve_addr` to a multicast group
+/// without a source needs a route to the group, and with none it fails at once with
+/// ENETUNREACH, as to any unroutable address; from a bound source it resolves (the shared
+/// scenario `multicast::resolve_addr_to_a_group_then_join`).
+#[test]
+fn resolve_addr_to_a_group_without_source_needs_a_route() {
+    let bed = SimBed::new(SEED);
+    let cm = bed.server();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    let group = SocketAddr::new(std::net::IpAddr::from([239, 1, 2, 3]), 0);
+    expect_errno(
+        cm.resolve_addr(id, None, group, RESOLVE_TIMEOUT),
+        Call::ResolveAddr,
+        Errno::ENETUNREACH,
+    );
+    let sourced = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    let source = SocketAddr::new(SimBed::SERVER_IP, 0);
+    ok(
+        cm.resolve_addr(sourced, Some(source), group, RESOLVE_TIMEOUT),
+        "resolve_addr to the group from a source",
+    );
+    expect_event_for(cm, channel, EventKind::AddrResolved, sourced, 0);
+    assert_eq!(
+        ok(cm.local_addr(sourced), "local_addr").map(|a| a.ip()),
+        Some(SimBed::SERVER_IP),
+        "the source stays"
+    );
+    teardown(cm, &[id, sourced], channel);
+}
+
+/// Issue 7 item 10, CM-SEMANTICS §10.3: ADDRINFO_ERROR is SA mode's (RAI_SA, Linux ≥ 6.18, the
+/// `Mainline` profile). On an id bound to an InfiniBand device the SA service query answers
+/// after its round trip (200 µs); the simulated SA holds no service records, so the answer is
+/// ADDRINFO_ERROR -ENOENT and the id is back in ADDR_BOUND. While the query runs a second
+/// resolution is EBUSY and state-checked calls are EINVAL (ADDRINFO_QUERY); once the error is
+/// fetched the id can resolve again. SA mode refuses a node (EOPNOTSUPP), an unbound id
+/// (EINVAL) and a non-InfiniBand port (EOPNOTSUPP); Linux 6.1 has no SA mode (EINVAL).
+#[test]
+fn sa_mode_resolve_addrinfo_without_records_is_addrinfo_error() {
+    use cmtwin::{rai, AddrInfoHints};
+    use cmtwin_sim::KernelProfile;
+    let sa = AddrInfoHints {
+        flags: rai::SA,
+        ..AddrInfoHints::default()
+    };
+    let service = Some("0x1000000000000001");
+    let bed = SimBed::with_config(SEED, Transport::InfiniBand, SimConfig::mainline());
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    expect_errno(
+        cm.resolve_addrinfo(id, None, service, Some(&sa)),
+        Call::ResolveAddrinfo,
+        Errno::EINVAL,
+    );
+    ok(
+        cm.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    expect_errno(
+        cm.resolve_addrinfo(id, Some("server"), service, Some(&sa)),
+        Call::ResolveAddrinfo,
+        Errno::EOPNOTSUPP,
+    );
+    let t0 = bed.fabric.now();
+    ok(
+        cm.resolve_addrinfo(id, None, service, Some(&sa)),
+        "SA-mode resolve_addrinfo",
+    );
+    expect_errno(
+        cm.resolve_addrinfo(id, None, service, Some(&sa)),
+        Call::ResolveAddrinfo,
+        Errno::EBUSY,
+    );
+    expect_errno(
+        cm.resolve_addr(
+            id,
+            None,
+            SocketAddr::new(SimBed::SERVER_IP, 7471),
+            RESOLVE_TIMEOUT,
+        ),
+        Call::ResolveAddr,
+        Errno::EINVAL,
+    );
+    expect_event_for(cm, channel, EventKind::AddrinfoError, id, -2);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::from_micros(200),
+        "one SA round trip"
+    );
+    expect_errno(cm.query_addrinfo(id), Call::QueryAddrinfo, Errno::ENOENT);
+    ok(
+        cm.resolve_addrinfo(id, None, service, Some(&sa)),
+        "SA mode again after the error",
+    );
+    expect_event_for(cm, channel, EventKind::AddrinfoError, id, -2);
+    teardown(cm, &[id], channel);
+
+    for (transport, kernel, errno) in [
+        (Transport::Roce, KernelProfile::Mainline, Errno::EOPNOTSUPP),
+        (Transport::InfiniBand, KernelProfile::Linux61, Errno::EINVAL),
+    ] {
+        let config = SimConfig {
+            kernel,
+            ..SimConfig::default()
+        };
+        let bed = SimBed::with_config(SEED, transport, config);
+        let cm = bed.client();
+        let id = ok(cm.create_id(None, 0, PortSpace::TCP), "id");
+        ok(
+            cm.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+            "bind",
+        );
+        expect_errno(
+            cm.resolve_addrinfo(id, None, service, Some(&sa)),
+            Call::ResolveAddrinfo,
+            errno,
+        );
+        ok(cm.destroy_id(id), "destroy");
+    }
 }

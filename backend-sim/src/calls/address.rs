@@ -1,5 +1,11 @@
 //! Addresses: bind (with the port table of §4.3), address resolution (§4.4), route resolution
-//! (§4.5). Produces ADDR_RESOLVED, ADDR_ERROR and ROUTE_RESOLVED.
+//! (§4.5). Produces ADDR_RESOLVED, ADDR_ERROR, ROUTE_RESOLVED and ROUTE_ERROR.
+//!
+//! IP routing and RDMA devices are separate, as on Linux: a removed device's netdev keeps its
+//! addresses and routes, so resolving through it succeeds at the IP level and only the
+//! device's attachment at the end fails (ADDR_ERROR -ENODEV). An id that resolves without a
+//! bound device is attached to one only when its resolution completes (`addr_handler` in
+//! cma.c), so until then device faults do not reach it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
@@ -7,6 +13,7 @@ use std::time::Duration;
 use cmtwin::{Call, CmError, Errno, EventKind, EventParam, IdHandle, Result, Transport};
 
 use crate::config::KernelProfile;
+use crate::faults::PathFailure;
 use crate::rng::Stream;
 use crate::world::{Action, CmState, DevKey, HostKey, IdKey, World};
 
@@ -152,21 +159,34 @@ impl World {
         )
     }
 
-    /// The device through which `host` reaches `dst`, or the synchronous error.
-    fn route_to(&self, host: HostKey, dst: IpAddr) -> Option<(DevKey, IpAddr)> {
-        self.hosts[host]
-            .devices
-            .iter()
-            .copied()
-            .filter(|d| self.devices[*d].present)
-            .find_map(|d| {
-                self.devices[d]
-                    .ips
-                    .iter()
-                    .copied()
-                    .find(|ip| same_subnet(*ip, dst))
-                    .map(|ip| (d, ip))
-            })
+    /// The device whose netdev carries `host`'s route to `dst`, present or removed (the
+    /// netdev outlives its RDMA device): the device owning `dst`, else one on `dst`'s subnet.
+    /// A multicast group goes out of the bound source's netdev, with no route needed (the
+    /// source picks the interface, `ip_route_output_key`); without a source it needs a route,
+    /// and the fabric's hosts have only their subnets' (no default route): none.
+    fn netdev_route(&self, host: HostKey, bound: Option<DevKey>, dst: IpAddr) -> Option<DevKey> {
+        let devices = &self.hosts[host].devices;
+        if dst.is_multicast() {
+            return bound;
+        }
+        let on = |pred: &dyn Fn(IpAddr) -> bool| {
+            devices
+                .iter()
+                .copied()
+                .find(|d| self.devices[*d].ips.iter().any(|ip| pred(*ip)))
+        };
+        on(&|ip| ip == dst).or_else(|| on(&|ip| same_subnet(ip, dst)))
+    }
+
+    /// The device an id without one is attached to when resolving `dst` completes
+    /// (`cma_acquire_dev_by_src_ip`); `None` if that device was removed meanwhile.
+    fn device_for(&self, host: HostKey, dst: IpAddr) -> Option<DevKey> {
+        if is_any(dst) {
+            self.first_device(host)
+        } else {
+            self.netdev_route(host, None, dst)
+                .filter(|d| self.devices[*d].present)
+        }
     }
 
     /// `rdma_resolve_addr`.
@@ -209,46 +229,32 @@ impl World {
                 "the bound address's family differs from the destination's",
             ));
         }
-        let (device, delay, status) = if is_any(dst.ip()) {
-            // Loopback resolution: the bound device, or the host's first.
-            let dev = self.id(key).device.or_else(|| self.first_device(host));
-            let Some(dev) = dev else {
+        let bound = self.id(key).device;
+        let (delay, status) = if is_any(dst.ip()) {
+            // Loopback resolution (cma_resolve_loopback): the bound device, or the host's first.
+            if bound.or_else(|| self.first_device(host)).is_none() {
                 return Err(CmError::new(
                     call,
                     Errno::ENODEV,
                     "no RDMA device on this host",
                 ));
-            };
-            (dev, Duration::ZERO, 0)
-        } else if let Some(dev) = self.device_with_ip(host, dst.ip()) {
-            (dev, Duration::ZERO, 0)
+            }
+            (Duration::ZERO, 0)
         } else {
-            let Some((dev, _)) = self.route_to(host, dst.ip()) else {
+            if self.netdev_route(host, bound, dst.ip()).is_none() {
                 return Err(CmError::new(
                     call,
                     Errno::ENETUNREACH,
                     format!("no route to {}", dst.ip()),
                 ));
-            };
-            if self.owner_of_ip(dst.ip()).is_some() || self.silent_ips.contains(&dst.ip()) {
-                // The neighbour answers (ARP/ND round trip).
-                (dev, self.cfg.wire_latency * 2, 0)
-            } else if self.cfg.noarp {
-                // A NOARP netdev (such as a dummy interface) needs no neighbour resolution.
-                (dev, Duration::ZERO, 0)
-            } else {
-                // On-link, but nobody answers ARP: ADDR_ERROR -ETIMEDOUT at the deadline.
-                (dev, timeout, -110)
             }
+            self.neighbour_resolution(host, dst.ip(), timeout)
         };
         let id = self.id_mut(key);
         id.peer = Some(dst);
         id.state = CmState::AddrQuery;
         id.op_gen += 1;
         let gen = id.op_gen;
-        if status == 0 && id.device.is_none() {
-            id.device = Some(device);
-        }
         self.after(
             delay,
             Action::AddrDone {
@@ -260,6 +266,31 @@ impl World {
         Ok(())
     }
 
+    /// How long resolving the link-layer address of routed `dst` takes, and its status: none
+    /// for the host's own addresses and multicast groups (mapped, not asked for), an ARP/ND
+    /// round trip for a neighbour that answers, the deadline (-ETIMEDOUT) for one that does not.
+    fn neighbour_resolution(
+        &self,
+        host: HostKey,
+        dst: IpAddr,
+        timeout: Duration,
+    ) -> (Duration, i32) {
+        let own = self.hosts[host]
+            .devices
+            .iter()
+            .any(|d| self.devices[*d].ips.contains(&dst));
+        if own || dst.is_multicast() {
+            (Duration::ZERO, 0)
+        } else if self.owner_of_ip(dst).is_some() || self.silent_ips.contains(&dst) {
+            (self.cfg.wire_latency * 2, 0)
+        } else if self.cfg.noarp {
+            // A NOARP netdev (such as a dummy interface) needs no neighbour resolution.
+            (Duration::ZERO, 0)
+        } else {
+            (timeout, -110)
+        }
+    }
+
     /// Address resolution of `id` finished.
     pub(crate) fn addr_done(&mut self, key: IdKey, gen: u64, status: i32) {
         let Some(id) = self.ids.get(&key) else { return };
@@ -267,8 +298,13 @@ impl World {
             return;
         }
         let dst = id.peer.expect("resolving id has a destination");
-        if status == 0 {
-            let dev = id.device.expect("set when resolution started");
+        let device = id.device.or_else(|| self.device_for(id.host, dst.ip()));
+        // The route and neighbour resolved, but no RDMA device is left to attach: -ENODEV.
+        let status = match (status, device) {
+            (0, None) => -19,
+            _ => status,
+        };
+        if let (0, Some(dev)) = (status, device) {
             let local = id.local.expect("bound");
             let src_ip = if is_any(dst.ip()) {
                 if dst.is_ipv4() {
@@ -288,6 +324,7 @@ impl World {
             };
             let id = self.id_mut(key);
             id.local = Some(SocketAddr::new(src_ip, local.port()));
+            id.device = Some(dev);
             id.state = CmState::AddrResolved;
             self.queue_event(
                 key,
@@ -343,15 +380,29 @@ impl World {
                 "the bound netdev (loopback) has no RoCE port",
             ));
         }
-        let delay = match self.transport_of(key) {
-            Some(Transport::InfiniBand) => self.cfg.sa_latency,
-            _ => Duration::ZERO,
+        // Only InfiniBand asks the SA for a path; RoCE and iWARP routes are computed locally
+        // and cannot fail asynchronously (§14.2). A failed SA query is ROUTE_ERROR with the SA
+        // client's status (cma_query_handler).
+        let (delay, status) = match self.transport_of(key) {
+            Some(Transport::InfiniBand) => match self.take_path_fault(host) {
+                None => (self.cfg.sa_latency, 0),
+                Some(PathFailure::NoPath) => (self.cfg.sa_latency, -22),
+                Some(PathFailure::Timeout) => (timeout, -110),
+            },
+            _ => (Duration::ZERO, 0),
         };
         let id = self.id_mut(key);
         id.state = CmState::RouteQuery;
         id.op_gen += 1;
         let gen = id.op_gen;
-        self.after(delay, Action::RouteDone { id: key, gen });
+        self.after(
+            delay,
+            Action::RouteDone {
+                id: key,
+                gen,
+                status,
+            },
+        );
         Ok(())
     }
 
@@ -365,10 +416,22 @@ impl World {
         }
     }
 
-    /// Route resolution of `id` finished.
-    pub(crate) fn route_done(&mut self, key: IdKey, gen: u64) {
+    /// Route resolution of `id` finished: ROUTE_RESOLVED, or ROUTE_ERROR with `status` and the
+    /// id back in ADDR_RESOLVED, so that it can try again.
+    pub(crate) fn route_done(&mut self, key: IdKey, gen: u64, status: i32) {
         let Some(id) = self.ids.get(&key) else { return };
         if id.op_gen != gen || id.state != CmState::RouteQuery {
+            return;
+        }
+        if status != 0 {
+            self.id_mut(key).state = CmState::AddrResolved;
+            self.queue_event(
+                key,
+                EventKind::RouteError,
+                status,
+                EventParam::None,
+                Vec::new(),
+            );
             return;
         }
         self.id_mut(key).state = CmState::RouteResolved;

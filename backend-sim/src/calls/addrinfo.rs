@@ -1,5 +1,11 @@
 //! `rdma_resolve_addrinfo` and `rdma_query_addrinfo` (§10.3): DNS mode resolves the fabric's
-//! host names and numeric addresses. Produces ADDRINFO_RESOLVED.
+//! host names and numeric addresses. Produces ADDRINFO_RESOLVED and ADDRINFO_ERROR.
+//!
+//! DNS mode runs `rdma_getaddrinfo` synchronously inside the call (librdmacm, and cmtwin-verbs'
+//! emulation on rdma-core 44): a name that does not resolve is an ENOENT from the call, never
+//! an event. ADDRINFO_ERROR comes only from SA mode (RAI_SA, Linux ≥ 6.18: the `Mainline`
+//! profile, on InfiniBand): the simulated SA holds no service records, so every SA-mode query
+//! ends in ADDRINFO_ERROR -ENOENT after the SA round trip, with the id back in ADDR_BOUND.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -9,7 +15,10 @@ use cmtwin::{
 };
 
 use crate::config::KernelProfile;
-use crate::world::{Action, AddrinfoState, HostKey, World};
+use crate::world::{Action, AddrinfoState, CmState, HostKey, IdKey, World};
+
+/// The status of an SA service query that found no records (-ENOENT).
+const NO_SERVICE_RECORDS: i32 = -2;
 
 impl World {
     /// `rdma_resolve_addrinfo`.
@@ -23,7 +32,7 @@ impl World {
     ) -> Result<()> {
         let call = Call::ResolveAddrinfo;
         let key = self.id_key(host, call, h)?;
-        self.check_not_torn_down(call, key)?;
+        self.check_not_removed(call, key)?;
         let hints = hints.copied().unwrap_or_default();
         if hints.flags & rai::SA != 0 && hints.flags & rai::DNS != 0 {
             return Err(CmError::new(
@@ -40,15 +49,15 @@ impl World {
             ));
         }
         if hints.flags & rai::SA != 0 {
-            let errno = match self.cfg.kernel {
-                KernelProfile::Linux61 => Errno::EINVAL,
-                KernelProfile::Mainline => Errno::EOPNOTSUPP,
+            return match self.cfg.kernel {
+                // Linux 6.1 has no SA-mode command: EINVAL.
+                KernelProfile::Linux61 => Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    "IB service resolution (RAI_SA) needs Linux 6.18",
+                )),
+                KernelProfile::Mainline => self.resolve_ib_service(call, key, node, service),
             };
-            return Err(CmError::new(
-                call,
-                errno,
-                "IB service resolution (RAI_SA) is not available",
-            ));
         }
         let port = match service {
             None => 0,
@@ -98,7 +107,7 @@ impl World {
             kind: EventKind::AddrinfoResolved,
             status: 0,
             param: EventParam::None,
-            mc_addr: None,
+            membership: None,
         };
         self.after(Default::default(), action);
         Ok(())
@@ -119,5 +128,74 @@ impl World {
                 ))
             }
         }
+    }
+}
+
+impl World {
+    /// SA mode of `resolve_addrinfo` (§10.3): a service (not a node) on an id bound to an
+    /// InfiniBand device; the SA query answers after its round trip.
+    fn resolve_ib_service(
+        &mut self,
+        call: Call,
+        key: IdKey,
+        node: Option<&str>,
+        service: Option<&str>,
+    ) -> Result<()> {
+        if node.is_some() {
+            return Err(CmError::new(
+                call,
+                Errno::EOPNOTSUPP,
+                "SA mode resolves a service, not a node",
+            ));
+        }
+        if service.is_none() {
+            return Err(CmError::new(call, Errno::EINVAL, "SA mode needs a service"));
+        }
+        if self.id(key).state != CmState::AddrBound || self.id(key).device.is_none() {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!(
+                    "SA mode needs an id bound to a device, not {:?}",
+                    self.id(key).state
+                ),
+            ));
+        }
+        if self.transport_of(key) != Some(cmtwin::Transport::InfiniBand) {
+            return Err(CmError::new(
+                call,
+                Errno::EOPNOTSUPP,
+                "SA mode needs an InfiniBand port",
+            ));
+        }
+        let id = self.id_mut(key);
+        id.state = CmState::AddrinfoQuery;
+        id.addrinfo = AddrinfoState::Pending;
+        id.op_gen += 1;
+        let gen = id.op_gen;
+        let action = Action::AddrinfoDone {
+            id: key,
+            gen,
+            status: NO_SERVICE_RECORDS,
+        };
+        self.after(self.cfg.sa_latency, action);
+        Ok(())
+    }
+
+    /// The SA service query of `id` finished: with no records, ADDRINFO_ERROR and the id back
+    /// in ADDR_BOUND (librdmacm clears its resolving flag when the event is fetched).
+    pub(crate) fn addrinfo_done(&mut self, key: IdKey, gen: u64, status: i32) {
+        let Some(id) = self.ids.get(&key) else { return };
+        if id.op_gen != gen || id.state != CmState::AddrinfoQuery {
+            return;
+        }
+        self.id_mut(key).state = CmState::AddrBound;
+        self.queue_event(
+            key,
+            EventKind::AddrinfoError,
+            status,
+            EventParam::None,
+            Vec::new(),
+        );
     }
 }

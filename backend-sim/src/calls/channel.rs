@@ -3,7 +3,7 @@
 use cmtwin::{AckTicket, Call, ChannelHandle, CmError, CmEvent, Errno, EventKind, Result};
 
 use crate::trace::{Entry, TraceKind};
-use crate::world::{ChanKey, Channel, HostKey, IdKey, Outstanding, World};
+use crate::world::{AddrinfoState, ChanKey, Channel, HostKey, IdKey, Outstanding, World};
 
 impl World {
     /// `rdma_create_event_channel`.
@@ -93,6 +93,12 @@ impl World {
                 info.status = -1;
             }
         }
+        if info.kind == EventKind::AddrinfoError {
+            // librdmacm's processing of ADDRINFO_ERROR ends the resolution (§10.3).
+            if let Some(id) = self.ids.get_mut(&q.owner) {
+                id.addrinfo = AddrinfoState::None;
+            }
+        }
         let ticket = self.next_ticket;
         self.next_ticket += 1;
         if let Some(counted) = self.ids.get_mut(&q.counted_against) {
@@ -105,7 +111,7 @@ impl World {
                 counted_against: q.counted_against,
                 owner: q.owner,
                 kind: info.kind,
-                mc_addr: q.mc_addr,
+                membership: q.membership,
             },
         );
         let entry = Entry::Delivered {

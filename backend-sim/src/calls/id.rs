@@ -138,7 +138,7 @@ impl World {
     ) -> Result<()> {
         let call = Call::MigrateId;
         let key = self.id_key(host, call, h)?;
-        self.check_not_torn_down(call, key)?;
+        self.check_not_removed(call, key)?;
         let target = match channel {
             Some(c) => self.chan_key(host, call, c)?,
             None if self.id(key).sync => {

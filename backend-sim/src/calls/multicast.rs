@@ -1,10 +1,15 @@
 //! Multicast: join and leave (§13.3). Produces MULTICAST_JOIN.
+//!
+//! As librdmacm does, an id keeps one membership per join, even of the same group (the kernel
+//! joins again for each): every join gets its own MULTICAST_JOIN, and a leave ends the most
+//! recent membership of that address (librdmacm prepends joins to its list and a leave takes
+//! the first match).
 
 use std::net::SocketAddr;
 
 use cmtwin::{Call, CmError, Errno, EventKind, EventParam, IdHandle, Result, Transport, UdData};
 
-use crate::world::{Action, CmState, HostKey, World};
+use crate::world::{Action, CmState, HostKey, IdKey, McKey, Membership, World};
 
 /// The QPN multicast events carry.
 const MULTICAST_QPN: u32 = 0xFF_FFFF;
@@ -59,7 +64,10 @@ impl World {
             qp_num: MULTICAST_QPN,
             qkey: id.qkey,
         };
-        self.id_mut(key).multicast.insert(addr, context);
+        let mc = self.fresh_key();
+        self.id_mut(key)
+            .multicast
+            .insert(mc, Membership { addr, context });
         let delay = if transport == Transport::InfiniBand {
             self.cfg.sa_latency
         } else {
@@ -74,13 +82,31 @@ impl World {
                 kind: EventKind::MulticastJoin,
                 status: 0,
                 param,
-                mc_addr: Some(addr),
+                membership: Some(mc),
             },
         );
         Ok(())
     }
 
-    /// `rdma_leave_multicast`.
+    /// The id's most recent membership of `addr`.
+    fn latest_membership(&self, key: IdKey, addr: SocketAddr) -> Option<McKey> {
+        self.id(key)
+            .multicast
+            .iter()
+            .rev()
+            .find(|(_, m)| m.addr == addr)
+            .map(|(mc, _)| *mc)
+    }
+
+    /// Ends membership `mc`: it and its unfetched events are gone.
+    fn drop_membership(&mut self, key: IdKey, mc: McKey) {
+        self.id_mut(key).multicast.remove(&mc);
+        self.discard_queued(key, |q| q.membership == Some(mc));
+    }
+
+    /// `rdma_leave_multicast`: librdmacm first takes the membership off its list (EADDRNOTAVAIL
+    /// if there is none), then asks the kernel, which refuses a removed id (ENXIO) after the
+    /// membership is already gone.
     pub(crate) fn leave_multicast(
         &mut self,
         host: HostKey,
@@ -89,18 +115,21 @@ impl World {
     ) -> Result<()> {
         let call = Call::LeaveMulticast;
         let key = self.id_key(host, call, h)?;
-        self.check_not_torn_down(call, key)?;
-        if !self.id(key).multicast.contains_key(&addr) {
+        let Some(mc) = self.latest_membership(key, addr) else {
             return Err(CmError::new(
                 call,
                 Errno::EADDRNOTAVAIL,
-                format!("{addr} was never joined"),
+                format!("{addr} is not joined"),
             ));
+        };
+        if self.id(key).torn_down {
+            self.drop_membership(key, mc);
+            return self.check_not_removed(call, key);
         }
         let unacked: Vec<String> = self
             .outstanding
             .iter()
-            .filter(|(_, o)| o.owner == key && o.mc_addr == Some(addr))
+            .filter(|(_, o)| o.owner == key && o.membership == Some(mc))
             .map(|(t, o)| format!("{} (ticket {t})", o.kind))
             .collect();
         if !unacked.is_empty() {
@@ -113,8 +142,7 @@ impl World {
                 ),
             ));
         }
-        self.id_mut(key).multicast.remove(&addr);
-        self.discard_queued(key, |q| q.mc_addr == Some(addr));
+        self.drop_membership(key, mc);
         Ok(())
     }
 }

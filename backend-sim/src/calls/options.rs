@@ -16,7 +16,7 @@ impl World {
     ) -> Result<()> {
         let call = Call::SetOption;
         let key = self.id_key(host, call, h)?;
-        self.check_not_torn_down(call, key)?;
+        self.check_not_removed(call, key)?;
         let state = self.id(key).state;
         let invalid = |why: &str| {
             Err(CmError::new(

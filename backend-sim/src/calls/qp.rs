@@ -1,7 +1,7 @@
 //! QPs on ids: `rdma_create_qp` and `rdma_destroy_qp`. A QP decides whether a REP becomes
 //! CONNECT_RESPONSE or, through librdmacm's processing, ESTABLISHED.
 
-use cmtwin::{Call, CmError, Errno, IdHandle, QpInitAttr, Result};
+use cmtwin::{Call, CmError, Errno, IdHandle, QpInitAttr, Result, Transport};
 
 use crate::rng::Stream;
 use crate::world::{HostKey, World};
@@ -29,6 +29,15 @@ impl World {
                 call,
                 Errno::EINVAL,
                 format!("{:?} QP on a {:?} id", attr.qp_type, id.ps),
+            ));
+        }
+        if !attr.qp_type.is_connected() && self.transport_of(key) == Some(Transport::Iwarp) {
+            // iWARP devices have only connected QPs; their drivers refuse the rest (siw,
+            // cxgb4: -EOPNOTSUPP), so UD ids cannot get a QP, and their connect then fails too.
+            return Err(CmError::new(
+                call,
+                Errno::EOPNOTSUPP,
+                format!("{:?} QPs do not exist on iWARP", attr.qp_type),
             ));
         }
         let qpn = self.rng.range(Stream::Numbers, 0x10, 0xFF_FFFE) as u32;

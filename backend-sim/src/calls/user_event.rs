@@ -25,7 +25,7 @@ impl World {
                 format!("only USER events can be written, not {kind}"),
             ));
         }
-        self.check_not_torn_down(call, key)?;
+        self.check_not_removed(call, key)?;
         if self.id(key).sync && self.cfg.kernel == KernelProfile::Linux61 {
             // Without the kernel's WRITE_CM_EVENT (before 6.18) nothing can reach librdmacm's
             // private channel of a synchronous id; cmtwin-verbs refuses the same way.

@@ -47,3 +47,28 @@ pub fn query_without_resolution_is_enoent<T: TestBed>(bed: &T) {
     ok(cm.destroy_id(id), "destroy");
     ok(cm.destroy_event_channel(channel), "destroy channel");
 }
+
+/// §10.3 (rdma-core 44's `rdma_resolve_addrinfo` without native support, emulated as
+/// librdmacm does it): DNS mode runs `rdma_getaddrinfo` synchronously, so a name that does not
+/// resolve fails at once (ENOENT) and queues no event: ADDRINFO_ERROR exists only for SA-mode
+/// queries (Linux ≥ 6.18). The id is left free for another resolution.
+pub fn unknown_name_fails_at_once_without_event<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    expect_errno(
+        cm.resolve_addrinfo(id, Some("cmtwin-no-such-host.invalid"), Some("7471"), None),
+        Call::ResolveAddrinfo,
+        Errno::ENOENT,
+    );
+    expect_no_event(cm, channel);
+    let node = bed.server_ip().to_string();
+    ok(
+        cm.resolve_addrinfo(id, Some(&node), Some("7471"), None),
+        "a later resolution on the same id",
+    );
+    expect_event_for(cm, channel, EventKind::AddrinfoResolved, id, 0);
+    ok(cm.query_addrinfo(id), "query_addrinfo");
+    ok(cm.destroy_id(id), "destroy");
+    ok(cm.destroy_event_channel(channel), "destroy channel");
+}

@@ -164,11 +164,14 @@ macro_rules! __conformance_scenarios {
             }
             multicast {
                 join_then_leave,
-                join_preconditions
+                join_preconditions,
+                resolve_addr_to_a_group_then_join,
+                each_join_is_a_membership
             }
             addrinfo {
                 numeric_destination_resolves,
-                query_without_resolution_is_enoent
+                query_without_resolution_is_enoent,
+                unknown_name_fails_at_once_without_event
             }
         }
     };

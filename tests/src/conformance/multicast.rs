@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use cmtwin::{Call, CmBackend, Errno, EventKind, EventParam, PortSpace, Transport, RDMA_UDP_QKEY};
 
-use crate::steps::{expect_errno, expect_event_for, expect_no_event, ok};
+use crate::steps::{expect_errno, expect_event_for, expect_no_event, ok, RESOLVE_TIMEOUT};
 use crate::TestBed;
 
 /// A group address for the test (administratively scoped IPv4 multicast).
@@ -90,5 +90,108 @@ pub fn join_preconditions<T: TestBed>(bed: &T) {
     for id in [tcp, unbound] {
         ok(cm.destroy_id(id), "destroy");
     }
+    ok(cm.destroy_event_channel(channel), "destroy channel");
+}
+
+/// The join context a MULTICAST_JOIN carries.
+fn join_context(info: &cmtwin::EventInfo) -> u64 {
+    match info.param {
+        EventParam::Multicast { context, .. } => context,
+        ref other => panic!("MULTICAST_JOIN without multicast data: {other:?}"),
+    }
+}
+
+/// §4.4, §13.3 (mckey's default flow; measured on Linux 6.1 with rxe, issue 7 item 3):
+/// `resolve_addr` from a bound source to a multicast group resolves: the group goes out of the
+/// source's interface with no route needed, and its link-layer address is mapped, not asked
+/// for (addr.c), so ADDR_RESOLVED (status 0) follows at once; the resolved id can then join
+/// the group (iWARP: ENOSYS, it has no multicast). (Without a source the group needs a route:
+/// `tests/sim_only.rs` checks that case.)
+pub fn resolve_addr_to_a_group_then_join<T: TestBed>(bed: &T) {
+    let cm = bed.server();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    let addr = bed.server_addr();
+    ok(cm.bind_addr(id, addr), "bind to the device's address");
+    let group = group(addr.port());
+    ok(
+        cm.resolve_addr(id, None, group, RESOLVE_TIMEOUT),
+        "resolve_addr to the group from the bound source",
+    );
+    expect_event_for(cm, channel, EventKind::AddrResolved, id, 0);
+    if bed.transport() == Transport::Iwarp {
+        expect_errno(
+            cm.join_multicast(id, group, 7),
+            Call::JoinMulticast,
+            Errno::ENOSYS,
+        );
+    } else {
+        ok(cm.join_multicast(id, group, 7), "join the resolved group");
+        let join = expect_event_for(cm, channel, EventKind::MulticastJoin, id, 0);
+        assert_eq!(join_context(&join), 7, "the join context comes back");
+        ok(cm.leave_multicast(id, group), "leave");
+    }
+    expect_no_event(cm, channel);
+    ok(cm.destroy_id(id), "destroy");
+    ok(cm.destroy_event_channel(channel), "destroy channel");
+}
+
+/// §13.3 (librdmacm's `rdma_join_multicast2` / `rdma_leave_multicast`; measured on Linux 6.1
+/// with rxe, issue 7 item 4): every join of a group is a membership of its own, even twice on
+/// one id; a leave ends the most recent one (librdmacm prepends joins to its list and leaves
+/// the first match), so leaving before fetching drops the second join's MULTICAST_JOIN and
+/// the first join's still comes, with its context. Two joins take two leaves, both 0; a third
+/// is EADDRNOTAVAIL.
+pub fn each_join_is_a_membership<T: TestBed>(bed: &T) {
+    let cm = bed.server();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    let addr = bed.server_addr();
+    ok(cm.bind_addr(id, addr), "bind to the device's address");
+    let group = group(addr.port());
+    if bed.transport() == Transport::Iwarp {
+        // No multicast (ENOSYS), and a failed join leaves no membership behind.
+        expect_errno(
+            cm.join_multicast(id, group, 1),
+            Call::JoinMulticast,
+            Errno::ENOSYS,
+        );
+        expect_errno(
+            cm.leave_multicast(id, group),
+            Call::LeaveMulticast,
+            Errno::EADDRNOTAVAIL,
+        );
+        ok(cm.destroy_id(id), "destroy");
+        ok(cm.destroy_event_channel(channel), "destroy channel");
+        return;
+    }
+    ok(cm.join_multicast(id, group, 1), "first join");
+    ok(
+        cm.join_multicast(id, group, 2),
+        "second join of the same group",
+    );
+    ok(cm.leave_multicast(id, group), "leave the second membership");
+    let join = expect_event_for(cm, channel, EventKind::MulticastJoin, id, 0);
+    assert_eq!(
+        join_context(&join),
+        1,
+        "the first membership's MULTICAST_JOIN remains"
+    );
+    ok(cm.join_multicast(id, group, 3), "join once more");
+    let join = expect_event_for(cm, channel, EventKind::MulticastJoin, id, 0);
+    assert_eq!(
+        join_context(&join),
+        3,
+        "the new membership's MULTICAST_JOIN"
+    );
+    ok(cm.leave_multicast(id, group), "leave the newest membership");
+    ok(cm.leave_multicast(id, group), "leave the first membership");
+    expect_errno(
+        cm.leave_multicast(id, group),
+        Call::LeaveMulticast,
+        Errno::EADDRNOTAVAIL,
+    );
+    expect_no_event(cm, channel);
+    ok(cm.destroy_id(id), "destroy");
     ok(cm.destroy_event_channel(channel), "destroy channel");
 }
