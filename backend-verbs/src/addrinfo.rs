@@ -3,11 +3,12 @@
 //! With rdma-core v60+ on Linux 6.18+ the real calls are used. Whether librdmacm has them is
 //! decided once, by looking the symbols up (`dlsym`); whether the kernel can serve them is
 //! decided per call, from that call's answer alone (see [`route`]), so no error of one call
-//! changes how a later one is made. Otherwise DNS mode is emulated as librdmacm does it: `rdma_getaddrinfo` runs synchronously in the
-//! calling thread; a failure is returned at once (no event, as in librdmacm), a success is
-//! stored for `query_addrinfo` and announced by an ADDRINFO_RESOLVED event queued on the id's
-//! channel through the backend's injected-event path (or made the current event of a
-//! synchronous id). SA mode needs the real call (and InfiniBand): EOPNOTSUPP otherwise.
+//! changes how a later one is made. Otherwise DNS mode is emulated as librdmacm does it:
+//! `rdma_getaddrinfo` runs synchronously in the calling thread (holding no lock); a failure is
+//! returned at once (no event, as in librdmacm), a success is stored for `query_addrinfo` and
+//! announced by an ADDRINFO_RESOLVED event queued on the id's channel through the backend's
+//! injected-event path (or made the current event of a synchronous id). SA mode needs the real
+//! call (and InfiniBand): EOPNOTSUPP otherwise.
 
 use std::ffi::CString;
 
