@@ -1,26 +1,81 @@
 //! `rdma_resolve_addrinfo` and `rdma_query_addrinfo`.
 //!
-//! With rdma-core v60+ on Linux 6.18+ the real calls are used (found at run time). Otherwise
-//! DNS mode is emulated as librdmacm does it: `rdma_getaddrinfo` runs synchronously in the
-//! calling thread; a failure is returned at once (no event, as in librdmacm), a success is
-//! stored for `query_addrinfo` and announced by an ADDRINFO_RESOLVED event queued on the id's
-//! channel through the backend's injected-event path (or made the current event of a
-//! synchronous id). SA mode needs the real call (and InfiniBand): EOPNOTSUPP otherwise.
+//! With rdma-core v60+ on Linux 6.18+ the real calls are used. Whether librdmacm has them is
+//! decided once, by looking the symbols up (`dlsym`); whether the kernel can serve them is
+//! decided per call, from that call's answer alone (see [`route`]), so no error of one call
+//! changes how a later one is made. Otherwise DNS mode is emulated as librdmacm does it:
+//! `rdma_getaddrinfo` runs synchronously in the calling thread (holding no lock); a failure is
+//! returned at once (no event, as in librdmacm), a success is stored for `query_addrinfo` and
+//! announced by an ADDRINFO_RESOLVED event queued on the id's channel through the backend's
+//! injected-event path (or made the current event of a synchronous id). SA mode needs the real
+//! call (and InfiniBand): EOPNOTSUPP otherwise.
 
 use std::ffi::CString;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use cmtwin::{rai, AddrInfo, AddrInfoHints, Call, EventKind, IdHandle, PortSpace, QpType, Result};
+use cmtwin::{
+    rai, AddrInfo, AddrInfoHints, Call, CmError, EventKind, IdHandle, PortSpace, QpType, Result,
+};
 
 use crate::events::addrinfo_event;
-use crate::ffi::{self, AddrInfoHintsIn, AddrInfoOut, QPT_RC, QPT_UC, QPT_UD};
-use crate::registry::{lock, AddrinfoState, Injected};
+use crate::ffi::{self, AddrInfoHintsIn, AddrInfoOut, CResult, QPT_RC, QPT_UC, QPT_UD};
+use crate::id::FetchLocks;
+use crate::registry::{lock, AddrinfoState, IdObj, Injected};
 use crate::{c_err, err, VerbsBackend};
 
-/// Set once the kernel refused the real `rdma_resolve_addrinfo` (too old): later calls go
-/// straight to the emulation (librdmacm may keep the id marked as resolving after such a
-/// failure, so calling it again could report a stale EBUSY).
-static NATIVE_REFUSED: AtomicBool = AtomicBool::new(false);
+/// How one `resolve_addrinfo` call goes on after its attempt at the native call.
+#[derive(Debug, PartialEq)]
+enum Route {
+    /// The native resolution is under way; its results come from `rdma_query_addrinfo`.
+    NativePending,
+    /// Resolve with the emulation (this call only).
+    Emulate,
+}
+
+/// Decides how a call goes on from `native`, the answer of the native `rdma_resolve_addrinfo`
+/// to this very call (`None`: librdmacm lacks the symbol), with `sa` telling SA mode.
+///
+/// In DNS mode librdmacm resolves the name itself, then asks the kernel to queue the
+/// ADDRINFO_RESOLVED event (the WRITE_CM_EVENT command of Linux 6.18). A kernel without that
+/// command makes the call fail with errno -1 (librdmacm replaces the kernel's errno by its own
+/// -1), which is also what a failure of its own `rdma_getaddrinfo` gives; EINVAL or ENOSYS is
+/// what a librdmacm that passed the kernel's errno on would report. For these answers this call
+/// is emulated: the emulation looks the name up again, so it reports a lookup failure exactly,
+/// and otherwise delivers the event the kernel could not queue. Nothing is remembered: the next
+/// call tries the native path again. A negative `EAI_*` code means the name did not resolve;
+/// any other errno is the answer.
+fn route(call: Call, sa: bool, native: Option<CResult<()>>) -> Result<Route> {
+    match native {
+        Some(Ok(())) => Ok(Route::NativePending),
+        None if sa => Err(err(
+            call,
+            libc::EOPNOTSUPP,
+            "SA-mode resolution needs rdma-core v60, Linux 6.18 and InfiniBand",
+        )),
+        None => Ok(Route::Emulate),
+        Some(Err(-1 | 0)) if sa => Err(err(
+            call,
+            libc::EINVAL,
+            "librdmacm's rdma_resolve_addrinfo failed without an errno \
+             (SA mode needs Linux 6.18 and an InfiniBand port)",
+        )),
+        Some(Err(-1 | 0 | libc::EINVAL | libc::ENOSYS)) if !sa => Ok(Route::Emulate),
+        Some(Err(code)) => Err(lookup_error(call, code)),
+    }
+}
+
+/// The error for a failed name lookup: `code` is an errno, or a (negative) `EAI_*` code, which
+/// is reported as ENOENT.
+fn lookup_error(call: Call, code: i32) -> CmError {
+    if code > 0 {
+        c_err(call, code)
+    } else {
+        err(
+            call,
+            libc::ENOENT,
+            format!("rdma_getaddrinfo found nothing (getaddrinfo code {code})"),
+        )
+    }
+}
 
 fn cstring(call: Call, s: Option<&str>) -> Result<Option<CString>> {
     s.map(|s| CString::new(s).map_err(|_| err(call, libc::EINVAL, "a NUL byte inside a string")))
@@ -71,58 +126,32 @@ impl VerbsBackend {
                 QpType::Ud => QPT_UD as i32,
             }),
         });
-        self.on_id(call, id, |o| {
-            if !matches!(lock(&o.state).addrinfo, AddrinfoState::Idle) {
-                return Err(err(
-                    call,
-                    libc::EBUSY,
-                    format!("{id} has a resolution pending or not yet queried"),
-                ));
-            }
+        let sa = flags & rai::SA != 0;
+        // The native call changes only librdmacm's own resolution state (under its own lock)
+        // and may look a name up: the channel's fetch lock is not taken.
+        let route = self.on_id_locking(call, id, FetchLocks::NotNeeded, |o| {
+            Self::check_idle(call, id, o)?;
             lock(&o.state).sync_override = None;
-            let native = if NATIVE_REFUSED.load(Ordering::Relaxed) {
-                None
-            } else {
-                o.raw.resolve_addrinfo_native(
-                    node.as_deref(),
-                    service.as_deref(),
-                    hints_in.as_ref(),
-                )
-            };
-            if let Some(r) = native {
-                match r {
-                    Ok(()) => {
-                        lock(&o.state).addrinfo = AddrinfoState::NativePending;
-                        return Ok(());
-                    }
-                    // An old kernel makes the DNS path fail with errno -1 (reported as 0) or
-                    // EINVAL: emulate below.
-                    Err(0) | Err(libc::EINVAL) if flags & rai::SA == 0 => {
-                        NATIVE_REFUSED.store(true, Ordering::Relaxed);
-                    }
-                    Err(0) => return Err(err(call, libc::EINVAL, "rdma_resolve_addrinfo failed")),
-                    Err(e) => return Err(c_err(call, e)),
-                }
+            let native = o.raw.resolve_addrinfo_native(
+                node.as_deref(),
+                service.as_deref(),
+                hints_in.as_ref(),
+            );
+            let route = route(call, sa, native)?;
+            if route == Route::NativePending {
+                lock(&o.state).addrinfo = AddrinfoState::NativePending;
             }
-            if flags & rai::SA != 0 {
-                return Err(err(
-                    call,
-                    libc::EOPNOTSUPP,
-                    "SA-mode resolution needs rdma-core v60, Linux 6.18 and InfiniBand",
-                ));
-            }
-            let list = ffi::getaddrinfo(node.as_deref(), service.as_deref(), hints_in.as_ref())
-                .map_err(|code| {
-                    if code > 0 {
-                        c_err(call, code)
-                    } else {
-                        err(
-                            call,
-                            libc::ENOENT,
-                            format!("rdma_getaddrinfo found nothing (getaddrinfo code {code})"),
-                        )
-                    }
-                })?;
+            Ok(route)
+        })?;
+        if route == Route::NativePending {
+            return Ok(());
+        }
+        // The emulation: the lookup runs with no lock held.
+        let list = ffi::getaddrinfo(node.as_deref(), service.as_deref(), hints_in.as_ref())
+            .map_err(|code| lookup_error(call, code))?;
+        self.on_id(call, id, |o| {
+            // Another thread may have started a resolution on the id meanwhile.
+            Self::check_idle(call, id, o)?;
             let event = addrinfo_event(id, EventKind::AddrinfoResolved, 0);
             let mut st = lock(&o.state);
             st.addrinfo = AddrinfoState::Resolved(convert(list));
@@ -135,6 +164,19 @@ impl VerbsBackend {
             }
             Ok(())
         })
+    }
+
+    /// EBUSY if `o` has a resolution pending or not yet queried.
+    fn check_idle(call: Call, id: IdHandle, o: &IdObj) -> Result<()> {
+        if matches!(lock(&o.state).addrinfo, AddrinfoState::Idle) {
+            Ok(())
+        } else {
+            Err(err(
+                call,
+                libc::EBUSY,
+                format!("{id} has a resolution pending or not yet queried"),
+            ))
+        }
     }
 
     pub(crate) fn query_addrinfo_impl(&self, id: IdHandle) -> Result<Vec<AddrInfo>> {
@@ -158,5 +200,53 @@ impl VerbsBackend {
                 )),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CALL: Call = Call::ResolveAddrinfo;
+
+    fn errno_of(r: Result<Route>) -> i32 {
+        r.unwrap_err().errno.0
+    }
+
+    #[test]
+    fn a_kernel_that_cannot_queue_the_event_is_emulated_for_that_call_only() {
+        // An old kernel's answer, then a kernel that can: each call follows its own answer.
+        for answer in [-1, 0, libc::EINVAL, libc::ENOSYS] {
+            assert_eq!(route(CALL, false, Some(Err(answer))), Ok(Route::Emulate));
+            assert_eq!(route(CALL, false, Some(Ok(()))), Ok(Route::NativePending));
+        }
+    }
+
+    #[test]
+    fn without_the_symbol_dns_is_emulated_and_sa_unsupported() {
+        assert_eq!(route(CALL, false, None), Ok(Route::Emulate));
+        assert_eq!(errno_of(route(CALL, true, None)), libc::EOPNOTSUPP);
+    }
+
+    #[test]
+    fn other_native_answers_are_reported_as_they_are() {
+        assert_eq!(
+            errno_of(route(CALL, false, Some(Err(libc::EBUSY)))),
+            libc::EBUSY
+        );
+        assert_eq!(
+            errno_of(route(CALL, true, Some(Err(libc::ENODEV)))),
+            libc::ENODEV
+        );
+        // EAI_NONAME (-2): the name does not resolve, as the emulation reports it.
+        let e = route(CALL, false, Some(Err(libc::EAI_NONAME))).unwrap_err();
+        assert_eq!(e.errno.0, libc::ENOENT);
+        assert!(e.detail.contains("getaddrinfo code -2"), "{e}");
+        // SA mode has no emulation: the answer without an errno is EINVAL.
+        assert_eq!(errno_of(route(CALL, true, Some(Err(-1)))), libc::EINVAL);
+        assert_eq!(
+            errno_of(route(CALL, true, Some(Err(libc::EINVAL)))),
+            libc::EINVAL
+        );
     }
 }

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use cmtwin::{Call, ChannelHandle, CmEvent, EventKind, Result, Wait};
 
 use crate::events::event_info;
-use crate::ffi::{self, EventFd, RawChannel, RawEvent, QPT_UD};
+use crate::ffi::{self, EventFd, RawChannel, RawEvent, RawId, QPT_UD};
 use crate::registry::{lock, AddrinfoState, ChannelObj, IdState, TakeError};
-use crate::{c_err, err, VerbsBackend};
+use crate::{c_err, err, keys_exhausted, VerbsBackend};
 
 impl VerbsBackend {
     pub(crate) fn create_event_channel_impl(&self) -> Result<ChannelHandle> {
@@ -34,7 +34,10 @@ impl VerbsBackend {
                 return Err(err(Call::CreateEventChannel, e, "eventfd failed"));
             }
         };
-        Ok(self.reg().insert_channel(raw, wake))
+        self.reg().insert_channel(raw, wake).map_err(|raw| {
+            raw.destroy();
+            keys_exhausted(Call::CreateEventChannel)
+        })
     }
 
     pub(crate) fn destroy_event_channel_impl(&self, channel: ChannelHandle) -> Result<()> {
@@ -100,7 +103,7 @@ impl VerbsBackend {
             };
             match fetched {
                 Ok(raw) => {
-                    if let Some(ev) = self.translate(&chan, raw) {
+                    if let Some(ev) = self.translate(&chan, raw)? {
                         return Ok(ev);
                     }
                     continue;
@@ -115,7 +118,9 @@ impl VerbsBackend {
                 if reg.id(inj.id).is_none() {
                     continue;
                 }
-                let ticket = reg.new_ticket(inj.id, inj.info.kind);
+                let ticket = reg
+                    .new_ticket(inj.id, inj.info.kind)
+                    .map_err(|_| keys_exhausted(call))?;
                 return Ok(CmEvent::new(inj.info, ticket));
             }
             let timeout_ms = match wait {
@@ -147,8 +152,9 @@ impl VerbsBackend {
     }
 
     /// Registers a fetched kernel event and acks it in C. `None` if the event is for an id the
-    /// application no longer has (it is being destroyed): such events are dropped.
-    fn translate(&self, chan: &Arc<ChannelObj>, mut raw: RawEvent) -> Option<CmEvent> {
+    /// application no longer has (it is being destroyed): such events are dropped. ENFILE if
+    /// the process ran out of handle values (the event is dropped; a request is refused).
+    fn translate(&self, chan: &Arc<ChannelObj>, mut raw: RawEvent) -> Result<Option<CmEvent>> {
         let snap = raw.snapshot();
         let kind = EventKind::from_raw(snap.kind);
         let mut reg = self.reg();
@@ -163,23 +169,26 @@ impl VerbsBackend {
                     let ud = child.qp_type() == QPT_UD;
                     let mut state = IdState::new(Some(Arc::clone(chan)), ps);
                     state.unaccepted = true;
-                    let obj = reg.insert_id(child, state);
-                    (obj.handle, Some(listener), ud)
-                }
-                (None, child) => {
-                    // The listener is being destroyed: refuse the request (the peer gets
-                    // REJECTED 28) and drop the event.
-                    drop(reg);
-                    raw.ack();
-                    if let Some(child) = child {
-                        let _ = child.destroy();
+                    match reg.insert_id(child, state) {
+                        Ok(obj) => (obj.handle, Some(listener), ud),
+                        Err(child) => {
+                            drop(reg);
+                            drop_event(raw, Some(child));
+                            return Err(keys_exhausted(Call::GetCmEvent));
+                        }
                     }
-                    return None;
+                }
+                // The listener is being destroyed: refuse the request (the peer gets
+                // REJECTED 28) and drop the event.
+                (None, child) => {
+                    drop(reg);
+                    drop_event(raw, child);
+                    return Ok(None);
                 }
                 (Some(_), None) => {
                     drop(reg);
-                    raw.ack();
-                    return None;
+                    drop_event(raw, None);
+                    return Ok(None);
                 }
             }
         } else {
@@ -196,16 +205,25 @@ impl VerbsBackend {
                 }
                 None => {
                     drop(reg);
-                    raw.ack();
-                    return None;
+                    drop_event(raw, None);
+                    return Ok(None);
                 }
             }
         };
         let owner = listen_id.unwrap_or(id);
-        let ticket = reg.new_ticket(owner, kind);
+        let Ok(ticket) = reg.new_ticket(owner, kind) else {
+            // A request's new id goes again: the application never saw it.
+            let child = listen_id.and_then(|_| reg.take_id(id).ok()).map(|o| o.raw);
+            drop(reg);
+            drop_event(raw, child);
+            return Err(keys_exhausted(Call::GetCmEvent));
+        };
         drop(reg);
         raw.ack();
-        Some(CmEvent::new(event_info(&snap, id, listen_id, ud), ticket))
+        Ok(Some(CmEvent::new(
+            event_info(&snap, id, listen_id, ud),
+            ticket,
+        )))
     }
 
     pub(crate) fn ack_cm_event_impl(&self, event: CmEvent) -> Result<()> {
@@ -224,6 +242,15 @@ impl VerbsBackend {
                 ),
             )),
         }
+    }
+}
+
+/// Acks a fetched event that will not reach the application and destroys the request's new id
+/// that came with it, if any (the peer is then rejected).
+fn drop_event(raw: RawEvent, child: Option<RawId>) {
+    raw.ack();
+    if let Some(child) = child {
+        let _ = child.destroy();
     }
 }
 

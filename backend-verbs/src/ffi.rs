@@ -775,8 +775,8 @@ impl RawId {
         };
         Some(match ret {
             0 => Ok(()),
-            // §10.4: errno may be -1 or a negative EAI code; report those as `0` (unknown).
-            _ => Err(last_errno().max(0)),
+            // §10.4: errno may be -1 or a negative EAI code; passed on as it is.
+            _ => Err(last_errno()),
         })
     }
 

@@ -16,8 +16,8 @@ use cmtwin::{
 
 use crate::ffi::{ConnParamIn, RawId};
 use crate::private_data;
-use crate::registry::{lock, IdObj, IdState, TakeError};
-use crate::{c_err, err, VerbsBackend};
+use crate::registry::{lock, lock_fetches, ChannelObj, IdObj, IdState, TakeError};
+use crate::{c_err, err, keys_exhausted, VerbsBackend};
 
 /// A timeout in milliseconds for librdmacm (saturating).
 pub(crate) fn timeout_ms(d: Duration) -> i32 {
@@ -38,6 +38,17 @@ pub(crate) fn conn_param_in(p: &ConnParam) -> ConnParamIn<'_> {
     }
 }
 
+/// Which channels' fetch locks a call on an id holds besides the id's call lock.
+pub(crate) enum FetchLocks<'a> {
+    /// The id's own channel's (every call that reads or writes the id's fields).
+    Own,
+    /// The id's own channel's and this one's (`migrate_id`: its target).
+    OwnAnd(&'a ChannelObj),
+    /// None: the call touches nothing that librdmacm's event processing writes, and may
+    /// block for long (a name lookup), which must not stall `get_cm_event` on the channel.
+    NotNeeded,
+}
+
 /// EINVAL for a call that needs the id to be attached to an RDMA device.
 fn no_device(call: Call, h: IdHandle, hint: &str) -> cmtwin::CmError {
     err(
@@ -48,16 +59,37 @@ fn no_device(call: Call, h: IdHandle, hint: &str) -> cmtwin::CmError {
 }
 
 impl VerbsBackend {
-    /// Runs `f` on the live id `h` under its call lock, then refreshes what the backend tracks
-    /// about a synchronous id's current event.
+    /// Runs `f` on the live id `h` under its call lock and its channel's fetch lock (see
+    /// `ChannelObj::fetch`: librdmacm writes the id's fields while processing its events), then
+    /// refreshes what the backend tracks about a synchronous id's current event.
     pub(crate) fn on_id<T>(
         &self,
         call: Call,
         h: IdHandle,
         f: impl FnOnce(&IdObj) -> Result<T>,
     ) -> Result<T> {
+        self.on_id_locking(call, h, FetchLocks::Own, f)
+    }
+
+    /// [`Self::on_id`] with the fetch locks `fetch`.
+    pub(crate) fn on_id_locking<T>(
+        &self,
+        call: Call,
+        h: IdHandle,
+        fetch: FetchLocks<'_>,
+        f: impl FnOnce(&IdObj) -> Result<T>,
+    ) -> Result<T> {
         let obj = self.id_obj(call, h)?;
-        let _guard = lock(&obj.call);
+        let _call = lock(&obj.call);
+        // The id's channel changes only in migrate_id, under the call lock held here. A
+        // synchronous id has none: librdmacm processes its events inside the calls on the id,
+        // which the call lock already serialises.
+        let channel = lock(&obj.state).channel.clone();
+        let _fetch = match fetch {
+            FetchLocks::Own => lock_fetches(channel.as_deref(), None),
+            FetchLocks::OwnAnd(also) => lock_fetches(channel.as_deref(), Some(also)),
+            FetchLocks::NotNeeded => [None, None],
+        };
         let result = f(&obj);
         let mut st = lock(&obj.state);
         if st.pending_request_of.is_some() && obj.raw.current_event().map(|e| e.kind) != Some(4) {
@@ -97,10 +129,14 @@ impl VerbsBackend {
                 e => c_err(call, e),
             },
         )?;
-        Ok(self
-            .reg()
-            .insert_id(raw, IdState::new(chan, port_space))
-            .handle)
+        let registered = self.reg().insert_id(raw, IdState::new(chan, port_space));
+        match registered {
+            Ok(obj) => Ok(obj.handle),
+            Err(raw) => {
+                let _ = raw.destroy();
+                Err(keys_exhausted(call))
+            }
+        }
     }
 
     pub(crate) fn destroy_id_impl(&self, id: IdHandle) -> Result<()> {
@@ -346,7 +382,10 @@ impl VerbsBackend {
         let call = Call::MigrateId;
         let target = channel.map(|h| self.channel_obj(call, h)).transpose()?;
         let outstanding = self.reg().outstanding_of(id);
-        self.on_id(call, id, |o| {
+        let fetch = target
+            .as_deref()
+            .map_or(FetchLocks::Own, FetchLocks::OwnAnd);
+        self.on_id_locking(call, id, fetch, |o| {
             if !outstanding.is_empty() {
                 let names: Vec<String> = outstanding
                     .iter()
@@ -371,8 +410,10 @@ impl VerbsBackend {
                 ));
             }
             Self::before_blocking(o);
+            // Both channels' fetch locks are held: the kernel moves the id's queued events to
+            // the target, where they could otherwise be processed before librdmacm is done.
             {
-                let _fetch = old.as_ref().map(|c| lock(&c.fetch));
+                let _switch = lock(&o.channel_switch);
                 o.raw
                     .migrate(target.as_ref().map(|c| &c.raw))
                     .map_err(|e| c_err(call, e))?;

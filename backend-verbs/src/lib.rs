@@ -52,6 +52,7 @@
 //! |---|---|
 //! | every `unsafe` (librdmacm, eventfd, poll, dlsym) | `ffi.rs` |
 //! | handles, live objects, outstanding events | `registry.rs` |
+//! | handle and ticket values (64-bit, never reused) | `keys.rs` |
 //! | `rdma_create/destroy_event_channel`, `rdma_get_cm_event`, `rdma_ack_cm_event` | `channel.rs` |
 //! | translation of `struct rdma_cm_event` into [`cmtwin::CmEvent`] | `events.rs` |
 //! | `rdma_create/destroy_id`, bind, resolve, listen, connect, accept, reject, disconnect, notify, establish, migrate, set_option, addresses | `id.rs` |
@@ -83,10 +84,13 @@
 //! * `get_request` on a listener that is not synchronous or not listening: EINVAL (librdmacm
 //!   would block forever on the latter). `destroy_qp` without a QP: EINVAL.
 //! * Calls on one id are serialised: while a thread blocks in a call on a synchronous id, other
-//!   calls on that id (even `local_addr`) wait; `write_cm_event` does not. `destroy_id` and
-//!   `migrate_id` also wait for a `get_cm_event` that is inside librdmacm on the id's channel
-//!   (librdmacm 44 crashes when an id is destroyed while its event is being processed and its
-//!   kernel handle is reused at once; found by the concurrency test).
+//!   calls on that id (even `local_addr`) wait; `write_cm_event` does not. Every call on an id
+//!   of a channel (queries such as `local_addr` and `qp_num` included, `resolve_addrinfo`
+//!   excepted) also waits for a `get_cm_event` that is inside librdmacm on that channel, never
+//!   for one that is waiting for an event: librdmacm writes the id's addresses, device and QP
+//!   state while it processes an event (see `registry.rs`), and librdmacm 44 crashes when an
+//!   id is destroyed while its event is being processed and its kernel handle is reused at
+//!   once (found by the concurrency test).
 //! * The channel fd is in O_NONBLOCK mode. Backend-injected events are delivered after the
 //!   kernel events already queued when `get_cm_event` looks.
 #![warn(missing_docs)]
@@ -99,6 +103,7 @@ mod events;
 #[allow(unsafe_code)] // the crate's only unsafe code, each block with a SAFETY comment
 mod ffi;
 mod id;
+mod keys;
 mod multicast;
 mod private_data;
 mod qp;
@@ -243,6 +248,15 @@ impl VerbsBackend {
 /// An error for `call` with `errno`.
 pub(crate) fn err(call: Call, errno: i32, detail: impl Into<String>) -> CmError {
     CmError::new(call, Errno(errno), detail)
+}
+
+/// ENFILE for `call`: the process used up every handle and ticket value (see `keys.rs`).
+pub(crate) fn keys_exhausted(call: Call) -> CmError {
+    err(
+        call,
+        libc::ENFILE,
+        "this process has used up all 2^64 handle and ticket values",
+    )
 }
 
 /// An error reported by librdmacm itself for `call`.

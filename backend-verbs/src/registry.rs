@@ -1,23 +1,20 @@
 //! The registry of live objects: checked handles to ids and channels, and the outstanding
 //! (fetched, not yet acknowledged) events.
 //!
-//! A handle's high 32 bits are the backend instance that issued it, so a handle from another
-//! backend value is recognised as foreign; the low 32 bits number objects within the instance.
-//! Objects are kept in `Arc`s: a call clones the `Arc` under the registry lock and releases the
+//! Handles and tickets are 64-bit keys that are never issued twice in the process (see
+//! `keys.rs`): a stale handle or ticket can never name a newer object, and the registry can
+//! tell a key it issued from one another backend value issued. Objects are kept in `Arc`s: a call clones the `Arc` under the registry lock and releases the
 //! lock before calling librdmacm, so a blocking call never holds the registry. Destroying takes
 //! the object out with `Arc::try_unwrap`, which fails while any other thread is inside a call on
 //! it: that is what makes a destroy racing with a call an error instead of a use-after-free.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cmtwin::{AckTicket, AddrInfo, ChannelHandle, EventInfo, EventKind, IdHandle, PortSpace};
 
 use crate::ffi::{EventFd, RawChannel, RawId};
-
-/// Backend instance numbers, process-wide.
-static NEXT_INSTANCE: AtomicU32 = AtomicU32::new(1);
+use crate::keys::{KeySource, KeysExhausted};
 
 /// Locks a mutex, ignoring poisoning (the protected data stays consistent: every critical
 /// section is a few field updates that cannot panic half-way).
@@ -45,12 +42,37 @@ pub(crate) struct ChannelObj {
     pub injected: Mutex<VecDeque<Injected>>,
     /// Readable exactly while `injected` is non-empty (changed only under its lock).
     pub wake: EventFd,
-    /// Held around each `rdma_get_cm_event` on this channel and around `rdma_destroy_id` /
-    /// `rdma_migrate_id` of its ids. librdmacm 44 processes a fetched event inside
-    /// `rdma_get_cm_event` using the id's kernel handle; if the id is destroyed meanwhile and a
-    /// new id gets the same handle, that processing reads the wrong id and crashes (seen as a
-    /// SIGSEGV in the concurrency test). Events already returned are acked without this lock,
-    /// so `rdma_destroy_id` waiting for their acks cannot deadlock.
+    /// Held around each `rdma_get_cm_event` on this channel, and around every call on an id of
+    /// the channel (`on_id`, `rdma_destroy_id`, `rdma_migrate_id`), including the reads of
+    /// the id's fields (`local_addr`, `peer_addr`, the device and QP checks).
+    ///
+    /// librdmacm (cma.c) processes each event inside `rdma_get_cm_event`, before returning it,
+    /// and that processing writes the `rdma_cm_id` itself, under no lock of the caller's:
+    /// * ADDR_RESOLVED: `ucma_process_addr_resolved` asks the kernel for the addresses
+    ///   (`ucma_query_addr`, or `ucma_query_route` where the kernel lacks AF_IB support) and
+    ///   copies them into `id->route.addr` (source, destination, GIDs, P_Key); the first time,
+    ///   `ucma_get_device` also attaches the device (`id->verbs`, `id->pd`) and sets
+    ///   `id->port_num`.
+    /// * ROUTE_RESOLVED on InfiniBand: `ucma_process_route_resolved` (`ucma_query_path` or
+    ///   `ucma_query_route`) allocates `id->route.path_rec`, sets `id->route.num_paths`, and
+    ///   rewrites the addresses.
+    /// * CONNECT_REQUEST: `ucma_process_conn_req` fills the new id the same way
+    ///   (`ucma_query_req_info`) before the application has it.
+    /// * CONNECT_RESPONSE (`ucma_process_conn_resp`), REJECTED and MULTICAST_JOIN
+    ///   (`ucma_process_join`) read `id->qp` and move the QP to RTR/RTS or error, or attach it
+    ///   to the group: a concurrent `destroy_qp` would free it under them.
+    ///
+    /// Only `id->context`, `id->ps` and `id->qp_type` are never written after creation; they
+    /// are read without this lock.
+    ///
+    /// The lock also keeps `rdma_destroy_id` away from an event being processed: librdmacm 44
+    /// finds the id by its kernel handle, and if the id is destroyed meanwhile and a new id gets
+    /// the same handle, that processing reads the wrong id and crashes (seen as a SIGSEGV in
+    /// the concurrency test). Events already returned are acked without this lock, so
+    /// `rdma_destroy_id` (or `rdma_leave_multicast`, `rdma_migrate_id`) waiting for their acks
+    /// cannot deadlock. Lock order: an id's call lock, then fetch locks (two at once only in
+    /// `migrate_id`, in address order: [`lock_fetches`]), then the id's `channel_switch`, then
+    /// the registry and state locks.
     pub fetch: Mutex<()>,
 }
 
@@ -82,6 +104,24 @@ impl ChannelObj {
         }
         mine
     }
+}
+
+/// Takes the fetch locks of `a` and `b` (either may be absent, or both the same channel), in
+/// address order so that two threads taking the same pair cannot deadlock.
+pub(crate) fn lock_fetches<'a>(
+    a: Option<&'a ChannelObj>,
+    b: Option<&'a ChannelObj>,
+) -> [Option<MutexGuard<'a, ()>>; 2] {
+    let (first, second) = match (a, b) {
+        (Some(x), Some(y)) if std::ptr::eq(x, y) => (Some(x), None),
+        (Some(x), Some(y)) if (y as *const ChannelObj) < (x as *const ChannelObj) => {
+            (Some(y), Some(x))
+        }
+        (x, y) => (x, y),
+    };
+    let first = first.map(|c| lock(&c.fetch));
+    let second = second.map(|c| lock(&c.fetch));
+    [first, second]
 }
 
 /// Progress of `resolve_addrinfo` on an id.
@@ -150,6 +190,10 @@ pub(crate) struct IdObj {
     /// Held during every librdmacm call on the id (except `write_cm_event`), so that a
     /// synchronous id's current event is never freed while another thread reads it.
     pub call: Mutex<()>,
+    /// Held around `rdma_migrate_id`, which rewrites `id->channel`, and around the native
+    /// `rdma_write_cm_event`, which reads it (that call takes no call lock, so that an event
+    /// can be written while another thread blocks in a call on the id).
+    pub channel_switch: Mutex<()>,
     /// Tracked state.
     pub state: Mutex<IdState>,
 }
@@ -173,8 +217,7 @@ pub(crate) enum TakeError {
 
 /// All live objects of one backend value.
 pub(crate) struct Registry {
-    instance: u32,
-    next: u32,
+    keys: KeySource,
     ids: BTreeMap<u64, Arc<IdObj>>,
     by_addr: BTreeMap<usize, IdHandle>,
     channels: BTreeMap<u64, Arc<ChannelObj>>,
@@ -182,11 +225,15 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    /// An empty registry with a new instance number.
+    /// An empty registry drawing its keys from the process-wide counter.
     pub(crate) fn new() -> Self {
+        Self::with_keys(KeySource::new())
+    }
+
+    /// An empty registry drawing its keys from `keys`.
+    fn with_keys(keys: KeySource) -> Self {
         Registry {
-            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
-            next: 1,
+            keys,
             ids: BTreeMap::new(),
             by_addr: BTreeMap::new(),
             channels: BTreeMap::new(),
@@ -194,29 +241,27 @@ impl Registry {
         }
     }
 
-    fn fresh(&mut self) -> u64 {
-        let n = self.next;
-        self.next = self.next.wrapping_add(1).max(1);
-        (u64::from(self.instance) << 32) | u64::from(n)
-    }
-
-    /// Whether `raw` was issued by this instance.
+    /// Whether `raw` was issued by this registry (live or not).
     pub(crate) fn is_mine(&self, raw: u64) -> bool {
-        (raw >> 32) as u32 == self.instance
+        self.keys.is_mine(raw)
     }
 
-    /// Registers a new id.
-    pub(crate) fn insert_id(&mut self, raw: RawId, state: IdState) -> Arc<IdObj> {
-        let handle = IdHandle::from_raw(self.fresh());
+    /// Registers a new id; gives `raw` back if no key is left (the caller destroys it).
+    pub(crate) fn insert_id(&mut self, raw: RawId, state: IdState) -> Result<Arc<IdObj>, RawId> {
+        let Ok(key) = self.keys.issue() else {
+            return Err(raw);
+        };
+        let handle = IdHandle::from_raw(key);
         self.by_addr.insert(raw.addr(), handle);
         let obj = Arc::new(IdObj {
             handle,
             raw,
             call: Mutex::new(()),
+            channel_switch: Mutex::new(()),
             state: Mutex::new(state),
         });
         self.ids.insert(handle.raw(), Arc::clone(&obj));
-        obj
+        Ok(obj)
     }
 
     /// The live id `h`.
@@ -262,9 +307,16 @@ impl Registry {
         (ids, channels)
     }
 
-    /// Registers a new channel.
-    pub(crate) fn insert_channel(&mut self, raw: RawChannel, wake: EventFd) -> ChannelHandle {
-        let handle = ChannelHandle::from_raw(self.fresh());
+    /// Registers a new channel; gives `raw` back if no key is left (the caller destroys it).
+    pub(crate) fn insert_channel(
+        &mut self,
+        raw: RawChannel,
+        wake: EventFd,
+    ) -> Result<ChannelHandle, RawChannel> {
+        let Ok(key) = self.keys.issue() else {
+            return Err(raw);
+        };
+        let handle = ChannelHandle::from_raw(key);
         self.channels.insert(
             handle.raw(),
             Arc::new(ChannelObj {
@@ -275,7 +327,7 @@ impl Registry {
                 fetch: Mutex::new(()),
             }),
         );
-        handle
+        Ok(handle)
     }
 
     /// The live channel `h`.
@@ -297,10 +349,14 @@ impl Registry {
     }
 
     /// Records an event handed out to the application; returns its ticket.
-    pub(crate) fn new_ticket(&mut self, owner: IdHandle, kind: EventKind) -> AckTicket {
-        let t = self.fresh();
+    pub(crate) fn new_ticket(
+        &mut self,
+        owner: IdHandle,
+        kind: EventKind,
+    ) -> Result<AckTicket, KeysExhausted> {
+        let t = self.keys.issue()?;
         self.outstanding.insert(t, Outstanding { owner, kind });
-        AckTicket(t)
+        Ok(AckTicket(t))
     }
 
     /// Forgets an acknowledged event; `None` if the ticket is unknown (foreign, already acked).
@@ -315,5 +371,68 @@ impl Registry {
             .filter(|(_, o)| o.owner == owner)
             .map(|(t, o)| (AckTicket(*t), o.kind))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use super::*;
+
+    /// A registry whose keys come from a counter of its own, starting at 1.
+    fn registry() -> Registry {
+        let counter: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(1)));
+        Registry::with_keys(KeySource::from_counter(counter))
+    }
+
+    #[test]
+    fn tickets_issued_after_four_billion_keys_never_replace_a_live_one() {
+        let mut reg = registry();
+        let owner = IdHandle::from_raw(7);
+        let first = reg.new_ticket(owner, EventKind::AddrResolved).unwrap();
+        // As if about 2^32 objects and events had been registered since (the point where a
+        // 32-bit counter wraps back to the first, still outstanding, ticket).
+        reg.keys.skip(u64::from(u32::MAX) - 3);
+        let later: Vec<AckTicket> = (0..6)
+            .map(|_| reg.new_ticket(owner, EventKind::User).unwrap())
+            .collect();
+        assert!(!later.contains(&first), "{first:?} issued again: {later:?}");
+        assert_eq!(reg.outstanding_of(owner).len(), 7);
+        let kind_of = |reg: &mut Registry, t| reg.ack(t).map(|o| o.kind);
+        assert_eq!(kind_of(&mut reg, first), Some(EventKind::AddrResolved));
+        for t in later {
+            assert_eq!(kind_of(&mut reg, t), Some(EventKind::User));
+            assert_eq!(kind_of(&mut reg, t), None, "a stale ticket is refused");
+        }
+        assert_eq!(kind_of(&mut reg, first), None);
+        assert!(reg.outstanding_of(owner).is_empty());
+    }
+
+    #[test]
+    fn keys_of_another_registry_are_foreign_and_never_live_here() {
+        let mut a = Registry::new();
+        let mut b = Registry::new();
+        let owner = IdHandle::from_raw(7);
+        let ta = a.new_ticket(owner, EventKind::User).unwrap();
+        let tb = b.new_ticket(owner, EventKind::User).unwrap();
+        assert_ne!(ta, tb);
+        assert!(a.is_mine(ta.0) && !a.is_mine(tb.0));
+        assert!(b.is_mine(tb.0) && !b.is_mine(ta.0));
+        assert!(a.ack(tb).is_none() && b.ack(ta).is_none());
+        assert!(a.ack(ta).is_some() && b.ack(tb).is_some());
+        // Issued here but acknowledged: still recognised as this registry's own.
+        assert!(a.is_mine(ta.0));
+    }
+
+    #[test]
+    fn an_exhausted_counter_refuses_new_tickets() {
+        let counter: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(u64::MAX - 5)));
+        let mut reg = Registry::with_keys(KeySource::from_counter(counter));
+        assert_eq!(
+            reg.new_ticket(IdHandle::from_raw(7), EventKind::User),
+            Err(KeysExhausted)
+        );
+        assert!(reg.outstanding_of(IdHandle::from_raw(7)).is_empty());
     }
 }

@@ -6,7 +6,7 @@ use cmtwin::{Call, EventInfo, EventKind, IdHandle, Result};
 use crate::events::event_info;
 use crate::ffi::QPT_UD;
 use crate::registry::{lock, IdState};
-use crate::{c_err, err, VerbsBackend};
+use crate::{c_err, err, keys_exhausted, VerbsBackend};
 
 impl VerbsBackend {
     pub(crate) fn get_request_impl(&self, listen: IdHandle) -> Result<IdHandle> {
@@ -37,7 +37,15 @@ impl VerbsBackend {
             let mut state = IdState::new(None, ps);
             state.pending_request_of = Some(listen);
             state.unaccepted = true;
-            Ok(self.reg().insert_id(child, state).handle)
+            let registered = self.reg().insert_id(child, state);
+            match registered {
+                Ok(obj) => Ok(obj.handle),
+                Err(child) => {
+                    // Its request is refused (the peer gets REJECTED).
+                    let _ = child.destroy();
+                    Err(keys_exhausted(call))
+                }
+            }
         })
     }
 

@@ -30,7 +30,11 @@ impl VerbsBackend {
                 format!("only RDMA_CM_EVENT_USER can be written, not {kind}"),
             ));
         }
-        match obj.raw.write_cm_event(kind.as_raw(), status, arg) {
+        let native = {
+            let _switch = lock(&obj.channel_switch);
+            obj.raw.write_cm_event(kind.as_raw(), status, arg)
+        };
+        match native {
             Some(Ok(())) => return Ok(()),
             // EINVAL for USER means the kernel lacks the command (< 6.18): emulate.
             Some(Err(libc::EINVAL)) | None => {}

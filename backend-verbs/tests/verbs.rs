@@ -1144,6 +1144,157 @@ fn listener_destroyed_while_requests_arrive() {
     cm.destroy_event_channel(cch).unwrap();
 }
 
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn queries_and_migrations_race_with_event_processing() {
+    // While librdmacm processes ADDR_RESOLVED events (writing the ids' addresses and device) in
+    // the fetching threads, other threads read those ids' addresses and QP numbers, and two
+    // threads migrate ids between two channels in both directions at once (each migration
+    // holds both channels' fetch locks). Every read is consistent, nothing deadlocks.
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::{mpsc, Mutex};
+    let cm = Arc::new(VerbsBackend::new());
+    let chans = [
+        cm.create_event_channel().unwrap(),
+        cm.create_event_channel().unwrap(),
+    ];
+    // Live ids with the destination each resolves to.
+    let ids = Arc::new(Mutex::new(Vec::<(IdHandle, SocketAddr)>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen_local = Arc::new(AtomicU64::new(0));
+    let migrated = Arc::new(AtomicU64::new(0));
+    let ip = rdma_ip();
+    let mut threads = Vec::new();
+    for ch in chans {
+        let (cm, stop) = (Arc::clone(&cm), Arc::clone(&stop));
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match cm.get_cm_event(ch, Wait::Timeout(Duration::from_millis(20))) {
+                    Ok(e) => cm.ack_cm_event(e).unwrap(),
+                    Err(e) => assert_eq!(e.errno, Errno::ETIMEDOUT, "{e}"),
+                }
+            }
+        }));
+    }
+    {
+        let (cm, ids, stop) = (Arc::clone(&cm), Arc::clone(&ids), Arc::clone(&stop));
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let id = cm.create_id(Some(chans[0]), 0, PortSpace::TCP).unwrap();
+                let dst = fresh_addr();
+                cm.resolve_addr(id, None, dst, Duration::from_secs(1))
+                    .unwrap();
+                let mut live = ids.lock().unwrap();
+                live.push((id, dst));
+                if live.len() > 8 {
+                    let (old, old_dst) = live.remove(0);
+                    drop(live);
+                    match cm.destroy_id(old) {
+                        Ok(()) => {}
+                        Err(e) if e.errno == Errno::EBUSY => {
+                            ids.lock().unwrap().push((old, old_dst))
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+        }));
+    }
+    {
+        let (cm, ids, stop, seen) = (
+            Arc::clone(&cm),
+            Arc::clone(&ids),
+            Arc::clone(&stop),
+            Arc::clone(&seen_local),
+        );
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let live = ids.lock().unwrap().clone();
+                for (id, dst) in live {
+                    match cm.local_addr(id) {
+                        Ok(Some(a)) => {
+                            assert_eq!(a.ip(), ip, "{id}");
+                            seen.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(None) => {}
+                        Err(e) => assert_eq!(e.errno, Errno::ENOENT, "{e}"),
+                    }
+                    match cm.peer_addr(id) {
+                        Ok(Some(a)) => assert_eq!(a, dst, "{id}"),
+                        Ok(None) => {}
+                        Err(e) => assert_eq!(e.errno, Errno::ENOENT, "{e}"),
+                    }
+                    match cm.qp_num(id) {
+                        Ok(n) => assert_eq!(n, None),
+                        Err(e) => assert_eq!(e.errno, Errno::ENOENT, "{e}"),
+                    }
+                }
+            }
+        }));
+    }
+    for direction in 0..2 {
+        let (cm, ids, stop, migrated) = (
+            Arc::clone(&cm),
+            Arc::clone(&ids),
+            Arc::clone(&stop),
+            Arc::clone(&migrated),
+        );
+        threads.push(std::thread::spawn(move || {
+            let mut n = direction;
+            while !stop.load(Ordering::Relaxed) {
+                let pick = {
+                    let live = ids.lock().unwrap();
+                    (!live.is_empty()).then(|| live[n % live.len()].0)
+                };
+                n += 1;
+                let Some(id) = pick else { continue };
+                match cm.migrate_id(id, Some(chans[(n + direction) % 2])) {
+                    Ok(()) => {
+                        migrated.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // Unacknowledged events, a destroy or another migration in progress.
+                    Err(e) => assert!([Errno::EBUSY, Errno::ENOENT].contains(&e.errno), "{e}"),
+                }
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for t in threads {
+            let r = t.join();
+            let _ = done_tx.send(r.is_ok());
+        }
+    });
+    for _ in 0..6 {
+        let ok = done_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a thread did not stop: deadlock");
+        assert!(ok, "a thread panicked");
+    }
+    let (seen, moved) = (
+        seen_local.load(Ordering::Relaxed),
+        migrated.load(Ordering::Relaxed),
+    );
+    eprintln!("{seen} resolved local addresses read, {moved} migrations");
+    assert!(
+        seen > 0 && moved > 0,
+        "{seen} addresses read, {moved} migrations"
+    );
+    for ch in chans {
+        while let Ok(e) = cm.get_cm_event(ch, Wait::NonBlocking) {
+            cm.ack_cm_event(e).unwrap();
+        }
+    }
+    for (id, _) in ids.lock().unwrap().drain(..) {
+        cm.destroy_id(id).unwrap();
+    }
+    for ch in chans {
+        cm.destroy_event_channel(ch).unwrap();
+    }
+}
+
 /// Runs a command (iproute2's `ip`/`rdma`) and checks it succeeded.
 fn run(cmd: &str, args: &[&str]) {
     let out = std::process::Command::new(cmd)
