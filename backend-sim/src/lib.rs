@@ -36,20 +36,26 @@
 mod backend;
 mod calls;
 mod config;
+mod error;
 mod fabric;
 mod faults;
 mod ibcm;
 mod invariants;
 mod process;
 mod rng;
+mod run;
 mod time;
 mod trace;
 mod wire;
 mod world;
 
 pub use backend::SimBackend;
-pub use config::{ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig};
-pub use fabric::{Fabric, FabricBuilder, SimError};
+pub use config::{
+    ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig, MAX_CA_ACK_DELAY,
+    MAX_CM_RETRIES, MAX_PACKET_LIFE_TIME, MAX_SIM_DURATION,
+};
+pub use error::{FabricError, SimError};
+pub use fabric::{Fabric, FabricBuilder};
 pub use time::SimTime;
 pub use trace::{Trace, TraceKind, TraceRecord};
 pub use wire::MessageKind;

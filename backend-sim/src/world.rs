@@ -422,6 +422,7 @@ impl World {
                 counted_against,
                 mc_addr,
             });
+        self.sched.channel_changed(channel);
     }
 
     /// Drops the queued events of `owner` that match `pred`.

@@ -18,8 +18,11 @@ use cmtwin_tests::conformance::scenarios;
 use cmtwin_tests::trace_text::{fnv1a, without_fabric_numbers};
 use cmtwin_tests::SimBed;
 
+/// Builds a bed.
+type BedMaker = Box<dyn Fn() -> SimBed>;
+
 /// The beds whose traces are recorded: name and constructor.
-fn beds() -> Vec<(&'static str, Box<dyn Fn() -> SimBed>)> {
+fn beds() -> Vec<(&'static str, BedMaker)> {
     let lossy = SimConfig {
         wire_jitter: Duration::from_millis(3),
         loss_probability: 0.05,

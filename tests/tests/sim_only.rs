@@ -9,7 +9,7 @@ use std::time::Duration;
 use cmtwin::{
     Call, CmBackend, CmError, ConnParam, Errno, EventKind, PortSpace, QpType, Transport, Wait,
 };
-use cmtwin_sim::SimConfig;
+use cmtwin_sim::{SimConfig, SimError};
 use cmtwin_tests::steps::{
     add_qp, connect_pair, disconnect_pair, expect_errno, expect_event, expect_event_for,
     expect_no_event, expect_request, listen_on, ok, resolve, resolved_client, teardown,
@@ -240,7 +240,9 @@ fn device_removal_on_a_connected_id() {
     let bed = SimBed::new(SEED);
     let pair = connect_pair(&bed);
     let cm = bed.client();
-    bed.fabric.remove_device("client");
+    bed.fabric
+        .remove_device("client")
+        .expect("the host has a device");
     expect_event_for(
         cm,
         pair.client.channel,
@@ -361,16 +363,19 @@ fn deadlocked_process_is_reported_by_run() {
         .fabric
         .run()
         .expect_err("the server can never get a request");
-    assert_eq!(err.failures.len(), 1, "only the server fails: {err}");
+    let SimError::Failed { failures, replay } = &err else {
+        panic!("the processes ran and one failed: {err}");
+    };
+    assert_eq!(failures.len(), 1, "only the server fails: {err}");
     assert!(
-        err.failures[0].contains("lonely-server"),
+        failures[0].contains("lonely-server"),
         "names the process: {err}"
     );
     assert!(
-        err.failures[0].contains("rdma_get_request"),
+        failures[0].contains("rdma_get_request"),
         "names the call: {err}"
     );
-    assert!(!err.replay.is_empty(), "a replay line");
+    assert!(!replay.is_empty(), "a replay line");
 }
 
 /// §11.2 with processes: synchronous clients see a rejection as errno — RC REJECTED (any
@@ -909,7 +914,9 @@ fn removed_device_leaves_fetched_requests_destroyable() {
     add_qp(client_cm, client.id, QpType::Rc);
     ok(client_cm.connect(client.id, None), "connect");
     let req = expect_request(server_cm, &listener);
-    bed.fabric.remove_device("server");
+    bed.fabric
+        .remove_device("server")
+        .expect("the host has a device");
     expect_event_for(
         server_cm,
         listener.channel,
