@@ -12,7 +12,25 @@
 //! * `calls/`: each librdmacm call as the kernel executes it, with its legality checks and
 //!   errnos (see `calls/mod.rs` for which file produces which event).
 //! * `ibcm.rs` and `wire.rs`: the IB CM's messages, retransmissions and timewait.
-//! * `backend.rs`: the `CmBackend` implementation; `process.rs`: blocking and the scheduler.
+//! * `backend.rs`: the `CmBackend` implementation; `process.rs`: blocking and the scheduler;
+//!   `run.rs`: [`Fabric::run`]; `error.rs`: [`FabricError`] and [`SimError`].
+//!
+//! Driving. Either one thread drives the fabric, or its processes do:
+//!
+//! * Outside [`Fabric::run`], a blocking call (`Wait::Block`, a timeout, `sleep`, a call on a
+//!   synchronous id) runs the timeline inline until it is satisfied and fails with EDEADLK as
+//!   soon as the timeline is empty: it never waits for another OS thread. An event loop can
+//!   instead drive the timeline itself with [`Fabric::step`], [`Fabric::next_event_time`] and
+//!   [`Fabric::run_until`]. Several threads may share a fabric there, but the trace then follows
+//!   the order in which the OS lets them in.
+//! * While [`Fabric::run`] is in progress, only the fabric's own processes may call into it,
+//!   one at a time in virtual time: a [`SimBackend`] call from any other thread fails with
+//!   EPERM (only `now` is allowed), fault injection from another thread fails with
+//!   [`FabricError::Running`], driving the timeline is refused to everyone, and a second `run`
+//!   (nested in a process, or from another thread) is refused. So the trace of a run never
+//!   depends on the OS's thread scheduling. In a process, an unproductive poll
+//!   (`Wait::NonBlocking`, a zero timeout, a zero sleep) yields: the other processes run first,
+//!   or, if none can, the timeline runs its next action.
 //!
 //! Determinism: one queue ordered by (virtual time, sequence number); randomness only from
 //! ChaCha streams seeded from the run's seed; ordered maps only; no wall clock. The same seed
