@@ -192,9 +192,7 @@ impl SimBackend {
         w.fetch_event(key)
             .ok_or_else(|| CmError::new(call, Errno::ETIMEDOUT, "no event within the timeout"))
     }
-}
 
-impl SimBackend {
     /// After an unproductive poll: yields (in a process), then looks at the channel again and
     /// fails with `errno` if it is still empty.
     fn poll_again(
@@ -398,12 +396,15 @@ impl CmBackend for SimBackend {
 
     fn get_cm_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
         let r = self.wait_event(channel, wait);
-        if let (Err(e), Ok(mut w)) = (&r, self.lock(Call::GetCmEvent)) {
-            w.record(
-                Some(self.host),
-                TraceKind::Call,
-                format!("rdma_get_cm_event({channel}, {wait:?}) -> {}", e.errno),
-            );
+        if let Err(e) = &r {
+            // A refused thread (EPERM) is not traced: the lock refuses it again.
+            if let Ok(mut w) = self.lock(Call::GetCmEvent) {
+                w.record(
+                    Some(self.host),
+                    TraceKind::Call,
+                    format!("rdma_get_cm_event({channel}, {wait:?}) -> {}", e.errno),
+                );
+            }
         }
         r
     }
