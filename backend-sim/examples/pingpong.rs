@@ -94,7 +94,8 @@ fn main() {
             cmtwin::Transport::Roce,
             &["10.0.0.2".parse().unwrap()],
         )
-        .build();
+        .build()
+        .expect("a valid configuration");
     let addr = SocketAddr::new(server_ip, 7471);
     fabric.spawn("server", "server", move |cm| server(&cm, addr));
     fabric.spawn("client", "client", move |cm| {

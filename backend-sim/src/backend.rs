@@ -12,7 +12,7 @@ use cmtwin::{
     Wait,
 };
 
-use crate::process::{block, Cond, Shared};
+use crate::process::{block, current_process, yield_now, Cond, Shared};
 use crate::trace::{Args, Entry, Shown, TraceKind, TraceValue};
 use crate::world::{HostKey, IdKey, World};
 
@@ -47,8 +47,20 @@ fn sync_result(call: Call, info: &EventInfo) -> Result<()> {
 }
 
 impl SimBackend {
-    fn lock(&self) -> MutexGuard<'_, World> {
-        self.shared.world.lock().unwrap_or_else(|e| e.into_inner())
+    /// Locks the world for `call`: while `Fabric::run` is in progress only the fabric's own
+    /// processes may call into it (EPERM for any other thread, untraced: tracing it would make
+    /// the trace depend on the OS's thread scheduling).
+    fn lock(&self, call: Call) -> Result<MutexGuard<'_, World>> {
+        let w = self.shared.lock();
+        if w.sched.running() && current_process(w.fabric_no).is_none() {
+            return Err(CmError::new(
+                call,
+                Errno::EPERM,
+                "while Fabric::run is in progress only the fabric's own processes may call into \
+                 it, and this thread is not one of them",
+            ));
+        }
+        Ok(w)
     }
 
     /// Runs `f` on the world as call `call` of this host, and traces it with its result and
@@ -59,7 +71,7 @@ impl SimBackend {
         args: impl FnOnce() -> Args,
         f: impl FnOnce(&mut World, HostKey) -> Result<T>,
     ) -> Result<T> {
-        let mut w = self.lock();
+        let mut w = self.lock(call)?;
         let r = f(&mut w, self.host);
         #[cfg(debug_assertions)]
         w.check_invariants();
@@ -81,7 +93,7 @@ impl SimBackend {
     /// For a synchronous id: waits for its next event, keeps it as the current event, and
     /// turns it into the call's result as librdmacm's `ucma_complete` does.
     fn complete_sync(&self, call: Call, h: IdHandle) -> Result<()> {
-        let mut w = self.lock();
+        let mut w = self.lock(call)?;
         let key = w.id_key(self.host, call, h)?;
         if !w.id(key).sync {
             return Ok(());
@@ -104,7 +116,6 @@ impl SimBackend {
         let chan = w.id(key).channel;
         let what = format!("{} on synchronous {}", call.name(), w.id_handle(key));
         let (mut w, r) = block(
-            &self.shared,
             w,
             Cond {
                 channel: Some(chan),
@@ -125,31 +136,52 @@ impl SimBackend {
                 )),
             );
         }
-        let event = w
-            .fetch_event(chan)
-            .expect("the condition says an event is queued");
+        // Another process migrated the id to another channel meanwhile: the private channel
+        // this call waited on is gone (librdmacm would wait on it forever).
+        let Some(event) = w.fetch_event(chan) else {
+            return (
+                w,
+                Err(CmError::new(
+                    call,
+                    Errno::EBADF,
+                    "rdma_migrate_id moved the synchronous id to another channel while this \
+                     call waited for its event",
+                )),
+            );
+        };
         let info = event.info().clone();
         let ticket = event.ticket().0 & crate::world::SERIAL_MASK;
         w.id_mut(key).sync_event = Some((info.clone(), ticket));
         (w, Ok(info))
     }
 
-    /// Waits on a user channel as `get_cm_event` does.
+    /// Waits on a user channel as `get_cm_event` does. An unproductive poll (`NonBlocking`,
+    /// a zero timeout) of a simulated process yields first, so that polling lets the others
+    /// run and virtual time advance; its result is that of a second look at the channel.
     fn wait_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
         let call = Call::GetCmEvent;
-        let mut w = self.lock();
+        let mut w = self.lock(call)?;
         let key = w.chan_key(self.host, call, channel)?;
         if let Some(event) = w.fetch_event(key) {
             return Ok(event);
         }
         let deadline = match wait {
-            Wait::NonBlocking => return Err(CmError::new(call, Errno::EAGAIN, "no event queued")),
+            Wait::NonBlocking => {
+                return self.poll_again(w, channel, Errno::EAGAIN, "no event queued");
+            }
+            Wait::Timeout(d) if d.is_zero() => {
+                return self.poll_again(
+                    w,
+                    channel,
+                    Errno::ETIMEDOUT,
+                    "no event within the timeout",
+                );
+            }
             Wait::Block => None,
             Wait::Timeout(d) => Some(w.now.after(d)),
         };
         let what = format!("rdma_get_cm_event on {channel}");
         let (mut w, r) = block(
-            &self.shared,
             w,
             Cond {
                 channel: Some(key),
@@ -161,6 +193,22 @@ impl SimBackend {
         let key = w.chan_key(self.host, call, channel)?;
         w.fetch_event(key)
             .ok_or_else(|| CmError::new(call, Errno::ETIMEDOUT, "no event within the timeout"))
+    }
+
+    /// After an unproductive poll: yields (in a process), then looks at the channel again and
+    /// fails with `errno` if it is still empty.
+    fn poll_again(
+        &self,
+        w: MutexGuard<'_, World>,
+        channel: ChannelHandle,
+        errno: Errno,
+        detail: &'static str,
+    ) -> Result<CmEvent> {
+        let call = Call::GetCmEvent;
+        let mut w = yield_now(w);
+        let key = w.chan_key(self.host, call, channel)?;
+        w.fetch_event(key)
+            .ok_or_else(|| CmError::new(call, errno, detail))
     }
 }
 
@@ -177,7 +225,15 @@ impl CmBackend for SimBackend {
         self.call(
             Call::DestroyEventChannel,
             || Args::Chan(channel),
-            |w, h| w.destroy_event_channel(h, channel),
+            |w, h| {
+                let key = w.chan_key(h, Call::DestroyEventChannel, channel);
+                w.destroy_event_channel(h, channel)?;
+                // Whoever waited on the channel learns that it is gone.
+                if let Ok(key) = key {
+                    w.sched.channel_changed(key);
+                }
+                Ok(())
+            },
         )
     }
 
@@ -194,7 +250,23 @@ impl CmBackend for SimBackend {
     }
 
     fn destroy_id(&self, id: IdHandle) -> Result<()> {
-        self.call(Call::DestroyId, || Args::Id(id), |w, h| w.destroy_id(h, id))
+        self.call(
+            Call::DestroyId,
+            || Args::Id(id),
+            |w, h| {
+                let private = w
+                    .id_key(h, Call::DestroyId, id)
+                    .ok()
+                    .filter(|k| w.id(*k).sync)
+                    .map(|k| w.id(k).channel);
+                w.destroy_id(h, id)?;
+                // A process blocked in a synchronous call of the id learns that it is gone.
+                if let Some(chan) = private {
+                    w.sched.channel_changed(chan);
+                }
+                Ok(())
+            },
+        )
     }
 
     fn bind_addr(&self, id: IdHandle, addr: SocketAddr) -> Result<()> {
@@ -238,7 +310,7 @@ impl CmBackend for SimBackend {
 
     fn get_request(&self, listen: IdHandle) -> Result<IdHandle> {
         let call = Call::GetRequest;
-        let mut w = self.lock();
+        let mut w = self.lock(call)?;
         let key = w.id_key(self.host, call, listen)?;
         if !w.id(key).sync || w.id(key).listen.is_none() {
             // librdmacm would block forever on an id that does not listen.
@@ -297,13 +369,13 @@ impl CmBackend for SimBackend {
     fn accept(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {
         self.call(Call::Accept, || Args::Id(id), |w, h| w.accept(h, id, param))?;
         let ud = {
-            let w = self.lock();
+            let w = self.lock(Call::Accept)?;
             let key = w.id_key(self.host, Call::Accept, id)?;
             !w.id(key).qp_type.is_connected()
         };
         if ud {
             // UD: no event follows; a synchronous id just releases its request event.
-            let mut w = self.lock();
+            let mut w = self.lock(Call::Accept)?;
             let key = w.id_key(self.host, Call::Accept, id)?;
             if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
                 w.release_ticket(ticket);
@@ -349,19 +421,21 @@ impl CmBackend for SimBackend {
     fn get_cm_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
         let r = self.wait_event(channel, wait);
         if let Err(e) = &r {
-            let mut w = self.lock();
-            let entry = Entry::GetEventFailed {
-                channel,
-                wait,
-                errno: e.errno,
-            };
-            w.record(Some(self.host), TraceKind::Call, entry);
+            // A refused thread (EPERM) is not traced: the lock refuses it again.
+            if let Ok(mut w) = self.lock(Call::GetCmEvent) {
+                let entry = Entry::GetEventFailed {
+                    channel,
+                    wait,
+                    errno: e.errno,
+                };
+                w.record(Some(self.host), TraceKind::Call, entry);
+            }
         }
         r
     }
 
     fn ack_cm_event(&self, event: CmEvent) -> Result<()> {
-        let mut w = self.lock();
+        let mut w = self.lock(Call::AckCmEvent)?;
         w.ack_cm_event(self.host, event)
     }
 
@@ -436,45 +510,49 @@ impl CmBackend for SimBackend {
     }
 
     fn sync_event(&self, id: IdHandle) -> Result<Option<EventInfo>> {
-        let w = self.lock();
+        let w = self.lock(Call::Query)?;
         let key = w.id_key(self.host, Call::Query, id)?;
         Ok(w.id(key).sync_event.as_ref().map(|(info, _)| info.clone()))
     }
 
     fn local_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
-        let w = self.lock();
+        let w = self.lock(Call::Query)?;
         let key = w.id_key(self.host, Call::Query, id)?;
         Ok(w.id(key).local)
     }
 
     fn peer_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
-        let w = self.lock();
+        let w = self.lock(Call::Query)?;
         let key = w.id_key(self.host, Call::Query, id)?;
         Ok(w.id(key).peer)
     }
 
     fn context(&self, id: IdHandle) -> Result<u64> {
-        let w = self.lock();
+        let w = self.lock(Call::Query)?;
         let key = w.id_key(self.host, Call::Query, id)?;
         Ok(w.id(key).context)
     }
 
     fn qp_num(&self, id: IdHandle) -> Result<Option<u32>> {
-        let w = self.lock();
+        let w = self.lock(Call::Query)?;
         let key = w.id_key(self.host, Call::Query, id)?;
         Ok(w.id(key).qp)
     }
 
     fn now(&self) -> Duration {
-        self.lock().now.as_duration()
+        self.shared.lock().now.as_duration()
     }
 
+    /// Sleeps in virtual time; a zero sleep of a simulated process yields to the others.
     fn sleep(&self, duration: Duration) -> Result<()> {
-        let w = self.lock();
+        let w = self.lock(Call::Sleep)?;
+        if duration.is_zero() {
+            drop(yield_now(w));
+            return Ok(());
+        }
         let deadline = w.now.after(duration);
         let what = format!("sleep({duration:?})");
         let (_w, r) = block(
-            &self.shared,
             w,
             Cond {
                 channel: None,

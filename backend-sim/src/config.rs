@@ -3,6 +3,18 @@
 use std::time::Duration;
 
 use crate::engine::timeline::ms;
+use crate::error::FabricError;
+
+/// The largest packet life time exponent: the IB path record's field is 6 bits.
+pub const MAX_PACKET_LIFE_TIME: u8 = 63;
+/// The largest `local_ca_ack_delay`: the device attribute is 5 bits.
+pub const MAX_CA_ACK_DELAY: u8 = 31;
+/// The largest number of CM retries: the REQ's field is 4 bits, and the kernel's rdma_cm uses
+/// at most 15 (CM-SEMANTICS.md §5.2).
+pub const MAX_CM_RETRIES: u32 = 15;
+/// The longest duration virtual time can express (u64 nanoseconds, ≈ 584 years); longer
+/// configured durations saturate to it.
+pub const MAX_SIM_DURATION: Duration = Duration::from_nanos(u64::MAX);
 
 /// Which kernel's behaviour to follow where kernels differ (CM-SEMANTICS.md §19).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -100,6 +112,60 @@ impl SimConfig {
             kernel: KernelProfile::Mainline,
             packet_life_time: 16,
             ..SimConfig::default()
+        }
+    }
+
+    /// Refuses the values the CM cannot carry: a packet life time above 63 (6 bits), an ACK
+    /// delay above 31 (5 bits), more than 15 CM retries (4 bits), a loss probability outside
+    /// 0..=1.
+    pub fn validate(&self) -> Result<(), FabricError> {
+        let refuse = |field, value: String, reason| {
+            Err(FabricError::InvalidConfig {
+                field,
+                value,
+                reason,
+            })
+        };
+        if self.packet_life_time > MAX_PACKET_LIFE_TIME {
+            return refuse(
+                "packet_life_time",
+                self.packet_life_time.to_string(),
+                "at most 63 (a 6-bit field of the IB path record)",
+            );
+        }
+        if self.ca_ack_delay > MAX_CA_ACK_DELAY {
+            return refuse(
+                "ca_ack_delay",
+                self.ca_ack_delay.to_string(),
+                "at most 31 (a 5-bit device attribute)",
+            );
+        }
+        if self.max_cm_retries > MAX_CM_RETRIES {
+            return refuse(
+                "max_cm_retries",
+                self.max_cm_retries.to_string(),
+                "at most 15 (a 4-bit field of the REQ; the rdma_cm uses 15)",
+            );
+        }
+        if !(0.0..=1.0).contains(&self.loss_probability) {
+            return refuse(
+                "loss_probability",
+                self.loss_probability.to_string(),
+                "a probability between 0 and 1",
+            );
+        }
+        Ok(())
+    }
+
+    /// This configuration with every duration saturated to what virtual time can express.
+    pub(crate) fn saturated(self) -> Self {
+        let sat = |d: Duration| d.min(MAX_SIM_DURATION);
+        SimConfig {
+            wire_latency: sat(self.wire_latency),
+            wire_jitter: sat(self.wire_jitter),
+            sa_latency: sat(self.sa_latency),
+            timewait_override: self.timewait_override.map(sat),
+            ..self
         }
     }
 

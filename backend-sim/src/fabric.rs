@@ -1,34 +1,36 @@
 //! The `Fabric`: a simulated world built from a seed, with hosts, devices and addresses, that
-//! hands out one `SimBackend` per host, runs simulated processes, injects faults and keeps the
-//! trace.
+//! hands out one `SimBackend` per host, runs simulated processes, injects faults, lets an event
+//! loop drive its timeline and keeps the trace.
 
 use std::net::IpAddr;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use cmtwin::{CmError, Transport};
 
 use crate::backend::SimBackend;
 use crate::cm::messages::MessageKind;
-use crate::config::SimConfig;
-use crate::process::{enter_process, Proc, ProcState, Shared};
+use crate::config::{SimConfig, MAX_SIM_DURATION};
+use crate::engine::timeline::SimTime;
+use crate::error::FabricError;
+use crate::process::{current_process, Shared};
 use crate::trace::TraceRecord;
 use crate::wire::WireFault;
-use crate::world::{Device, Host, World};
+use crate::world::{DevKey, Device, Host, World};
 
 /// Numbers fabrics, so that a handle of one fabric is never taken for another's.
 static NEXT_FABRIC: AtomicU32 = AtomicU32::new(1);
 
 /// The body of a simulated process.
-type ProcBody = Box<dyn FnOnce(SimBackend) -> Result<(), CmError> + Send>;
+pub(crate) type ProcBody = Box<dyn FnOnce(SimBackend) -> Result<(), CmError> + Send>;
 
 /// A process waiting for `Fabric::run`.
-struct PendingProc {
-    name: String,
-    host: usize,
-    body: ProcBody,
+pub(crate) struct PendingProc {
+    pub name: String,
+    /// The host's key, or why the process cannot start.
+    pub host: Result<usize, FabricError>,
+    pub body: ProcBody,
 }
 
 /// A device as described to the builder: name, transport, addresses.
@@ -84,8 +86,10 @@ impl FabricBuilder {
         self
     }
 
-    /// Builds the fabric.
-    pub fn build(self) -> Fabric {
+    /// Builds the fabric. Fails on a configuration the CM cannot carry (see
+    /// [`SimConfig::validate`]); durations longer than virtual time can express saturate.
+    pub fn build(self) -> Result<Fabric, FabricError> {
+        self.config.validate()?;
         // Fabric numbers wrap within the bits a handle has for them (skipping 0), so a handle
         // names its fabric among the last 16 million built in this process.
         let fabric_no = loop {
@@ -94,7 +98,7 @@ impl FabricBuilder {
                 break n;
             }
         };
-        let mut world = World::new(fabric_no, self.seed, self.config);
+        let mut world = World::new(fabric_no, self.seed, self.config.saturated());
         world.silent_ips.extend(self.silent);
         for (name, devs) in self.hosts {
             let host = world.hosts.len();
@@ -116,25 +120,14 @@ impl FabricBuilder {
                 last_ephemeral: Default::default(),
             });
         }
-        Fabric {
+        Ok(Fabric {
             shared: Arc::new(Shared {
                 world: Mutex::new(world),
-                cv: Condvar::new(),
             }),
             seed: self.seed,
             pending: Mutex::new(Vec::new()),
-        }
+        })
     }
-}
-
-/// A failed simulation run: which processes failed and how, and the line that replays it.
-#[derive(Debug, thiserror::Error)]
-#[error("simulation failed (replay: {replay}):\n{}", failures.join("\n"))]
-pub struct SimError {
-    /// One line per failed process.
-    pub failures: Vec<String>,
-    /// The command line that replays the run.
-    pub replay: String,
 }
 
 /// A simulated RDMA fabric.
@@ -146,7 +139,8 @@ pub struct SimError {
 /// let fabric = Fabric::builder(7)
 ///     .host("server", Transport::Roce, &["10.0.0.1".parse().unwrap()])
 ///     .host("client", Transport::Roce, &["10.0.0.2".parse().unwrap()])
-///     .build();
+///     .build()
+///     .unwrap();
 /// let server = fabric.backend("server");
 /// let channel = server.create_event_channel().unwrap();
 /// let id = server.create_id(Some(channel), 0, PortSpace::TCP).unwrap();
@@ -154,11 +148,28 @@ pub struct SimError {
 /// server.listen(id, 8).unwrap();
 /// assert!(fabric.trace_text().contains("rdma_listen"));
 /// ```
+///
+/// # Threads
+///
+/// Outside [`Fabric::run`], the thread calling into the fabric drives it: a blocking call
+/// (`Wait::Block`, a timeout, `sleep`, a synchronous id) runs the timeline inline until it is
+/// satisfied, and fails with EDEADLK when the timeline empties first; calls of other OS
+/// threads are not waited for. Several threads may share the fabric then, but the trace follows
+/// the order in which the OS lets them in: drive one fabric from one thread for a reproducible
+/// trace. While `run` is in progress, only the fabric's own processes may call into it (see
+/// [`Fabric::run`]).
 pub struct Fabric {
-    shared: Arc<Shared>,
-    seed: u64,
-    pending: Mutex<Vec<PendingProc>>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) seed: u64,
+    pub(crate) pending: Mutex<Vec<PendingProc>>,
 }
+
+/// What an ordinary thread (not one of the fabric's processes) may not do during `run`.
+const RULE_PROCESSES_ONLY: &str =
+    "while Fabric::run is in progress only the fabric's own processes may call into it";
+/// What nobody may do during `run`.
+const RULE_RUN_DRIVES: &str =
+    "Fabric::run drives the timeline while it is in progress (a process sleeps or waits instead)";
 
 impl Fabric {
     /// Starts describing a fabric whose randomness all derives from `seed`.
@@ -171,16 +182,40 @@ impl Fabric {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, World> {
-        self.shared.world.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
+        self.shared.lock()
     }
 
-    fn host_key(&self, name: &str) -> usize {
+    /// Locks the world for `call`, which only the fabric's processes may make during `run`.
+    fn lock_for(&self, call: &'static str) -> Result<MutexGuard<'_, World>, FabricError> {
+        let w = self.lock();
+        if w.sched.running() && current_process(w.fabric_no).is_none() {
+            return Err(FabricError::Running {
+                call,
+                rule: RULE_PROCESSES_ONLY,
+            });
+        }
+        Ok(w)
+    }
+
+    /// Locks the world to drive its timeline, which nobody may do during `run`.
+    fn lock_to_drive(&self, call: &'static str) -> Result<MutexGuard<'_, World>, FabricError> {
+        let w = self.lock();
+        if w.sched.running() {
+            return Err(FabricError::Running {
+                call,
+                rule: RULE_RUN_DRIVES,
+            });
+        }
+        Ok(w)
+    }
+
+    fn host_key(&self, name: &str) -> Result<usize, FabricError> {
         self.lock()
             .hosts
             .iter()
             .position(|h| h.name == name)
-            .unwrap_or_else(|| panic!("the fabric has no host named {name:?}"))
+            .ok_or_else(|| FabricError::UnknownHost(name.to_string()))
     }
 
     /// The seed the fabric was built from.
@@ -193,9 +228,10 @@ impl Fabric {
     /// # Panics
     /// If the fabric has no such host (a mistake in the test's setup, not a CM error).
     pub fn backend(&self, name: &str) -> SimBackend {
+        let host = self.host_key(name).unwrap_or_else(|e| panic!("{e}"));
         SimBackend {
             shared: Arc::clone(&self.shared),
-            host: self.host_key(name),
+            host,
         }
     }
 
@@ -204,21 +240,51 @@ impl Fabric {
         self.lock().now.as_duration()
     }
 
-    /// Runs the timeline until nothing is pending.
-    pub fn run_until_idle(&self) {
-        let mut w = self.lock();
-        while w.step() {}
+    // ----- driving the timeline from an event loop ---------------------------------------
+
+    /// Runs the next pending action of the timeline (advancing virtual time to it); `Ok(false)`
+    /// when nothing is pending. Refused while [`Fabric::run`] is in progress.
+    pub fn step(&self) -> Result<bool, FabricError> {
+        Ok(self.lock_to_drive("step")?.step())
     }
 
-    /// Runs the timeline for `d` of virtual time.
-    pub fn run_for(&self, d: Duration) {
-        let mut w = self.lock();
-        let end = w.now.after(d);
-        while w.timeline.peek_time().is_some_and(|t| t <= end) {
+    /// The virtual time of the next pending action, if any.
+    pub fn next_event_time(&self) -> Option<Duration> {
+        self.lock().timeline.peek_time().map(SimTime::as_duration)
+    }
+
+    /// Runs every action due at or before `t`, then sets the clock to `t`. Refused when `t` is
+    /// before the current virtual time, and while [`Fabric::run`] is in progress.
+    pub fn run_until(&self, t: Duration) -> Result<(), FabricError> {
+        let mut w = self.lock_to_drive("run_until")?;
+        let now = w.now.as_duration();
+        if t < now {
+            return Err(FabricError::TimeInThePast { now, requested: t });
+        }
+        let end = SimTime(0).after(t);
+        while w.timeline.peek_time().is_some_and(|at| at <= end) {
             w.step();
         }
         w.now = end.max(w.now);
+        Ok(())
     }
+
+    /// Runs the timeline until nothing is pending. Refused while [`Fabric::run`] is in
+    /// progress.
+    pub fn run_until_idle(&self) -> Result<(), FabricError> {
+        let mut w = self.lock_to_drive("run_until_idle")?;
+        while w.step() {}
+        Ok(())
+    }
+
+    /// Runs the timeline for `d` of virtual time (saturating at the end of virtual time).
+    /// Refused while [`Fabric::run`] is in progress.
+    pub fn run_for(&self, d: Duration) -> Result<(), FabricError> {
+        let end = self.lock_to_drive("run_for")?.now.after(d);
+        self.run_until(end.as_duration())
+    }
+
+    // ----- trace -------------------------------------------------------------------------
 
     /// Every trace record so far.
     pub fn trace(&self) -> Vec<TraceRecord> {
@@ -230,66 +296,105 @@ impl Fabric {
         self.lock().trace.to_text()
     }
 
-    fn device_of(&self, host: &str) -> usize {
-        let h = self.host_key(host);
-        self.lock().hosts[h].devices[0]
+    // ----- faults --------------------------------------------------------------------------
+
+    /// The (first) device of host `host`, with the world locked for fault `call`.
+    fn device_of(
+        &self,
+        call: &'static str,
+        host: &str,
+    ) -> Result<(MutexGuard<'_, World>, DevKey), FabricError> {
+        let w = self.lock_for(call)?;
+        let h = w
+            .hosts
+            .iter()
+            .position(|h| h.name == host)
+            .ok_or_else(|| FabricError::UnknownHost(host.to_string()))?;
+        let d = *w.hosts[h]
+            .devices
+            .first()
+            .ok_or_else(|| FabricError::NoDevice(host.to_string()))?;
+        Ok((w, d))
     }
 
     /// Removes the (first) RDMA device of `host`: DEVICE_REMOVAL for every id on it.
-    pub fn remove_device(&self, host: &str) {
-        let d = self.device_of(host);
-        self.lock().remove_device(d);
+    pub fn remove_device(&self, host: &str) -> Result<(), FabricError> {
+        let (mut w, d) = self.device_of("remove_device", host)?;
+        w.remove_device(d);
+        Ok(())
     }
 
     /// Adds the removed device of `host` back.
-    pub fn restore_device(&self, host: &str) {
-        let d = self.device_of(host);
-        self.lock().restore_device(d);
+    pub fn restore_device(&self, host: &str) -> Result<(), FabricError> {
+        let (mut w, d) = self.device_of("restore_device", host)?;
+        w.restore_device(d);
+        Ok(())
     }
 
     /// ADDR_CHANGE for every id on the (first) device of `host`.
-    pub fn address_change(&self, host: &str) {
-        let d = self.device_of(host);
-        self.lock().address_change(d);
+    pub fn address_change(&self, host: &str) -> Result<(), FabricError> {
+        let (mut w, d) = self.device_of("address_change", host)?;
+        w.address_change(d);
+        Ok(())
     }
 
-    /// MULTICAST_ERROR (-ENETRESET) for every member of `group`.
-    pub fn multicast_lost(&self, group: IpAddr) {
-        self.lock().multicast_lost(group);
+    /// MULTICAST_ERROR (-ENETRESET) for every member of `group` (none: nothing happens).
+    pub fn multicast_lost(&self, group: IpAddr) -> Result<(), FabricError> {
+        self.lock_for("multicast_lost")?.multicast_lost(group);
+        Ok(())
     }
 
     /// UNREACHABLE (-ETIMEDOUT) for RoCE ids routed to `ip`, as after a neighbour MAC change.
-    pub fn neighbour_change(&self, ip: IpAddr) {
-        self.lock().neighbour_change(ip);
+    pub fn neighbour_change(&self, ip: IpAddr) -> Result<(), FabricError> {
+        self.lock_for("neighbour_change")?.neighbour_change(ip);
+        Ok(())
     }
 
     /// Makes the next `count` SA path queries of `host` fail as `how` says: on InfiniBand,
     /// `resolve_route` then ends in ROUTE_ERROR and the id is back in ADDR_RESOLVED (RoCE and
     /// iWARP routes need no SA query and are unaffected).
-    pub fn fail_path_queries(&self, host: &str, count: u32, how: crate::PathFailure) {
-        let h = self.host_key(host);
-        self.lock().fail_path_queries(h, count, how);
+    pub fn fail_path_queries(
+        &self,
+        host: &str,
+        count: u32,
+        how: crate::PathFailure,
+    ) -> Result<(), FabricError> {
+        let h = self.host_key(host)?;
+        self.lock_for("fail_path_queries")?
+            .fail_path_queries(h, count, how);
+        Ok(())
     }
 
     /// Loses the next `count` CM messages of `kind` sent anywhere on the fabric.
-    pub fn drop_next(&self, kind: MessageKind, count: u32) {
-        self.lock().wire_faults.push(WireFault {
+    pub fn drop_next(&self, kind: MessageKind, count: u32) -> Result<(), FabricError> {
+        self.lock_for("drop_next")?.wire_faults.push(WireFault {
             kind,
             count,
             delay: None,
         });
+        Ok(())
     }
 
-    /// Delays the next `count` CM messages of `kind` by `delay` beyond the usual latency.
-    pub fn delay_next(&self, kind: MessageKind, count: u32, delay: Duration) {
-        self.lock().wire_faults.push(WireFault {
+    /// Delays the next `count` CM messages of `kind` by `delay` beyond the usual latency; a
+    /// delay past the end of virtual time (≈ 584 years) saturates there: never delivered.
+    pub fn delay_next(
+        &self,
+        kind: MessageKind,
+        count: u32,
+        delay: Duration,
+    ) -> Result<(), FabricError> {
+        self.lock_for("delay_next")?.wire_faults.push(WireFault {
             kind,
             count,
-            delay: Some(delay),
+            delay: Some(delay.min(MAX_SIM_DURATION)),
         });
+        Ok(())
     }
 
-    /// Registers a process running `body` on host `host`; `run` starts it.
+    // ----- processes -----------------------------------------------------------------------
+
+    /// Registers a process running `body` on host `host`; `run` starts it. A process on a host
+    /// the fabric does not have is not started: `run` reports it as failed.
     pub fn spawn(
         &self,
         host: &str,
@@ -306,82 +411,6 @@ impl Fabric {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(proc);
-    }
-
-    /// Runs every spawned process to completion, one at a time, in virtual time. Fails naming
-    /// each process that returned an error, panicked or deadlocked, with the replay line.
-    pub fn run(&self) -> Result<(), SimError> {
-        let procs: Vec<PendingProc> =
-            std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        let fabric_no = {
-            let mut w = self.lock();
-            w.sched.procs = procs
-                .iter()
-                .map(|p| Proc {
-                    name: p.name.clone(),
-                    state: ProcState::Runnable,
-                })
-                .collect();
-            w.sched.current = None;
-            w.pass_baton();
-            w.fabric_no
-        };
-        let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = procs
-                .into_iter()
-                .enumerate()
-                .map(|(index, p)| {
-                    let shared = Arc::clone(&self.shared);
-                    scope.spawn(move || {
-                        enter_process(fabric_no, index);
-                        {
-                            let mut w = shared.world.lock().unwrap_or_else(|e| e.into_inner());
-                            while w.sched.current != Some(index) {
-                                w = shared.cv.wait(w).unwrap_or_else(|e| e.into_inner());
-                            }
-                        }
-                        let backend = SimBackend {
-                            shared: Arc::clone(&shared),
-                            host: p.host,
-                        };
-                        let outcome = match catch_unwind(AssertUnwindSafe(|| (p.body)(backend))) {
-                            Ok(Ok(())) => Ok(()),
-                            Ok(Err(e)) => Err(format!("process {} failed: {e}", p.name)),
-                            Err(panic) => {
-                                let msg = panic
-                                    .downcast_ref::<String>()
-                                    .cloned()
-                                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                                    .unwrap_or_default();
-                                Err(format!("process {} panicked: {msg}", p.name))
-                            }
-                        };
-                        let mut w = shared.world.lock().unwrap_or_else(|e| e.into_inner());
-                        w.sched.procs[index].state = ProcState::Done;
-                        w.pass_baton();
-                        shared.cv.notify_all();
-                        outcome
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("process thread died".into()))
-                })
-                .collect()
-        });
-        self.lock().sched.procs.clear();
-        let failures: Vec<String> = results.into_iter().filter_map(Result::err).collect();
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(SimError {
-                failures,
-                replay: self.replay_line(),
-            })
-        }
     }
 
     /// The command line that replays this run with the same seed.

@@ -12,7 +12,25 @@
 //! * `calls/`: each librdmacm call as the kernel executes it, with its legality checks and
 //!   errnos (see `calls/mod.rs` for which file produces which event).
 //! * `ibcm.rs` and `wire.rs`: the IB CM's messages, retransmissions and timewait.
-//! * `backend.rs`: the `CmBackend` implementation; `process.rs`: blocking and the scheduler.
+//! * `backend.rs`: the `CmBackend` implementation; `process.rs`: blocking and the scheduler;
+//!   `run.rs`: [`Fabric::run`]; `error.rs`: [`FabricError`] and [`SimError`].
+//!
+//! Driving. Either one thread drives the fabric, or its processes do:
+//!
+//! * Outside [`Fabric::run`], a blocking call (`Wait::Block`, a timeout, `sleep`, a call on a
+//!   synchronous id) runs the timeline inline until it is satisfied and fails with EDEADLK as
+//!   soon as the timeline is empty: it never waits for another OS thread. An event loop can
+//!   instead drive the timeline itself with [`Fabric::step`], [`Fabric::next_event_time`] and
+//!   [`Fabric::run_until`]. Several threads may share a fabric there, but the trace then follows
+//!   the order in which the OS lets them in.
+//! * While [`Fabric::run`] is in progress, only the fabric's own processes may call into it,
+//!   one at a time in virtual time: a [`SimBackend`] call from any other thread fails with
+//!   EPERM (only `now` is allowed), fault injection from another thread fails with
+//!   [`FabricError::Running`], driving the timeline is refused to everyone, and a second `run`
+//!   (nested in a process, or from another thread) is refused. So the trace of a run never
+//!   depends on the OS's thread scheduling. In a process, an unproductive poll
+//!   (`Wait::NonBlocking`, a zero timeout, a zero sleep) yields: the other processes run first,
+//!   or, if none can, the timeline runs its next action.
 //!
 //! Determinism: one queue ordered by (virtual time, sequence number); randomness only from
 //! ChaCha streams seeded from the run's seed; ordered maps only; no wall clock. The same seed
@@ -39,12 +57,14 @@ mod cm;
 mod config;
 mod endpoints;
 mod engine;
+mod error;
 mod fabric;
 mod faults;
 mod invariants;
 mod process;
 mod requests;
 mod rng;
+mod run;
 mod store;
 mod trace;
 mod wire;
@@ -52,9 +72,13 @@ mod world;
 
 pub use backend::SimBackend;
 pub use cm::messages::MessageKind;
-pub use config::{ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig};
+pub use config::{
+    ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig, MAX_CA_ACK_DELAY,
+    MAX_CM_RETRIES, MAX_PACKET_LIFE_TIME, MAX_SIM_DURATION,
+};
 pub use engine::timeline::SimTime;
-pub use fabric::{Fabric, FabricBuilder, SimError};
+pub use error::{FabricError, SimError};
+pub use fabric::{Fabric, FabricBuilder};
 pub use faults::PathFailure;
 pub use trace::{TraceKind, TraceRecord};
 pub use world::CmState;

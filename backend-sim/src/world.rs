@@ -482,6 +482,7 @@ impl World {
         if kind == EventKind::ConnectRequest {
             id.request_queued_on = Some(channel);
         }
+        self.sched.channel_changed(channel);
     }
 
     /// Drops the queued events of `owner` that match `pred`.

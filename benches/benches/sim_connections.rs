@@ -18,6 +18,7 @@ fn fabric(seed: u64, trace: bool) -> Fabric {
         .host("server", Transport::Roce, &[ip("10.0.0.1")])
         .host("client", Transport::Roce, &[ip("10.0.0.2")])
         .build()
+        .expect("a valid configuration")
 }
 
 fn connections(c: &mut Criterion) {

@@ -101,7 +101,8 @@ impl SimBed {
             .silent_address(Self::SILENT_IP)
             .host("server", transport, &[Self::SERVER_IP])
             .host("client", transport, &[Self::CLIENT_IP])
-            .build();
+            .build()
+            .expect("a valid configuration");
         let server = fabric.backend("server");
         let client = fabric.backend("client");
         SimBed {

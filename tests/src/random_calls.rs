@@ -842,7 +842,8 @@ impl Model {
                 }
                 self.bed
                     .fabric
-                    .remove_device(if server { "server" } else { "client" });
+                    .remove_device(if server { "server" } else { "client" })
+                    .expect("both hosts have a device");
             }
             Op::Sleep { ms } => {
                 self.check(

@@ -22,7 +22,9 @@ fn answered_retransmissions_and_early_waits_leave_nothing_pending() {
         established_at < Duration::from_millis(1),
         "{established_at:?}"
     );
-    bed.fabric.run_until_idle();
+    bed.fabric
+        .run_until_idle()
+        .expect("nothing else drives the fabric");
     assert_eq!(bed.fabric.now(), established_at);
     teardown_pair(&bed, &pair);
 }
@@ -50,7 +52,9 @@ fn many_early_returning_timed_waits_leave_time_alone() {
         assert!(bed.fabric.now() > resolved_at, "each resolution takes time");
         resolved_at = bed.fabric.now();
     }
-    bed.fabric.run_until_idle();
+    bed.fabric
+        .run_until_idle()
+        .expect("nothing else drives the fabric");
     assert_eq!(bed.fabric.now(), resolved_at);
     assert!(resolved_at < Duration::from_secs(1), "{resolved_at:?}");
 }

@@ -36,7 +36,8 @@ fn accepted_not_established(bed: &SimBed) -> (Endpoint, Endpoint) {
 fn notify_before_the_rtu_establishes_once() {
     let bed = SimBed::new(11);
     bed.fabric
-        .delay_next(MessageKind::Rtu, 1, Duration::from_millis(500));
+        .delay_next(MessageKind::Rtu, 1, Duration::from_millis(500))
+        .expect("not during a run");
     let (server, client) = accepted_not_established(&bed);
     expect_event_for(
         bed.client(),
@@ -58,7 +59,9 @@ fn notify_before_the_rtu_establishes_once() {
         server.id,
         0,
     );
-    bed.fabric.run_for(Duration::from_secs(10));
+    bed.fabric
+        .run_for(Duration::from_secs(10))
+        .expect("not during a run");
     expect_no_event(bed.server(), server.channel);
     // The connection is established for the IB CM: another notify is EISCONN.
     expect_errno(
@@ -100,7 +103,9 @@ fn notify_after_the_rtu_is_eisconn() {
 #[test]
 fn lost_rtu_is_recovered_by_the_rep_retransmission() {
     let bed = SimBed::new(13);
-    bed.fabric.drop_next(MessageKind::Rtu, 1);
+    bed.fabric
+        .drop_next(MessageKind::Rtu, 1)
+        .expect("not during a run");
     let (server, client) = accepted_not_established(&bed);
     expect_event_for(
         bed.client(),
@@ -136,7 +141,9 @@ fn lost_req_is_retransmitted() {
     let listener = listen_on(&bed, PortSpace::TCP, 8);
     let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
     add_qp(bed.client(), client.id, QpType::Rc);
-    bed.fabric.drop_next(MessageKind::Req, 1);
+    bed.fabric
+        .drop_next(MessageKind::Req, 1)
+        .expect("not during a run");
     ok(bed.client().connect(client.id, None), "connect");
     let sent = bed.fabric.now();
     let req = expect_request(bed.server(), &listener);
@@ -163,10 +170,14 @@ fn device_removal_preempts_a_connect() {
     let bed = SimBed::new(15);
     let listener = listen_on(&bed, PortSpace::TCP, 8);
     let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
-    bed.fabric.drop_next(MessageKind::Req, 16);
+    bed.fabric
+        .drop_next(MessageKind::Req, 16)
+        .expect("not during a run");
     add_qp(bed.client(), client.id, QpType::Rc);
     ok(bed.client().connect(client.id, None), "connect");
-    bed.fabric.remove_device("client");
+    bed.fabric
+        .remove_device("client")
+        .expect("the host has a device");
     expect_event_for(
         bed.client(),
         client.channel,
@@ -174,7 +185,9 @@ fn device_removal_preempts_a_connect() {
         client.id,
         0,
     );
-    bed.fabric.run_for(Duration::from_secs(200));
+    bed.fabric
+        .run_for(Duration::from_secs(200))
+        .expect("not during a run");
     expect_no_event(bed.client(), client.channel);
     expect_errno(
         bed.client().disconnect(client.id),
@@ -194,7 +207,9 @@ fn device_removal_preempts_a_connect() {
 fn address_change_reaches_attached_ids() {
     let bed = SimBed::new(16);
     let listener = listen_on(&bed, PortSpace::TCP, 8);
-    bed.fabric.address_change("server");
+    bed.fabric
+        .address_change("server")
+        .expect("the host has a device");
     expect_event_for(
         bed.server(),
         listener.channel,
@@ -227,7 +242,9 @@ fn multicast_join_then_group_lost() {
         }
         other => panic!("MULTICAST_JOIN without multicast data: {other:?}"),
     }
-    bed.fabric.multicast_lost(group.ip());
+    bed.fabric
+        .multicast_lost(group.ip())
+        .expect("not during a run");
     let lost = expect_event_for(cm, channel, EventKind::MulticastError, id, -102);
     assert!(matches!(
         lost.param,
@@ -254,7 +271,9 @@ fn neighbour_change_makes_connected_ids_unreachable() {
     let (server, client) = accepted_not_established(&bed);
     expect_event(bed.client(), client.channel, EventKind::Established);
     expect_event(bed.server(), server.channel, EventKind::Established);
-    bed.fabric.neighbour_change(SimBed::SERVER_IP);
+    bed.fabric
+        .neighbour_change(SimBed::SERVER_IP)
+        .expect("not during a run");
     expect_event_for(
         bed.client(),
         client.channel,

@@ -10,7 +10,7 @@ use cmtwin::{
     AsyncEvent, Call, CmBackend, CmError, CmOption, ConnParam, Errno, EventKind, PortSpace,
     QpInitAttr, QpType, Transport, Wait,
 };
-use cmtwin_sim::{PathFailure, SimConfig};
+use cmtwin_sim::{PathFailure, SimConfig, SimError};
 use cmtwin_tests::steps::{
     add_qp, connect_pair, disconnect_pair, expect_errno, expect_event, expect_event_for,
     expect_no_event, expect_request, listen_on, ok, resolve, resolved_client, teardown,
@@ -241,7 +241,9 @@ fn device_removal_on_a_connected_id() {
     let bed = SimBed::new(SEED);
     let pair = connect_pair(&bed);
     let cm = bed.client();
-    bed.fabric.remove_device("client");
+    bed.fabric
+        .remove_device("client")
+        .expect("the host has a device");
     expect_event_for(
         cm,
         pair.client.channel,
@@ -361,16 +363,19 @@ fn deadlocked_process_is_reported_by_run() {
         .fabric
         .run()
         .expect_err("the server can never get a request");
-    assert_eq!(err.failures.len(), 1, "only the server fails: {err}");
+    let SimError::Failed { failures, replay } = &err else {
+        panic!("the processes ran and one failed: {err}");
+    };
+    assert_eq!(failures.len(), 1, "only the server fails: {err}");
     assert!(
-        err.failures[0].contains("lonely-server"),
+        failures[0].contains("lonely-server"),
         "names the process: {err}"
     );
     assert!(
-        err.failures[0].contains("rdma_get_request"),
+        failures[0].contains("rdma_get_request"),
         "names the call: {err}"
     );
-    assert!(!err.replay.is_empty(), "a replay line");
+    assert!(!replay.is_empty(), "a replay line");
 }
 
 /// §11.2 with processes: synchronous clients see a rejection as errno — RC REJECTED (any
@@ -909,7 +914,9 @@ fn removed_device_leaves_fetched_requests_destroyable() {
     add_qp(client_cm, client.id, QpType::Rc);
     ok(client_cm.connect(client.id, None), "connect");
     let req = expect_request(server_cm, &listener);
-    bed.fabric.remove_device("server");
+    bed.fabric
+        .remove_device("server")
+        .expect("the host has a device");
     expect_event_for(
         server_cm,
         listener.channel,
@@ -983,7 +990,9 @@ fn calls_after_device_removal_are_enxio_at_once() {
     let pair = connect_pair(&bed);
     let cm = bed.client();
     let id = pair.client.id;
-    bed.fabric.remove_device("client");
+    bed.fabric
+        .remove_device("client")
+        .expect("the fault applies");
     let removed_at = bed.fabric.now();
     expect_event_for(cm, pair.client.channel, EventKind::DeviceRemoval, id, 0);
     let calls = [
@@ -1034,7 +1043,9 @@ fn calls_after_device_removal_are_enxio_at_once() {
 fn resolve_after_device_removal_is_addr_error_enodev() {
     let bed = SimBed::new(SEED);
     let cm = bed.client();
-    bed.fabric.remove_device("client");
+    bed.fabric
+        .remove_device("client")
+        .expect("the fault applies");
     let channel = ok(cm.create_event_channel(), "channel");
     let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
     let server = SocketAddr::new(SimBed::SERVER_IP, 7471);
@@ -1082,10 +1093,14 @@ fn address_change_never_precedes_addr_resolved() {
         ),
         "resolve_addr",
     );
-    bed.fabric.address_change("client");
+    bed.fabric
+        .address_change("client")
+        .expect("the fault applies");
     expect_event_for(cm, channel, EventKind::AddrResolved, id, 0);
     expect_no_event(cm, channel);
-    bed.fabric.address_change("client");
+    bed.fabric
+        .address_change("client")
+        .expect("the fault applies");
     expect_event_for(cm, channel, EventKind::AddrChange, id, 0);
     teardown(cm, &[id], channel);
 }
@@ -1107,7 +1122,9 @@ fn iwarp_has_no_ud() {
         Errno::EOPNOTSUPP,
     );
     expect_errno(cm.connect(client.id, None), Call::Connect, Errno::EINVAL);
-    bed.fabric.run_until_idle();
+    bed.fabric
+        .run_until_idle()
+        .expect("nothing else drives the fabric");
     expect_no_event(cm, client.channel);
     expect_no_event(bed.server(), listener.channel);
     teardown(cm, &[client.id], client.channel);
@@ -1136,9 +1153,11 @@ fn failed_path_query_is_route_error() {
     );
     expect_event_for(cm, channel, EventKind::AddrResolved, id, 0);
     bed.fabric
-        .fail_path_queries("client", 1, PathFailure::NoPath);
+        .fail_path_queries("client", 1, PathFailure::NoPath)
+        .expect("the fault applies");
     bed.fabric
-        .fail_path_queries("client", 1, PathFailure::Timeout);
+        .fail_path_queries("client", 1, PathFailure::Timeout)
+        .expect("the fault applies");
     let t0 = bed.fabric.now();
     ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route");
     expect_event_for(cm, channel, EventKind::RouteError, id, -22);
@@ -1179,11 +1198,16 @@ fn device_removal_during_a_path_query_is_only_device_removal() {
     );
     expect_event_for(cm, channel, EventKind::AddrResolved, id, 0);
     bed.fabric
-        .fail_path_queries("client", 1, PathFailure::NoPath);
+        .fail_path_queries("client", 1, PathFailure::NoPath)
+        .expect("the fault applies");
     ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route");
-    bed.fabric.remove_device("client");
+    bed.fabric
+        .remove_device("client")
+        .expect("the fault applies");
     expect_event_for(cm, channel, EventKind::DeviceRemoval, id, 0);
-    bed.fabric.run_until_idle();
+    bed.fabric
+        .run_until_idle()
+        .expect("nothing else drives the fabric");
     expect_no_event(cm, channel);
     teardown(cm, &[id], channel);
 }

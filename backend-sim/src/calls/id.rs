@@ -190,6 +190,9 @@ impl World {
                 self.id_mut(q.owner).request_queued_on = Some(target);
             }
         }
+        if !moved.is_empty() {
+            self.sched.channel_changed(target);
+        }
         self.channels
             .get_mut(&target)
             .expect("channel")
@@ -200,7 +203,10 @@ impl World {
             .get(&old)
             .is_some_and(|c| c.private_for == Some(key))
         {
+            // A process blocked in a synchronous call of the id wakes to find the channel gone
+            // (its call fails with EBADF; librdmacm's would wait on the closed channel forever).
             self.channels.remove(&old);
+            self.sched.channel_changed(old);
         }
         let id = self.id_mut(key);
         id.channel = target;

@@ -1,0 +1,653 @@
+//! The scheduler of simulated processes and the robustness of the `Fabric` API: wakeups that
+//! cost the same whatever the number of blocked processes, polls that let virtual time
+//! advance, misuse of `run` and of threads refused with errors, migration under a waiting
+//! process, panics with odd payloads, inputs that used to overflow, and the single-threaded
+//! driving API.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cmtwin::{
+    Call, ChannelHandle, CmBackend, CmError, Errno, EventKind, IdHandle, PortSpace, QpInitAttr,
+    QpType, Transport, Wait,
+};
+use cmtwin_sim::{Fabric, FabricError, MessageKind, SimConfig, SimError};
+
+const A_IP: &str = "10.0.0.1";
+const B_IP: &str = "10.0.0.2";
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("literal address")
+}
+
+fn two_hosts_with(config: SimConfig) -> Fabric {
+    Fabric::builder(1)
+        .config(config)
+        .host("a", Transport::Roce, &[ip(A_IP)])
+        .host("b", Transport::Roce, &[ip(B_IP)])
+        .build()
+        .expect("a valid configuration")
+}
+
+fn two_hosts() -> Fabric {
+    two_hosts_with(SimConfig::default())
+}
+
+/// A handle one process publishes for another.
+type Slot<T> = Arc<Mutex<Option<T>>>;
+
+fn slot<T>() -> Slot<T> {
+    Arc::new(Mutex::new(None))
+}
+
+fn take<T: Copy>(s: &Slot<T>) -> T {
+    s.lock()
+        .unwrap()
+        .expect("published by a process that ran first")
+}
+
+// ----- 1. per-process wakeups --------------------------------------------------------------
+
+/// A ping-pong of `rounds` USER events between two processes while `sleepers` other processes
+/// are blocked in a long sleep: every round answers the right number, no sleeper runs before
+/// its deadline, and the whole exchange takes no virtual time. (What a switch costs is measured
+/// by the `sim_switch` benchmark, not here.)
+fn ping_pong_beside_sleepers(sleepers: usize, rounds: u64) {
+    let fabric = two_hosts();
+    let ping_id: Slot<(ChannelHandle, IdHandle)> = slot();
+    let pong_id: Slot<(ChannelHandle, IdHandle)> = slot();
+    let done_at: Slot<Duration> = slot();
+    let (p1, p2, d) = (ping_id.clone(), pong_id.clone(), done_at.clone());
+    fabric.spawn("a", "ping", move |cm| -> Result<(), CmError> {
+        let ch = cm.create_event_channel()?;
+        *p1.lock().unwrap() = Some((ch, cm.create_id(Some(ch), 0, PortSpace::UDP)?));
+        cm.sleep(Duration::from_nanos(1))?; // everyone else blocks first
+        let (_, pong) = take(&p2);
+        for r in 0..rounds {
+            cm.write_cm_event(pong, EventKind::User, 0, r)?;
+            let reply = cm.get_cm_event(ch, Wait::Block)?;
+            assert_eq!(reply.user_arg(), Some(r), "pong answers round {r}");
+            cm.ack_cm_event(reply)?;
+        }
+        *d.lock().unwrap() = Some(cm.now());
+        Ok(())
+    });
+    let (p1, p2) = (ping_id.clone(), pong_id.clone());
+    fabric.spawn("a", "pong", move |cm| -> Result<(), CmError> {
+        let ch = cm.create_event_channel()?;
+        *p2.lock().unwrap() = Some((ch, cm.create_id(Some(ch), 0, PortSpace::UDP)?));
+        for _ in 0..rounds {
+            let ev = cm.get_cm_event(ch, Wait::Block)?;
+            let r = ev.user_arg().expect("a USER event");
+            cm.ack_cm_event(ev)?;
+            cm.write_cm_event(take(&p1).1, EventKind::User, 0, r)?;
+        }
+        Ok(())
+    });
+    for n in 0..sleepers {
+        fabric.spawn("b", &format!("sleeper{n}"), |cm| {
+            assert_eq!(cm.now(), Duration::ZERO);
+            cm.sleep(Duration::from_secs(3600))?;
+            assert_eq!(cm.now(), Duration::from_secs(3600), "woken at its deadline");
+            Ok(())
+        });
+    }
+    fabric.run().expect("every process ends");
+    assert_eq!(
+        take(&done_at),
+        Duration::from_nanos(1),
+        "the ping-pong takes no virtual time"
+    );
+    assert_eq!(
+        fabric.now(),
+        Duration::from_secs(3600),
+        "the sleepers end at 3600 s"
+    );
+}
+
+/// Passing the baton wakes only the process that gets it: a ping-pong beside 1 or 100 blocked
+/// processes runs the same (the old scheduler woke every blocked process at each switch).
+#[test]
+fn a_ping_pong_runs_beside_1_or_100_blocked_processes() {
+    ping_pong_beside_sleepers(1, 500);
+    ping_pong_beside_sleepers(100, 500);
+}
+
+// ----- 2. polls yield -------------------------------------------------------------------------
+
+/// A process busy-polling with NonBlocking for a USER event that another process writes after
+/// a 5 ms sleep: each unproductive poll yields (the writer runs, then the timeline reaches the
+/// writer's wake-up), so the loop ends at exactly 5 ms after two EAGAINs.
+#[test]
+fn a_nonblocking_busy_poll_lets_the_writer_run() {
+    let fabric = two_hosts();
+    let target: Slot<IdHandle> = slot();
+    let polls: Slot<(u32, Duration, Option<u64>)> = slot();
+    let (t, p) = (target.clone(), polls.clone());
+    fabric.spawn("a", "poller", move |cm| -> Result<(), CmError> {
+        let ch = cm.create_event_channel()?;
+        *t.lock().unwrap() = Some(cm.create_id(Some(ch), 0, PortSpace::UDP)?);
+        let mut eagain = 0;
+        let event = loop {
+            match cm.get_cm_event(ch, Wait::NonBlocking) {
+                Ok(event) => break event,
+                Err(e) if e.errno == Errno::EAGAIN && eagain < 1000 => eagain += 1,
+                Err(e) => return Err(e),
+            }
+        };
+        *p.lock().unwrap() = Some((eagain, cm.now(), event.user_arg()));
+        cm.ack_cm_event(event)
+    });
+    let t = target.clone();
+    fabric.spawn("a", "writer", move |cm| -> Result<(), CmError> {
+        cm.sleep(Duration::from_millis(5))?;
+        cm.write_cm_event(take(&t), EventKind::User, 0, 42)
+    });
+    fabric.run().expect("both processes end");
+    assert_eq!(take(&polls), (2, Duration::from_millis(5), Some(42)));
+}
+
+/// A process polling with a zero timeout for ADDR_RESOLVED (produced by the timeline, an ARP
+/// round trip of 2 × 5 µs after the call): its first poll advances the timeline to it.
+#[test]
+fn a_zero_timeout_poll_advances_virtual_time() {
+    let fabric = two_hosts();
+    let seen: Slot<(u32, Duration, EventKind)> = slot();
+    let s = seen.clone();
+    fabric.spawn("a", "poller", move |cm| -> Result<(), CmError> {
+        let ch = cm.create_event_channel()?;
+        let id = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+        let dst = SocketAddr::new(ip(B_IP), 7000);
+        cm.resolve_addr(id, None, dst, Duration::from_secs(1))?;
+        let mut timeouts = 0;
+        let event = loop {
+            match cm.get_cm_event(ch, Wait::Timeout(Duration::ZERO)) {
+                Ok(event) => break event,
+                Err(e) if e.errno == Errno::ETIMEDOUT && timeouts < 1000 => timeouts += 1,
+                Err(e) => return Err(e),
+            }
+        };
+        *s.lock().unwrap() = Some((timeouts, cm.now(), event.kind()));
+        cm.ack_cm_event(event)
+    });
+    fabric.run().expect("the poller ends");
+    assert_eq!(
+        take(&seen),
+        (0, Duration::from_micros(10), EventKind::AddrResolved)
+    );
+}
+
+// ----- 3. and 4. misuse of run and of threads -------------------------------------------------
+
+/// `Fabric::run` from inside one of the fabric's processes is refused with an error naming
+/// the process (it used to panic on an index).
+#[test]
+fn run_from_inside_a_process_is_refused() {
+    let fabric = Arc::new(two_hosts());
+    let inner = Arc::clone(&fabric);
+    let outcome: Arc<Mutex<Option<String>>> = slot();
+    let o = outcome.clone();
+    fabric.spawn("a", "nested", move |cm| -> Result<(), CmError> {
+        let err = inner.run().expect_err("a process cannot run its fabric");
+        assert!(matches!(
+            &err,
+            SimError::Refused(FabricError::RunFromProcess { process }) if process == "nested"
+        ));
+        *o.lock().unwrap() = Some(err.to_string());
+        cm.sleep(Duration::from_millis(1))
+    });
+    fabric.run().expect("the process ends");
+    assert_eq!(
+        outcome.lock().unwrap().as_deref(),
+        Some(
+            "simulation not run: Fabric::run called from inside simulated process \"nested\": \
+             a process cannot run the fabric it belongs to"
+        )
+    );
+    assert_eq!(fabric.now(), Duration::from_millis(1));
+}
+
+/// While `run` is in progress, another thread's `run`, backend calls, fault injection and
+/// driving are refused with errors naming the rule; afterwards the thread may drive again.
+#[test]
+fn other_threads_are_refused_while_run_is_in_progress() {
+    let fabric = Arc::new(two_hosts());
+    let (ask, asked) = mpsc::channel::<()>();
+    let (answer, answers) = mpsc::channel::<Vec<String>>();
+    let outsider = {
+        let fabric = Arc::clone(&fabric);
+        std::thread::spawn(move || {
+            asked.recv().expect("the process asks");
+            let mut seen = Vec::new();
+            seen.push(fabric.run().expect_err("already running").to_string());
+            let err = fabric
+                .backend("a")
+                .create_event_channel()
+                .expect_err("not a process");
+            seen.push(format!("{:?} {}", err.errno, err.detail));
+            seen.push(
+                fabric
+                    .remove_device("a")
+                    .expect_err("not a process")
+                    .to_string(),
+            );
+            seen.push(fabric.step().expect_err("run drives").to_string());
+            answer.send(seen).expect("the process listens");
+        })
+    };
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let r = results.clone();
+    fabric.spawn("a", "asker", move |cm| -> Result<(), CmError> {
+        cm.sleep(Duration::from_millis(2))?;
+        ask.send(()).expect("the outsider listens");
+        *r.lock().unwrap() = answers.recv().expect("the outsider answers");
+        cm.sleep(Duration::from_millis(1))
+    });
+    fabric.run().expect("the process ends");
+    outsider.join().expect("the outsider ends");
+    let results = results.lock().unwrap().clone();
+    assert_eq!(
+        results,
+        vec![
+            "simulation not run: Fabric::run is already in progress on another thread".to_string(),
+            "EPERM (1) while Fabric::run is in progress only the fabric's own processes may call \
+             into it, and this thread is not one of them"
+                .to_string(),
+            "Fabric::remove_device refused while Fabric::run is in progress: while Fabric::run \
+             is in progress only the fabric's own processes may call into it"
+                .to_string(),
+            "Fabric::step refused while Fabric::run is in progress: Fabric::run drives the \
+             timeline while it is in progress (a process sleeps or waits instead)"
+                .to_string(),
+        ]
+    );
+    // The refused calls changed nothing: the device is still there, nothing was traced.
+    assert_eq!(fabric.now(), Duration::from_millis(3));
+    assert!(!fabric.trace_text().contains("removed"));
+    assert!(!fabric.trace_text().contains("rdma_create_event_channel"));
+    assert_eq!(fabric.step(), Ok(false), "after the run anyone may drive");
+}
+
+/// Outside `run`, a blocking call runs the timeline inline; when the timeline empties it fails
+/// with EDEADLK at once, whatever other threads might still do, and says so.
+#[test]
+fn outside_run_a_blocked_call_with_an_empty_timeline_is_edeadlk() {
+    let fabric = two_hosts();
+    let cm = fabric.backend("a");
+    let ch = cm.create_event_channel().expect("a channel");
+    let id = cm
+        .create_id(Some(ch), 0, PortSpace::UDP)
+        .expect("an id on it");
+    let waiter = {
+        let cm = cm.clone();
+        std::thread::spawn(move || cm.get_cm_event(ch, Wait::Block).map(|_| ()))
+    };
+    let err = waiter
+        .join()
+        .expect("the waiter returns")
+        .expect_err("nothing in the timeline can produce an event");
+    assert_eq!((err.call, err.errno), (Call::GetCmEvent, Errno::EDEADLK));
+    assert_eq!(
+        err.detail,
+        format!(
+            "deadlock: blocked in rdma_get_cm_event on {ch} and nothing left in the timeline can \
+             produce it (outside Fabric::run a blocking call runs the timeline inline and does \
+             not wait for other threads)"
+        )
+    );
+    // The event another thread writes afterwards is there for the next call.
+    cm.write_cm_event(id, EventKind::User, 0, 7)
+        .expect("a USER event");
+    let ev = cm.get_cm_event(ch, Wait::Block).expect("the USER event");
+    assert_eq!(ev.user_arg(), Some(7));
+    cm.ack_cm_event(ev).expect("ack");
+}
+
+// ----- 5. migrating a synchronous id under a waiting process -----------------------------------
+
+/// `rdma_migrate_id` of a synchronous listener while another process is blocked in
+/// `rdma_get_request` on it: the migration succeeds (as in librdmacm, which destroys the
+/// id's private channel), and the blocked call fails with EBADF instead of waiting forever on
+/// the destroyed channel (it used to panic). The listener's requests then reach the new
+/// channel.
+#[test]
+fn migrating_a_synchronous_id_fails_the_waiting_call_with_ebadf() {
+    let fabric = two_hosts();
+    let listener: Slot<IdHandle> = slot();
+    let waited: Arc<Mutex<Option<CmError>>> = slot_err();
+    let l = listener.clone();
+    let w = waited.clone();
+    fabric.spawn("a", "server", move |cm| -> Result<(), CmError> {
+        let id = cm.create_id(None, 0, PortSpace::TCP)?;
+        cm.bind_addr(id, SocketAddr::new(ip(A_IP), 7000))?;
+        cm.listen(id, 4)?;
+        *l.lock().unwrap() = Some(id);
+        let err = cm.get_request(id).expect_err("the id moves away");
+        *w.lock().unwrap() = Some(err);
+        Ok(())
+    });
+    let l = listener.clone();
+    let migrated: Slot<Duration> = slot();
+    let m = migrated.clone();
+    fabric.spawn("a", "migrator", move |cm| -> Result<(), CmError> {
+        let ch = cm.create_event_channel()?;
+        let id = take(&l);
+        cm.migrate_id(id, Some(ch))?;
+        *m.lock().unwrap() = Some(cm.now());
+        Ok(())
+    });
+    fabric.run().expect("both processes end");
+    let err = waited
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the server's call failed");
+    assert_eq!((err.call, err.errno), (Call::GetRequest, Errno::EBADF));
+    assert_eq!(
+        err.detail,
+        "rdma_migrate_id moved the synchronous id to another channel while this call waited \
+         for its event"
+    );
+    assert_eq!(take(&migrated), Duration::ZERO);
+}
+
+fn slot_err() -> Arc<Mutex<Option<CmError>>> {
+    Arc::new(Mutex::new(None))
+}
+
+/// Destroying a synchronous id while another process waits in a call on it wakes that process
+/// with ENOENT.
+#[test]
+fn destroying_a_synchronous_id_fails_the_waiting_call_with_enoent() {
+    let fabric = two_hosts();
+    let listener: Slot<IdHandle> = slot();
+    let waited = slot_err();
+    let (l, w) = (listener.clone(), waited.clone());
+    fabric.spawn("a", "server", move |cm| -> Result<(), CmError> {
+        let id = cm.create_id(None, 0, PortSpace::TCP)?;
+        cm.bind_addr(id, SocketAddr::new(ip(A_IP), 7000))?;
+        cm.listen(id, 4)?;
+        *l.lock().unwrap() = Some(id);
+        *w.lock().unwrap() = Some(cm.get_request(id).expect_err("the id goes away"));
+        Ok(())
+    });
+    let l = listener.clone();
+    fabric.spawn("a", "destroyer", move |cm| cm.destroy_id(take(&l)));
+    fabric.run().expect("both processes end");
+    let err = waited.lock().unwrap().clone().expect("the call failed");
+    assert_eq!(
+        (err.call, err.errno, err.detail.as_str()),
+        (
+            Call::GetRequest,
+            Errno::ENOENT,
+            "the id was destroyed while waiting"
+        )
+    );
+}
+
+// ----- 6. panics ----------------------------------------------------------------------------
+
+/// A process panicking with a payload that is neither `String` nor `&str` is reported as such
+/// (it used to be reported with an empty message), next to the usual string panics.
+#[test]
+fn panics_are_reported_whatever_their_payload() {
+    let fabric = two_hosts();
+    fabric.spawn("a", "odd", |_cm| std::panic::panic_any(42u32));
+    fabric.spawn("b", "plain", |_cm| panic!("plain {}", 7));
+    let err = fabric.run().expect_err("both panic");
+    let SimError::Failed { failures, .. } = err else {
+        panic!("the processes ran: {err}");
+    };
+    assert_eq!(
+        failures,
+        vec![
+            "process odd panicked with a payload that is not a string (std::panic::panic_any \
+             with a value of another type than String or &str); its content cannot be shown"
+                .to_string(),
+            "process plain panicked: plain 7".to_string(),
+        ]
+    );
+}
+
+// ----- 7. inputs that used to overflow -----------------------------------------------------------
+
+/// A REQ delayed by `Duration::MAX` is delayed to the end of virtual time (it used to panic
+/// on a duration overflow): the client's retransmissions follow it on the FIFO link, so the
+/// connect ends in UNREACHABLE after 16 × Treq (6144 ms) = 98.304 s.
+#[test]
+fn a_maximal_delay_saturates() {
+    let fabric = two_hosts();
+    let server = fabric.backend("a");
+    let client = fabric.backend("b");
+    let dst = SocketAddr::new(ip(A_IP), 7000);
+    let lch = server.create_event_channel().expect("channel");
+    let listener = server.create_id(Some(lch), 0, PortSpace::TCP).expect("id");
+    server.bind_addr(listener, dst).expect("bind");
+    server.listen(listener, 4).expect("listen");
+    let ch = client.create_event_channel().expect("channel");
+    let id = client.create_id(Some(ch), 0, PortSpace::TCP).expect("id");
+    client
+        .resolve_addr(id, None, dst, Duration::from_secs(1))
+        .expect("resolve_addr");
+    expect(&client, ch, EventKind::AddrResolved);
+    client
+        .resolve_route(id, Duration::from_secs(1))
+        .expect("resolve_route");
+    expect(&client, ch, EventKind::RouteResolved);
+    client
+        .create_qp(id, &QpInitAttr::new(QpType::Rc))
+        .expect("QP");
+    fabric
+        .delay_next(MessageKind::Req, 1, Duration::MAX)
+        .expect("not during a run");
+    client.connect(id, None).expect("connect");
+    let sent = fabric.now();
+    let ev = client.get_cm_event(ch, Wait::Block).expect("an event");
+    assert_eq!((ev.kind(), ev.status()), (EventKind::Unreachable, -110));
+    assert_eq!(fabric.now() - sent, Duration::from_millis(98_304));
+    client.ack_cm_event(ev).expect("ack");
+}
+
+fn expect(cm: &impl CmBackend, ch: ChannelHandle, kind: EventKind) {
+    let ev = cm.get_cm_event(ch, Wait::Block).expect("an event");
+    assert_eq!(ev.kind(), kind);
+    cm.ack_cm_event(ev).expect("ack");
+}
+
+/// A wire latency of `Duration::MAX` saturates at the end of virtual time (it used to panic):
+/// address resolution (an ARP round trip) completes at exactly u64::MAX ns.
+#[test]
+fn a_maximal_wire_latency_saturates() {
+    let fabric = two_hosts_with(SimConfig {
+        wire_latency: Duration::MAX,
+        wire_jitter: Duration::MAX,
+        ..SimConfig::default()
+    });
+    let cm = fabric.backend("b");
+    let ch = cm.create_event_channel().expect("channel");
+    let id = cm.create_id(Some(ch), 0, PortSpace::TCP).expect("id");
+    cm.resolve_addr(id, None, SocketAddr::new(ip(A_IP), 7000), Duration::MAX)
+        .expect("resolve_addr");
+    expect(&cm, ch, EventKind::AddrResolved);
+    assert_eq!(fabric.now(), Duration::from_nanos(u64::MAX));
+}
+
+fn refused(config: SimConfig) -> String {
+    match Fabric::builder(1)
+        .config(config)
+        .host("a", Transport::Roce, &[ip(A_IP)])
+        .build()
+    {
+        Ok(_) => panic!("the configuration must be refused"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Configuration values the CM cannot carry are refused when the fabric is built (a packet
+/// life time of 255 used to overflow, `max_cm_retries = u32::MAX` used to retry forever); the
+/// largest values it can carry are accepted.
+#[test]
+fn configurations_the_cm_cannot_carry_are_refused() {
+    let d = SimConfig::default;
+    assert_eq!(
+        refused(SimConfig {
+            packet_life_time: 255,
+            ..d()
+        }),
+        "invalid configuration: packet_life_time = 255: at most 63 (a 6-bit field of the IB \
+         path record)"
+    );
+    assert_eq!(
+        refused(SimConfig {
+            packet_life_time: 64,
+            ..d()
+        }),
+        "invalid configuration: packet_life_time = 64: at most 63 (a 6-bit field of the IB \
+         path record)"
+    );
+    assert_eq!(
+        refused(SimConfig {
+            max_cm_retries: u32::MAX,
+            ..d()
+        }),
+        "invalid configuration: max_cm_retries = 4294967295: at most 15 (a 4-bit field of the \
+         REQ; the rdma_cm uses 15)"
+    );
+    assert_eq!(
+        refused(SimConfig {
+            max_cm_retries: 16,
+            ..d()
+        }),
+        "invalid configuration: max_cm_retries = 16: at most 15 (a 4-bit field of the REQ; the \
+         rdma_cm uses 15)"
+    );
+    assert_eq!(
+        refused(SimConfig {
+            ca_ack_delay: 32,
+            ..d()
+        }),
+        "invalid configuration: ca_ack_delay = 32: at most 31 (a 5-bit device attribute)"
+    );
+    assert_eq!(
+        refused(SimConfig {
+            loss_probability: 1.5,
+            ..d()
+        }),
+        "invalid configuration: loss_probability = 1.5: a probability between 0 and 1"
+    );
+    assert_eq!(
+        refused(SimConfig {
+            loss_probability: f64::NAN,
+            ..d()
+        }),
+        "invalid configuration: loss_probability = NaN: a probability between 0 and 1"
+    );
+    let limits = SimConfig {
+        packet_life_time: 63,
+        max_cm_retries: 15,
+        ca_ack_delay: 31,
+        loss_probability: 1.0,
+        ..d()
+    };
+    assert_eq!(limits.validate(), Ok(()));
+    assert_eq!(
+        limits.timewait(),
+        Duration::from_millis(1 << 23),
+        "ACK timeout 31: cm_ms(31) = 2^23 ms"
+    );
+}
+
+/// Fault calls naming an unknown host or a host without devices fail with an error (they used
+/// to panic); so does a process spawned on an unknown host, when the fabric runs.
+#[test]
+fn faults_and_processes_on_unknown_hosts_are_errors() {
+    let fabric = Fabric::builder(1)
+        .host("a", Transport::Roce, &[ip(A_IP)])
+        .host_with_devices("bare", &[])
+        .build()
+        .expect("a valid configuration");
+    let unknown = Err(FabricError::UnknownHost("nowhere".into()));
+    let bare = Err(FabricError::NoDevice("bare".into()));
+    assert_eq!(fabric.remove_device("nowhere"), unknown);
+    assert_eq!(fabric.restore_device("nowhere"), unknown);
+    assert_eq!(fabric.address_change("nowhere"), unknown);
+    assert_eq!(fabric.remove_device("bare"), bare);
+    assert_eq!(fabric.restore_device("bare"), bare);
+    assert_eq!(fabric.address_change("bare"), bare);
+    assert_eq!(
+        fabric.remove_device("bare").unwrap_err().to_string(),
+        "host \"bare\" has no RDMA device"
+    );
+    assert_eq!(fabric.neighbour_change(ip("10.9.9.9")), Ok(()));
+    assert_eq!(fabric.multicast_lost(ip("239.0.0.1")), Ok(()));
+    fabric.spawn("nowhere", "ghost", |_cm| Ok(()));
+    fabric.spawn("a", "real", |cm| cm.sleep(Duration::from_millis(1)));
+    let err = fabric.run().expect_err("the ghost cannot start");
+    let SimError::Failed { failures, .. } = err else {
+        panic!("the run happened: {err}");
+    };
+    assert_eq!(
+        failures,
+        vec!["process ghost not started: the fabric has no host named \"nowhere\"".to_string()]
+    );
+    assert_eq!(fabric.now(), Duration::from_millis(1), "the real one ran");
+    assert!(
+        !fabric.trace_text().contains("removed"),
+        "nothing was injected"
+    );
+}
+
+// ----- 8. the single-threaded driving API ------------------------------------------------------
+
+/// `next_event_time`, `step` and `run_until` drive the timeline one action at a time with
+/// exact virtual times; `run_until` refuses to go back and `run_for(Duration::MAX)` saturates.
+#[test]
+fn step_next_event_time_and_run_until() {
+    let fabric = two_hosts();
+    assert_eq!(fabric.next_event_time(), None);
+    assert_eq!(fabric.step(), Ok(false));
+    let cm = fabric.backend("b");
+    let ch = cm.create_event_channel().expect("channel");
+    let id = cm.create_id(Some(ch), 0, PortSpace::TCP).expect("id");
+    cm.resolve_addr(
+        id,
+        None,
+        SocketAddr::new(ip(A_IP), 7000),
+        Duration::from_secs(1),
+    )
+    .expect("resolve_addr");
+    // ARP round trip: 2 × 5 µs.
+    assert_eq!(fabric.next_event_time(), Some(Duration::from_micros(10)));
+    assert!(matches!(
+        cm.get_cm_event(ch, Wait::NonBlocking),
+        Err(e) if e.errno == Errno::EAGAIN
+    ));
+    assert_eq!(fabric.step(), Ok(true));
+    assert_eq!(fabric.now(), Duration::from_micros(10));
+    let ev = cm
+        .get_cm_event(ch, Wait::NonBlocking)
+        .expect("the step queued ADDR_RESOLVED");
+    assert_eq!(ev.kind(), EventKind::AddrResolved);
+    cm.ack_cm_event(ev).expect("ack");
+    cm.resolve_route(id, Duration::from_secs(1))
+        .expect("resolve_route");
+    let route_at = fabric.next_event_time().expect("route resolution pending");
+    fabric
+        .run_until(Duration::from_millis(5))
+        .expect("forward in time");
+    assert_eq!(fabric.now(), Duration::from_millis(5));
+    assert!(route_at <= Duration::from_millis(5));
+    expect(&cm, ch, EventKind::RouteResolved);
+    assert_eq!(
+        fabric.run_until(Duration::from_millis(4)),
+        Err(FabricError::TimeInThePast {
+            now: Duration::from_millis(5),
+            requested: Duration::from_millis(4),
+        })
+    );
+    assert_eq!(fabric.run_until(Duration::from_millis(5)), Ok(()));
+    assert_eq!(fabric.run_for(Duration::MAX), Ok(()));
+    assert_eq!(fabric.now(), Duration::from_nanos(u64::MAX));
+}
