@@ -126,7 +126,7 @@ impl SimBackend {
         if let Err(msg) = r {
             return (w, Err(CmError::new(call, Errno::EDEADLK, msg)));
         }
-        if !w.ids.contains_key(&key) {
+        if !w.kernel.ids.contains_key(&key) {
             return (
                 w,
                 Err(CmError::new(

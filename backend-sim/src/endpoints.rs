@@ -5,6 +5,7 @@
 //! Events produced here: CONNECT_RESPONSE, ESTABLISHED, REJECTED, UNREACHABLE, DISCONNECTED,
 //! TIMEWAIT_EXIT.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use cmtwin::{AhAttr, EventKind, EventParam, GlobalRoute, Transport, UdData};
@@ -13,6 +14,7 @@ use crate::cm::endpoint::Endpoint;
 use crate::cm::endpoint::{EpState, Output, Timing};
 use crate::cm::messages::{EpKey, Request};
 use crate::engine::timeline::TimerKey;
+use crate::store::Store;
 use crate::world::{Action, CmState, DevKey, HostKey, IdKey, World};
 
 /// An endpoint as the world keeps it: the machine, and where it lives.
@@ -24,6 +26,16 @@ pub(crate) struct EpRecord {
     /// The machine's one pending timer.
     pub timer: Option<TimerKey>,
     pub cm: Endpoint,
+}
+
+/// Every CM endpoint of the fabric, and how to find a passive one from its peer.
+#[derive(Default)]
+pub(crate) struct Endpoints {
+    pub eps: Store<EpRecord>,
+    /// Passive endpoints by (host, the active endpoint they answer): finds duplicate REQs.
+    pub passive_by_peer: BTreeMap<(HostKey, EpKey), EpKey>,
+    /// Reused buffer for an endpoint's outputs.
+    pub outputs: Vec<Output>,
 }
 
 impl World {
@@ -45,7 +57,7 @@ impl World {
             timer: None,
             cm,
         };
-        self.eps.insert(key, record);
+        self.cm.eps.insert(key, record);
         self.id_mut(owner).ep = Some(key);
         key
     }
@@ -53,7 +65,7 @@ impl World {
     /// A new active endpoint for the connecting id `owner`.
     pub(crate) fn new_active_endpoint(&mut self, owner: IdKey) -> EpKey {
         let id = self.id(owner);
-        let transport = self.devices[id.device.expect("a routed id has a device")].transport;
+        let transport = self.topo.devices[id.device.expect("a routed id has a device")].transport;
         let cm = Endpoint::active(
             transport,
             id.peer.map(|a| a.ip()),
@@ -72,7 +84,8 @@ impl World {
         req: &Request,
         sidr: bool,
     ) -> EpKey {
-        let transport = self.devices[self.id(owner).device.expect("child on a device")].transport;
+        let transport =
+            self.topo.devices[self.id(owner).device.expect("child on a device")].transport;
         let cm = Endpoint::passive(
             transport,
             sidr,
@@ -91,31 +104,31 @@ impl World {
         ep: EpKey,
         input: impl FnOnce(&mut Endpoint, &mut Vec<Output>) -> R,
     ) -> R {
-        let mut out = std::mem::take(&mut self.ep_outputs);
-        let record = self.eps.get_mut(&ep).expect("live endpoint");
+        let mut out = std::mem::take(&mut self.cm.outputs);
+        let record = self.cm.eps.get_mut(&ep).expect("live endpoint");
         let r = input(&mut record.cm, &mut out);
         for o in out.drain(..) {
             self.carry_out(ep, o);
         }
-        self.ep_outputs = out;
+        self.cm.outputs = out;
         r
     }
 
     fn carry_out(&mut self, ep: EpKey, output: Output) {
-        let Some(e) = self.eps.get(&ep) else {
+        let Some(e) = self.cm.eps.get(&ep) else {
             return;
         };
         let (owner, host, dev) = (e.owner, e.host, e.device);
         match output {
             Output::Send { to, body } => {
-                if self.devices[dev].present {
+                if self.topo.devices[dev].present {
                     self.send(host, ep, to, body);
                 }
             }
             Output::SetTimer(after) => {
                 self.cancel_ep_timer(ep);
                 let key = self.after(after, Action::EpTimer { ep });
-                self.eps.get_mut(&ep).expect("live endpoint").timer = Some(key);
+                self.cm.eps.get_mut(&ep).expect("live endpoint").timer = Some(key);
             }
             Output::CancelTimer => self.cancel_ep_timer(ep),
             Output::Event {
@@ -159,14 +172,14 @@ impl World {
     }
 
     fn cancel_ep_timer(&mut self, ep: EpKey) {
-        if let Some(key) = self.eps.get_mut(&ep).and_then(|e| e.timer.take()) {
+        if let Some(key) = self.cm.eps.get_mut(&ep).and_then(|e| e.timer.take()) {
             self.timeline.cancel(key);
         }
     }
 
     /// Endpoint `ep`'s timer fired.
     pub(crate) fn ep_timer(&mut self, ep: EpKey) {
-        let Some(e) = self.eps.get_mut(&ep) else {
+        let Some(e) = self.cm.eps.get_mut(&ep) else {
             return;
         };
         e.timer = None;
@@ -176,16 +189,16 @@ impl World {
     /// Forgets an endpoint that has nothing left to do.
     fn forget_endpoint(&mut self, ep: EpKey) {
         self.cancel_ep_timer(ep);
-        if let Some(e) = self.eps.remove(&ep) {
+        if let Some(e) = self.cm.eps.remove(&ep) {
             if let (false, Some(peer)) = (e.cm.is_active(), e.cm.peer()) {
-                self.passive_by_peer.remove(&(e.host, peer));
+                self.cm.passive_by_peer.remove(&(e.host, peer));
             }
         }
     }
 
     /// The state of endpoint `ep`.
     pub(crate) fn ep_state(&self, ep: EpKey) -> EpState {
-        self.eps[&ep].cm.state()
+        self.cm.eps[&ep].cm.state()
     }
 
     /// REJ(`reason`, `data`) from `ep` if its state allows one; false if none applies.
@@ -195,7 +208,7 @@ impl World {
 
     /// The IB CM side effects of destroying `ep`'s id (§7.4), leaving the endpoint ownerless.
     pub(crate) fn destroy_endpoint(&mut self, ep: EpKey) {
-        let Some(e) = self.eps.get_mut(&ep) else {
+        let Some(e) = self.cm.eps.get_mut(&ep) else {
             return;
         };
         e.owner = None;
@@ -222,7 +235,7 @@ impl World {
             IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
             IpAddr::V6(v6) => v6.octets(),
         };
-        let roce = self.devices[dev].transport == Transport::Roce;
+        let roce = self.topo.devices[dev].transport == Transport::Roce;
         AhAttr {
             grh: GlobalRoute {
                 dgid: gid,

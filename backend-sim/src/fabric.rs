@@ -99,13 +99,13 @@ impl FabricBuilder {
             }
         };
         let mut world = World::new(fabric_no, self.seed, self.config.saturated());
-        world.silent_ips.extend(self.silent);
+        world.topo.silent_ips.extend(self.silent);
         for (name, devs) in self.hosts {
-            let host = world.hosts.len();
+            let host = world.topo.hosts.len();
             let mut keys = Vec::new();
             for (dname, transport, ips) in devs {
-                keys.push(world.devices.len());
-                world.devices.push(Device {
+                keys.push(world.topo.devices.len());
+                world.topo.devices.push(Device {
                     host,
                     name: dname,
                     transport,
@@ -114,7 +114,7 @@ impl FabricBuilder {
                 });
             }
             world.trace.name_host(host, &name);
-            world.hosts.push(Host {
+            world.topo.hosts.push(Host {
                 name,
                 devices: keys,
                 last_ephemeral: Default::default(),
@@ -212,6 +212,7 @@ impl Fabric {
 
     fn host_key(&self, name: &str) -> Result<usize, FabricError> {
         self.lock()
+            .topo
             .hosts
             .iter()
             .position(|h| h.name == name)
@@ -306,11 +307,12 @@ impl Fabric {
     ) -> Result<(MutexGuard<'_, World>, DevKey), FabricError> {
         let w = self.lock_for(call)?;
         let h = w
+            .topo
             .hosts
             .iter()
             .position(|h| h.name == host)
             .ok_or_else(|| FabricError::UnknownHost(host.to_string()))?;
-        let d = *w.hosts[h]
+        let d = *w.topo.hosts[h]
             .devices
             .first()
             .ok_or_else(|| FabricError::NoDevice(host.to_string()))?;
@@ -367,7 +369,7 @@ impl Fabric {
 
     /// Loses the next `count` CM messages of `kind` sent anywhere on the fabric.
     pub fn drop_next(&self, kind: MessageKind, count: u32) -> Result<(), FabricError> {
-        self.lock_for("drop_next")?.wire_faults.push(WireFault {
+        self.lock_for("drop_next")?.net.faults.push(WireFault {
             kind,
             count,
             delay: None,
@@ -383,7 +385,7 @@ impl Fabric {
         count: u32,
         delay: Duration,
     ) -> Result<(), FabricError> {
-        self.lock_for("delay_next")?.wire_faults.push(WireFault {
+        self.lock_for("delay_next")?.net.faults.push(WireFault {
             kind,
             count,
             delay: Some(delay.min(MAX_SIM_DURATION)),

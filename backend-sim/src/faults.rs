@@ -28,12 +28,13 @@ impl World {
     /// once, so further calls fail with ENXIO (`check_not_removed`). Wildcard listeners, and ids
     /// still resolving an address without a bound device, get nothing: they are on no device.
     pub(crate) fn remove_device(&mut self, dev: DevKey) {
-        let host = self.devices[dev].host;
-        self.devices[dev].present = false;
+        let host = self.topo.devices[dev].host;
+        self.topo.devices[dev].present = false;
         self.record_text(Some(host), TraceKind::Fault, |w| {
-            format!("device {} removed", w.devices[dev].name)
+            format!("device {} removed", w.topo.devices[dev].name)
         });
         let attached: Vec<_> = self
+            .kernel
             .ids
             .iter()
             .filter(|(_, i)| i.device == Some(dev))
@@ -56,7 +57,11 @@ impl World {
                 // librdmacm's processing of the request will fail: the child and its
                 // CONNECT_REQUEST disappear silently, with no protocol side effects (§8.4).
                 if let Some(ep) = ep {
-                    self.eps.get_mut(&ep).expect("endpoint of a live id").owner = None;
+                    self.cm
+                        .eps
+                        .get_mut(&ep)
+                        .expect("endpoint of a live id")
+                        .owner = None;
                     self.drive(ep, |e, out| e.abandon(out));
                 }
                 self.id_mut(key).ep = None;
@@ -80,20 +85,21 @@ impl World {
 
     /// Brings a removed device back (as `rdma link add` does).
     pub(crate) fn restore_device(&mut self, dev: DevKey) {
-        self.devices[dev].present = true;
-        let host = self.devices[dev].host;
+        self.topo.devices[dev].present = true;
+        let host = self.topo.devices[dev].host;
         self.record_text(Some(host), TraceKind::Fault, |w| {
-            format!("device {} added", w.devices[dev].name)
+            format!("device {} added", w.topo.devices[dev].name)
         });
     }
 
     /// The bound netdev's address changed (bonding fail-over): ADDR_CHANGE to attached ids.
     pub(crate) fn address_change(&mut self, dev: DevKey) {
-        let host = self.devices[dev].host;
+        let host = self.topo.devices[dev].host;
         self.record_text(Some(host), TraceKind::Fault, |w| {
-            format!("address change on {}", w.devices[dev].name)
+            format!("address change on {}", w.topo.devices[dev].name)
         });
         let attached: Vec<_> = self
+            .kernel
             .ids
             .iter()
             .filter(|(_, i)| i.device == Some(dev) && i.state != CmState::DeviceRemoval)
@@ -110,6 +116,7 @@ impl World {
             format!("multicast group {group} lost")
         });
         let members: Vec<(u64, u64, u64)> = self
+            .kernel
             .ids
             .iter()
             .flat_map(|(k, i)| {
@@ -144,6 +151,7 @@ impl World {
             format!("neighbour {ip} changed its MAC")
         });
         let affected: Vec<_> = self
+            .kernel
             .ids
             .iter()
             .filter(|(_, i)| {
@@ -153,7 +161,7 @@ impl World {
                         CmState::RouteResolved | CmState::Connect | CmState::Disconnect
                     )
                     && i.device
-                        .is_some_and(|d| self.devices[d].transport == Transport::Roce)
+                        .is_some_and(|d| self.topo.devices[d].transport == Transport::Roce)
             })
             .map(|(k, _)| *k)
             .collect();
@@ -173,19 +181,20 @@ impl World {
         self.record_text(Some(host), TraceKind::Fault, |_| {
             format!("the next {count} path queries fail ({how:?})")
         });
-        self.path_faults.push((host, count, how));
+        self.kernel.path_faults.push((host, count, how));
     }
 
     /// Takes one pending path query failure of `host`, if any.
     pub(crate) fn take_path_fault(&mut self, host: HostKey) -> Option<PathFailure> {
         let i = self
+            .kernel
             .path_faults
             .iter()
             .position(|(h, n, _)| *h == host && *n > 0)?;
-        let how = self.path_faults[i].2;
-        self.path_faults[i].1 -= 1;
-        if self.path_faults[i].1 == 0 {
-            self.path_faults.remove(i);
+        let how = self.kernel.path_faults[i].2;
+        self.kernel.path_faults[i].1 -= 1;
+        if self.kernel.path_faults[i].1 == 0 {
+            self.kernel.path_faults.remove(i);
         }
         Some(how)
     }

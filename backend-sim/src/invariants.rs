@@ -10,13 +10,13 @@ use crate::world::World;
 impl World {
     /// Panics, naming the invariant, if the world is inconsistent.
     pub(crate) fn check_invariants(&self) {
-        for (key, id) in &self.ids {
+        for (key, id) in &self.kernel.ids {
             assert!(
-                self.channels.contains_key(&id.channel),
+                self.kernel.channels.contains_key(&id.channel),
                 "id {key} lives on a channel that does not exist"
             );
             if let Some(ep) = id.ep {
-                if let Some(e) = self.eps.get(&ep) {
+                if let Some(e) = self.cm.eps.get(&ep) {
                     assert_eq!(
                         e.owner,
                         Some(*key),
@@ -25,7 +25,7 @@ impl World {
                 }
             }
         }
-        for (ep, e) in &self.eps {
+        for (ep, e) in &self.cm.eps {
             assert_eq!(
                 e.owner.is_some(),
                 e.cm.is_owned(),
@@ -33,6 +33,7 @@ impl World {
             );
             if let Some(owner) = e.owner {
                 let id = self
+                    .kernel
                     .ids
                     .get(&owner)
                     .unwrap_or_else(|| panic!("endpoint {ep} owned by dead id {owner}"));
@@ -43,8 +44,9 @@ impl World {
                 );
             }
         }
-        for ((host, peer), ep) in &self.passive_by_peer {
+        for ((host, peer), ep) in &self.cm.passive_by_peer {
             let e = self
+                .cm
                 .eps
                 .get(ep)
                 .unwrap_or_else(|| panic!("index names dead endpoint {ep}"));
@@ -56,14 +58,14 @@ impl World {
         let mut pending: BTreeMap<u64, usize> = BTreeMap::new();
         let mut queued: BTreeMap<u64, u32> = BTreeMap::new();
         let mut requests: BTreeMap<u64, u64> = BTreeMap::new();
-        for (ck, c) in &self.channels {
+        for (ck, c) in &self.kernel.channels {
             for q in &c.queue {
                 *queued.entry(q.owner).or_default() += 1;
                 if q.info.kind == EventKind::ConnectRequest {
                     requests.insert(q.owner, *ck);
                 }
                 assert!(
-                    self.ids.contains_key(&q.owner),
+                    self.kernel.ids.contains_key(&q.owner),
                     "channel {ck} holds an event of dead id {}",
                     q.owner
                 );
@@ -72,7 +74,7 @@ impl World {
                 }
             }
         }
-        for (key, id) in &self.ids {
+        for (key, id) in &self.kernel.ids {
             if let Some(l) = id.listen {
                 let queued = pending.get(key).copied().unwrap_or(0);
                 assert_eq!(
@@ -84,14 +86,14 @@ impl World {
             }
         }
         let mut unacked: BTreeMap<u64, u32> = BTreeMap::new();
-        for (t, o) in &self.outstanding {
+        for (t, o) in &self.kernel.outstanding {
             assert!(
-                self.ids.contains_key(&o.counted_against),
+                self.kernel.ids.contains_key(&o.counted_against),
                 "ticket {t} is counted against a dead id"
             );
             *unacked.entry(o.counted_against).or_default() += 1;
         }
-        for (key, id) in &self.ids {
+        for (key, id) in &self.kernel.ids {
             let want = queued.get(key).copied().unwrap_or(0);
             assert_eq!(
                 id.queued, want,

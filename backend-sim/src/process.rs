@@ -34,7 +34,7 @@ pub(crate) struct Cond {
 impl Cond {
     fn satisfied(&self, w: &World) -> bool {
         self.channel
-            .is_some_and(|c| w.channel_ready(c) || !w.channels.contains_key(&c))
+            .is_some_and(|c| w.channel_ready(c) || !w.kernel.channels.contains_key(&c))
             || self.deadline.is_some_and(|d| w.now >= d)
     }
 }

@@ -19,12 +19,12 @@ impl World {
         sidr: bool,
     ) {
         // A duplicate of a request we already hold: answer with an MRA while it is undecided.
-        if let Some(&ep) = self.passive_by_peer.get(&(host, from)) {
+        if let Some(&ep) = self.cm.passive_by_peer.get(&(host, from)) {
             self.drive(ep, |e, out| e.on_duplicate_request(from, out));
             return;
         }
         let reply_rej = |w: &mut World, reason: i32| {
-            let transport = w.devices[dev].transport;
+            let transport = w.topo.devices[dev].transport;
             let body = if sidr {
                 let status = if reason == IbRejReason::INVALID_SERVICE_ID {
                     SidrStatus::UNSUPPORTED
@@ -114,9 +114,9 @@ impl World {
             request_queued_on: None,
             unacked: 0,
         };
-        self.ids.insert(child_key, child);
+        self.kernel.ids.insert(child_key, child);
         let ep = self.new_passive_endpoint(child_key, from, &req, sidr);
-        self.passive_by_peer.insert((host, from), ep);
+        self.cm.passive_by_peer.insert((host, from), ep);
         self.id_mut(listener)
             .listen
             .as_mut()
@@ -147,7 +147,7 @@ impl World {
     /// The listener that takes a request for `req.dst` on `dev`: a specific-address listener
     /// first, then a wildcard one (§4.9).
     fn find_listener(&self, host: HostKey, dev: DevKey, req: &Request) -> Option<IdKey> {
-        let holders = self.ports.get(&(host, req.ps, req.dst.port()))?;
+        let holders = self.kernel.ports.get(&(host, req.ps, req.dst.port()))?;
         let listening = || {
             holders
                 .iter()

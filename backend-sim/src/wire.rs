@@ -2,7 +2,10 @@
 //! link: links are FIFO), random loss and targeted faults, and their delivery to the host that
 //! owns the address or to the endpoint they name.
 
+use std::collections::BTreeMap;
+
 use crate::cm::messages::{Body, Dest, MessageHead, MessageKind};
+use crate::engine::timeline::SimTime;
 use crate::rng::Stream;
 use crate::trace::{Entry, TraceKind, WireNote};
 use crate::world::{Action, EpKey, HostKey, World};
@@ -32,6 +35,15 @@ impl Message {
     }
 }
 
+/// The wire's state: when each link next delivers, and the targeted faults still to apply.
+#[derive(Default)]
+pub(crate) struct Net {
+    /// The latest delivery time scheduled on each (from host, to host) link.
+    pub link_clock: BTreeMap<(HostKey, HostKey), SimTime>,
+    /// Targeted losses and delays still to apply.
+    pub faults: Vec<WireFault>,
+}
+
 impl World {
     /// Records a wire message with `note`.
     fn record_wire(
@@ -54,7 +66,8 @@ impl World {
         let mut extra = std::time::Duration::ZERO;
         let kind = msg.body.kind();
         if let Some(f) = self
-            .wire_faults
+            .net
+            .faults
             .iter_mut()
             .find(|f| f.kind == kind && f.count > 0)
         {
@@ -82,12 +95,12 @@ impl World {
         let delay = self.cfg.wire_latency + std::time::Duration::from_nanos(jitter) + extra;
         // Jitter never reorders the messages between two hosts: links are FIFO.
         let to_host = match to {
-            Dest::Ip(ip) => self.owner_of_ip(ip).map(|(h, _)| h),
-            Dest::Ep(ep) => self.eps.get(&ep).map(|e| e.host),
+            Dest::Ip(ip) => self.topo.owner_of_ip(ip).map(|(h, _)| h),
+            Dest::Ep(ep) => self.cm.eps.get(&ep).map(|e| e.host),
         };
         let mut at = self.now.after(delay);
         if let Some(to_host) = to_host {
-            let last = self.link_clock.entry((from_host, to_host)).or_default();
+            let last = self.net.link_clock.entry((from_host, to_host)).or_default();
             at = at.max(*last);
             *last = at;
         }
@@ -99,7 +112,7 @@ impl World {
     pub(crate) fn deliver(&mut self, msg: Message) {
         match msg.to {
             Dest::Ip(ip) => {
-                let Some((host, dev)) = self.owner_of_ip(ip) else {
+                let Some((host, dev)) = self.topo.owner_of_ip(ip) else {
                     self.record_wire(None, TraceKind::Drop, &msg, WireNote::NobodyOwns(ip));
                     return;
                 };
@@ -108,7 +121,7 @@ impl World {
                     Body::Req(req) => self.on_req(host, dev, msg.from, *req, false),
                     Body::SidrReq(req) => self.on_req(host, dev, msg.from, *req, true),
                     // A REJ from a REQ's sender, for the passive endpoint answering it.
-                    Body::Rej { .. } => match self.passive_by_peer.get(&(host, msg.from)) {
+                    Body::Rej { .. } => match self.cm.passive_by_peer.get(&(host, msg.from)) {
                         Some(&ep) => {
                             let from = msg.from;
                             self.drive(ep, |e, out| e.on_message(from, msg.body, out));
@@ -122,12 +135,12 @@ impl World {
                 }
             }
             Dest::Ep(ep) => {
-                let Some(e) = self.eps.get(&ep) else {
+                let Some(e) = self.cm.eps.get(&ep) else {
                     self.record_wire(None, TraceKind::Drop, &msg, WireNote::EndpointGone);
                     return;
                 };
                 let (host, dev) = (e.host, e.device);
-                if !self.devices[dev].present {
+                if !self.topo.devices[dev].present {
                     self.record_wire(Some(host), TraceKind::Drop, &msg, WireNote::DeviceRemoved);
                     return;
                 }

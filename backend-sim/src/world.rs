@@ -2,24 +2,18 @@
 //! pending actions, and the trace. All state lives here, behind one mutex; the calls of
 //! `calls/`, the IB CM of `ibcm.rs` and the wire of `wire.rs` are `impl World` blocks.
 
-use std::collections::{BTreeMap, VecDeque};
-
-use std::net::{IpAddr, SocketAddr};
-
 use cmtwin::{
-    Call, ChannelHandle, CmError, Errno, EventInfo, EventKind, EventParam, IdHandle, PortSpace,
-    QpType, Result, Transport,
+    Call, ChannelHandle, CmError, Errno, EventInfo, EventKind, EventParam, IdHandle, Result,
+    Transport,
 };
 
-use crate::cm::endpoint::Output;
 use crate::config::SimConfig;
-use crate::endpoints::EpRecord;
+use crate::endpoints::Endpoints;
 use crate::engine::timeline::{SimTime, Timeline, TimerKey};
 use crate::process::Scheduler;
 use crate::rng::Streams;
-use crate::store::Store;
 use crate::trace::{Entry, EventDrop, Trace, TraceKind};
-use crate::wire::Message;
+use crate::wire::{Message, Net};
 
 /// Bits of a handle or ticket that carry the serial; the fabric's number is above them.
 pub(crate) const SERIAL_BITS: u32 = 40;
@@ -28,161 +22,12 @@ pub(crate) const SERIAL_MASK: u64 = (1 << SERIAL_BITS) - 1;
 /// Fabric numbers fit in the bits above the serial.
 pub(crate) const FABRIC_NO_MASK: u32 = (1 << (64 - SERIAL_BITS)) - 1;
 
-/// Index of a host in the fabric.
-pub(crate) type HostKey = usize;
-/// Index of a device in the fabric.
-pub(crate) type DevKey = usize;
-/// Key of a channel (the low half of its handle).
-pub(crate) type ChanKey = u64;
-/// Key of an id (the low half of its handle).
-pub(crate) type IdKey = u64;
 pub(crate) use crate::cm::messages::EpKey;
-/// Key of a multicast membership (one per join, as librdmacm keeps them).
-pub(crate) type McKey = u64;
-
-/// The kernel's `enum rdma_cm_state` (CM-SEMANTICS.md §2.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum CmState {
-    /// Freshly created.
-    Idle,
-    /// Address resolution in progress.
-    AddrQuery,
-    /// Destination resolved, device bound.
-    AddrResolved,
-    /// Route resolution in progress.
-    RouteQuery,
-    /// Ready to connect.
-    RouteResolved,
-    /// Connecting, connected, or refused: kept until DISCONNECTED.
-    Connect,
-    /// DISCONNECTED was generated.
-    Disconnect,
-    /// Source address bound.
-    AddrBound,
-    /// Listening.
-    Listen,
-    /// The device went away.
-    DeviceRemoval,
-    /// An SA service query of `resolve_addrinfo` in progress (Linux ≥ 6.18).
-    AddrinfoQuery,
-}
-
-/// A simulated host.
-pub(crate) struct Host {
-    pub name: String,
-    pub devices: Vec<DevKey>,
-    /// The last ephemeral port handed out per port space.
-    pub last_ephemeral: BTreeMap<PortSpace, u16>,
-}
-
-/// A simulated RDMA device with its IP addresses.
-pub(crate) struct Device {
-    pub host: HostKey,
-    pub name: String,
-    pub transport: Transport,
-    pub ips: Vec<IpAddr>,
-    pub present: bool,
-}
-
-/// An event as the kernel queued it on a channel, before librdmacm's processing at fetch time.
-pub(crate) struct Queued {
-    pub info: EventInfo,
-    /// The id whose events these are.
-    pub owner: IdKey,
-    /// The id whose destroy waits for the ack (the listener for CONNECT_REQUEST).
-    pub counted_against: IdKey,
-    /// The multicast membership the event belongs to.
-    pub membership: Option<McKey>,
-}
-
-/// An event channel: one FIFO.
-pub(crate) struct Channel {
-    pub host: HostKey,
-    pub queue: VecDeque<Queued>,
-    /// For the private channel of a synchronous id: that id.
-    pub private_for: Option<IdKey>,
-}
-
-/// What a listening id keeps.
-#[derive(Clone, Copy)]
-pub(crate) struct ListenState {
-    pub backlog: usize,
-    /// CONNECT_REQUESTs queued and not yet fetched (they take backlog slots).
-    pub pending: usize,
-}
-
-/// State of `resolve_addrinfo` on an id.
-#[derive(Clone, Debug, Default)]
-pub(crate) enum AddrinfoState {
-    #[default]
-    None,
-    /// An SA-mode query is in flight, or ended in an ADDRINFO_ERROR not yet fetched.
-    Pending,
-    Resolved(Vec<cmtwin::AddrInfo>),
-}
-
-/// A simulated `rdma_cm_id`.
-pub(crate) struct Id {
-    pub host: HostKey,
-    pub channel: ChanKey,
-    pub sync: bool,
-    pub context: u64,
-    pub ps: PortSpace,
-    pub qp_type: QpType,
-    pub state: CmState,
-    pub device: Option<DevKey>,
-    pub local: Option<SocketAddr>,
-    pub peer: Option<SocketAddr>,
-    /// The (port space, port) this id holds in its host's port table.
-    pub port: Option<u16>,
-    pub reuseaddr: bool,
-    pub afonly: Option<bool>,
-    pub tos: u8,
-    pub ack_timeout: Option<u8>,
-    /// The packet life time of the id's path, once its route is resolved (or its request
-    /// arrived): RoCE takes ACK_TIMEOUT − 1 when that option was set before (§4.5).
-    pub path_plt: Option<u8>,
-    pub qp: Option<u32>,
-    pub qkey: u32,
-    pub ep: Option<EpKey>,
-    pub listen: Option<ListenState>,
-    /// Whether user space owns the id (false for an unaccepted child: its events are dropped).
-    pub owned: bool,
-    pub sync_event: Option<(EventInfo, u64)>,
-    /// Bumped to cancel pending address/route/multicast work of this id.
-    pub op_gen: u64,
-    /// Multicast memberships, one per join, by key (a later join has a larger key).
-    pub multicast: BTreeMap<McKey, Membership>,
-    pub addrinfo: AddrinfoState,
-    /// Set when the id's device was removed: ucma has dropped its reference, calls fail with
-    /// ENXIO.
-    pub torn_down: bool,
-    /// The kinds of event queued for this id so far, a bit per kind (for the invariants).
-    pub reported: u64,
-    /// How many of this id's events are queued on channels (destroy looks only when some are).
-    pub queued: u32,
-    /// The channel holding this child's unfetched CONNECT_REQUEST.
-    pub request_queued_on: Option<ChanKey>,
-    /// How many fetched events counted against this id are unacknowledged.
-    pub unacked: u32,
-}
-
-/// An event fetched by the application and not yet acknowledged.
-pub(crate) struct Outstanding {
-    pub host: HostKey,
-    pub counted_against: IdKey,
-    pub owner: IdKey,
-    pub kind: EventKind,
-    pub membership: Option<McKey>,
-}
-
-/// One multicast join of an id: the group and the join's context.
-#[derive(Clone, Copy)]
-pub(crate) struct Membership {
-    pub addr: SocketAddr,
-    pub context: u64,
-}
-
+pub(crate) use crate::kernel::{
+    AddrinfoState, ChanKey, Channel, CmState, Id, IdKey, Kernel, ListenState, McKey, Membership,
+    Outstanding, Queued,
+};
+pub(crate) use crate::topology::{DevKey, Device, Host, HostKey, Topology};
 /// Something the timeline will do.
 pub(crate) enum Action {
     /// A CM message arrives.
@@ -215,30 +60,16 @@ pub(crate) struct World {
     pub now: SimTime,
     pub timeline: Timeline<Action>,
     pub rng: Streams,
-    pub hosts: Vec<Host>,
-    pub devices: Vec<Device>,
-    pub channels: Store<Channel>,
-    pub ids: Store<Id>,
-    pub eps: Store<EpRecord>,
-    /// Passive endpoints by (host, the active endpoint they answer): finds duplicate REQs.
-    pub passive_by_peer: BTreeMap<(HostKey, EpKey), EpKey>,
-    /// Bound ports per (host, port space, port): the ids holding them.
-    pub ports: BTreeMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
-    /// Fetched, unacknowledged events by ticket serial.
-    pub outstanding: Store<Outstanding>,
-    /// The latest delivery time scheduled on each (from host, to host) link.
-    pub link_clock: BTreeMap<(HostKey, HostKey), SimTime>,
-    /// On-link addresses that answer ARP but run no CM.
-    pub silent_ips: std::collections::BTreeSet<IpAddr>,
-    /// Targeted losses and delays still to apply.
-    pub wire_faults: Vec<crate::wire::WireFault>,
-    /// SA path queries still to fail: (host, how many more, how).
-    pub path_faults: Vec<(HostKey, u32, crate::faults::PathFailure)>,
+    /// Hosts, devices, addresses.
+    pub topo: Topology,
+    /// The hosts' rdma_cm state: ids, channels, ports, fetched events.
+    pub kernel: Kernel,
+    /// The CM endpoints of every connection attempt.
+    pub cm: Endpoints,
+    /// The wire's links and targeted faults.
+    pub net: Net,
     pub next_key: u64,
-    pub next_ticket: u64,
     pub trace: Trace,
-    /// Reused buffer for an endpoint's outputs.
-    pub ep_outputs: Vec<Output>,
     pub sched: Scheduler,
 }
 
@@ -251,22 +82,12 @@ impl World {
             now: SimTime(0),
             timeline: Timeline::new(),
             rng: Streams::new(seed),
-            hosts: Vec::new(),
-            devices: Vec::new(),
-            channels: Store::default(),
-            ids: Store::default(),
-            eps: Store::default(),
-            passive_by_peer: BTreeMap::new(),
-            ports: BTreeMap::new(),
-            outstanding: Store::default(),
-            link_clock: BTreeMap::new(),
-            wire_faults: Vec::new(),
-            path_faults: Vec::new(),
-            silent_ips: Default::default(),
+            topo: Topology::default(),
+            kernel: Kernel::default(),
+            cm: Endpoints::default(),
+            net: Net::default(),
             next_key: 1,
-            next_ticket: 1,
             trace: Trace::new(cfg_trace),
-            ep_outputs: Vec::new(),
             sched: Scheduler::default(),
         }
     }
@@ -305,7 +126,7 @@ impl World {
     /// The live id behind `h`, if it belongs to this fabric and host.
     pub(crate) fn id_key(&self, host: HostKey, call: Call, h: IdHandle) -> Result<IdKey> {
         let key = self.unstamp(h.raw());
-        match key.and_then(|k| self.ids.get(&k).map(|id| (k, id))) {
+        match key.and_then(|k| self.kernel.ids.get(&k).map(|id| (k, id))) {
             Some((key, id)) if id.host == host => Ok(key),
             _ => Err(CmError::new(
                 call,
@@ -318,7 +139,7 @@ impl World {
     /// The live user-visible channel behind `h`.
     pub(crate) fn chan_key(&self, host: HostKey, call: Call, h: ChannelHandle) -> Result<ChanKey> {
         let key = self.unstamp(h.raw());
-        match key.and_then(|k| self.channels.get(&k).map(|c| (k, c))) {
+        match key.and_then(|k| self.kernel.channels.get(&k).map(|c| (k, c))) {
             Some((key, c)) if c.host == host && c.private_for.is_none() => Ok(key),
             _ => Err(CmError::new(
                 call,
@@ -329,42 +150,15 @@ impl World {
     }
 
     pub(crate) fn id(&self, key: IdKey) -> &Id {
-        &self.ids[&key]
+        &self.kernel.ids[&key]
     }
 
     pub(crate) fn id_mut(&mut self, key: IdKey) -> &mut Id {
-        self.ids.get_mut(&key).expect("live id")
+        self.kernel.ids.get_mut(&key).expect("live id")
     }
 
     pub(crate) fn transport_of(&self, id: IdKey) -> Option<Transport> {
-        self.id(id).device.map(|d| self.devices[d].transport)
-    }
-
-    /// The device of `host` that owns `ip`.
-    pub(crate) fn device_with_ip(&self, host: HostKey, ip: IpAddr) -> Option<DevKey> {
-        self.hosts[host]
-            .devices
-            .iter()
-            .copied()
-            .find(|d| self.devices[*d].present && self.devices[*d].ips.contains(&ip))
-    }
-
-    /// The (host, device) anywhere on the fabric that owns `ip`.
-    pub(crate) fn owner_of_ip(&self, ip: IpAddr) -> Option<(HostKey, DevKey)> {
-        self.devices
-            .iter()
-            .enumerate()
-            .find(|(_, d)| d.present && d.ips.contains(&ip))
-            .map(|(k, d)| (d.host, k))
-    }
-
-    /// The first present device of `host`.
-    pub(crate) fn first_device(&self, host: HostKey) -> Option<DevKey> {
-        self.hosts[host]
-            .devices
-            .iter()
-            .copied()
-            .find(|d| self.devices[*d].present)
+        self.id(id).device.map(|d| self.topo.devices[d].transport)
     }
 
     // ----- trace ---------------------------------------------------------------------------
@@ -416,7 +210,7 @@ impl World {
         private_data: Vec<u8>,
         membership: Option<McKey>,
     ) {
-        let Some(id) = self.ids.get(&owner) else {
+        let Some(id) = self.kernel.ids.get(&owner) else {
             return;
         };
         let host = id.host;
@@ -467,7 +261,8 @@ impl World {
             len: info.private_data.len(),
         };
         self.record(Some(host), TraceKind::Queue, entry);
-        self.channels
+        self.kernel
+            .channels
             .get_mut(&channel)
             .expect("id's channel")
             .queue
@@ -489,7 +284,7 @@ impl World {
     pub(crate) fn discard_queued(&mut self, owner: IdKey, pred: impl Fn(&Queued) -> bool) {
         // An id's events are on its channel, except its CONNECT_REQUEST, which is on the
         // listener's. A discarded request gives its backlog slot back.
-        let Some(id) = self.ids.get(&owner) else {
+        let Some(id) = self.kernel.ids.get(&owner) else {
             return;
         };
         if id.queued == 0 {
@@ -500,7 +295,7 @@ impl World {
         let mut freed = Vec::new();
         let mut dropped = 0;
         for c in places {
-            let Some(channel) = self.channels.get_mut(&c) else {
+            let Some(channel) = self.kernel.channels.get_mut(&c) else {
                 continue;
             };
             channel.queue.retain(|e| {
@@ -520,7 +315,7 @@ impl World {
             id.request_queued_on = None;
         }
         for l in freed {
-            if let Some(ls) = self.ids.get_mut(&l).and_then(|i| i.listen.as_mut()) {
+            if let Some(ls) = self.kernel.ids.get_mut(&l).and_then(|i| i.listen.as_mut()) {
                 ls.pending = ls.pending.saturating_sub(1);
             }
         }
@@ -529,8 +324,8 @@ impl World {
     /// Forgets the fetched event behind ticket serial `ticket` (acknowledged, or released by
     /// librdmacm itself for a synchronous id).
     pub(crate) fn release_ticket(&mut self, ticket: u64) -> Option<Outstanding> {
-        let o = self.outstanding.remove(&ticket)?;
-        if let Some(id) = self.ids.get_mut(&o.counted_against) {
+        let o = self.kernel.outstanding.remove(&ticket)?;
+        if let Some(id) = self.kernel.ids.get_mut(&o.counted_against) {
             id.unacked -= 1;
         }
         Some(o)
@@ -568,6 +363,7 @@ impl World {
                 membership,
             } => {
                 if self
+                    .kernel
                     .ids
                     .get(&id)
                     .is_some_and(|i| gen.is_none_or(|g| i.op_gen == g))

@@ -60,7 +60,7 @@ impl World {
     fn take_port(&mut self, key: IdKey, ip: IpAddr, port: u16) -> Result<u16, Errno> {
         let (host, ps) = (self.id(key).host, self.id(key).ps);
         let free = |w: &World, p: u16| {
-            w.ports.get(&(host, ps, p)).is_none_or(|holders| {
+            w.kernel.ports.get(&(host, ps, p)).is_none_or(|holders| {
                 holders
                     .iter()
                     .all(|o| w.port_conflict(key, ip, *o).is_none())
@@ -70,22 +70,26 @@ impl World {
             let (lo, hi) = EPHEMERAL;
             let span = u64::from(hi - lo) + 1;
             let start = self.rng.range(Stream::Ports, 0, span - 1);
-            let last = self.hosts[host].last_ephemeral.get(&ps).copied();
+            let last = self.topo.hosts[host].last_ephemeral.get(&ps).copied();
             let found = (0..span)
                 .map(|i| lo + ((start + i) % span) as u16)
                 .find(|p| Some(*p) != last && free(self, *p))
                 .ok_or(Errno::EADDRNOTAVAIL)?;
-            self.hosts[host].last_ephemeral.insert(ps, found);
+            self.topo.hosts[host].last_ephemeral.insert(ps, found);
             found
         } else {
-            if let Some(holders) = self.ports.get(&(host, ps, port)) {
+            if let Some(holders) = self.kernel.ports.get(&(host, ps, port)) {
                 if let Some(e) = holders.iter().find_map(|o| self.port_conflict(key, ip, *o)) {
                     return Err(e);
                 }
             }
             port
         };
-        self.ports.entry((host, ps, port)).or_default().push(key);
+        self.kernel
+            .ports
+            .entry((host, ps, port))
+            .or_default()
+            .push(key);
         self.id_mut(key).port = Some(port);
         Ok(port)
     }
@@ -95,10 +99,10 @@ impl World {
         let id = self.id(key);
         let Some(port) = id.port else { return };
         let slot = (id.host, id.ps, port);
-        if let Some(holders) = self.ports.get_mut(&slot) {
+        if let Some(holders) = self.kernel.ports.get_mut(&slot) {
             holders.retain(|k| *k != key);
             if holders.is_empty() {
-                self.ports.remove(&slot);
+                self.kernel.ports.remove(&slot);
             }
         }
         self.id_mut(key).port = None;
@@ -110,7 +114,7 @@ impl World {
         let device = if is_any(addr.ip()) {
             None
         } else {
-            match self.device_with_ip(host, addr.ip()) {
+            match self.topo.device_with_ip(host, addr.ip()) {
                 Some(d) => Some(d),
                 None => {
                     let errno = match self.cfg.kernel {
@@ -165,7 +169,7 @@ impl World {
     /// source picks the interface, `ip_route_output_key`); without a source it needs a route,
     /// and the fabric's hosts have only their subnets' (no default route): none.
     fn netdev_route(&self, host: HostKey, bound: Option<DevKey>, dst: IpAddr) -> Option<DevKey> {
-        let devices = &self.hosts[host].devices;
+        let devices = &self.topo.hosts[host].devices;
         if dst.is_multicast() {
             return bound;
         }
@@ -173,7 +177,7 @@ impl World {
             devices
                 .iter()
                 .copied()
-                .find(|d| self.devices[*d].ips.iter().any(|ip| pred(*ip)))
+                .find(|d| self.topo.devices[*d].ips.iter().any(|ip| pred(*ip)))
         };
         on(&|ip| ip == dst).or_else(|| on(&|ip| same_subnet(ip, dst)))
     }
@@ -182,10 +186,10 @@ impl World {
     /// (`cma_acquire_dev_by_src_ip`); `None` if that device was removed meanwhile.
     fn device_for(&self, host: HostKey, dst: IpAddr) -> Option<DevKey> {
         if is_any(dst) {
-            self.first_device(host)
+            self.topo.first_device(host)
         } else {
             self.netdev_route(host, None, dst)
-                .filter(|d| self.devices[*d].present)
+                .filter(|d| self.topo.devices[*d].present)
         }
     }
 
@@ -232,7 +236,7 @@ impl World {
         let bound = self.id(key).device;
         let (delay, status) = if is_any(dst.ip()) {
             // Loopback resolution (cma_resolve_loopback): the bound device, or the host's first.
-            if bound.or_else(|| self.first_device(host)).is_none() {
+            if bound.or_else(|| self.topo.first_device(host)).is_none() {
                 return Err(CmError::new(
                     call,
                     Errno::ENODEV,
@@ -275,13 +279,13 @@ impl World {
         dst: IpAddr,
         timeout: Duration,
     ) -> (Duration, i32) {
-        let own = self.hosts[host]
+        let own = self.topo.hosts[host]
             .devices
             .iter()
-            .any(|d| self.devices[*d].ips.contains(&dst));
+            .any(|d| self.topo.devices[*d].ips.contains(&dst));
         if own || dst.is_multicast() {
             (Duration::ZERO, 0)
-        } else if self.owner_of_ip(dst).is_some() || self.silent_ips.contains(&dst) {
+        } else if self.topo.owner_of_ip(dst).is_some() || self.topo.silent_ips.contains(&dst) {
             (self.cfg.wire_latency * 2, 0)
         } else if self.cfg.noarp {
             // A NOARP netdev (such as a dummy interface) needs no neighbour resolution.
@@ -293,7 +297,9 @@ impl World {
 
     /// Address resolution of `id` finished.
     pub(crate) fn addr_done(&mut self, key: IdKey, gen: u64, status: i32) {
-        let Some(id) = self.ids.get(&key) else { return };
+        let Some(id) = self.kernel.ids.get(&key) else {
+            return;
+        };
         if id.op_gen != gen || id.state != CmState::AddrQuery {
             return;
         }
@@ -313,7 +319,7 @@ impl World {
                     IpAddr::V6(Ipv6Addr::LOCALHOST)
                 }
             } else if is_any(local.ip()) {
-                let d = &self.devices[dev];
+                let d = &self.topo.devices[dev];
                 d.ips
                     .iter()
                     .copied()
@@ -419,7 +425,9 @@ impl World {
     /// Route resolution of `id` finished: ROUTE_RESOLVED, or ROUTE_ERROR with `status` and the
     /// id back in ADDR_RESOLVED, so that it can try again.
     pub(crate) fn route_done(&mut self, key: IdKey, gen: u64, status: i32) {
-        let Some(id) = self.ids.get(&key) else { return };
+        let Some(id) = self.kernel.ids.get(&key) else {
+            return;
+        };
         if id.op_gen != gen || id.state != CmState::RouteQuery {
             return;
         }

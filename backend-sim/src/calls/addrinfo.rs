@@ -70,17 +70,17 @@ impl World {
             Some(n) => match n.parse::<IpAddr>() {
                 Ok(ip) => vec![ip],
                 Err(_) => {
-                    let Some(hk) = self.hosts.iter().position(|hst| hst.name == n) else {
+                    let Some(hk) = self.topo.hosts.iter().position(|hst| hst.name == n) else {
                         return Err(CmError::new(
                             call,
                             Errno::ENOENT,
                             format!("unknown host {n:?}"),
                         ));
                     };
-                    self.hosts[hk]
+                    self.topo.hosts[hk]
                         .devices
                         .iter()
-                        .flat_map(|d| self.devices[*d].ips.clone())
+                        .flat_map(|d| self.topo.devices[*d].ips.clone())
                         .collect()
                 }
             },
@@ -185,7 +185,9 @@ impl World {
     /// The SA service query of `id` finished: with no records, ADDRINFO_ERROR and the id back
     /// in ADDR_BOUND (librdmacm clears its resolving flag when the event is fetched).
     pub(crate) fn addrinfo_done(&mut self, key: IdKey, gen: u64, status: i32) {
-        let Some(id) = self.ids.get(&key) else { return };
+        let Some(id) = self.kernel.ids.get(&key) else {
+            return;
+        };
         if id.op_gen != gen || id.state != CmState::AddrinfoQuery {
             return;
         }

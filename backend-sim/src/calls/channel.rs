@@ -9,7 +9,7 @@ impl World {
     /// `rdma_create_event_channel`.
     pub(crate) fn create_event_channel(&mut self, host: HostKey) -> Result<ChannelHandle> {
         let key = self.fresh_key();
-        self.channels.insert(
+        self.kernel.channels.insert(
             key,
             Channel {
                 host,
@@ -23,7 +23,7 @@ impl World {
     /// The private channel of a synchronous id.
     pub(crate) fn new_private_channel(&mut self, host: HostKey, id: IdKey) -> ChanKey {
         let key = self.fresh_key();
-        self.channels.insert(
+        self.kernel.channels.insert(
             key,
             Channel {
                 host,
@@ -39,6 +39,7 @@ impl World {
         let call = Call::DestroyEventChannel;
         let key = self.chan_key(host, call, ch)?;
         let users: Vec<String> = self
+            .kernel
             .ids
             .iter()
             .filter(|(_, i)| i.channel == key)
@@ -51,29 +52,33 @@ impl World {
                 format!("ids still use the channel: {}", users.join(", ")),
             ));
         }
-        self.channels.remove(&key);
+        self.kernel.channels.remove(&key);
         Ok(())
     }
 
     /// Whether the channel has an event to fetch.
     pub(crate) fn channel_ready(&self, key: ChanKey) -> bool {
-        self.channels.get(&key).is_some_and(|c| !c.queue.is_empty())
+        self.kernel
+            .channels
+            .get(&key)
+            .is_some_and(|c| !c.queue.is_empty())
     }
 
     /// Takes the head of the channel's queue and processes it as librdmacm does; `None` when
     /// the queue is empty.
     pub(crate) fn fetch_event(&mut self, key: ChanKey) -> Option<CmEvent> {
-        let q = self.channels.get_mut(&key)?.queue.pop_front()?;
+        let q = self.kernel.channels.get_mut(&key)?.queue.pop_front()?;
         let owner = self.id_mut(q.owner);
         owner.queued -= 1;
         if q.info.kind == EventKind::ConnectRequest {
             owner.request_queued_on = None;
         }
         let mut info = q.info;
-        let host = self.channels[&key].host;
+        let host = self.kernel.channels[&key].host;
         if info.kind == EventKind::ConnectRequest {
             self.adopt_listener_mode(q.owner, q.counted_against);
             if let Some(l) = self
+                .kernel
                 .ids
                 .get_mut(&q.counted_against)
                 .and_then(|i| i.listen.as_mut())
@@ -82,7 +87,11 @@ impl World {
             }
         }
         if info.kind == EventKind::ConnectResponse
-            && self.ids.get(&q.owner).is_some_and(|i| i.qp.is_some())
+            && self
+                .kernel
+                .ids
+                .get(&q.owner)
+                .is_some_and(|i| i.qp.is_some())
         {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
             let ep = self.id(q.owner).ep.expect("connected id has an endpoint");
@@ -95,16 +104,16 @@ impl World {
         }
         if info.kind == EventKind::AddrinfoError {
             // librdmacm's processing of ADDRINFO_ERROR ends the resolution (§10.3).
-            if let Some(id) = self.ids.get_mut(&q.owner) {
+            if let Some(id) = self.kernel.ids.get_mut(&q.owner) {
                 id.addrinfo = AddrinfoState::None;
             }
         }
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
-        if let Some(counted) = self.ids.get_mut(&q.counted_against) {
+        let ticket = self.kernel.next_ticket;
+        self.kernel.next_ticket += 1;
+        if let Some(counted) = self.kernel.ids.get_mut(&q.counted_against) {
             counted.unacked += 1;
         }
-        self.outstanding.insert(
+        self.kernel.outstanding.insert(
             ticket,
             Outstanding {
                 host,
@@ -128,7 +137,8 @@ impl World {
     /// channel of its own if the listener is synchronous (§5.4): the child follows the mode the
     /// listener has when the request is fetched, not when it arrived.
     fn adopt_listener_mode(&mut self, child: IdKey, listener: IdKey) {
-        let (Some(l), Some(c)) = (self.ids.get(&listener), self.ids.get(&child)) else {
+        let (Some(l), Some(c)) = (self.kernel.ids.get(&listener), self.kernel.ids.get(&child))
+        else {
             return;
         };
         let (l_sync, l_channel, c_sync, c_channel, host) =
@@ -140,11 +150,12 @@ impl World {
             c.sync = true;
         } else if !l_sync && c_sync {
             if self
+                .kernel
                 .channels
                 .get(&c_channel)
                 .is_some_and(|ch| ch.private_for == Some(child))
             {
-                self.channels.remove(&c_channel);
+                self.kernel.channels.remove(&c_channel);
             }
             let c = self.id_mut(child);
             c.channel = l_channel;
@@ -157,7 +168,7 @@ impl World {
         let raw = event.ticket().0;
         // The ticket must be this fabric's, of this host, and name the event it came with.
         let ticket = self.unstamp(raw).filter(|t| {
-            self.outstanding.get(t).is_some_and(|o| {
+            self.kernel.outstanding.get(t).is_some_and(|o| {
                 o.host == host
                     && o.kind == event.kind()
                     && self.unstamp(event.id().raw()) == Some(o.owner)
@@ -187,10 +198,11 @@ impl World {
 
     /// Fetched, unacknowledged events that hold up a destroy of `id` (or a migrate).
     pub(crate) fn unacked_of(&self, id: IdKey) -> Vec<String> {
-        if self.ids.get(&id).is_some_and(|i| i.unacked == 0) {
+        if self.kernel.ids.get(&id).is_some_and(|i| i.unacked == 0) {
             return Vec::new();
         }
-        self.outstanding
+        self.kernel
+            .outstanding
             .iter()
             .filter(|(_, o)| o.counted_against == id)
             .map(|(t, o)| format!("{} (ticket {t}, {})", o.kind, self.id_handle(o.owner)))

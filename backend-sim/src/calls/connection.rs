@@ -61,7 +61,9 @@ impl World {
         let id = self.id(key);
         if id.reuseaddr {
             let port = id.port.expect("bound");
-            let others = self.ports[&(host, id.ps, port)].iter().any(|k| *k != key);
+            let others = self.kernel.ports[&(host, id.ps, port)]
+                .iter()
+                .any(|k| *k != key);
             if others {
                 return Err(CmError::new(
                     call,
@@ -200,7 +202,7 @@ impl World {
         let key = self.id_key(host, call, h)?;
         let transport = self.need_device(call, key)?;
         let ep = self.connected_ep(call, key)?;
-        if self.eps[&ep].cm.is_active() {
+        if self.cm.eps[&ep].cm.is_active() {
             // On an active id without QP, accept sends the RTU (what establish does).
             return self.send_rtu(call, key, ep);
         }
@@ -271,7 +273,7 @@ impl World {
             &p.private_data,
             delivered_private_data_len(transport, PrivateDataOp::Accept),
         );
-        let plt = self.eps[&ep].cm.plt();
+        let plt = self.cm.eps[&ep].cm.plt();
         let ack = ack_timeout(self.cfg.ca_ack_delay, plt);
         self.id_mut(key).owned = true;
         let rep = Body::Rep {

@@ -59,7 +59,7 @@ impl World {
             request_queued_on: None,
             unacked: 0,
         };
-        self.ids.insert(key, id);
+        self.kernel.ids.insert(key, id);
         Ok(self.id_handle(key))
     }
 
@@ -86,7 +86,7 @@ impl World {
         // Unfetched requests of a listener: their children are destroyed, initiators get REJ 28.
         if self.id(key).listen.is_some() {
             let chan = self.id(key).channel;
-            let children: Vec<_> = self.channels[&chan]
+            let children: Vec<_> = self.kernel.channels[&chan]
                 .queue
                 .iter()
                 .filter(|q| q.counted_against == key && q.owner != key)
@@ -113,19 +113,20 @@ impl World {
         self.discard_queued(key, |_| true);
         // Leftover outstanding events of a child counted against nobody else.
         if self.id(key).unacked > 0 {
-            for ticket in self.outstanding.keys_sorted() {
-                if self.outstanding[&ticket].counted_against == key {
+            for ticket in self.kernel.outstanding.keys_sorted() {
+                if self.kernel.outstanding[&ticket].counted_against == key {
                     self.release_ticket(ticket);
                 }
             }
         }
-        let id = self.ids.remove(&key).expect("live id");
+        let id = self.kernel.ids.remove(&key).expect("live id");
         if self
+            .kernel
             .channels
             .get(&id.channel)
             .is_some_and(|c| c.private_for == Some(key))
         {
-            self.channels.remove(&id.channel);
+            self.kernel.channels.remove(&id.channel);
         }
     }
 
@@ -154,6 +155,7 @@ impl World {
             self.release_ticket(ticket);
         }
         let unacked: Vec<String> = self
+            .kernel
             .outstanding
             .iter()
             .filter(|(_, o)| o.owner == key || o.counted_against == key)
@@ -161,7 +163,7 @@ impl World {
             .collect();
         if !unacked.is_empty() {
             if channel.is_none() {
-                self.channels.remove(&target);
+                self.kernel.channels.remove(&target);
             }
             return Err(CmError::new(
                 call,
@@ -175,7 +177,7 @@ impl World {
         let old = self.id(key).channel;
         // The id's queued events move with it, appended in order (§12.4).
         let mut moved = Vec::new();
-        let q = &mut self.channels.get_mut(&old).expect("channel").queue;
+        let q = &mut self.kernel.channels.get_mut(&old).expect("channel").queue;
         let mut i = 0;
         while i < q.len() {
             // The id's own events and, for a listener, the requests counted against it.
@@ -193,19 +195,21 @@ impl World {
         if !moved.is_empty() {
             self.sched.channel_changed(target);
         }
-        self.channels
+        self.kernel
+            .channels
             .get_mut(&target)
             .expect("channel")
             .queue
             .extend(moved);
         if self
+            .kernel
             .channels
             .get(&old)
             .is_some_and(|c| c.private_for == Some(key))
         {
             // A process blocked in a synchronous call of the id wakes to find the channel gone
             // (its call fails with EBADF; librdmacm's would wait on the closed channel forever).
-            self.channels.remove(&old);
+            self.kernel.channels.remove(&old);
             self.sched.channel_changed(old);
         }
         let id = self.id_mut(key);

@@ -127,6 +127,7 @@ impl World {
             return self.check_not_removed(call, key);
         }
         let unacked: Vec<String> = self
+            .kernel
             .outstanding
             .iter()
             .filter(|(_, o)| o.owner == key && o.membership == Some(mc))

@@ -1,0 +1,175 @@
+//! The hosts' rdma_cm state as the kernel keeps it: ids with their state machine, event
+//! channels with their queues, bound ports, and the events fetched but not yet acknowledged.
+//! The calls that change it are in `calls/`; the world ties it to the wire, the CM endpoints
+//! and the clock.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+
+use cmtwin::{EventInfo, EventKind, PortSpace, QpType};
+
+use crate::cm::messages::EpKey;
+use crate::store::Store;
+use crate::topology::{DevKey, HostKey};
+
+/// Key of a channel (the low half of its handle).
+pub(crate) type ChanKey = u64;
+/// Key of an id (the low half of its handle).
+pub(crate) type IdKey = u64;
+/// Key of a multicast membership (one per join, as librdmacm keeps them).
+pub(crate) type McKey = u64;
+
+/// The kernel's `enum rdma_cm_state` (CM-SEMANTICS.md §2.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CmState {
+    /// Freshly created.
+    Idle,
+    /// Address resolution in progress.
+    AddrQuery,
+    /// Destination resolved, device bound.
+    AddrResolved,
+    /// Route resolution in progress.
+    RouteQuery,
+    /// Ready to connect.
+    RouteResolved,
+    /// Connecting, connected, or refused: kept until DISCONNECTED.
+    Connect,
+    /// DISCONNECTED was generated.
+    Disconnect,
+    /// Source address bound.
+    AddrBound,
+    /// Listening.
+    Listen,
+    /// The device went away.
+    DeviceRemoval,
+    /// An SA service query of `resolve_addrinfo` in progress (Linux ≥ 6.18).
+    AddrinfoQuery,
+}
+
+/// An event as the kernel queued it on a channel, before librdmacm's processing at fetch time.
+pub(crate) struct Queued {
+    pub info: EventInfo,
+    /// The id whose events these are.
+    pub owner: IdKey,
+    /// The id whose destroy waits for the ack (the listener for CONNECT_REQUEST).
+    pub counted_against: IdKey,
+    /// The multicast membership the event belongs to.
+    pub membership: Option<McKey>,
+}
+
+/// An event channel: one FIFO.
+pub(crate) struct Channel {
+    pub host: HostKey,
+    pub queue: VecDeque<Queued>,
+    /// For the private channel of a synchronous id: that id.
+    pub private_for: Option<IdKey>,
+}
+
+/// What a listening id keeps.
+#[derive(Clone, Copy)]
+pub(crate) struct ListenState {
+    pub backlog: usize,
+    /// CONNECT_REQUESTs queued and not yet fetched (they take backlog slots).
+    pub pending: usize,
+}
+
+/// State of `resolve_addrinfo` on an id.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum AddrinfoState {
+    #[default]
+    None,
+    /// An SA-mode query is in flight, or ended in an ADDRINFO_ERROR not yet fetched.
+    Pending,
+    Resolved(Vec<cmtwin::AddrInfo>),
+}
+
+/// A simulated `rdma_cm_id`.
+pub(crate) struct Id {
+    pub host: HostKey,
+    pub channel: ChanKey,
+    pub sync: bool,
+    pub context: u64,
+    pub ps: PortSpace,
+    pub qp_type: QpType,
+    pub state: CmState,
+    pub device: Option<DevKey>,
+    pub local: Option<SocketAddr>,
+    pub peer: Option<SocketAddr>,
+    /// The (port space, port) this id holds in its host's port table.
+    pub port: Option<u16>,
+    pub reuseaddr: bool,
+    pub afonly: Option<bool>,
+    pub tos: u8,
+    pub ack_timeout: Option<u8>,
+    /// The packet life time of the id's path, once its route is resolved (or its request
+    /// arrived): RoCE takes ACK_TIMEOUT − 1 when that option was set before (§4.5).
+    pub path_plt: Option<u8>,
+    pub qp: Option<u32>,
+    pub qkey: u32,
+    pub ep: Option<EpKey>,
+    pub listen: Option<ListenState>,
+    /// Whether user space owns the id (false for an unaccepted child: its events are dropped).
+    pub owned: bool,
+    pub sync_event: Option<(EventInfo, u64)>,
+    /// Bumped to cancel pending address/route/multicast work of this id.
+    pub op_gen: u64,
+    /// Multicast memberships, one per join, by key (a later join has a larger key).
+    pub multicast: BTreeMap<McKey, Membership>,
+    pub addrinfo: AddrinfoState,
+    /// Set when the id's device was removed: ucma has dropped its reference, calls fail with
+    /// ENXIO.
+    pub torn_down: bool,
+    /// The kinds of event queued for this id so far, a bit per kind (for the invariants).
+    pub reported: u64,
+    /// How many of this id's events are queued on channels (destroy looks only when some are).
+    pub queued: u32,
+    /// The channel holding this child's unfetched CONNECT_REQUEST.
+    pub request_queued_on: Option<ChanKey>,
+    /// How many fetched events counted against this id are unacknowledged.
+    pub unacked: u32,
+}
+
+/// An event fetched by the application and not yet acknowledged.
+pub(crate) struct Outstanding {
+    pub host: HostKey,
+    pub counted_against: IdKey,
+    pub owner: IdKey,
+    pub kind: EventKind,
+    pub membership: Option<McKey>,
+}
+
+/// One multicast join of an id: the group and the join's context.
+#[derive(Clone, Copy)]
+pub(crate) struct Membership {
+    pub addr: SocketAddr,
+    pub context: u64,
+}
+
+/// Every host's ids, channels, ports and fetched events (keys are fabric-wide serials; each
+/// object names its host).
+pub(crate) struct Kernel {
+    pub channels: Store<Channel>,
+    pub ids: Store<Id>,
+    /// Bound ports per (host, port space, port): the ids holding them.
+    pub ports: BTreeMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
+    /// Fetched, unacknowledged events by ticket serial.
+    pub outstanding: Store<Outstanding>,
+    /// The serial of the next fetched event's ticket.
+    pub next_ticket: u64,
+    /// SA path queries still to fail: (host, how many more, how).
+    pub path_faults: Vec<(HostKey, u32, crate::faults::PathFailure)>,
+}
+
+impl Default for Kernel {
+    fn default() -> Self {
+        Kernel {
+            channels: Store::default(),
+            ids: Store::default(),
+            ports: BTreeMap::new(),
+            outstanding: Store::default(),
+            // Tickets count from 1, as the trace shows them.
+            next_ticket: 1,
+            path_faults: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! The fabric's topology: hosts, their RDMA devices, the addresses those own, and the on-link
+//! addresses that answer ARP but run no CM. Fixed when the fabric is built, but for devices
+//! coming and going (faults).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use cmtwin::{PortSpace, Transport};
+
+/// Index of a host in the fabric.
+pub(crate) type HostKey = usize;
+/// Index of a device in the fabric.
+pub(crate) type DevKey = usize;
+
+/// A simulated host.
+pub(crate) struct Host {
+    pub name: String,
+    pub devices: Vec<DevKey>,
+    /// The last ephemeral port handed out per port space.
+    pub last_ephemeral: BTreeMap<PortSpace, u16>,
+}
+
+/// A simulated RDMA device with its IP addresses.
+pub(crate) struct Device {
+    pub host: HostKey,
+    pub name: String,
+    pub transport: Transport,
+    pub ips: Vec<IpAddr>,
+    pub present: bool,
+}
+
+/// Every host and device of a fabric.
+#[derive(Default)]
+pub(crate) struct Topology {
+    pub hosts: Vec<Host>,
+    pub devices: Vec<Device>,
+    /// On-link addresses that answer ARP but run no CM.
+    pub silent_ips: BTreeSet<IpAddr>,
+}
+
+impl Topology {
+    /// The device of `host` that owns `ip`.
+    pub(crate) fn device_with_ip(&self, host: HostKey, ip: IpAddr) -> Option<DevKey> {
+        self.hosts[host]
+            .devices
+            .iter()
+            .copied()
+            .find(|d| self.devices[*d].present && self.devices[*d].ips.contains(&ip))
+    }
+
+    /// The (host, device) anywhere on the fabric that owns `ip`.
+    pub(crate) fn owner_of_ip(&self, ip: IpAddr) -> Option<(HostKey, DevKey)> {
+        self.devices
+            .iter()
+            .enumerate()
+            .find(|(_, d)| d.present && d.ips.contains(&ip))
+            .map(|(k, d)| (d.host, k))
+    }
+
+    /// The first present device of `host`.
+    pub(crate) fn first_device(&self, host: HostKey) -> Option<DevKey> {
+        self.hosts[host]
+            .devices
+            .iter()
+            .copied()
+            .find(|d| self.devices[*d].present)
+    }
+}
