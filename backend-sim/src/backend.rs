@@ -74,7 +74,7 @@ impl SimBackend {
         let mut w = self.lock(call)?;
         let r = f(&mut w, self.host);
         #[cfg(debug_assertions)]
-        w.check_invariants();
+        w.check_invariants_amortized();
         if w.trace.is_on() {
             let result = match &r {
                 Ok(v) => v.shown(),

@@ -7,10 +7,28 @@ use cmtwin::EventKind;
 
 use crate::world::World;
 
+/// Worlds up to this many objects are checked after every step and call.
+const CHECK_EVERY_STEP_UP_TO: usize = 16;
+
 impl World {
+    /// Checks the invariants after a step or call, at a cost that stays constant per step on
+    /// average: after every one while the world is small, then after every n-th, n growing
+    /// with the number of objects (a full check walks them all). A violation is still
+    /// caught, a few steps after the one that caused it at worst.
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
+    pub(crate) fn check_invariants_amortized(&mut self) {
+        let objects = self.kernel.ids.len() + self.kernel.channels.len() + self.cm.eps.len();
+        self.unchecked += 1;
+        if objects <= CHECK_EVERY_STEP_UP_TO || self.unchecked * CHECK_EVERY_STEP_UP_TO >= objects {
+            self.unchecked = 0;
+            self.check_invariants();
+        }
+    }
+
     /// Panics, naming the invariant, if the world is inconsistent.
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
     pub(crate) fn check_invariants(&self) {
-        for (key, id) in &self.kernel.ids {
+        for (key, id) in self.kernel.ids.iter_unordered() {
             assert!(
                 self.kernel.channels.contains_key(&id.channel),
                 "id {key} lives on a channel that does not exist"
@@ -25,7 +43,7 @@ impl World {
                 }
             }
         }
-        for (ep, e) in &self.cm.eps {
+        for (ep, e) in self.cm.eps.iter_unordered() {
             assert_eq!(
                 e.owner.is_some(),
                 e.cm.is_owned(),
@@ -58,7 +76,7 @@ impl World {
         let mut pending: BTreeMap<u64, usize> = BTreeMap::new();
         let mut queued: BTreeMap<u64, u32> = BTreeMap::new();
         let mut requests: BTreeMap<u64, u64> = BTreeMap::new();
-        for (ck, c) in &self.kernel.channels {
+        for (ck, c) in self.kernel.channels.iter_unordered() {
             for q in &c.queue {
                 *queued.entry(q.owner).or_default() += 1;
                 if q.info.kind == EventKind::ConnectRequest {
@@ -74,7 +92,7 @@ impl World {
                 }
             }
         }
-        for (key, id) in &self.kernel.ids {
+        for (key, id) in self.kernel.ids.iter_unordered() {
             if let Some(l) = id.listen {
                 let queued = pending.get(key).copied().unwrap_or(0);
                 assert_eq!(
@@ -86,14 +104,14 @@ impl World {
             }
         }
         let mut unacked: BTreeMap<u64, u32> = BTreeMap::new();
-        for (t, o) in &self.kernel.outstanding {
+        for (t, o) in self.kernel.outstanding.iter_unordered() {
             assert!(
                 self.kernel.ids.contains_key(&o.counted_against),
                 "ticket {t} is counted against a dead id"
             );
             *unacked.entry(o.counted_against).or_default() += 1;
         }
-        for (key, id) in &self.kernel.ids {
+        for (key, id) in self.kernel.ids.iter_unordered() {
             let want = queued.get(key).copied().unwrap_or(0);
             assert_eq!(
                 id.queued, want,

@@ -65,11 +65,22 @@ impl<T> Store<T> {
         self.map.remove(key)
     }
 
+    /// How many objects there are.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
     /// The keys, ascending.
     pub(crate) fn keys_sorted(&self) -> Vec<u64> {
         let mut keys: Vec<u64> = self.map.keys().copied().collect();
         keys.sort_unstable();
         keys
+    }
+
+    /// Every (key, object) in no particular order: only for questions whose answer does not
+    /// depend on the order (the invariant checks).
+    pub(crate) fn iter_unordered(&self) -> impl Iterator<Item = (&u64, &T)> {
+        self.map.iter()
     }
 
     /// Every (key, object), in ascending key order.
