@@ -12,6 +12,7 @@ use cmtwin::{
     Wait,
 };
 
+use crate::kernel::SyncEvent;
 use crate::process::{block, current_process, yield_now, Cond, Shared};
 use crate::trace::{Args, Entry, Shown, TraceKind, TraceValue};
 use crate::world::{HostKey, IdKey, World};
@@ -98,8 +99,8 @@ impl SimBackend {
         if !w.id(key).sync {
             return Ok(());
         }
-        if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
-            w.release_ticket(ticket);
+        if let Some(held) = w.id_mut(key).sync_event.take() {
+            w.release_ticket(held.ticket);
         }
         let (_w, info) = self.wait_sync_event(w, call, key);
         sync_result(call, &info?)
@@ -151,7 +152,10 @@ impl SimBackend {
         };
         let info = event.info().clone();
         let ticket = event.ticket().0 & crate::world::SERIAL_MASK;
-        w.id_mut(key).sync_event = Some((info.clone(), ticket));
+        w.id_mut(key).sync_event = Some(Box::new(SyncEvent {
+            info: info.clone(),
+            ticket,
+        }));
         (w, Ok(info))
     }
 
@@ -320,8 +324,8 @@ impl CmBackend for SimBackend {
                 "rdma_get_request needs a synchronous listening id",
             ));
         }
-        if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
-            w.release_ticket(ticket);
+        if let Some(held) = w.id_mut(key).sync_event.take() {
+            w.release_ticket(held.ticket);
         }
         let (mut w, info) = self.wait_sync_event(w, call, key);
         let info = info?;
@@ -377,8 +381,8 @@ impl CmBackend for SimBackend {
             // UD: no event follows; a synchronous id just releases its request event.
             let mut w = self.lock(Call::Accept)?;
             let key = w.id_key(self.host, Call::Accept, id)?;
-            if let Some((_, ticket)) = w.id_mut(key).sync_event.take() {
-                w.release_ticket(ticket);
+            if let Some(held) = w.id_mut(key).sync_event.take() {
+                w.release_ticket(held.ticket);
             }
             return Ok(());
         }
@@ -512,7 +516,7 @@ impl CmBackend for SimBackend {
     fn sync_event(&self, id: IdHandle) -> Result<Option<EventInfo>> {
         let w = self.lock(Call::Query)?;
         let key = w.id_key(self.host, Call::Query, id)?;
-        Ok(w.id(key).sync_event.as_ref().map(|(info, _)| info.clone()))
+        Ok(w.id(key).sync_event.as_ref().map(|held| held.info.clone()))
     }
 
     fn local_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>> {

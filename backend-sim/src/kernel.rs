@@ -110,7 +110,7 @@ pub(crate) struct Id {
     pub listen: Option<ListenState>,
     /// Whether user space owns the id (false for an unaccepted child: its events are dropped).
     pub owned: bool,
-    pub sync_event: Option<(EventInfo, u64)>,
+    pub sync_event: Option<Box<SyncEvent>>,
     /// Bumped to cancel pending address/route/multicast work of this id.
     pub op_gen: u64,
     /// Multicast memberships, one per join, by key (a later join has a larger key).
@@ -127,6 +127,13 @@ pub(crate) struct Id {
     pub request_queued_on: Option<ChanKey>,
     /// How many fetched events counted against this id are unacknowledged.
     pub unacked: u32,
+}
+
+/// The event a synchronous id holds as its current one (librdmacm keeps it until the next
+/// call or the destroy acknowledges it), with the serial of its ticket.
+pub(crate) struct SyncEvent {
+    pub info: EventInfo,
+    pub ticket: u64,
 }
 
 /// An event fetched by the application and not yet acknowledged.

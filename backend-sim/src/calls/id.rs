@@ -69,8 +69,8 @@ impl World {
         let call = Call::DestroyId;
         let key = self.id_key(host, call, h)?;
         // A synchronous id's current event is acknowledged by librdmacm itself.
-        if let Some((_, ticket)) = self.id_mut(key).sync_event.take() {
-            self.release_ticket(ticket);
+        if let Some(held) = self.id_mut(key).sync_event.take() {
+            self.release_ticket(held.ticket);
         }
         let unacked = self.unacked_of(key);
         if !unacked.is_empty() {
@@ -151,8 +151,8 @@ impl World {
             }
             None => self.new_private_channel(host, key),
         };
-        if let Some((_, ticket)) = self.id_mut(key).sync_event.take() {
-            self.release_ticket(ticket);
+        if let Some(held) = self.id_mut(key).sync_event.take() {
+            self.release_ticket(held.ticket);
         }
         let unacked: Vec<String> = self
             .kernel
