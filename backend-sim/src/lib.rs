@@ -3,17 +3,34 @@
 //! rare events that real deployments trip over (DEVICE_REMOVAL, ADDR_CHANGE, MULTICAST_ERROR,
 //! spontaneous UNREACHABLE, TIMEWAIT_EXIT, the EISCONN race of `rdma_notify`).
 //!
-//! Where things are:
+//! Where things are (arrows point down: the world uses the CM machines and the engine, never
+//! the other way):
 //!
 //! * [`Fabric`] (`fabric.rs`): build a world from a seed, get one [`SimBackend`] per host, run
-//!   simulated processes, inject faults (`faults.rs`), read the trace (`trace.rs`).
-//! * `world.rs`: all state (hosts, devices, channels, ids, endpoints) and the timeline
-//!   (`time.rs`); `rng.rs` the seeded random streams; `config.rs` the CM's timing.
+//!   simulated processes (`run.rs`, `process.rs`: the scheduler), inject faults (`faults.rs`),
+//!   read the trace (`trace.rs`); `error.rs`: [`FabricError`] and [`SimError`].
+//! * `backend.rs`: the `CmBackend` implementation, one host's calls into the world.
+//! * `world.rs`: the world, split by owner: `topology.rs` (hosts, devices, addresses),
+//!   `kernel.rs` (each host's ids, channels, ports and fetched events), `endpoints.rs` (the CM
+//!   endpoints: creating them, feeding them inputs, carrying out their outputs), `wire.rs` (links,
+//!   latency, loss, targeted faults, delivery), `requests.rs` (requests arriving at a CM), the
+//!   timeline, the trace and the scheduler; `invariants.rs` checks it after steps and calls in
+//!   debug builds (amortized: constant cost per step).
 //! * `calls/`: each librdmacm call as the kernel executes it, with its legality checks and
 //!   errnos (see `calls/mod.rs` for which file produces which event).
-//! * `ibcm.rs` and `wire.rs`: the IB CM's messages, retransmissions and timewait.
-//! * `backend.rs`: the `CmBackend` implementation; `process.rs`: blocking and the scheduler;
-//!   `run.rs`: [`Fabric::run`]; `error.rs`: [`FabricError`] and [`SimError`].
+//! * `cm/`: the CM protocol apart from the world: `messages.rs` (the wire formats) and
+//!   `endpoint.rs`, one side of one connection attempt as a sans-IO state machine (inputs: a
+//!   call, a message, its timer; outputs: messages, its timer, events), unit-tested alone.
+//! * `engine/timeline.rs`: virtual time and the timeline of cancellable actions (a slab with
+//!   generations under a (time, sequence) heap); `store.rs`: objects by never-reused serial
+//!   keys; `rng.rs`: the seeded random streams; `config.rs`: the CM's timing.
+//!
+//! Handles, events and tickets carry the fabric's number above a 40-bit serial that is never
+//! reused, so a stale or foreign one is refused (ENOENT, EBADF, EINVAL), never aliased; an
+//! acknowledgement must name the very event (id and kind) its ticket was issued for.
+//!
+//! Tracing off is free: records are structured values ([`TraceRecord`] text is made only when
+//! asked), and with `SimConfig::trace` false nothing is formatted or allocated for them.
 //!
 //! Driving. Either one thread drives the fabric, or its processes do:
 //!
@@ -33,8 +50,9 @@
 //!   or, if none can, the timeline runs its next action.
 //!
 //! Determinism: one queue ordered by (virtual time, sequence number); randomness only from
-//! ChaCha streams seeded from the run's seed; ordered maps only; no wall clock. The same seed
-//! and the same calls give a byte-identical [`Trace`]; a failed [`Fabric::run`] names the line
+//! ChaCha streams seeded from the run's seed; hash tables only for lookups, never iterated in
+//! their own order; no wall clock. The same seed
+//! and the same calls give a byte-identical trace; a failed [`Fabric::run`] names the line
 //! that replays it.
 //!
 //! Fidelity. The default [`SimConfig`] follows Linux 6.1 with Soft-RoCE as measured in
@@ -46,8 +64,8 @@
 //! DREQ/DREP with retransmissions and timewait, UD over SIDR, iWARP's differences (no
 //! timewait, no CONNECT_RESPONSE, exact-length private data, -ECONNREFUSED), multicast joins,
 //! librdmacm's processing at fetch time, synchronous ids, DNS-mode `resolve_addrinfo`, and the
-//! faults of `faults.rs`, the ACK_TIMEOUT option's effect on RoCE paths. Not modelled (yet): AF_IB addressing, SA-mode `resolve_addrinfo`,
-//! alternate paths and LAP, the UD qkey-mismatch ADDR_ERROR, ECE, and the data path.
+//! faults of `faults.rs`, the ACK_TIMEOUT option's effect on RoCE paths. Not modelled (yet):
+//! AF_IB addressing, alternate paths and LAP, the UD qkey-mismatch ADDR_ERROR, ECE, and the data path.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
