@@ -150,7 +150,10 @@ pub fn disconnect_again_is_harmless<T: TestBed>(bed: &T) {
 }
 
 /// §19 (measured): the client disconnects and the server never answers → the server gets
-/// DISCONNECTED at once, the client gets nothing (its DREQ stays unanswered).
+/// DISCONNECTED at once, the client gets nothing (its DREQ stays unanswered). On iWARP (§5.3)
+/// the disconnect is a TCP close that needs no answer: the client gets DISCONNECTED at once
+/// too (siw_cm.c reports the close of its own connection; iw_cm.c turns it into
+/// DISCONNECTED).
 pub fn unanswered_disconnect_leaves_initiator_waiting<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let pair = connect_pair(bed);
@@ -162,6 +165,15 @@ pub fn unanswered_disconnect_leaves_initiator_waiting<T: TestBed>(bed: &T) {
         pair.server.id,
         0,
     );
+    if bed.transport() == Transport::Iwarp {
+        expect_event_for(
+            client_cm,
+            pair.client.channel,
+            EventKind::Disconnected,
+            pair.client.id,
+            0,
+        );
+    }
     expect_quiet(client_cm, pair.client.channel, Duration::from_secs(2));
     teardown_pair(bed, &pair);
 }
