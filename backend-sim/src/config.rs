@@ -38,6 +38,12 @@ pub struct SimConfig {
     pub timewait_override: Option<Duration>,
     /// Retries of REQ, REP, DREQ and SIDR REQ (15).
     pub max_cm_retries: u32,
+    /// How long `rdma_disconnect` on an id with a QP spends moving the QP to ERROR before the
+    /// CM sends anything. On the CI VM a peer's back-to-back `rdma_disconnect` always found the
+    /// first DREQ already received (§19: both sides get TIMEWAIT_EXIT without a second call):
+    /// the call outlasts a CM message's delivery, so this exceeds `wire_latency + wire_jitter`
+    /// by default. Zero makes back-to-back disconnects cross (§5.2 S11).
+    pub disconnect_qp_time: Duration,
     /// Latency of an IB SA query (route, multicast join) on InfiniBand fabrics.
     pub sa_latency: Duration,
     /// Delay from device removal to the background teardown after which calls fail with ENXIO.
@@ -61,6 +67,7 @@ impl Default for SimConfig {
             ca_ack_delay: 15,
             timewait_override: None,
             max_cm_retries: 15,
+            disconnect_qp_time: Duration::from_micros(20),
             sa_latency: Duration::from_micros(200),
             removal_teardown: ms(5),
             trace: true,

@@ -153,16 +153,18 @@ impl World {
                     Body::SidrReq(req) => self.on_req(host, dev, msg.from, req, true),
                     // A REJ (or an iWARP close) from a request's sender, for the passive
                     // endpoint answering it.
-                    Body::Rej { .. } | Body::Fin => match self.passive_by_peer.get(&(host, msg.from)) {
-                        Some(&ep) => {
-                            let from = msg.from;
-                            self.drive(ep, |e, out| e.on_message(from, msg.body, out));
+                    Body::Rej { .. } | Body::Fin => {
+                        match self.passive_by_peer.get(&(host, msg.from)) {
+                            Some(&ep) => {
+                                let from = msg.from;
+                                self.drive(ep, |e, out| e.on_message(from, msg.body, out));
+                            }
+                            None => {
+                                let note = WireNote::NoSuchRequest;
+                                self.record_wire(Some(host), TraceKind::Drop, &msg, note);
+                            }
                         }
-                        None => {
-                            let note = WireNote::NoSuchRequest;
-                            self.record_wire(Some(host), TraceKind::Drop, &msg, note);
-                        }
-                    },
+                    }
                     _ => unreachable!("only requests and their rejects are addressed by IP"),
                 }
             }

@@ -505,12 +505,17 @@ fn sync_call_completed_by_user_event_returns_its_status() {
     }
 }
 
-/// §5.2 S11 in virtual time: both sides call disconnect at the same instant, so the DREQs
-/// cross: each side gets DISCONNECTED, and no TIMEWAIT_EXIT comes until a second disconnect
-/// sends the DREPs (then one TIMEWAIT_EXIT per side).
+/// §5.2 S11 with disconnect calls that take no time: the DREQs cross, each side's IB CM takes
+/// the other's DREQ in DREQ_SENT (cm.c `cm_dreq_handler`: cancel its own DREQ, DREQ_RCVD,
+/// DISCONNECTED) and nothing sends a DREP: no TIMEWAIT_EXIT until a second disconnect sends
+/// the DREPs (then one TIMEWAIT_EXIT per side).
 #[test]
 fn crossing_disconnects_need_a_second_disconnect_for_timewait() {
-    let bed = SimBed::new(SEED);
+    let config = SimConfig {
+        disconnect_qp_time: Duration::ZERO,
+        ..SimConfig::default()
+    };
+    let bed = SimBed::with_config(SEED, Transport::Roce, config);
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let pair = connect_pair(&bed);
     ok(client_cm.disconnect(pair.client.id), "client disconnect");
@@ -973,4 +978,275 @@ fn untraced_fabric_keeps_no_records_and_behaves_the_same() {
     assert!(traced_records > 20, "a traced connection leaves records");
     assert_eq!(untraced_records, 0, "no records without tracing");
     assert_eq!(traced_end, untraced_end, "tracing does not change the run");
+}
+
+/// A fabric without jitter (every CM message takes exactly `wire_latency`), so that the
+/// times below are exact.
+fn exact_bed(transport: Transport) -> SimBed {
+    let config = SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..SimConfig::default()
+    };
+    SimBed::with_config(SEED, transport, config)
+}
+
+/// §19 (measured on Linux 6.1/rxe in every run) and §5.2 S11: both sides disconnect back to
+/// back. The second `rdma_disconnect` spends `disconnect_qp_time` (20 µs) moving its QP to
+/// ERROR, meanwhile the first DREQ (sent after the first call's 20 µs, 5 µs on the wire)
+/// arrives; cma.c's `ib_send_cm_dreq` then fails (DREQ_RCVD) and `ib_send_cm_drep` answers and
+/// starts timewait (cm.c `cm_send_drep_locked`); the DREP starts the first side's
+/// (`cm_drep_handler`). Both timewaits last 2048 ms (ACK timeout 19, §7.2), no second call.
+#[test]
+fn simultaneous_disconnect_ends_in_timewait_without_a_second_call() {
+    let bed = exact_bed(Transport::Roce);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let pair = connect_pair(&bed);
+    let t0 = bed.fabric.now();
+    ok(client_cm.disconnect(pair.client.id), "client disconnect");
+    ok(server_cm.disconnect(pair.server.id), "server disconnect");
+    let at = |us: u64| t0 + Duration::from_micros(us);
+    // The server's DISCONNECTED came with the DREQ (20 + 5 µs), the client's with the DREP
+    // (the server's call ends at 40 µs, + 5 µs).
+    expect_event_for(
+        server_cm,
+        pair.server.channel,
+        EventKind::Disconnected,
+        pair.server.id,
+        0,
+    );
+    expect_event_for(
+        client_cm,
+        pair.client.channel,
+        EventKind::Disconnected,
+        pair.client.id,
+        0,
+    );
+    assert_eq!(bed.fabric.now(), at(45), "the client's DISCONNECTED");
+    expect_event_for(
+        server_cm,
+        pair.server.channel,
+        EventKind::TimewaitExit,
+        pair.server.id,
+        0,
+    );
+    assert_eq!(
+        bed.fabric.now(),
+        at(40 + 2_048_000),
+        "the server's TIMEWAIT_EXIT"
+    );
+    expect_event_for(
+        client_cm,
+        pair.client.channel,
+        EventKind::TimewaitExit,
+        pair.client.id,
+        0,
+    );
+    assert_eq!(
+        bed.fabric.now(),
+        at(45 + 2_048_000),
+        "the client's TIMEWAIT_EXIT"
+    );
+    expect_no_event(client_cm, pair.client.channel);
+    expect_no_event(server_cm, pair.server.channel);
+    teardown_pair(&bed, &pair);
+}
+
+/// cm.c `cm_dreq_handler`: a DREQ that matches no cm_id (the id was destroyed and its
+/// timewait is over) is answered by the CM itself (`cm_issue_drep`). The server's DREP is
+/// lost; the server leaves timewait after 2048 ms and destroys its ids; the client's DREQ
+/// retransmission (6144 ms after the first: PLT 18, §15.2) is answered by the server's CM, so
+/// the client gets DISCONNECTED 0 after 6.1 s instead of -ETIMEDOUT after 98 s.
+#[test]
+fn a_dreq_for_a_destroyed_id_is_answered_by_its_cm() {
+    let bed = exact_bed(Transport::Roce);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let pair = connect_pair(&bed);
+    bed.fabric.drop_next(cmtwin_sim::MessageKind::Drep, 1);
+    let t0 = bed.fabric.now();
+    let at = |us: u64| t0 + Duration::from_micros(us);
+    ok(client_cm.disconnect(pair.client.id), "client disconnect");
+    expect_event_for(
+        server_cm,
+        pair.server.channel,
+        EventKind::Disconnected,
+        pair.server.id,
+        0,
+    );
+    ok(
+        server_cm.disconnect(pair.server.id),
+        "server disconnect (DREP lost)",
+    );
+    expect_event_for(
+        server_cm,
+        pair.server.channel,
+        EventKind::TimewaitExit,
+        pair.server.id,
+        0,
+    );
+    assert_eq!(
+        bed.fabric.now(),
+        at(45 + 2_048_000),
+        "the server's TIMEWAIT_EXIT"
+    );
+    teardown(
+        server_cm,
+        &[pair.server.id, pair.listener.id],
+        pair.listener.channel,
+    );
+    expect_event_for(
+        client_cm,
+        pair.client.channel,
+        EventKind::Disconnected,
+        pair.client.id,
+        0,
+    );
+    // DREQ at 20 µs, retransmitted 6144 ms later, 5 µs there and 5 µs back.
+    assert_eq!(
+        bed.fabric.now(),
+        at(30 + 6_144_000),
+        "the client's DISCONNECTED"
+    );
+    let answers = bed
+        .fabric
+        .trace_text()
+        .lines()
+        .filter(|l| l.contains("endpoint gone, answered by the CM"))
+        .count();
+    assert_eq!(answers, 1, "one DREQ answered by the CM, traced");
+    expect_event_for(
+        client_cm,
+        pair.client.channel,
+        EventKind::TimewaitExit,
+        pair.client.id,
+        0,
+    );
+    teardown(client_cm, &[pair.client.id], pair.client.channel);
+}
+
+/// iWARP (siw_cm.c `siw_accept`, iw_cm.c): the MPA reply goes out and the passive side is
+/// ESTABLISHED at once, without waiting for anything; the client is ESTABLISHED when the reply
+/// arrives (5 µs later); then nothing more (no REP retransmission, no late REJECTED).
+#[test]
+fn iwarp_passive_side_is_established_when_it_accepts() {
+    let bed = exact_bed(Transport::Iwarp);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    add_qp(client_cm, client.id, QpType::Rc);
+    ok(client_cm.connect(client.id, None), "connect");
+    let req = expect_request(server_cm, &listener);
+    add_qp(server_cm, req.id, QpType::Rc);
+    let t0 = bed.fabric.now();
+    ok(server_cm.accept(req.id, None), "accept");
+    expect_event_for(
+        server_cm,
+        listener.channel,
+        EventKind::Established,
+        req.id,
+        0,
+    );
+    assert_eq!(bed.fabric.now(), t0, "the passive side's ESTABLISHED");
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
+    assert_eq!(
+        bed.fabric.now(),
+        t0 + Duration::from_micros(5),
+        "the client's ESTABLISHED"
+    );
+    cmtwin_tests::steps::expect_quiet(client_cm, client.channel, Duration::from_secs(30));
+    cmtwin_tests::steps::expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
+    let trace = bed.fabric.trace_text();
+    for kind in ["send REQ", "send REP", "send RTU", "send MRA"] {
+        assert!(!trace.contains(kind), "no IB CM message on iWARP: {kind}");
+    }
+    assert_eq!(trace.matches("send MPA_REP").count(), 1, "one MPA reply");
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[req.id, listener.id], listener.channel);
+}
+
+/// iWARP (§5.3): a disconnect is a TCP close. The closing side gets DISCONNECTED when its
+/// call closes the connection (after moving the QP, 20 µs), the peer when the FIN arrives
+/// (5 µs later); no TIMEWAIT_EXIT follows on either side.
+#[test]
+fn iwarp_disconnect_is_a_close_without_timewait() {
+    let bed = exact_bed(Transport::Iwarp);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let pair = connect_pair(&bed);
+    let t0 = bed.fabric.now();
+    ok(client_cm.disconnect(pair.client.id), "client disconnect");
+    expect_event_for(
+        client_cm,
+        pair.client.channel,
+        EventKind::Disconnected,
+        pair.client.id,
+        0,
+    );
+    assert_eq!(bed.fabric.now(), t0 + Duration::from_micros(20));
+    expect_event_for(
+        server_cm,
+        pair.server.channel,
+        EventKind::Disconnected,
+        pair.server.id,
+        0,
+    );
+    assert_eq!(bed.fabric.now(), t0 + Duration::from_micros(25));
+    ok(
+        server_cm.disconnect(pair.server.id),
+        "server disconnect (no-op)",
+    );
+    cmtwin_tests::steps::expect_quiet(client_cm, pair.client.channel, Duration::from_secs(10));
+    cmtwin_tests::steps::expect_quiet(server_cm, pair.server.channel, Duration::from_secs(1));
+    teardown_pair(&bed, &pair);
+}
+
+/// iWARP refusals (siw_cm.c, cma.c `cma_iw_handler`): no listener on the port → TCP reset →
+/// REJECTED -ECONNREFUSED one round trip later; an MPA reply that never comes →
+/// UNREACHABLE -ETIMEDOUT after siw's 10 s MPA timeout.
+#[test]
+fn iwarp_refusal_and_mpa_timeout() {
+    let bed = exact_bed(Transport::Iwarp);
+    let client_cm = bed.client();
+    let closed: SocketAddr = SocketAddr::new(SimBed::SERVER_IP, 9);
+    let client = resolved_client(&bed, PortSpace::TCP, closed);
+    add_qp(client_cm, client.id, QpType::Rc);
+    let t0 = bed.fabric.now();
+    ok(
+        client_cm.connect(client.id, None),
+        "connect to a closed port",
+    );
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Rejected,
+        client.id,
+        -111,
+    );
+    assert_eq!(bed.fabric.now(), t0 + Duration::from_micros(10));
+    teardown(client_cm, &[client.id], client.channel);
+
+    let server_cm = bed.server();
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    add_qp(client_cm, client.id, QpType::Rc);
+    bed.fabric.drop_next(cmtwin_sim::MessageKind::MpaRep, 1);
+    let t0 = bed.fabric.now();
+    ok(client_cm.connect(client.id, None), "connect");
+    let req = expect_request(server_cm, &listener);
+    add_qp(server_cm, req.id, QpType::Rc);
+    ok(server_cm.accept(req.id, None), "accept (its reply is lost)");
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Unreachable,
+        client.id,
+        -110,
+    );
+    assert_eq!(bed.fabric.now(), t0 + Duration::from_secs(10));
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[req.id, listener.id], listener.channel);
 }

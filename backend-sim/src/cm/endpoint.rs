@@ -973,6 +973,56 @@ mod tests {
         assert_eq!(kinds(&out), ["timewait exit", "finished"]);
     }
 
+    fn established_active() -> Endpoint {
+        let mut ep = active();
+        let mut out = Vec::new();
+        ep.connect(Dest::Ip(PASSIVE_IP), req(), &mut out);
+        ep.on_message(3, rep(), &mut out);
+        assert!(ep.send_rtu(&mut out));
+        ep
+    }
+
+    /// cm.c: a DREQ received in DREQ_SENT cancels our DREQ and reports the disconnect
+    /// (`cm_dreq_handler`), and no DREP leaves until the id calls again; the call after the
+    /// peer's DREQ arrived (cma.c `rdma_disconnect`: `ib_send_cm_dreq` fails, then
+    /// `ib_send_cm_drep`) answers it and starts timewait.
+    #[test]
+    fn a_dreq_before_or_after_our_own_disconnect() {
+        let mut crossing = established_active();
+        let mut out = Vec::new();
+        crossing.disconnect(&mut out);
+        assert_eq!(kinds(&out), ["send DREQ", "timer 6144ms"]);
+        out.clear();
+        crossing.on_message(3, Body::Dreq, &mut out);
+        assert_eq!(kinds(&out), ["cancel", "disconnected 0"], "no DREP yet");
+        assert_eq!(crossing.state(), EpState::DreqRcvd);
+
+        let mut answering = established_active();
+        out.clear();
+        answering.on_message(3, Body::Dreq, &mut out);
+        assert_eq!(kinds(&out), ["cancel", "disconnected 0"]);
+        out.clear();
+        answering.disconnect(&mut out);
+        // The REP's target ACK delay 19 sets the active side's timewait: 2^(19-8) ms.
+        assert_eq!(kinds(&out), ["send DREP", "cancel", "timer 2048ms"]);
+    }
+
+    /// cm.c `cm_issue_drep`: the DREP a CM sends for a forgotten connection comes from no
+    /// endpoint (0) and ends our DREQ's wait like any DREP.
+    #[test]
+    fn a_drep_from_the_peers_cm_ends_the_dreq_wait() {
+        let mut ep = established_active();
+        let mut out = Vec::new();
+        ep.disconnect(&mut out);
+        out.clear();
+        ep.on_timer(&mut out);
+        assert_eq!(kinds(&out), ["send DREQ", "timer 6144ms"], "retransmitted");
+        out.clear();
+        ep.on_message(0, Body::Drep, &mut out);
+        assert_eq!(kinds(&out), ["cancel", "timer 2048ms", "disconnected 0"]);
+        assert_eq!(ep.state(), EpState::Timewait);
+    }
+
     fn iwarp_active() -> Endpoint {
         Endpoint::active(
             Transport::Iwarp,
@@ -1004,10 +1054,7 @@ mod tests {
             },
             &mut out,
         );
-        assert_eq!(
-            kinds(&out),
-            ["cancel", "event RDMA_CM_EVENT_ESTABLISHED 0"]
-        );
+        assert_eq!(kinds(&out), ["cancel", "event RDMA_CM_EVENT_ESTABLISHED 0"]);
         assert!(!ep.send_rtu(&mut out), "iWARP has no RTU");
         assert_eq!((ep.state(), ep.peer()), (EpState::Established, Some(4)));
     }
@@ -1081,6 +1128,10 @@ mod tests {
         out.clear();
         b.on_timer(&mut out);
         b.destroy(&mut out);
-        assert_eq!(kinds(&out), ["finished"], "no timewait, nothing left to send");
+        assert_eq!(
+            kinds(&out),
+            ["finished"],
+            "no timewait, nothing left to send"
+        );
     }
 }

@@ -62,9 +62,14 @@ pub(crate) enum Body {
     /// iWARP: TCP connection and MPA request.
     MpaReq(Request),
     /// iWARP: MPA reply accepting the request.
-    MpaRep { data: Vec<u8>, conn: ConnData },
+    MpaRep {
+        data: Vec<u8>,
+        conn: ConnData,
+    },
     /// iWARP: MPA reply with the reject bit.
-    MpaRej { data: Vec<u8> },
+    MpaRej {
+        data: Vec<u8>,
+    },
     /// iWARP: the TCP connection is closed (FIN).
     Fin,
     /// iWARP: TCP reset (nothing listens on the port).
