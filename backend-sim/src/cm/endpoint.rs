@@ -474,7 +474,9 @@ impl Endpoint {
             Body::Rej { reason, data } => self.on_rej(reason, data, out),
             Body::Dreq => self.on_dreq(from, out),
             Body::Drep => {
-                if self.state == EpState::DreqSent {
+                // cm.c `cm_drep_handler`: a DREP ends the disconnect in DREQ_SENT, and also in
+                // DREQ_RCVD (after DREQs crossed, the peer's second disconnect answers ours).
+                if matches!(self.state, EpState::DreqSent | EpState::DreqRcvd) {
                     self.enter_timewait(out);
                     out.push(Output::Disconnected(0));
                 }
@@ -996,6 +998,12 @@ mod tests {
         crossing.on_message(3, Body::Dreq, &mut out);
         assert_eq!(kinds(&out), ["cancel", "disconnected 0"], "no DREP yet");
         assert_eq!(crossing.state(), EpState::DreqRcvd);
+        out.clear();
+        // The peer's second disconnect sends its DREP, which ends ours too (`cm_drep_handler`
+        // accepts DREQ_RCVD); the disconnect was already reported.
+        crossing.on_message(3, Body::Drep, &mut out);
+        assert_eq!(kinds(&out), ["cancel", "timer 2048ms", "disconnected 0"]);
+        assert_eq!(crossing.state(), EpState::Timewait);
 
         let mut answering = established_active();
         out.clear();

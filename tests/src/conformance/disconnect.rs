@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use cmtwin::{CmBackend, EventKind, Transport};
+use cmtwin::{CmBackend, Errno, EventKind, Transport, Wait};
 
 use crate::steps::{
-    connect_pair, disconnect_pair, expect_event_for, expect_no_event, expect_quiet, ok, teardown,
-    teardown_pair, Pair,
+    connect_pair, disconnect_pair, expect_event, expect_event_for, expect_no_event, expect_quiet,
+    ok, teardown, teardown_pair, Pair,
 };
 use crate::TestBed;
 
@@ -82,12 +82,17 @@ pub fn server_disconnect_reaches_both_sides<T: TestBed>(bed: &T) {
 }
 
 /// §5.2 S11, §19: both sides disconnect before reading any event → each gets DISCONNECTED
-/// once and then, on IB/RoCE, TIMEWAIT_EXIT without a second call (measured on Linux 6.1 with
-/// rxe in every run). cma.c's `rdma_disconnect` first tries `ib_send_cm_dreq`; the second
-/// call finds the first side's DREQ already received (cm.c `cm_dreq_handler`: DREQ_RCVD), so
-/// the DREQ fails and `ib_send_cm_drep` answers it and enters timewait; the DREP puts the
-/// first side into timewait (`cm_drep_handler`). iWARP (§5.3) closes the connection: both get
-/// DISCONNECTED, and nothing follows.
+/// once; what follows on IB/RoCE depends on whether the DREQs crossed (both outcomes were seen
+/// on Linux 6.1 with rxe):
+/// * the second call came after the first DREQ arrived (the usual case on the VM): cma.c's
+///   `rdma_disconnect` finds the IB CM in DREQ_RCVD, `ib_send_cm_dreq` fails and
+///   `ib_send_cm_drep` answers and enters timewait; the DREP puts the first side into
+///   timewait (cm.c `cm_drep_handler`): TIMEWAIT_EXIT on both sides without a second call;
+/// * the DREQs crossed: each IB CM took the other's DREQ in DREQ_SENT (`cm_dreq_handler`:
+///   its own DREQ cancelled, DREQ_RCVD) and no DREP exists; then one side's second disconnect
+///   sends a DREP, which ends the other side's DREQ_RCVD too: TIMEWAIT_EXIT on both.
+///
+/// iWARP (§5.3) closes the connection: both get DISCONNECTED, and nothing follows.
 pub fn simultaneous_disconnect<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let pair = connect_pair(bed);
@@ -107,6 +112,30 @@ pub fn simultaneous_disconnect<T: TestBed>(bed: &T) {
         pair.server.id,
         0,
     );
+    if bed.transport() != Transport::Iwarp {
+        // Longer than any timewait of §7.2's table and §19's 2.2 s.
+        let wait = Wait::Timeout(Duration::from_secs(10));
+        match client_cm.get_cm_event(pair.client.channel, wait) {
+            Ok(event) => {
+                let seen = (event.kind(), event.id(), event.status());
+                ok(client_cm.ack_cm_event(event), "ack");
+                assert_eq!(seen, (EventKind::TimewaitExit, pair.client.id, 0));
+                let s = expect_event(server_cm, pair.server.channel, EventKind::TimewaitExit);
+                assert_eq!((s.id, s.status), (pair.server.id, 0), "the server's too");
+                expect_no_event(client_cm, pair.client.channel);
+                expect_no_event(server_cm, pair.server.channel);
+                teardown_pair(bed, &pair);
+                return;
+            }
+            Err(err) => assert_eq!(err.errno, Errno::ETIMEDOUT, "timed fetch: {err}"),
+        }
+        // The DREQs crossed: neither side is in timewait; one more disconnect ends both.
+        expect_no_event(server_cm, pair.server.channel);
+        ok(
+            client_cm.disconnect(pair.client.id),
+            "second client disconnect (DREP)",
+        );
+    }
     expect_timewait_exits(bed, &pair);
     teardown_pair(bed, &pair);
 }
