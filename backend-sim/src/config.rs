@@ -44,6 +44,11 @@ pub struct SimConfig {
     /// the call outlasts a CM message's delivery, so this exceeds `wire_latency + wire_jitter`
     /// by default. Zero makes back-to-back disconnects cross (§5.2 S11).
     pub disconnect_qp_time: Duration,
+    /// The hosts' kernel tick rate (`CONFIG_HZ`; the CI VM's Debian 6.1 kernel: 250). The CM's
+    /// timers (MAD response timeouts, timewait, siw's MPA timeout) are delayed works on the
+    /// kernel's timer wheel and expire late by up to one wheel granule (see
+    /// [`kernel_timer_delay`]). `None`: timers expire exactly.
+    pub kernel_hz: Option<u32>,
     /// Latency of an IB SA query (route, multicast join) on InfiniBand fabrics.
     pub sa_latency: Duration,
     /// Delay from device removal to the background teardown after which calls fail with ENXIO.
@@ -61,13 +66,15 @@ impl Default for SimConfig {
             noarp: false,
             loss_probability: 0.0,
             // Linux 6.1 gives RoCE paths a packet life time of 18: with rxe's ACK delay of 15
-            // that is the measured 2.2 s timewait, ≈ 6.2 s REQ retransmissions and the
-            // ≈ 100 s until UNREACHABLE of CM-SEMANTICS.md §19.
+            // and the 250 Hz timer wheel (`kernel_hz`) that is the measured 2.2-2.3 s
+            // timewait, 6.2-6.4 s REQ retransmissions and the 102.1-102.3 s until UNREACHABLE
+            // of CM-SEMANTICS.md §19.
             packet_life_time: 18,
             ca_ack_delay: 15,
             timewait_override: None,
             max_cm_retries: 15,
             disconnect_qp_time: Duration::from_micros(20),
+            kernel_hz: Some(250),
             sa_latency: Duration::from_micros(200),
             removal_teardown: ms(5),
             trace: true,
@@ -100,6 +107,38 @@ pub fn req_timeout(plt: u8) -> Duration {
 /// The wait after an MRA on a path with packet life time `plt`: 65 536 ms + cm_ms(PLT + 1).
 pub fn mra_timeout(plt: u8) -> Duration {
     ms(cm_ms(24) + cm_ms(plt + 1))
+}
+
+/// The jiffies count at boot (`INITIAL_JIFFIES`: five minutes before the 32-bit wrap); the
+/// fabric's time 0 is the hosts' boot.
+fn initial_jiffies(hz: u64) -> u64 {
+    (1u64 << 32) - 300 * hz
+}
+
+/// How long a kernel timer armed at `now` for `after` really takes on a kernel ticking `hz`
+/// times a second (kernel/time/timer.c, Linux ≥ 5.x): `msecs_to_jiffies` rounds the delay up to
+/// whole ticks; the timer wheel files a timer `delta` ticks ahead in level `n` (the first whose
+/// range holds it: 63, 504, 4032, … ticks) with a granule of 8^n ticks, and fires it at the
+/// first granule boundary strictly after its expiry (`calc_index` rounds up so that it never
+/// fires early). A CM wait of 6144 ms at 250 Hz (1536 ticks, granule 64 ticks = 256 ms) thus
+/// lasts 6148-6400 ms, and exactly 6400 ms when armed on a granule boundary, as a
+/// retransmission is (it is sent when the previous wait fires).
+pub fn kernel_timer_delay(now: Duration, after: Duration, hz: u32) -> Duration {
+    const LVL_CLK_SHIFT: u32 = 3;
+    const LVL_SIZE: u64 = 64;
+    let hz = u64::from(hz.max(1));
+    let tick_ns = 1_000_000_000 / hz;
+    let base = initial_jiffies(hz);
+    let now_ns = now.as_nanos() as u64;
+    let jiffies = base + now_ns / tick_ns;
+    let delta = (after.as_nanos() as u64).div_ceil(tick_ns);
+    let level = (1..8u32)
+        .find(|n| delta < (LVL_SIZE - 1) << ((n - 1) * LVL_CLK_SHIFT))
+        .map_or(7, |n| n - 1);
+    let shift = level * LVL_CLK_SHIFT;
+    let fires = (((jiffies + delta) >> shift) + 1) << shift;
+    let fire_ns = (fires - base) * tick_ns;
+    Duration::from_nanos(fire_ns.saturating_sub(now_ns))
 }
 
 impl SimConfig {
@@ -138,6 +177,29 @@ impl SimConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_timers_expire_at_the_next_wheel_granule() {
+        // At boot (jiffies ≡ 8 mod 64) a 6144 ms wait is 1536 ticks in level 2 (granule 64
+        // ticks of 4 ms): it ends at the next multiple of 64 ticks after tick 1544, tick 1600,
+        // i.e. 6400 ms - 8 ticks = 6368 ms.
+        let at_boot = kernel_timer_delay(Duration::ZERO, ms(6144), 250);
+        assert_eq!(at_boot, ms(6368));
+        // Armed on a granule boundary (when the previous wait fired) it lasts 6400 ms.
+        let on_boundary = kernel_timer_delay(at_boot, ms(6144), 250);
+        assert_eq!(on_boundary, ms(6400));
+        // Mid-tick: 1.5 ms into a tick, the same boundary is 1.5 ms nearer.
+        let mid = kernel_timer_delay(at_boot + Duration::from_micros(1500), ms(6144), 250);
+        assert_eq!(mid, ms(6400) - Duration::from_micros(1500));
+        // A 2048 ms timewait (512 ticks, level 2) at boot: next boundary after tick 520 = 576.
+        assert_eq!(kernel_timer_delay(Duration::ZERO, ms(2048), 250), ms(2272));
+        // Level 0 (under 63 ticks) still fires one tick after the expiry.
+        assert_eq!(kernel_timer_delay(Duration::ZERO, ms(100), 250), ms(104));
+        // Level 3 (4032 ticks and more, granule 512 ticks): 65 536 ms = 16 384 ticks; at boot
+        // jiffies ≡ 264 (mod 512), so it fires 248 ticks after its expiry.
+        let long = kernel_timer_delay(Duration::ZERO, ms(65_536), 250);
+        assert_eq!(long, ms((16_384 + 248) * 4));
+    }
 
     #[test]
     fn timewait_table_of_section_7_2() {

@@ -52,7 +52,9 @@ mod world;
 
 pub use backend::SimBackend;
 pub use cm::messages::MessageKind;
-pub use config::{ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig};
+pub use config::{
+    ack_timeout, cm_ms, kernel_timer_delay, mra_timeout, req_timeout, KernelProfile, SimConfig,
+};
 pub use engine::timeline::SimTime;
 pub use fabric::{Fabric, FabricBuilder, SimError};
 pub use trace::{TraceKind, TraceRecord};
