@@ -395,6 +395,24 @@ impl CmBackend for SimBackend {
     }
 
     fn disconnect(&self, id: IdHandle) -> Result<()> {
+        // Before the CM acts, the call moves the id's QP to ERROR (librdmacm, then cma.c's
+        // `cma_modify_qp_err`): meanwhile the fabric goes on, and a DREQ from the peer that
+        // arrives then is answered with a DREP instead of crossing a DREQ of ours.
+        let qp_time = {
+            let w = self.lock(Call::Disconnect)?;
+            // An id whose device is gone fails at once (ENXIO): no QP to move.
+            let has_qp = w.id_key(self.host, Call::Disconnect, id).is_ok_and(|key| {
+                w.id(key).qp.is_some() && w.id(key).state != crate::world::CmState::DeviceRemoval
+            });
+            if has_qp {
+                w.cfg.disconnect_qp_time
+            } else {
+                Duration::ZERO
+            }
+        };
+        if !qp_time.is_zero() {
+            self.sleep(qp_time)?;
+        }
         self.call(
             Call::Disconnect,
             || Args::Id(id),

@@ -15,6 +15,8 @@ pub const MAX_CM_RETRIES: u32 = 15;
 /// The longest duration virtual time can express (u64 nanoseconds, ≈ 584 years); longer
 /// configured durations saturate to it.
 pub const MAX_SIM_DURATION: Duration = Duration::from_nanos(u64::MAX);
+/// The highest kernel tick rate `SimConfig::kernel_hz` accepts (Linux's highest HZ).
+pub const MAX_KERNEL_HZ: u32 = 1000;
 
 /// Which kernel's behaviour to follow where kernels differ (CM-SEMANTICS.md §19).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,6 +52,17 @@ pub struct SimConfig {
     pub timewait_override: Option<Duration>,
     /// Retries of REQ, REP, DREQ and SIDR REQ (15).
     pub max_cm_retries: u32,
+    /// How long `rdma_disconnect` on an id with a QP spends moving the QP to ERROR before the
+    /// CM sends anything. On the CI VM a peer's back-to-back `rdma_disconnect` always found the
+    /// first DREQ already received (§19: both sides get TIMEWAIT_EXIT without a second call):
+    /// the call outlasts a CM message's delivery, so this exceeds `wire_latency + wire_jitter`
+    /// by default. Zero makes back-to-back disconnects cross (§5.2 S11).
+    pub disconnect_qp_time: Duration,
+    /// The hosts' kernel tick rate (`CONFIG_HZ`; the CI VM's Debian 6.1 kernel: 250). The CM's
+    /// timers (MAD response timeouts, timewait, siw's MPA timeout) are delayed works on the
+    /// kernel's timer wheel and expire late by up to one wheel granule (see
+    /// [`kernel_timer_delay`]). `None`: timers expire exactly.
+    pub kernel_hz: Option<u32>,
     /// Latency of an IB SA query (route, multicast join) on InfiniBand fabrics.
     pub sa_latency: Duration,
     /// Whether to keep the trace (on by default; off keeps memory flat in very long runs).
@@ -65,12 +78,15 @@ impl Default for SimConfig {
             noarp: false,
             loss_probability: 0.0,
             // Linux 6.1 gives RoCE paths a packet life time of 18: with rxe's ACK delay of 15
-            // that is the measured 2.2 s timewait, ≈ 6.2 s REQ retransmissions and the
-            // ≈ 100 s until UNREACHABLE of CM-SEMANTICS.md §19.
+            // and the 250 Hz timer wheel (`kernel_hz`) that is the measured 2.2-2.3 s
+            // timewait, 6.2-6.4 s REQ retransmissions and the 102.1-102.3 s until UNREACHABLE
+            // of CM-SEMANTICS.md §19.
             packet_life_time: 18,
             ca_ack_delay: 15,
             timewait_override: None,
             max_cm_retries: 15,
+            disconnect_qp_time: Duration::from_micros(20),
+            kernel_hz: Some(250),
             sa_latency: Duration::from_micros(200),
             trace: true,
         }
@@ -104,6 +120,43 @@ pub fn mra_timeout(plt: u8) -> Duration {
     ms(cm_ms(24) + cm_ms(plt + 1))
 }
 
+/// The jiffies count at boot (`INITIAL_JIFFIES`: five minutes before the 32-bit wrap); the
+/// fabric's time 0 is the hosts' boot.
+fn initial_jiffies(hz: u64) -> u64 {
+    (1u64 << 32) - 300 * hz
+}
+
+/// How long a kernel timer armed at `now` for `after` really takes on a kernel ticking `hz`
+/// times a second (kernel/time/timer.c, Linux ≥ 5.x): `msecs_to_jiffies` rounds the delay up to
+/// whole ticks; the timer wheel files a timer `delta` ticks ahead in level `n` (the first whose
+/// range holds it: 63, 504, 4032, … ticks) with a granule of 8^n ticks, and fires it at the
+/// first granule boundary strictly after its expiry (`calc_index` rounds up so that it never
+/// fires early). A CM wait of 6144 ms at 250 Hz (1536 ticks, granule 64 ticks = 256 ms) thus
+/// lasts 6148-6400 ms, and exactly 6400 ms when armed on a granule boundary, as a
+/// retransmission is (it is sent when the previous wait fires).
+pub fn kernel_timer_delay(now: Duration, after: Duration, hz: u32) -> Duration {
+    const LVL_CLK_SHIFT: u32 = 3;
+    const LVL_SIZE: u64 = 64;
+    // Beyond a day the wheel's rounding (at most 1/8 of the delay) no longer matters to
+    // anything the CM does; it also keeps the arithmetic below far from overflowing.
+    if after > Duration::from_secs(86_400) || now > MAX_SIM_DURATION / 2 {
+        return after;
+    }
+    let hz = u64::from(hz.clamp(1, MAX_KERNEL_HZ));
+    let tick_ns = 1_000_000_000 / hz;
+    let base = initial_jiffies(hz);
+    let now_ns = now.as_nanos() as u64;
+    let jiffies = base + now_ns / tick_ns;
+    let delta = (after.as_nanos() as u64).div_ceil(tick_ns);
+    let level = (1..8u32)
+        .find(|n| delta < (LVL_SIZE - 1) << ((n - 1) * LVL_CLK_SHIFT))
+        .map_or(7, |n| n - 1);
+    let shift = level * LVL_CLK_SHIFT;
+    let fires = (((jiffies + delta) >> shift) + 1) << shift;
+    let fire_ns = (fires - base) * tick_ns;
+    Duration::from_nanos(fire_ns.saturating_sub(now_ns))
+}
+
 impl SimConfig {
     /// A quiet RoCE fabric of mainline kernels (packet life time 16, rxe's ACK delay 15:
     /// 512 ms timewait, 4608 ms REQ retransmissions).
@@ -117,7 +170,7 @@ impl SimConfig {
 
     /// Refuses the values the CM cannot carry: a packet life time above 63 (6 bits), an ACK
     /// delay above 31 (5 bits), more than 15 CM retries (4 bits), a loss probability outside
-    /// 0..=1.
+    /// 0..=1, a kernel tick rate outside 1..=1000 Hz.
     pub fn validate(&self) -> Result<(), FabricError> {
         let refuse = |field, value: String, reason| {
             Err(FabricError::InvalidConfig {
@@ -154,6 +207,16 @@ impl SimConfig {
                 "a probability between 0 and 1",
             );
         }
+        if let Some(hz) = self
+            .kernel_hz
+            .filter(|hz| !(1..=MAX_KERNEL_HZ).contains(hz))
+        {
+            return refuse(
+                "kernel_hz",
+                hz.to_string(),
+                "between 1 and 1000 (Linux builds with HZ 100, 250, 300 or 1000)",
+            );
+        }
         Ok(())
     }
 
@@ -165,6 +228,7 @@ impl SimConfig {
             wire_jitter: sat(self.wire_jitter),
             sa_latency: sat(self.sa_latency),
             timewait_override: self.timewait_override.map(sat),
+            disconnect_qp_time: sat(self.disconnect_qp_time),
             ..self
         }
     }
@@ -194,6 +258,29 @@ impl SimConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_timers_expire_at_the_next_wheel_granule() {
+        // At boot (jiffies ≡ 8 mod 64) a 6144 ms wait is 1536 ticks in level 2 (granule 64
+        // ticks of 4 ms): it ends at the next multiple of 64 ticks after tick 1544, tick 1600,
+        // i.e. 6400 ms - 8 ticks = 6368 ms.
+        let at_boot = kernel_timer_delay(Duration::ZERO, ms(6144), 250);
+        assert_eq!(at_boot, ms(6368));
+        // Armed on a granule boundary (when the previous wait fired) it lasts 6400 ms.
+        let on_boundary = kernel_timer_delay(at_boot, ms(6144), 250);
+        assert_eq!(on_boundary, ms(6400));
+        // Mid-tick: 1.5 ms into a tick, the same boundary is 1.5 ms nearer.
+        let mid = kernel_timer_delay(at_boot + Duration::from_micros(1500), ms(6144), 250);
+        assert_eq!(mid, ms(6400) - Duration::from_micros(1500));
+        // A 2048 ms timewait (512 ticks, level 2) at boot: next boundary after tick 520 = 576.
+        assert_eq!(kernel_timer_delay(Duration::ZERO, ms(2048), 250), ms(2272));
+        // Level 0 (under 63 ticks) still fires one tick after the expiry.
+        assert_eq!(kernel_timer_delay(Duration::ZERO, ms(100), 250), ms(104));
+        // Level 3 (4032 ticks and more, granule 512 ticks): 65 536 ms = 16 384 ticks; at boot
+        // jiffies ≡ 264 (mod 512), so it fires 248 ticks after its expiry.
+        let long = kernel_timer_delay(Duration::ZERO, ms(65_536), 250);
+        assert_eq!(long, ms((16_384 + 248) * 4));
+    }
 
     #[test]
     fn timewait_table_of_section_7_2() {

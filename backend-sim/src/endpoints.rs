@@ -127,6 +127,13 @@ impl World {
             }
             Output::SetTimer(after) => {
                 self.cancel_ep_timer(ep);
+                // The CM's timers run on the kernel's timer wheel (config.rs).
+                let after = match self.cfg.kernel_hz {
+                    Some(hz) => {
+                        crate::config::kernel_timer_delay(self.now.as_duration(), after, hz)
+                    }
+                    None => after,
+                };
                 let key = self.after(after, Action::EpTimer { ep });
                 self.cm.eps.get_mut(&ep).expect("live endpoint").timer = Some(key);
             }

@@ -93,8 +93,8 @@ mod world;
 pub use backend::SimBackend;
 pub use cm::messages::MessageKind;
 pub use config::{
-    ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig, MAX_CA_ACK_DELAY,
-    MAX_CM_RETRIES, MAX_PACKET_LIFE_TIME, MAX_SIM_DURATION,
+    ack_timeout, cm_ms, kernel_timer_delay, mra_timeout, req_timeout, KernelProfile, SimConfig,
+    MAX_CA_ACK_DELAY, MAX_CM_RETRIES, MAX_KERNEL_HZ, MAX_PACKET_LIFE_TIME, MAX_SIM_DURATION,
 };
 pub use engine::timeline::SimTime;
 pub use error::{FabricError, SimError};

@@ -2,7 +2,9 @@
 //! rejects sent when none does, and the new child id with its passive endpoint. Produces
 //! CONNECT_REQUEST.
 
-use cmtwin::{ConnData, EventKind, EventParam, IbRejReason, PrivateDataOp, SidrStatus, UdData};
+use cmtwin::{
+    ConnData, EventKind, EventParam, IbRejReason, PrivateDataOp, SidrStatus, Transport, UdData,
+};
 
 use crate::cm::messages::{padded, Body, Dest, EpKey, Request};
 use crate::trace::{Entry, TraceKind};
@@ -38,6 +40,17 @@ impl World {
                     qkey: 0,
                     data: padded(&[], len),
                 }
+            } else if transport == Transport::Iwarp {
+                // iWARP: nothing listens on the port → the TCP connection is reset; a
+                // listener that refuses it answers with an MPA reject (iw_cm_reject).
+                if reason == IbRejReason::INVALID_SERVICE_ID {
+                    Body::Rst
+                } else {
+                    let len = cmtwin::delivered_private_data_len(transport, PrivateDataOp::Reject);
+                    Body::MpaRej {
+                        data: padded(&[], len),
+                    }
+                }
             } else {
                 let len = cmtwin::delivered_private_data_len(transport, PrivateDataOp::Reject);
                 Body::Rej {
@@ -67,8 +80,17 @@ impl World {
             return;
         }
         if ls.pending >= ls.backlog {
-            let listener = self.id_handle(listener);
-            self.record(Some(host), TraceKind::Drop, Entry::BacklogFull { listener });
+            let listener_handle = self.id_handle(listener);
+            let entry = Entry::BacklogFull {
+                listener: listener_handle,
+            };
+            self.record(Some(host), TraceKind::Drop, entry);
+            // ucma refuses the request with -ENOMEM. The IB CM then drops it without a REJ
+            // so that the REQ's retransmission may find room (cm.c, cm_destroy_id); iWARP has
+            // no retransmission here and iw_cm.c rejects the connection (MPA reject).
+            if self.topo.devices[dev].transport == Transport::Iwarp && !sidr {
+                reply_rej(self, IbRejReason::CONSUMER_DEFINED);
+            }
             return;
         }
         // The new child id, in CONNECT, bound to the receiving device, not yet owned by user space.

@@ -147,6 +147,8 @@ pub(crate) enum WireNote {
     NobodyOwns(IpAddr),
     NoSuchRequest,
     EndpointGone,
+    /// For an endpoint that is gone; the receiving CM answers it itself.
+    AnsweredByCm,
     DeviceRemoved,
 }
 
@@ -249,6 +251,7 @@ impl fmt::Display for Entry {
                 WireNote::NobodyOwns(ip) => write!(f, "{msg}: nobody owns {ip}"),
                 WireNote::NoSuchRequest => write!(f, "{msg}: no such request"),
                 WireNote::EndpointGone => write!(f, "{msg}: endpoint gone"),
+                WireNote::AnsweredByCm => write!(f, "{msg}: endpoint gone, answered by the CM"),
                 WireNote::DeviceRemoved => write!(f, "{msg}: device removed"),
             },
             Entry::Text(t) => f.write_str(t),

@@ -8,7 +8,7 @@ use crate::cm::messages::{Body, Dest, MessageHead, MessageKind};
 use crate::engine::timeline::SimTime;
 use crate::rng::Stream;
 use crate::trace::{Entry, TraceKind, WireNote};
-use crate::world::{Action, EpKey, HostKey, World};
+use crate::world::{Action, DevKey, EpKey, HostKey, World};
 
 /// A targeted fault on the wire: the next `count` messages of `kind` are lost, or delayed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +26,9 @@ pub(crate) struct Message {
     pub from: EpKey,
     pub to: Dest,
     pub body: Body,
+    /// The host and device the message travels to, fixed when it is sent (the port still
+    /// receives it after the endpoint it names is gone).
+    pub port: Option<(HostKey, DevKey)>,
 }
 
 impl Message {
@@ -62,7 +65,13 @@ impl World {
 
     /// Puts `body` on the wire from endpoint `from` of `from_host` to `to`.
     pub(crate) fn send(&mut self, from_host: HostKey, from: EpKey, to: Dest, body: Body) {
-        let msg = Message { from, to, body };
+        let port = self.port_of(from, to);
+        let msg = Message {
+            from,
+            to,
+            body,
+            port,
+        };
         let mut extra = std::time::Duration::ZERO;
         let kind = msg.body.kind();
         if let Some(f) = self
@@ -94,8 +103,9 @@ impl World {
             .range(Stream::Latency, 0, self.cfg.wire_jitter.as_nanos() as u64);
         let delay = self.cfg.wire_latency + std::time::Duration::from_nanos(jitter) + extra;
         // Jitter never reorders the messages between two hosts: links are FIFO.
+        // (The FIFO clock of a link is kept for messages to live endpoints and addresses.)
         let to_host = match to {
-            Dest::Ip(ip) => self.topo.owner_of_ip(ip).map(|(h, _)| h),
+            Dest::Ip(_) => port.map(|(h, _)| h),
             Dest::Ep(ep) => self.cm.eps.get(&ep).map(|e| e.host),
         };
         let mut at = self.now.after(delay);
@@ -108,6 +118,38 @@ impl World {
         self.timeline.schedule(at, Action::Deliver(msg));
     }
 
+    /// The host and device a message from endpoint `from` to `to` travels to: the owner of the
+    /// address, or the named endpoint's port; for an endpoint already forgotten, the port of
+    /// the address the sender knows its peer by (the fabric routes to ports, not endpoints).
+    fn port_of(&self, from: EpKey, to: Dest) -> Option<(HostKey, DevKey)> {
+        match to {
+            Dest::Ip(ip) => self.topo.owner_of_ip(ip),
+            Dest::Ep(ep) => match self.cm.eps.get(&ep) {
+                Some(e) => Some((e.host, e.device)),
+                None => {
+                    let ip = self.cm.eps.get(&from)?.cm.remote_ip()?;
+                    self.topo.owner_of_ip(ip)
+                }
+            },
+        }
+    }
+
+    /// A message for endpoint `ep`, which no longer exists, reaches its port. A DREQ is
+    /// answered by the receiving CM itself with a DREP, as cm.c's `cm_dreq_handler` does
+    /// through `cm_issue_drep` when no cm_id matches (the id was destroyed and its timewait
+    /// is over); anything else is dropped.
+    fn deliver_to_gone_endpoint(&mut self, msg: Message) {
+        let port = msg.port.filter(|&(_, dev)| self.topo.devices[dev].present);
+        match (&msg.body, port) {
+            (Body::Dreq, Some((host, _))) => {
+                let note = WireNote::AnsweredByCm;
+                self.record_wire(Some(host), TraceKind::Recv, &msg, note);
+                self.send(host, 0, Dest::Ep(msg.from), Body::Drep);
+            }
+            _ => self.record_wire(None, TraceKind::Drop, &msg, WireNote::EndpointGone),
+        }
+    }
+
     /// A message arrives: requests go to the host owning the address, the rest to endpoints.
     pub(crate) fn deliver(&mut self, msg: Message) {
         match msg.to {
@@ -118,25 +160,30 @@ impl World {
                 };
                 self.record_wire(Some(host), TraceKind::Recv, &msg, WireNote::None);
                 match msg.body {
-                    Body::Req(req) => self.on_req(host, dev, msg.from, *req, false),
+                    Body::Req(req) | Body::MpaReq(req) => {
+                        self.on_req(host, dev, msg.from, *req, false)
+                    }
                     Body::SidrReq(req) => self.on_req(host, dev, msg.from, *req, true),
-                    // A REJ from a REQ's sender, for the passive endpoint answering it.
-                    Body::Rej { .. } => match self.cm.passive_by_peer.get(&(host, msg.from)) {
-                        Some(&ep) => {
-                            let from = msg.from;
-                            self.drive(ep, |e, out| e.on_message(from, msg.body, out));
+                    // A REJ (or an iWARP close) from a request's sender, for the passive
+                    // endpoint answering it.
+                    Body::Rej { .. } | Body::Fin => {
+                        match self.cm.passive_by_peer.get(&(host, msg.from)) {
+                            Some(&ep) => {
+                                let from = msg.from;
+                                self.drive(ep, |e, out| e.on_message(from, msg.body, out));
+                            }
+                            None => {
+                                let note = WireNote::NoSuchRequest;
+                                self.record_wire(Some(host), TraceKind::Drop, &msg, note);
+                            }
                         }
-                        None => {
-                            let note = WireNote::NoSuchRequest;
-                            self.record_wire(Some(host), TraceKind::Drop, &msg, note);
-                        }
-                    },
+                    }
                     _ => unreachable!("only requests and their rejects are addressed by IP"),
                 }
             }
             Dest::Ep(ep) => {
                 let Some(e) = self.cm.eps.get(&ep) else {
-                    self.record_wire(None, TraceKind::Drop, &msg, WireNote::EndpointGone);
+                    self.deliver_to_gone_endpoint(msg);
                     return;
                 };
                 let (host, dev) = (e.host, e.device);

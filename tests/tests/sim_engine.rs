@@ -153,3 +153,19 @@ fn a_handle_of_one_fabric_is_foreign_to_another() {
     ok(a.client().destroy_id(id_a), "destroy a");
     ok(b.client().destroy_id(id_b), "destroy b");
 }
+
+/// A timewait of the longest duration virtual time can express, on the kernel's timer wheel,
+/// neither overflows nor panics: the disconnect completes and TIMEWAIT_EXIT is simply never
+/// reached before the end of time.
+#[test]
+fn a_maximal_timewait_on_the_timer_wheel_saturates() {
+    let config = cmtwin_sim::SimConfig {
+        timewait_override: Some(Duration::MAX),
+        disconnect_qp_time: Duration::MAX,
+        ..cmtwin_sim::SimConfig::default()
+    };
+    let bed = SimBed::with_config(34, cmtwin::Transport::Roce, config);
+    let pair = connect_pair(&bed);
+    ok(bed.client().disconnect(pair.client.id), "disconnect");
+    assert_eq!(bed.fabric.now(), cmtwin_sim::MAX_SIM_DURATION);
+}

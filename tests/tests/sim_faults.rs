@@ -6,13 +6,24 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use cmtwin::{AsyncEvent, Call, CmBackend, Errno, EventKind, EventParam, PortSpace, QpType};
-use cmtwin_sim::MessageKind;
+use cmtwin::{
+    AsyncEvent, Call, CmBackend, Errno, EventKind, EventParam, PortSpace, QpType, Transport,
+};
+use cmtwin_sim::{MessageKind, SimConfig};
 use cmtwin_tests::steps::{
     add_qp, expect_errno, expect_event, expect_event_for, expect_no_event, expect_request,
     listen_on, ok, resolved_client, Endpoint,
 };
 use cmtwin_tests::{SimBed, TestBed};
+
+/// CM timers that expire exactly (no kernel timer wheel), for checks of the protocol's own
+/// retransmission intervals.
+fn exact_timers() -> SimConfig {
+    SimConfig {
+        kernel_hz: None,
+        ..SimConfig::default()
+    }
+}
 
 /// A connection accepted by the server, its RTU not yet received: (server child, client).
 fn accepted_not_established(bed: &SimBed) -> (Endpoint, Endpoint) {
@@ -102,7 +113,7 @@ fn notify_after_the_rtu_is_eisconn() {
 /// makes the established active side send the RTU again.
 #[test]
 fn lost_rtu_is_recovered_by_the_rep_retransmission() {
-    let bed = SimBed::new(13);
+    let bed = SimBed::with_config(13, Transport::Roce, exact_timers());
     bed.fabric
         .drop_next(MessageKind::Rtu, 1)
         .expect("not during a run");
@@ -137,7 +148,7 @@ fn lost_rtu_is_recovered_by_the_rep_retransmission() {
 /// connection then proceeds.
 #[test]
 fn lost_req_is_retransmitted() {
-    let bed = SimBed::new(14);
+    let bed = SimBed::with_config(14, Transport::Roce, exact_timers());
     let listener = listen_on(&bed, PortSpace::TCP, 8);
     let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
     add_qp(bed.client(), client.id, QpType::Rc);

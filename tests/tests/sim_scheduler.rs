@@ -415,10 +415,14 @@ fn panics_are_reported_whatever_their_payload() {
 
 /// A REQ delayed by `Duration::MAX` is delayed to the end of virtual time (it used to panic
 /// on a duration overflow): the client's retransmissions follow it on the FIFO link, so the
-/// connect ends in UNREACHABLE after 16 × Treq (6144 ms) = 98.304 s.
+/// connect ends in UNREACHABLE after 16 × Treq (6144 ms) = 98.304 s (with timers that expire
+/// exactly, not on the kernel's timer wheel).
 #[test]
 fn a_maximal_delay_saturates() {
-    let fabric = two_hosts();
+    let fabric = two_hosts_with(SimConfig {
+        kernel_hz: None,
+        ..SimConfig::default()
+    });
     let server = fabric.backend("a");
     let client = fabric.backend("b");
     let dst = SocketAddr::new(ip(A_IP), 7000);
@@ -491,6 +495,18 @@ fn refused(config: SimConfig) -> String {
 #[test]
 fn configurations_the_cm_cannot_carry_are_refused() {
     let d = SimConfig::default;
+    for hz in [0, 1001, u32::MAX] {
+        assert_eq!(
+            refused(SimConfig {
+                kernel_hz: Some(hz),
+                ..d()
+            }),
+            format!(
+                "invalid configuration: kernel_hz = {hz}: between 1 and 1000 (Linux builds \
+                 with HZ 100, 250, 300 or 1000)"
+            )
+        );
+    }
     assert_eq!(
         refused(SimConfig {
             packet_life_time: 255,

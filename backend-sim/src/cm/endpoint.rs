@@ -1,6 +1,7 @@
-//! One side of one connection attempt of the IB CM (and, with its differences, the iWARP CM),
-//! as a sans-IO state machine (CM-SEMANTICS.md §15.1, §5.2, §7): REQ/MRA/REP/RTU/REJ/DREQ/DREP,
-//! SIDR REQ/REP, retransmissions, timewait.
+//! One side of one connection attempt of the IB CM, or of an iWARP connection, as a sans-IO
+//! state machine (CM-SEMANTICS.md §15.1, §5.2, §5.3, §7): REQ/MRA/REP/RTU/REJ/DREQ/DREP, SIDR
+//! REQ/REP, retransmissions, timewait; on iWARP the MPA exchange over a TCP connection as the
+//! kernel's iw_cm.c and the software iWARP driver (drivers/infiniband/sw/siw/siw_cm.c) run it.
 //!
 //! An [`Endpoint`] is driven by inputs (a call of its id, a received message, its one timer
 //! firing) and answers each by pushing [`Output`]s: messages to send, its timer to set or
@@ -17,6 +18,13 @@ use cmtwin::{ConnData, EventKind, EventParam, IbRejReason, PrivateDataOp, SidrSt
 
 use crate::cm::messages::{padded, Body, Dest, EpKey};
 use crate::config::{cm_ms, mra_timeout, req_timeout};
+
+/// How long an iWARP initiator waits for the MPA reply (siw_cm.h's `MPAREQ_TIMEOUT`, used
+/// while the endpoint awaits the reply): then UNREACHABLE -ETIMEDOUT.
+pub(crate) const MPA_REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// ECONNREFUSED, negated: the status of an iWARP REJECTED (an MPA reject or a TCP reset).
+const ECONNREFUSED: i32 = -111;
 
 /// IB CM endpoint states (§15.1). "MRA prepared" states are folded into the received ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,6 +208,11 @@ impl Endpoint {
         self.peer
     }
 
+    /// The address the peer's CM is reached at, when known.
+    pub(crate) fn remote_ip(&self) -> Option<IpAddr> {
+        self.remote_ip
+    }
+
     pub(crate) fn plt(&self) -> u8 {
         self.plt
     }
@@ -245,14 +258,9 @@ impl Endpoint {
         }
     }
 
-    /// Enters timewait (IB, RoCE) or goes idle (iWARP has none).
+    /// Enters timewait (IB, RoCE; iWARP has none).
     fn enter_timewait(&mut self, out: &mut Vec<Output>) {
         self.cancel(out);
-        if self.transport == Transport::Iwarp {
-            self.state = EpState::Idle;
-            self.finish_if_done(out);
-            return;
-        }
         self.state = EpState::Timewait;
         out.push(Output::SetTimer(self.timewait));
     }
@@ -267,6 +275,9 @@ impl Endpoint {
 
     /// Sends the REQ (or SIDR REQ) `body` to `to` (§4.8).
     pub(crate) fn connect(&mut self, to: Dest, body: Body, out: &mut Vec<Output>) {
+        if self.transport == Transport::Iwarp {
+            return self.iw_connect(to, body, out);
+        }
         let (state, interval) = match body {
             Body::SidrReq(_) => (EpState::SidrReqSent, sidr_timeout()),
             _ => (EpState::ReqSent, req_timeout(self.plt)),
@@ -280,6 +291,10 @@ impl Endpoint {
         let (EpState::ReqRcvd, Some(peer)) = (self.state, self.peer) else {
             return Err(self.state);
         };
+        if self.transport == Transport::Iwarp {
+            self.iw_accept(peer, body, out);
+            return Ok(());
+        }
         self.state = EpState::RepSent;
         let interval = rep_timeout();
         self.send_retrying(Dest::Ep(peer), body, interval, out);
@@ -320,6 +335,9 @@ impl Endpoint {
     /// Sends REJ(`reason`, `data`) if the state allows one (§4.11, §7.4): the endpoint goes
     /// idle, or into timewait once it had sent a REP. False if no REJ applies.
     pub(crate) fn reject(&mut self, reason: i32, data: &[u8], out: &mut Vec<Output>) -> bool {
+        if self.transport == Transport::Iwarp {
+            return self.iw_reject(data, out);
+        }
         let timewait = match self.state {
             EpState::ReqSent | EpState::MraReqRcvd | EpState::ReqRcvd | EpState::RepRcvd => false,
             EpState::RepSent | EpState::MraRepRcvd => true,
@@ -360,6 +378,12 @@ impl Endpoint {
     /// `rdma_disconnect` (§5.2 S10): DREQ when established, DREP after the peer's DREQ,
     /// nothing otherwise.
     pub(crate) fn disconnect(&mut self, out: &mut Vec<Output>) {
+        if self.transport == Transport::Iwarp {
+            if self.iw_close(out) {
+                out.push(Output::Disconnected(0));
+            }
+            return;
+        }
         match (self.state, self.peer) {
             (EpState::Established, Some(peer)) => {
                 let interval = if self.active {
@@ -373,9 +397,6 @@ impl Endpoint {
             (EpState::DreqRcvd, Some(_)) => {
                 self.send_to_peer(Body::Drep, out);
                 self.enter_timewait(out);
-                if self.transport == Transport::Iwarp {
-                    out.push(Output::Disconnected(0));
-                }
             }
             _ => {}
         }
@@ -385,6 +406,11 @@ impl Endpoint {
     /// endpoint is forgotten once idle.
     pub(crate) fn destroy(&mut self, out: &mut Vec<Output>) {
         self.owned = false;
+        if self.transport == Transport::Iwarp {
+            self.iw_destroy(out);
+            self.finish_if_done(out);
+            return;
+        }
         match self.state {
             EpState::ReqSent | EpState::MraReqRcvd => {
                 // The passive child never sees this REJ (uid 0), but its accept will fail.
@@ -430,7 +456,7 @@ impl Endpoint {
 
     /// A duplicate of the request this passive endpoint holds: an MRA while undecided.
     pub(crate) fn on_duplicate_request(&mut self, from: EpKey, out: &mut Vec<Output>) {
-        if self.state == EpState::ReqRcvd {
+        if self.state == EpState::ReqRcvd && self.transport != Transport::Iwarp {
             out.push(Output::Send {
                 to: Dest::Ep(from),
                 body: Body::Mra,
@@ -440,6 +466,9 @@ impl Endpoint {
 
     /// A message from endpoint `from` arrives.
     pub(crate) fn on_message(&mut self, from: EpKey, body: Body, out: &mut Vec<Output>) {
+        if self.transport == Transport::Iwarp {
+            return self.iw_on_message(from, body, out);
+        }
         match body {
             Body::Mra => self.on_mra(out),
             Body::Rep {
@@ -457,7 +486,9 @@ impl Endpoint {
             Body::Rej { reason, data } => self.on_rej(reason, data, out),
             Body::Dreq => self.on_dreq(from, out),
             Body::Drep => {
-                if self.state == EpState::DreqSent {
+                // cm.c `cm_drep_handler`: a DREP ends the disconnect in DREQ_SENT, and also in
+                // DREQ_RCVD (after DREQs crossed, the peer's second disconnect answers ours).
+                if matches!(self.state, EpState::DreqSent | EpState::DreqRcvd) {
                     self.enter_timewait(out);
                     out.push(Output::Disconnected(0));
                 }
@@ -468,8 +499,11 @@ impl Endpoint {
                 qkey,
                 data,
             } => self.on_sidr_rep(status, qpn, qkey, data, out),
-            Body::Req(_) | Body::SidrReq(_) => {
+            Body::Req(_) | Body::SidrReq(_) | Body::MpaReq(_) => {
                 // Requests are addressed to a CM by IP, never to an endpoint.
+            }
+            Body::MpaRep { .. } | Body::MpaRej { .. } | Body::Fin | Body::Rst => {
+                // iWARP's messages never reach an IB CM endpoint.
             }
         }
     }
@@ -508,16 +542,9 @@ impl Endpoint {
                     initiator_depth: conn.responder_resources,
                     ..conn
                 });
-                let kind = if self.transport == Transport::Iwarp {
-                    // iWARP: the driver moves the QP; the active side sees ESTABLISHED directly.
-                    self.state = EpState::Established;
-                    EventKind::Established
-                } else {
-                    self.state = EpState::RepRcvd;
-                    EventKind::ConnectResponse
-                };
+                self.state = EpState::RepRcvd;
                 out.push(Output::Event {
-                    kind,
+                    kind: EventKind::ConnectResponse,
                     status: 0,
                     param,
                     data,
@@ -536,14 +563,9 @@ impl Endpoint {
     }
 
     fn on_rej(&mut self, reason: i32, data: Vec<u8>, out: &mut Vec<Output>) {
-        let status = if self.transport == Transport::Iwarp {
-            -111
-        } else {
-            reason
-        };
         let rejected = Output::Event {
             kind: EventKind::Rejected,
-            status,
+            status: reason,
             param: EventParam::Conn(ConnData::default()),
             data,
         };
@@ -621,6 +643,9 @@ impl Endpoint {
 
     /// The endpoint's timer fired: end of timewait, or a retransmission (or giving up).
     pub(crate) fn on_timer(&mut self, out: &mut Vec<Output>) {
+        if self.transport == Transport::Iwarp {
+            return self.iw_on_timer(out);
+        }
         if self.state == EpState::Timewait {
             self.state = EpState::Idle;
             out.push(Output::TimewaitExit);
@@ -659,6 +684,152 @@ impl Endpoint {
             }
             _ => {}
         }
+    }
+}
+
+/// iWARP (§5.3): the connection request is a TCP connection carrying an MPA request; the
+/// MPA reply (or reject) answers it; there are no retransmissions at this level (TCP does
+/// them), no RTU, no MRA and no timewait, and a disconnect is a TCP close.
+impl Endpoint {
+    /// Opens the TCP connection and sends the MPA request carrying `body`'s request; siw then
+    /// waits `MPA_REPLY_TIMEOUT` for the reply.
+    fn iw_connect(&mut self, to: Dest, body: Body, out: &mut Vec<Output>) {
+        let body = match body {
+            Body::Req(req) | Body::MpaReq(req) => Body::MpaReq(req),
+            other => other,
+        };
+        self.state = EpState::ReqSent;
+        out.push(Output::Send { to, body });
+        out.push(Output::SetTimer(MPA_REPLY_TIMEOUT));
+    }
+
+    /// siw_accept: the MPA reply goes out, the QP is in RTS, and the driver reports the
+    /// connection established at once (no RTU exists).
+    fn iw_accept(&mut self, peer: EpKey, body: Body, out: &mut Vec<Output>) {
+        let (data, conn) = match body {
+            Body::Rep { data, conn, .. } | Body::MpaRep { data, conn } => (data, conn),
+            _ => (Vec::new(), ConnData::default()),
+        };
+        self.state = EpState::Established;
+        out.push(Output::Send {
+            to: Dest::Ep(peer),
+            body: Body::MpaRep { data, conn },
+        });
+        out.push(Output::Established);
+    }
+
+    /// iw_cm_reject: an MPA reply with the reject bit answers the held request; false if no
+    /// request is held.
+    fn iw_reject(&mut self, data: &[u8], out: &mut Vec<Output>) -> bool {
+        if self.state != EpState::ReqRcvd {
+            return false;
+        }
+        let len = delivered_private_data_len(self.transport, PrivateDataOp::Reject);
+        self.send_to_peer(
+            Body::MpaRej {
+                data: padded(data, len),
+            },
+            out,
+        );
+        self.state = EpState::Idle;
+        true
+    }
+
+    /// Closes an established TCP connection (FIN); false if it was not established.
+    fn iw_close(&mut self, out: &mut Vec<Output>) -> bool {
+        if self.state != EpState::Established {
+            return false;
+        }
+        self.send_to_peer(Body::Fin, out);
+        self.state = EpState::Idle;
+        true
+    }
+
+    /// iw_destroy_cm_id: an unanswered request is rejected, a pending or established
+    /// connection closed.
+    fn iw_destroy(&mut self, out: &mut Vec<Output>) {
+        match self.state {
+            EpState::ReqRcvd => {
+                self.iw_reject(&[], out);
+            }
+            EpState::ReqSent => {
+                out.push(Output::CancelTimer);
+                // Before the reply the initiator knows only the passive host's address.
+                if let Some(ip) = self.remote_ip {
+                    out.push(Output::Send {
+                        to: Dest::Ip(ip),
+                        body: Body::Fin,
+                    });
+                }
+                self.state = EpState::Idle;
+            }
+            EpState::Established => {
+                self.iw_close(out);
+            }
+            _ => {}
+        }
+    }
+
+    fn iw_on_message(&mut self, from: EpKey, body: Body, out: &mut Vec<Output>) {
+        match (self.state, body) {
+            (EpState::ReqSent, Body::MpaRep { data, conn }) => {
+                out.push(Output::CancelTimer);
+                self.peer = Some(from);
+                self.state = EpState::Established;
+                // The driver moved the QP to RTS: ESTABLISHED directly (never CONNECT_RESPONSE),
+                // with the peer's resources seen from this side.
+                let param = EventParam::Conn(ConnData {
+                    responder_resources: conn.initiator_depth,
+                    initiator_depth: conn.responder_resources,
+                    ..conn
+                });
+                out.push(Output::Event {
+                    kind: EventKind::Established,
+                    status: 0,
+                    param,
+                    data,
+                });
+            }
+            (EpState::ReqSent, Body::MpaRej { data }) => self.iw_refused(data, out),
+            (EpState::ReqSent, Body::Rst) => self.iw_refused(Vec::new(), out),
+            (EpState::Established, Body::Fin) => {
+                self.state = EpState::Idle;
+                out.push(Output::Disconnected(0));
+            }
+            (EpState::ReqRcvd, Body::Fin) => {
+                // The initiator went away before an answer: the request can no longer be
+                // accepted, and its child is not told (siw waits for the application).
+                self.state = EpState::Idle;
+            }
+            _ => {}
+        }
+        self.finish_if_done(out);
+    }
+
+    /// The connection was refused (MPA reject, or a reset): REJECTED -ECONNREFUSED.
+    fn iw_refused(&mut self, data: Vec<u8>, out: &mut Vec<Output>) {
+        out.push(Output::CancelTimer);
+        self.state = EpState::Idle;
+        out.push(Output::Event {
+            kind: EventKind::Rejected,
+            status: ECONNREFUSED,
+            param: EventParam::Conn(ConnData::default()),
+            data,
+        });
+    }
+
+    /// No MPA reply in time: UNREACHABLE -ETIMEDOUT (siw's MPA timeout, then cma_iw_handler).
+    fn iw_on_timer(&mut self, out: &mut Vec<Output>) {
+        if self.state == EpState::ReqSent {
+            self.state = EpState::Idle;
+            out.push(Output::Event {
+                kind: EventKind::Unreachable,
+                status: -110,
+                param: EventParam::None,
+                data: Vec::new(),
+            });
+        }
+        self.finish_if_done(out);
     }
 }
 
@@ -814,26 +985,171 @@ mod tests {
         assert_eq!(kinds(&out), ["timewait exit", "finished"]);
     }
 
+    fn established_active() -> Endpoint {
+        let mut ep = active();
+        let mut out = Vec::new();
+        ep.connect(Dest::Ip(PASSIVE_IP), req(), &mut out);
+        ep.on_message(3, rep(), &mut out);
+        assert!(ep.send_rtu(&mut out));
+        ep
+    }
+
+    /// cm.c: a DREQ received in DREQ_SENT cancels our DREQ and reports the disconnect
+    /// (`cm_dreq_handler`), and no DREP leaves until the id calls again; the call after the
+    /// peer's DREQ arrived (cma.c `rdma_disconnect`: `ib_send_cm_dreq` fails, then
+    /// `ib_send_cm_drep`) answers it and starts timewait.
     #[test]
-    fn iwarp_has_no_timewait_and_refuses_with_econnrefused() {
-        let mut ep = Endpoint::active(
+    fn a_dreq_before_or_after_our_own_disconnect() {
+        let mut crossing = established_active();
+        let mut out = Vec::new();
+        crossing.disconnect(&mut out);
+        assert_eq!(kinds(&out), ["send DREQ", "timer 6144ms"]);
+        out.clear();
+        crossing.on_message(3, Body::Dreq, &mut out);
+        assert_eq!(kinds(&out), ["cancel", "disconnected 0"], "no DREP yet");
+        assert_eq!(crossing.state(), EpState::DreqRcvd);
+        out.clear();
+        // The peer's second disconnect sends its DREP, which ends ours too (`cm_drep_handler`
+        // accepts DREQ_RCVD); the disconnect was already reported.
+        crossing.on_message(3, Body::Drep, &mut out);
+        assert_eq!(kinds(&out), ["cancel", "timer 2048ms", "disconnected 0"]);
+        assert_eq!(crossing.state(), EpState::Timewait);
+
+        let mut answering = established_active();
+        out.clear();
+        answering.on_message(3, Body::Dreq, &mut out);
+        assert_eq!(kinds(&out), ["cancel", "disconnected 0"]);
+        out.clear();
+        answering.disconnect(&mut out);
+        // The REP's target ACK delay 19 sets the active side's timewait: 2^(19-8) ms.
+        assert_eq!(kinds(&out), ["send DREP", "cancel", "timer 2048ms"]);
+    }
+
+    /// cm.c `cm_issue_drep`: the DREP a CM sends for a forgotten connection comes from no
+    /// endpoint (0) and ends our DREQ's wait like any DREP.
+    #[test]
+    fn a_drep_from_the_peers_cm_ends_the_dreq_wait() {
+        let mut ep = established_active();
+        let mut out = Vec::new();
+        ep.disconnect(&mut out);
+        out.clear();
+        ep.on_timer(&mut out);
+        assert_eq!(kinds(&out), ["send DREQ", "timer 6144ms"], "retransmitted");
+        out.clear();
+        ep.on_message(0, Body::Drep, &mut out);
+        assert_eq!(kinds(&out), ["cancel", "timer 2048ms", "disconnected 0"]);
+        assert_eq!(ep.state(), EpState::Timewait);
+    }
+
+    fn iwarp_active() -> Endpoint {
+        Endpoint::active(
             Transport::Iwarp,
             Some(PASSIVE_IP),
             18,
             Duration::from_millis(2048),
             TIMING,
-        );
+        )
+    }
+
+    fn iwarp_passive() -> Endpoint {
+        Endpoint::passive(Transport::Iwarp, false, 3, Some(PASSIVE_IP), 18, 19, TIMING)
+    }
+
+    /// siw_cm.c: the initiator sends one MPA request and waits `MPAREQ_TIMEOUT` (10 s) for the
+    /// reply; the reply moves the QP to RTS and iw_cm reports the CONNECT_REPLY as ESTABLISHED.
+    #[test]
+    fn iwarp_connects_with_one_mpa_request_and_no_rtu() {
+        let mut ep = iwarp_active();
         let mut out = Vec::new();
         ep.connect(Dest::Ip(PASSIVE_IP), req(), &mut out);
+        assert_eq!(kinds(&out), ["send MPA_REQ", "timer 10000ms"]);
         out.clear();
         ep.on_message(
             4,
-            Body::Rej {
-                reason: 28,
-                data: Vec::new(),
+            Body::MpaRep {
+                data: vec![1; 3],
+                conn: ConnData::default(),
             },
             &mut out,
         );
+        assert_eq!(kinds(&out), ["cancel", "event RDMA_CM_EVENT_ESTABLISHED 0"]);
+        assert!(!ep.send_rtu(&mut out), "iWARP has no RTU");
+        assert_eq!((ep.state(), ep.peer()), (EpState::Established, Some(4)));
+    }
+
+    /// siw_accept: the MPA reply goes out and the passive side is established at once; no
+    /// timer waits for anything.
+    #[test]
+    fn iwarp_passive_side_is_established_when_its_reply_is_sent() {
+        let mut ep = iwarp_passive();
+        let mut out = Vec::new();
+        ep.on_duplicate_request(3, &mut out);
+        assert!(out.is_empty(), "no MRA on iWARP");
+        assert_eq!(ep.accept(rep(), &mut out), Ok(()));
+        assert_eq!(kinds(&out), ["send MPA_REP", "established"]);
+        assert_eq!(ep.state(), EpState::Established);
+    }
+
+    /// An MPA reject (or a reset) is REJECTED -ECONNREFUSED; an MPA reply that never comes is
+    /// UNREACHABLE -ETIMEDOUT after 10 s.
+    #[test]
+    fn iwarp_refusals_and_the_mpa_timeout() {
+        let mut ep = iwarp_active();
+        let mut out = Vec::new();
+        ep.connect(Dest::Ip(PASSIVE_IP), req(), &mut out);
+        out.clear();
+        ep.on_message(4, Body::MpaRej { data: vec![9; 2] }, &mut out);
         assert_eq!(kinds(&out), ["cancel", "event RDMA_CM_EVENT_REJECTED -111"]);
+        let mut ep = iwarp_active();
+        ep.connect(Dest::Ip(PASSIVE_IP), req(), &mut out);
+        out.clear();
+        ep.on_message(0, Body::Rst, &mut out);
+        assert_eq!(kinds(&out), ["cancel", "event RDMA_CM_EVENT_REJECTED -111"]);
+        let mut ep = iwarp_active();
+        ep.connect(Dest::Ip(PASSIVE_IP), req(), &mut out);
+        out.clear();
+        ep.on_timer(&mut out);
+        assert_eq!(kinds(&out), ["event RDMA_CM_EVENT_UNREACHABLE -110"]);
+        let mut ep = iwarp_passive();
+        out.clear();
+        assert!(ep.reject(28, &[], &mut out));
+        assert_eq!(kinds(&out), ["send MPA_REJ"]);
+        assert!(!ep.reject(28, &[], &mut out), "one reject");
+    }
+
+    /// A disconnect is a TCP close: DISCONNECTED at once on the closing side, on the FIN's
+    /// arrival on the other, and no timewait anywhere.
+    #[test]
+    fn iwarp_disconnect_is_a_close_without_timewait() {
+        let mut a = iwarp_passive();
+        let mut out = Vec::new();
+        a.accept(rep(), &mut out).expect("request held");
+        out.clear();
+        a.disconnect(&mut out);
+        assert_eq!(kinds(&out), ["send FIN", "disconnected 0"]);
+        out.clear();
+        a.disconnect(&mut out);
+        assert!(out.is_empty(), "a second disconnect does nothing");
+        let mut b = iwarp_active();
+        b.connect(Dest::Ip(PASSIVE_IP), req(), &mut out);
+        b.on_message(
+            4,
+            Body::MpaRep {
+                data: Vec::new(),
+                conn: ConnData::default(),
+            },
+            &mut out,
+        );
+        out.clear();
+        b.on_message(4, Body::Fin, &mut out);
+        assert_eq!(kinds(&out), ["disconnected 0"]);
+        out.clear();
+        b.on_timer(&mut out);
+        b.destroy(&mut out);
+        assert_eq!(
+            kinds(&out),
+            ["finished"],
+            "no timewait, nothing left to send"
+        );
     }
 }

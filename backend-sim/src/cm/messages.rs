@@ -1,5 +1,6 @@
-//! The CM's wire formats: the messages (REQ, MRA, REP, RTU, REJ, DREQ, DREP, SIDR REQ/REP) and
-//! what the trace shows of them. Plain data: no world, no time.
+//! The CM's wire formats: the messages (REQ, MRA, REP, RTU, REJ, DREQ, DREP, SIDR REQ/REP; on
+//! iWARP the MPA request, reply and reject and the TCP connection's FIN and RST) and what the
+//! trace shows of them. Plain data: no world, no time.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -58,6 +59,21 @@ pub(crate) enum Body {
         qkey: u32,
         data: Vec<u8>,
     },
+    /// iWARP: TCP connection and MPA request.
+    MpaReq(Box<Request>),
+    /// iWARP: MPA reply accepting the request.
+    MpaRep {
+        data: Vec<u8>,
+        conn: ConnData,
+    },
+    /// iWARP: MPA reply with the reject bit.
+    MpaRej {
+        data: Vec<u8>,
+    },
+    /// iWARP: the TCP connection is closed (FIN).
+    Fin,
+    /// iWARP: TCP reset (nothing listens on the port).
+    Rst,
 }
 
 /// The kinds of CM messages, for targeted faults.
@@ -81,6 +97,16 @@ pub enum MessageKind {
     SidrReq,
     /// Service id resolution reply (UD).
     SidrRep,
+    /// iWARP MPA request (sent once the TCP connection is up).
+    MpaReq,
+    /// iWARP MPA reply accepting the connection.
+    MpaRep,
+    /// iWARP MPA reply rejecting the connection.
+    MpaRej,
+    /// iWARP: TCP FIN closing the connection.
+    Fin,
+    /// iWARP: TCP RST (no listener).
+    Rst,
 }
 
 impl Body {
@@ -95,6 +121,11 @@ impl Body {
             Body::Drep => MessageKind::Drep,
             Body::SidrReq(_) => MessageKind::SidrReq,
             Body::SidrRep { .. } => MessageKind::SidrRep,
+            Body::MpaReq(_) => MessageKind::MpaReq,
+            Body::MpaRep { .. } => MessageKind::MpaRep,
+            Body::MpaRej { .. } => MessageKind::MpaRej,
+            Body::Fin => MessageKind::Fin,
+            Body::Rst => MessageKind::Rst,
         }
     }
 }
@@ -112,6 +143,11 @@ impl MessageKind {
             MessageKind::Drep => "DREP",
             MessageKind::SidrReq => "SIDR_REQ",
             MessageKind::SidrRep => "SIDR_REP",
+            MessageKind::MpaReq => "MPA_REQ",
+            MessageKind::MpaRep => "MPA_REP",
+            MessageKind::MpaRej => "MPA_REJ",
+            MessageKind::Fin => "FIN",
+            MessageKind::Rst => "RST",
         }
     }
 }
