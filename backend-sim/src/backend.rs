@@ -13,7 +13,7 @@ use cmtwin::{
 };
 
 use crate::kernel::SyncEvent;
-use crate::process::{block, current_process, yield_now, Cond, Shared};
+use crate::process::{block, current_process, yield_now, Cond, Shared, Waiting};
 use crate::trace::{Args, Entry, Shown, TraceKind, TraceValue};
 use crate::world::{HostKey, IdKey, World};
 
@@ -115,7 +115,7 @@ impl SimBackend {
         key: IdKey,
     ) -> (MutexGuard<'a, World>, Result<EventInfo>) {
         let chan = w.id(key).channel;
-        let what = format!("{} on synchronous {}", call.name(), w.id_handle(key));
+        let what = Waiting::SyncCall(call, w.id_handle(key));
         let (mut w, r) = block(
             w,
             Cond {
@@ -184,7 +184,7 @@ impl SimBackend {
             Wait::Block => None,
             Wait::Timeout(d) => Some(w.now.after(d)),
         };
-        let what = format!("rdma_get_cm_event on {channel}");
+        let what = Waiting::Event(channel);
         let (mut w, r) = block(
             w,
             Cond {
@@ -573,7 +573,7 @@ impl CmBackend for SimBackend {
             return Ok(());
         }
         let deadline = w.now.after(duration);
-        let what = format!("sleep({duration:?})");
+        let what = Waiting::Sleep(duration);
         let (_w, r) = block(
             w,
             Cond {

@@ -27,8 +27,29 @@ use crate::world::{Action, ChanKey, World};
 pub(crate) struct Cond {
     pub channel: Option<ChanKey>,
     pub deadline: Option<SimTime>,
-    /// For the deadlock report.
-    pub what: String,
+    /// For the deadlock report (text only when one is made).
+    pub what: Waiting,
+}
+
+/// The blocking call a caller is in, as a deadlock report names it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Waiting {
+    /// A call on a synchronous id waiting for the event that completes it.
+    SyncCall(cmtwin::Call, cmtwin::IdHandle),
+    /// `rdma_get_cm_event` on a channel.
+    Event(cmtwin::ChannelHandle),
+    /// A sleep.
+    Sleep(std::time::Duration),
+}
+
+impl std::fmt::Display for Waiting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Waiting::SyncCall(call, id) => write!(f, "{} on synchronous {id}", call.name()),
+            Waiting::Event(channel) => write!(f, "rdma_get_cm_event on {channel}"),
+            Waiting::Sleep(d) => write!(f, "sleep({d:?})"),
+        }
+    }
 }
 
 impl Cond {
