@@ -1,0 +1,222 @@
+//! The engine report: everything issue 6 asks the simulator engine to reach, measured in one run
+//! and set beside its targets, in process CPU time, single-threaded, tracing off.
+//!
+//! * full RC lifecycles with 1k, 10k, 100k connections in flight, driven from an event loop
+//!   (`cmtwin_benches::lifecycle`): lifecycles and CM events per CPU-second, cost against 1k;
+//! * turmoil's TCP connect + 5-byte echo + close at the same sizes, each repetition run right
+//!   after cmtwin's, and the ratio of the rates;
+//! * process switches between two simulated processes with 0 and 100 others blocked;
+//! * heap per connected id and allocations per lifecycle, from the `cmtwin-heap` program
+//!   (a counting allocator there, so that none slows the timed runs here).
+//!
+//! Prints a Markdown table, writes `results/<label>.csv` and redraws
+//! `results/lifecycle-cost.svg` from every `results/*.csv`. Run with
+//! `CMTWIN_BENCH_LABEL=<label> cargo bench -p cmtwin-benches --bench engine`; see BENCHMARKS.md
+//! for the other knobs.
+
+mod plot;
+mod results;
+mod targets;
+mod turmoil_echo;
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use cmtwin_benches::cpu;
+use cmtwin_benches::lifecycle::{run_lifecycles, EVENTS_PER_LIFECYCLE};
+use cmtwin_benches::switch::process_switch;
+use cmtwin_benches::topology::bench_fabric;
+
+use results::{today, valid_label, Results};
+
+/// The knobs of a run, from the environment.
+struct Settings {
+    label: String,
+    sizes: Vec<u64>,
+    heap_sizes: Vec<u64>,
+    switch_round_trips: u64,
+}
+
+/// Reads a comma-separated list of numbers from `var` (empty: none), or gives `default`.
+fn list(var: &str, default: &[u64]) -> Result<Vec<u64>, String> {
+    match std::env::var(var) {
+        Err(_) => Ok(default.to_vec()),
+        Ok(text) if text.trim().is_empty() => Ok(Vec::new()),
+        Ok(text) => text
+            .split(',')
+            .map(|s| s.trim().parse::<u64>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{var}={text:?}: {e}")),
+    }
+}
+
+impl Settings {
+    fn from_env() -> Result<Self, String> {
+        let label = std::env::var("CMTWIN_BENCH_LABEL").unwrap_or_else(|_| "current".into());
+        if !valid_label(&label) {
+            return Err(format!(
+                "CMTWIN_BENCH_LABEL={label:?}: use letters, digits, '-', '_', '.'"
+            ));
+        }
+        let round_trips = list("CMTWIN_BENCH_SWITCH_ROUND_TRIPS", &[2000])?;
+        Ok(Settings {
+            label,
+            sizes: list("CMTWIN_BENCH_SIZES", &[1000, 10_000, 100_000])?,
+            heap_sizes: list("CMTWIN_BENCH_HEAP_SIZES", &[1000, 10_000, 100_000])?,
+            switch_round_trips: round_trips.first().copied().unwrap_or(2000),
+        })
+    }
+}
+
+/// Repetitions at `n` connections in flight: fewer for the large sizes.
+fn repetitions(n: u64) -> usize {
+    match n {
+        0..=2_000 => 7,
+        2_001..=20_000 => 3,
+        _ => 1,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        len if len % 2 == 1 => v[len / 2],
+        len => (v[len / 2 - 1] + v[len / 2]) / 2.0,
+    }
+}
+
+fn per_second(count: f64, cpu: Duration) -> f64 {
+    count / cpu.as_secs_f64()
+}
+
+/// cmtwin's and turmoil's runs at `n`, interleaved; records the medians.
+fn lifecycles_at(n: u64, out: &mut Results) -> Result<(), String> {
+    let (mut ours, mut events, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
+    for rep in 0..repetitions(n) {
+        let seed = 100 + rep as u64;
+        let fabric = bench_fabric(seed);
+        let (counts, cpu) = cpu::measure(|| run_lifecycles(&fabric, n as usize, None));
+        let counts = counts.map_err(|e| format!("cmtwin, n = {n}: {e}"))?;
+        drop(fabric);
+        if counts.lifecycles != n || counts.events != n * EVENTS_PER_LIFECYCLE {
+            return Err(format!("cmtwin, n = {n}: {counts:?}"));
+        }
+        ours.push(per_second(n as f64, cpu));
+        events.push(per_second(counts.events as f64, cpu));
+        let (done, cpu) = cpu::measure(|| turmoil_echo::run(n as usize, seed));
+        let done = done?;
+        if done as u64 != n {
+            return Err(format!("turmoil, n = {n}: {done} connections completed"));
+        }
+        theirs.push(per_second(n as f64, cpu));
+        eprintln!(
+            "n = {n}, repetition {rep}: cmtwin {:.0}/s, turmoil {:.0}/s",
+            ours[rep], theirs[rep]
+        );
+    }
+    let (ours, events, theirs) = (median(ours), median(events), median(theirs));
+    out.add("lifecycles_per_cpu_s", n, ours, "1/s");
+    out.add("cm_events_per_cpu_s", n, events, "1/s");
+    out.add("cpu_us_per_lifecycle", n, 1e6 / ours, "us");
+    out.add("turmoil_connections_per_cpu_s", n, theirs, "1/s");
+    out.add("turmoil_cpu_us_per_connection", n, 1e6 / theirs, "us");
+    out.add("ratio_cmtwin_over_turmoil", n, ours / theirs, "x");
+    Ok(())
+}
+
+/// Cost per lifecycle at each size against 1k.
+fn relative_costs(out: &mut Results) {
+    let Some(base) = out.get("cpu_us_per_lifecycle", 1000) else {
+        return;
+    };
+    for (n, cost) in out.series("cpu_us_per_lifecycle") {
+        if n != 1000 {
+            out.add("cost_per_lifecycle_vs_1k", n, cost / base, "x");
+        }
+    }
+}
+
+fn switches(round_trips: u64, out: &mut Results) -> Result<(), String> {
+    for blocked in [0u64, 100] {
+        let run = process_switch(blocked as usize, round_trips)?;
+        let per = |d: Duration| d.as_secs_f64() * 1e6 / run.switches as f64;
+        out.add("switch_cpu_us", blocked, per(run.cpu), "us");
+        out.add("switch_wall_us", blocked, per(run.wall), "us");
+        eprintln!(
+            "process switch, {blocked} blocked: {:.1} us CPU",
+            per(run.cpu)
+        );
+    }
+    Ok(())
+}
+
+/// Runs the `cmtwin-heap` program and records its figures.
+fn heap(sizes: &[u64], out: &mut Results) -> Result<(), String> {
+    if sizes.is_empty() {
+        return Ok(());
+    }
+    let program = env!("CARGO_BIN_EXE_cmtwin-heap");
+    let output = Command::new(program)
+        .args(sizes.iter().map(u64::to_string))
+        .output()
+        .map_err(|e| format!("{program}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{program} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let f: Vec<&str> = line.split(',').collect();
+        let parsed = match f[..] {
+            [measure, n, value, unit] => n
+                .parse()
+                .ok()
+                .zip(value.parse().ok())
+                .map(|(n, v)| (measure, n, v, unit)),
+            _ => None,
+        };
+        let (measure, n, value, unit) =
+            parsed.ok_or_else(|| format!("{program} printed {line:?}"))?;
+        out.add(measure, n, value, unit);
+    }
+    Ok(())
+}
+
+fn results_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results")
+}
+
+fn run() -> Result<(), String> {
+    let settings = Settings::from_env()?;
+    let mut out = Results::new(&settings.label, &today());
+    for &n in &settings.sizes {
+        lifecycles_at(n, &mut out)?;
+    }
+    relative_costs(&mut out);
+    switches(settings.switch_round_trips, &mut out)?;
+    heap(&settings.heap_sizes, &mut out)?;
+    println!("{}", targets::table(&out));
+    let dir = results_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let csv = dir.join(format!("{}.csv", settings.label));
+    std::fs::write(&csv, out.to_csv()).map_err(|e| format!("{}: {e}", csv.display()))?;
+    let svg = dir.join("lifecycle-cost.svg");
+    let runs = Results::load_all(&dir)?;
+    std::fs::write(&svg, plot::lifecycle_cost_svg(&runs))
+        .map_err(|e| format!("{}: {e}", svg.display()))?;
+    println!("wrote {} and {}", csv.display(), svg.display());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("engine report: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
