@@ -69,13 +69,16 @@ impl Settings {
     }
 }
 
-/// Repetitions at `n` connections in flight: fewer for the large sizes.
-fn repetitions(n: u64) -> usize {
-    match n {
-        0..=2_000 => 7,
-        2_001..=20_000 => 3,
-        _ => 1,
-    }
+/// Repetitions at one size: at most `MAX_REPETITIONS`, and no new one once the size has taken
+/// `REPETITION_BUDGET` of CPU (so a slow engine runs 100k once, a fast one five times).
+const MAX_REPETITIONS: usize = 5;
+const REPETITION_BUDGET: Duration = Duration::from_secs(20);
+
+/// Waves of `n` lifecycles per repetition: at least `MIN_LIFECYCLES` lifecycles, so that a
+/// repetition at small sizes lasts long enough to time.
+fn waves(n: u64) -> u64 {
+    const MIN_LIFECYCLES: u64 = 10_000;
+    MIN_LIFECYCLES.div_ceil(n.max(1))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -91,31 +94,61 @@ fn per_second(count: f64, cpu: Duration) -> f64 {
     count / cpu.as_secs_f64()
 }
 
-/// cmtwin's and turmoil's runs at `n`, interleaved; records the medians.
-fn lifecycles_at(n: u64, out: &mut Results) -> Result<(), String> {
-    let (mut ours, mut events, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
-    for rep in 0..repetitions(n) {
-        let seed = 100 + rep as u64;
-        let fabric = bench_fabric(seed);
-        let (counts, cpu) = cpu::measure(|| run_lifecycles(&fabric, n as usize, None));
+/// `waves` waves of `n` lifecycles on fresh fabrics; returns the CM events and the CPU time
+/// of the waves themselves (building and dropping the fabrics excluded).
+fn cmtwin_waves(n: u64, waves: u64, seed: u64) -> Result<(u64, Duration), String> {
+    let (mut events, mut cpu) = (0, Duration::ZERO);
+    for wave in 0..waves {
+        let fabric = bench_fabric(seed + wave);
+        let (counts, spent) = cpu::measure(|| run_lifecycles(&fabric, n as usize, None));
         let counts = counts.map_err(|e| format!("cmtwin, n = {n}: {e}"))?;
         drop(fabric);
         if counts.lifecycles != n || counts.events != n * EVENTS_PER_LIFECYCLE {
             return Err(format!("cmtwin, n = {n}: {counts:?}"));
         }
-        ours.push(per_second(n as f64, cpu));
-        events.push(per_second(counts.events as f64, cpu));
-        let (done, cpu) = cpu::measure(|| turmoil_echo::run(n as usize, seed));
+        events += counts.events;
+        cpu += spent;
+    }
+    Ok((events, cpu))
+}
+
+/// `waves` turmoil runs of `n` connections; returns their CPU time.
+fn turmoil_waves(n: u64, waves: u64, seed: u64) -> Result<Duration, String> {
+    let mut cpu = Duration::ZERO;
+    for wave in 0..waves {
+        let (done, spent) = cpu::measure(|| turmoil_echo::run(n as usize, seed + wave));
         let done = done?;
         if done as u64 != n {
             return Err(format!("turmoil, n = {n}: {done} connections completed"));
         }
-        theirs.push(per_second(n as f64, cpu));
+        cpu += spent;
+    }
+    Ok(cpu)
+}
+
+/// cmtwin's and turmoil's runs at `n`, interleaved; records the medians.
+fn lifecycles_at(n: u64, out: &mut Results) -> Result<(), String> {
+    let (mut ours, mut events, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
+    let waves = waves(n);
+    let lifecycles = (n * waves) as f64;
+    let mut spent = Duration::ZERO;
+    for rep in 0..MAX_REPETITIONS {
+        if spent >= REPETITION_BUDGET {
+            break;
+        }
+        let seed = 1000 * (rep as u64 + 1);
+        let (cm_events, cpu) = cmtwin_waves(n, waves, seed)?;
+        ours.push(per_second(lifecycles, cpu));
+        events.push(per_second(cm_events as f64, cpu));
+        let turmoil_cpu = turmoil_waves(n, waves, seed)?;
+        theirs.push(per_second(lifecycles, turmoil_cpu));
+        spent += cpu + turmoil_cpu;
         eprintln!(
-            "n = {n}, repetition {rep}: cmtwin {:.0}/s, turmoil {:.0}/s",
+            "n = {n}, repetition {rep} ({waves} waves): cmtwin {:.0}/s, turmoil {:.0}/s",
             ours[rep], theirs[rep]
         );
     }
+    out.add("repetitions", n, ours.len() as f64, "runs");
     let (ours, events, theirs) = (median(ours), median(events), median(theirs));
     out.add("lifecycles_per_cpu_s", n, ours, "1/s");
     out.add("cm_events_per_cpu_s", n, events, "1/s");
@@ -138,16 +171,22 @@ fn relative_costs(out: &mut Results) {
     }
 }
 
+/// Process switch runs per number of blocked processes (the median is kept).
+const SWITCH_REPETITIONS: usize = 3;
+
 fn switches(round_trips: u64, out: &mut Results) -> Result<(), String> {
     for blocked in [0u64, 100] {
-        let run = process_switch(blocked as usize, round_trips)?;
-        let per = |d: Duration| d.as_secs_f64() * 1e6 / run.switches as f64;
-        out.add("switch_cpu_us", blocked, per(run.cpu), "us");
-        out.add("switch_wall_us", blocked, per(run.wall), "us");
-        eprintln!(
-            "process switch, {blocked} blocked: {:.1} us CPU",
-            per(run.cpu)
-        );
+        let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+        for _ in 0..SWITCH_REPETITIONS {
+            let run = process_switch(blocked as usize, round_trips)?;
+            let per = |d: Duration| d.as_secs_f64() * 1e6 / run.switches as f64;
+            cpu.push(per(run.cpu));
+            wall.push(per(run.wall));
+        }
+        let (cpu, wall) = (median(cpu), median(wall));
+        out.add("switch_cpu_us", blocked, cpu, "us");
+        out.add("switch_wall_us", blocked, wall, "us");
+        eprintln!("process switch, {blocked} blocked: {cpu:.1} us CPU, {wall:.1} us wall");
     }
     Ok(())
 }
@@ -198,16 +237,24 @@ fn run() -> Result<(), String> {
     relative_costs(&mut out);
     switches(settings.switch_round_trips, &mut out)?;
     heap(&settings.heap_sizes, &mut out)?;
-    println!("{}", targets::table(&out));
     let dir = results_dir();
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let csv = dir.join(format!("{}.csv", settings.label));
     std::fs::write(&csv, out.to_csv()).map_err(|e| format!("{}: {e}", csv.display()))?;
-    let svg = dir.join("lifecycle-cost.svg");
     let runs = Results::load_all(&dir)?;
+    let table = targets::table(&runs, &out);
+    println!("{table}");
+    let md = dir.join("table.md");
+    std::fs::write(&md, &table).map_err(|e| format!("{}: {e}", md.display()))?;
+    let svg = dir.join("lifecycle-cost.svg");
     std::fs::write(&svg, plot::lifecycle_cost_svg(&runs))
         .map_err(|e| format!("{}: {e}", svg.display()))?;
-    println!("wrote {} and {}", csv.display(), svg.display());
+    println!(
+        "wrote {}, {} and {}",
+        csv.display(),
+        md.display(),
+        svg.display()
+    );
     Ok(())
 }
 

@@ -6,13 +6,16 @@ use std::fmt::Write as _;
 
 use crate::results::Results;
 
-const WIDTH: f64 = 800.0;
+const WIDTH: f64 = 860.0;
 const HEIGHT: f64 = 460.0;
 /// Plot area: left, top, right, bottom.
 const AREA: (f64, f64, f64, f64) = (80.0, 40.0, 560.0, 400.0);
 const COLOURS: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
 ];
+
+/// The target cost of a lifecycle at 1k in flight (200k lifecycles per CPU-second), in µs.
+const TARGET_US: f64 = 5.0;
 
 /// The measures drawn, with their line style and legend suffix.
 const LINES: [(&str, &str, &str); 2] = [
@@ -70,7 +73,7 @@ pub fn lifecycle_cost_svg(runs: &[Results]) -> String {
         .flat_map(|r| LINES.iter().flat_map(move |(m, _, _)| points(r, m)))
         .collect();
     let x = LogAxis::around(all.iter().map(|p| p.0 as f64));
-    let y = LogAxis::around(all.iter().map(|p| p.1));
+    let y = LogAxis::around(all.iter().map(|p| p.1).chain([TARGET_US]));
     let (l, t, r, b) = AREA;
     let mut svg = String::new();
     let _ = writeln!(
@@ -83,6 +86,13 @@ pub fn lifecycle_cost_svg(runs: &[Results]) -> String {
         WIDTH / 2.0
     );
     draw_grid(&mut svg, &x, &y);
+    let ty = y.place(TARGET_US, b, t);
+    let _ = writeln!(
+        svg,
+        r##"<line x1="{l}" y1="{ty:.1}" x2="{r}" y2="{ty:.1}" stroke="#888" stroke-dasharray="2 3"/><text x="{}" y="{:.1}" text-anchor="end" fill="#555">target at 1k: {TARGET_US} µs (200k/s)</text>"##,
+        r - 6.0,
+        ty - 6.0
+    );
     for (i, run) in runs.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         for (k, (measure, dash, what)) in LINES.iter().enumerate() {
@@ -91,7 +101,7 @@ pub fn lifecycle_cost_svg(runs: &[Results]) -> String {
                 .filter(|p| p.0 > 0 && p.1 > 0.0)
                 .map(|(n, v)| (x.place(n as f64, l, r), y.place(v, b, t)))
                 .collect();
-            let legend = format!("{what}, {} ({})", run.label, run.date);
+            let legend = format!("{what}, run {} ({})", run.label, run.date);
             draw_line(&mut svg, &pts, colour, dash, &legend, 2 * i + k);
         }
     }

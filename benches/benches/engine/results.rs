@@ -107,21 +107,25 @@ impl Results {
         Ok(results)
     }
 
-    /// Every run saved in `dir` (`*.csv`), sorted by label.
+    /// Every run saved in `dir` (`*.csv`), oldest file first (then by label): a run made
+    /// after another gets the column and colour after it.
     pub fn load_all(dir: &Path) -> Result<Vec<Results>, String> {
         let entries = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut runs = Vec::new();
         for entry in entries {
             let path = entry.map_err(|e| e.to_string())?.path();
-            if path.extension().is_some_and(|e| e == "csv") {
-                let text = fs::read_to_string(&path).map_err(|e| e.to_string())?;
-                runs.push(
-                    Results::from_csv(&text).map_err(|e| format!("{}: {e}", path.display()))?,
-                );
+            if path.extension().is_none_or(|e| e != "csv") {
+                continue;
             }
+            let modified = fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let run = Results::from_csv(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            runs.push((modified, run));
         }
-        runs.sort_by(|a, b| a.label.cmp(&b.label));
-        Ok(runs)
+        runs.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.label.cmp(&b.1.label)));
+        Ok(runs.into_iter().map(|(_, run)| run).collect())
     }
 }
 

@@ -83,31 +83,44 @@ pub fn readable(v: f64) -> String {
     }
 }
 
-/// A Markdown table of every figure of `run`, with the target and whether it is met.
-pub fn table(run: &Results) -> String {
-    let mut out = format!(
-        "| measure | n | {} ({}) | unit | target | met |\n|---|---:|---:|---|---|---|\n",
-        run.label, run.date
-    );
-    for r in &run.records {
-        let (target, met) = match bound_of(&r.measure, r.n) {
-            Some(Bound::AtLeast(b)) => (format!(">= {}", readable(b)), r.value >= b),
-            Some(Bound::AtMost(b)) => (format!("<= {}", readable(b)), r.value <= b),
-            None => (String::new(), true),
+/// The target of `measure` at `n` as text, and whether `value` meets it (`None`: no target).
+fn judge(measure: &str, n: u64, value: f64) -> Option<(String, bool)> {
+    match bound_of(measure, n)? {
+        Bound::AtLeast(b) => Some((format!(">= {}", readable(b)), value >= b)),
+        Bound::AtMost(b) => Some((format!("<= {}", readable(b)), value <= b)),
+    }
+}
+
+/// A Markdown table of every figure, one column per run in `runs`, then the target and whether
+/// `current` meets it. Rows follow `current`'s order, then figures only other runs have.
+pub fn table(runs: &[Results], current: &Results) -> String {
+    let mut rows: Vec<(&str, u64, &str)> = Vec::new();
+    for r in std::iter::once(current)
+        .chain(runs)
+        .flat_map(|run| &run.records)
+    {
+        if !rows.iter().any(|(m, n, _)| *m == r.measure && *n == r.n) {
+            rows.push((&r.measure, r.n, &r.unit));
+        }
+    }
+    let mut out = String::from("| measure | n | unit |");
+    for run in runs {
+        let _ = write!(out, " {} ({}) |", run.label, run.date);
+    }
+    let _ = writeln!(out, " target | met ({}) |", current.label);
+    let _ = writeln!(out, "|---|---:|---|{}---|---|", "---:|".repeat(runs.len()));
+    for (measure, n, unit) in rows {
+        let _ = write!(out, "| {measure} | {n} | {unit} |");
+        for run in runs {
+            let cell = run.get(measure, n).map(readable).unwrap_or_default();
+            let _ = write!(out, " {cell} |");
+        }
+        let verdict = current.get(measure, n).and_then(|v| judge(measure, n, v));
+        let (target, met) = match verdict {
+            Some((target, met)) => (target, if met { "yes" } else { "no" }),
+            None => (String::new(), ""),
         };
-        let mark = match (target.is_empty(), met) {
-            (true, _) => "",
-            (false, true) => "yes",
-            (false, false) => "no",
-        };
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {target} | {mark} |",
-            r.measure,
-            r.n,
-            readable(r.value),
-            r.unit
-        );
+        let _ = writeln!(out, " {target} | {met} |");
     }
     out
 }
