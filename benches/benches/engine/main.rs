@@ -224,6 +224,18 @@ fn heap(sizes: &[u64], out: &mut Results) -> Result<(), String> {
     Ok(())
 }
 
+/// Records the machine's 1-minute load average (`n` = 0 at the start, 1 at the end): CPU time
+/// is less disturbed by neighbours than wall time, but not immune (caches, and the process
+/// switches, which wait for the OS scheduler).
+fn record_load(out: &mut Results, when: u64) {
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok());
+    if let Some(load) = load {
+        out.add("load_average_1min", when, load, "");
+    }
+}
+
 fn results_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results")
 }
@@ -231,12 +243,14 @@ fn results_dir() -> PathBuf {
 fn run() -> Result<(), String> {
     let settings = Settings::from_env()?;
     let mut out = Results::new(&settings.label, &today());
+    record_load(&mut out, 0);
     for &n in &settings.sizes {
         lifecycles_at(n, &mut out)?;
     }
     relative_costs(&mut out);
     switches(settings.switch_round_trips, &mut out)?;
     heap(&settings.heap_sizes, &mut out)?;
+    record_load(&mut out, 1);
     let dir = results_dir();
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let csv = dir.join(format!("{}.csv", settings.label));
