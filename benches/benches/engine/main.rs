@@ -74,6 +74,9 @@ impl Settings {
 const MAX_REPETITIONS: usize = 5;
 const REPETITION_BUDGET: Duration = Duration::from_secs(20);
 
+/// Connections of the untimed warm-up wave.
+const WARM_UP: u64 = 1000;
+
 /// Waves of `n` lifecycles per repetition: at least `MIN_LIFECYCLES` lifecycles, so that a
 /// repetition at small sizes lasts long enough to time.
 fn waves(n: u64) -> u64 {
@@ -244,6 +247,9 @@ fn run() -> Result<(), String> {
     let settings = Settings::from_env()?;
     let mut out = Results::new(&settings.label, &today());
     record_load(&mut out, 0);
+    // One untimed wave of each first: the process's first run pays for growing its heap.
+    cmtwin_waves(WARM_UP, 1, 1)?;
+    turmoil_waves(WARM_UP, 1, 1)?;
     for &n in &settings.sizes {
         lifecycles_at(n, &mut out)?;
     }

@@ -76,6 +76,8 @@ pub fn readable(v: f64) -> String {
             out.push(c);
         }
         out
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
     } else if v.abs() >= 10.0 {
         format!("{v:.1}")
     } else {
