@@ -9,7 +9,7 @@
 //! * heap per connected id and allocations per lifecycle, from the `cmtwin-heap` program
 //!   (a counting allocator there, so that none slows the timed runs here).
 //!
-//! Prints a Markdown table, writes `results/<label>.csv` and redraws
+//! Prints a Markdown table, writes `results/<label>.csv`, and rewrites `results/table.md` and
 //! `results/lifecycle-cost.svg` from every `results/*.csv`. Run with
 //! `CMTWIN_BENCH_LABEL=<label> cargo bench -p cmtwin-benches --bench engine`; see BENCHMARKS.md
 //! for the other knobs.
@@ -38,17 +38,21 @@ struct Settings {
     switch_round_trips: u64,
 }
 
-/// Reads a comma-separated list of numbers from `var` (empty: none), or gives `default`.
+/// Reads a comma-separated list of positive numbers from `var` (empty: none), or gives
+/// `default`.
 fn list(var: &str, default: &[u64]) -> Result<Vec<u64>, String> {
-    match std::env::var(var) {
-        Err(_) => Ok(default.to_vec()),
-        Ok(text) if text.trim().is_empty() => Ok(Vec::new()),
-        Ok(text) => text
-            .split(',')
-            .map(|s| s.trim().parse::<u64>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("{var}={text:?}: {e}")),
-    }
+    let text = match std::env::var(var) {
+        Err(_) => return Ok(default.to_vec()),
+        Ok(text) if text.trim().is_empty() => return Ok(Vec::new()),
+        Ok(text) => text,
+    };
+    text.split(',')
+        .map(|s| match s.trim().parse::<u64>() {
+            Ok(0) => Err(format!("{var}={text:?}: 0 is not a count")),
+            Ok(n) => Ok(n),
+            Err(e) => Err(format!("{var}={text:?}: {e}")),
+        })
+        .collect()
 }
 
 impl Settings {
@@ -59,12 +63,16 @@ impl Settings {
                 "CMTWIN_BENCH_LABEL={label:?}: use letters, digits, '-', '_', '.'"
             ));
         }
-        let round_trips = list("CMTWIN_BENCH_SWITCH_ROUND_TRIPS", &[2000])?;
+        let var = "CMTWIN_BENCH_SWITCH_ROUND_TRIPS";
+        let switch_round_trips = match list(var, &[2000])?[..] {
+            [n] => n,
+            _ => return Err(format!("{var} takes one number")),
+        };
         Ok(Settings {
             label,
             sizes: list("CMTWIN_BENCH_SIZES", &[1000, 10_000, 100_000])?,
             heap_sizes: list("CMTWIN_BENCH_HEAP_SIZES", &[1000, 10_000, 100_000])?,
-            switch_round_trips: round_trips.first().copied().unwrap_or(2000),
+            switch_round_trips,
         })
     }
 }

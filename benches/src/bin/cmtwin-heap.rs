@@ -80,6 +80,10 @@ fn main() -> ExitCode {
     let sizes: Result<Vec<usize>, _> = std::env::args().skip(1).map(|a| a.parse()).collect();
     let sizes = match sizes {
         Ok(s) if s.is_empty() => vec![1000, 10_000],
+        Ok(s) if s.contains(&0) => {
+            eprintln!("cmtwin-heap: 0 is not a connection count");
+            return ExitCode::FAILURE;
+        }
         Ok(s) => s,
         Err(e) => {
             eprintln!("cmtwin-heap: connection counts must be numbers: {e}");
