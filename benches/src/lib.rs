@@ -1,7 +1,14 @@
 //! Workloads shared by the benchmarks: protocol code generic over `CmBackend`, so that the same
-//! workload measures the simulator and real librdmacm.
+//! workload measures the simulator and real librdmacm, and the engine report's measurements of
+//! the simulator (RC lifecycles driven from an event loop, process switches), each timed in
+//! process CPU time.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod cpu;
+pub mod lifecycle;
+pub mod switch;
+pub mod topology;
 
 use std::net::SocketAddr;
 use std::time::Duration;
