@@ -31,7 +31,8 @@ pub(crate) struct EpRecord {
 /// Every CM endpoint of the fabric, and how to find a passive one from its peer.
 #[derive(Default)]
 pub(crate) struct Endpoints {
-    pub eps: Store<EpRecord>,
+    /// Boxed: the table stays small and dense whatever an endpoint weighs.
+    pub eps: Store<Box<EpRecord>>,
     /// Passive endpoints by (host, the active endpoint they answer): finds duplicate REQs.
     pub passive_by_peer: BTreeMap<(HostKey, EpKey), EpKey>,
     /// Reused buffer for an endpoint's outputs.
@@ -57,7 +58,7 @@ impl World {
             timer: None,
             cm,
         };
-        self.cm.eps.insert(key, record);
+        self.cm.eps.insert(key, Box::new(record));
         self.id_mut(owner).ep = Some(key);
         key
     }

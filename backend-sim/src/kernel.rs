@@ -156,7 +156,8 @@ pub(crate) struct Membership {
 /// object names its host).
 pub(crate) struct Kernel {
     pub channels: Store<Channel>,
-    pub ids: Store<Id>,
+    /// Boxed: the table stays small and dense whatever an id weighs.
+    pub ids: Store<Box<Id>>,
     /// Bound ports per (host, port space, port): the ids holding them.
     pub ports: BTreeMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
     /// Fetched, unacknowledged events by ticket serial.

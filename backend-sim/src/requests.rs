@@ -136,7 +136,7 @@ impl World {
             request_queued_on: None,
             unacked: 0,
         };
-        self.kernel.ids.insert(child_key, child);
+        self.kernel.ids.insert(child_key, Box::new(child));
         let ep = self.new_passive_endpoint(child_key, from, &req, sidr);
         self.cm.passive_by_peer.insert((host, from), ep);
         self.id_mut(listener)

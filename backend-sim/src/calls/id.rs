@@ -59,7 +59,7 @@ impl World {
             request_queued_on: None,
             unacked: 0,
         };
-        self.kernel.ids.insert(key, id);
+        self.kernel.ids.insert(key, Box::new(id));
         Ok(self.id_handle(key))
     }
 

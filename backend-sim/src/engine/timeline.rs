@@ -4,7 +4,7 @@
 //! heap is skipped when reached (the heap is compacted when such entries pile up).
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 use std::time::Duration;
 
@@ -56,24 +56,47 @@ struct Slot<A> {
     action: Option<A>,
 }
 
+/// A heap entry: (time, sequence number, slot, slot generation).
+type Entry = Reverse<(SimTime, u64, u32, u32)>;
+
+/// Actions at least this far from the clock wait in coarse buckets instead of the heap.
+const FAR_SHIFT: u32 = 20;
+/// How far ahead an action must be to wait in a bucket (2^20 ns ≈ 1 ms).
+const FAR_HORIZON: u64 = 1 << FAR_SHIFT;
+
 /// A queue of future actions, popped in (time, insertion order), each cancellable.
+///
+/// Near actions (wire deliveries, microseconds away) go straight into a binary heap. Far ones
+/// (retransmission timers, timewait, timeouts: milliseconds to seconds away, and mostly
+/// cancelled before they are due) wait in buckets of about a millisecond and enter the heap
+/// only when their bucket comes due: a cancelled timer then never touches the heap, and the
+/// heap stays as small as the traffic in flight.
 pub(crate) struct Timeline<A> {
-    heap: BinaryHeap<Reverse<(SimTime, u64, u32, u32)>>,
+    heap: BinaryHeap<Entry>,
+    /// Far actions by bucket (time >> FAR_SHIFT).
+    far: BTreeMap<u64, Vec<Entry>>,
+    /// The time of the last action popped: the timeline's idea of the clock.
+    clock: SimTime,
     slots: Vec<Slot<A>>,
     free: Vec<u32>,
     next_seq: u64,
-    /// Heap entries whose action was cancelled.
+    /// Entries (in the heap or a bucket) whose action was cancelled.
     stale: usize,
+    /// Entries held, stale ones included.
+    held: usize,
 }
 
 impl<A> Timeline<A> {
     pub(crate) fn new() -> Self {
         Timeline {
             heap: BinaryHeap::new(),
+            far: BTreeMap::new(),
+            clock: SimTime(0),
             slots: Vec::new(),
             free: Vec::new(),
             next_seq: 0,
             stale: 0,
+            held: 0,
         }
     }
 
@@ -95,7 +118,13 @@ impl<A> Timeline<A> {
             }
         };
         let gen = self.slots[slot as usize].gen;
-        self.heap.push(Reverse((at, seq, slot, gen)));
+        let entry = Reverse((at, seq, slot, gen));
+        if at.0.saturating_sub(self.clock.0) >= FAR_HORIZON {
+            self.far.entry(at.0 >> FAR_SHIFT).or_default().push(entry);
+        } else {
+            self.heap.push(entry);
+        }
+        self.held += 1;
         TimerKey { slot, gen }
     }
 
@@ -108,7 +137,7 @@ impl<A> Timeline<A> {
         let action = slot.action.take();
         self.release(key.slot);
         self.stale += 1;
-        if self.stale > 64 && self.stale > self.heap.len() / 2 {
+        if self.stale > 64 && self.stale > self.held / 2 {
             self.compact();
         }
         action
@@ -120,56 +149,91 @@ impl<A> Timeline<A> {
         self.free.push(slot);
     }
 
-    fn is_live(&self, slot: u32, gen: u32) -> bool {
+    fn is_live(&self, entry: &Entry) -> bool {
+        let Reverse((_, _, slot, gen)) = *entry;
         let s = &self.slots[slot as usize];
         s.gen == gen && s.action.is_some()
     }
 
-    /// Drops the heap entries of cancelled actions.
+    /// Drops the entries of cancelled actions, in the heap and in the buckets.
     fn compact(&mut self) {
         let heap = std::mem::take(&mut self.heap);
-        let live: Vec<_> = heap
+        let live: Vec<Entry> = heap
             .into_vec()
             .into_iter()
-            .filter(|Reverse((_, _, slot, gen))| self.is_live(*slot, *gen))
+            .filter(|e| self.is_live(e))
             .collect();
         self.heap = BinaryHeap::from(live);
+        let mut far = std::mem::take(&mut self.far);
+        far.retain(|_, bucket| {
+            bucket.retain(|e| self.is_live(e));
+            !bucket.is_empty()
+        });
+        self.far = far;
+        self.held = self.heap.len() + self.far.values().map(Vec::len).sum::<usize>();
         self.stale = 0;
     }
 
     /// Drops cancelled entries at the head of the heap.
     fn skip_stale(&mut self) {
-        while let Some(Reverse((_, _, slot, gen))) = self.heap.peek() {
-            if self.is_live(*slot, *gen) {
+        while let Some(top) = self.heap.peek() {
+            if self.is_live(top) {
                 return;
             }
             self.heap.pop();
             self.stale -= 1;
+            self.held -= 1;
+        }
+    }
+
+    /// Moves into the heap every bucket that could hold an action due before the heap's
+    /// earliest one (its live actions; the cancelled ones are dropped here).
+    fn bring_due_buckets(&mut self) {
+        loop {
+            self.skip_stale();
+            let Some((&bucket, _)) = self.far.first_key_value() else {
+                return;
+            };
+            let starts = SimTime(bucket << FAR_SHIFT);
+            if self.heap.peek().is_some_and(|Reverse((t, ..))| *t < starts) {
+                return;
+            }
+            let entries = self.far.remove(&bucket).expect("the first bucket");
+            for e in entries {
+                if self.is_live(&e) {
+                    self.heap.push(e);
+                } else {
+                    self.stale -= 1;
+                    self.held -= 1;
+                }
+            }
         }
     }
 
     /// Removes and returns the earliest pending action.
     pub(crate) fn pop(&mut self) -> Option<(SimTime, A)> {
-        self.skip_stale();
+        self.bring_due_buckets();
         let Reverse((at, _, slot, _)) = self.heap.pop()?;
+        self.held -= 1;
         let action = self.slots[slot as usize]
             .action
             .take()
             .expect("a live heap entry has its action");
         self.release(slot);
+        self.clock = self.clock.max(at);
         Some((at, action))
     }
 
     /// The time of the earliest pending action.
     pub(crate) fn peek_time(&mut self) -> Option<SimTime> {
-        self.skip_stale();
+        self.bring_due_buckets();
         self.heap.peek().map(|Reverse((t, ..))| *t)
     }
 
     /// How many actions are pending.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.heap.len() - self.stale
+        self.held - self.stale
     }
 }
 
@@ -222,8 +286,54 @@ mod tests {
             t.cancel(k);
         }
         assert_eq!(t.len(), 1);
-        assert!(t.heap.len() < 200, "heap holds {} entries", t.heap.len());
+        assert!(t.held < 200, "the timeline holds {} entries", t.held);
         assert!(t.slots.len() <= 2, "{} slots", t.slots.len());
         assert_eq!(t.pop(), Some((SimTime(10), 0)));
+    }
+
+    /// Random schedules near and far from the clock (never before it), cancellations, peeks
+    /// and pops come out in (time, insertion) order, as a plain sorted list says.
+    #[test]
+    fn near_and_far_actions_keep_time_then_insertion_order() {
+        use rand::{Rng, SeedableRng};
+        for seed in 0..40u64 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let mut t = Timeline::new();
+            let mut reference: Vec<(u64, u64)> = Vec::new();
+            let mut keys = Vec::new();
+            let mut now = 0u64;
+            let mut seq = 0u64;
+            for _ in 0..4_000 {
+                match rng.gen_range(0..10) {
+                    0..=4 => {
+                        let spread = [0, 10, 5_000, 1 << 20, 3 << 20, 1 << 31][rng.gen_range(0..6)];
+                        let at = now + rng.gen_range(0..=spread);
+                        keys.push((t.schedule(SimTime(at), seq), at, seq));
+                        reference.push((at, seq));
+                        seq += 1;
+                    }
+                    5 if !keys.is_empty() => {
+                        let (key, at, s) = keys[rng.gen_range(0..keys.len())];
+                        if t.cancel(key).is_some() {
+                            reference.retain(|e| *e != (at, s));
+                        }
+                    }
+                    6 => {
+                        let want = reference.iter().min().map(|(at, _)| SimTime(*at));
+                        assert_eq!(t.peek_time(), want, "seed {seed}");
+                    }
+                    _ => {
+                        let want = reference.iter().min().copied();
+                        let got = t.pop().map(|(at, s)| (at.0, s));
+                        assert_eq!(got, want, "seed {seed}");
+                        if let Some(w) = want {
+                            reference.retain(|e| *e != w);
+                            now = w.0;
+                        }
+                    }
+                }
+                assert_eq!(t.len(), reference.len(), "seed {seed}");
+            }
+        }
     }
 }
