@@ -73,6 +73,7 @@ mod backend;
 mod calls;
 mod cm;
 mod config;
+mod diagram;
 mod endpoints;
 mod engine;
 mod error;
@@ -80,11 +81,14 @@ mod fabric;
 mod faults;
 mod invariants;
 mod kernel;
+mod plan;
 mod process;
+pub mod replay;
 mod requests;
 mod rng;
 mod run;
 mod store;
+pub mod sweep;
 mod topology;
 mod trace;
 mod wire;
@@ -96,9 +100,11 @@ pub use config::{
     ack_timeout, cm_ms, mra_timeout, req_timeout, KernelProfile, SimConfig, MAX_CA_ACK_DELAY,
     MAX_CM_RETRIES, MAX_PACKET_LIFE_TIME, MAX_SIM_DURATION,
 };
+pub use diagram::sequence_diagram;
 pub use engine::timeline::SimTime;
 pub use error::{FabricError, SimError};
 pub use fabric::{Fabric, FabricBuilder};
 pub use faults::PathFailure;
 pub use kernel::CmState;
+pub use plan::{Fault, FaultAction, FaultPlan, MessageChance, PlanError, SwarmSpace, Trigger};
 pub use trace::{TraceKind, TraceRecord};
