@@ -3,7 +3,8 @@
 //! receiving host labelled with their kind, lost messages end in a cross, discarded ones are
 //! marked, calls and queued events are notes on their host's lifeline, and faults are red
 //! notes. One row per drawn record, top to bottom in trace order, with its virtual time on the
-//! left. Queue records are drawn; deliveries, acknowledgements and scheduling are left out.
+//! left. Queue records are drawn; deliveries, acknowledgements, scheduling and polls that found
+//! nothing (EAGAIN) are left out.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -196,6 +197,9 @@ impl Canvas {
     fn draw(&mut self, r: &TraceRecord) {
         let column = self.column(&r.host);
         match r.kind {
+            // Unproductive polls say nothing about the protocol.
+            TraceKind::Call
+                if r.text.starts_with("rdma_get_cm_event") && r.text.ends_with("EAGAIN (11)") => {}
             TraceKind::Call => {
                 let row = self.next_row(r);
                 self.note("call", column, row, &r.text);
@@ -279,7 +283,8 @@ pub fn sequence_diagram(records: &[TraceRecord]) -> String {
             canvas.lost(&head, column, row, "message in-flight");
         }
     }
-    let width = LEFT + canvas.columns.len().max(1) * COL;
+    // Room for the notes of the last lifeline.
+    let width = LEFT + canvas.columns.len().max(1) * COL + 2 * COL;
     let height = TOP + canvas.rows * ROW + ROW;
     let mut svg = String::new();
     let _ = writeln!(

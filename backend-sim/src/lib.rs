@@ -87,6 +87,7 @@ pub mod replay;
 mod requests;
 mod rng;
 mod run;
+pub mod scenarios;
 mod store;
 pub mod sweep;
 mod topology;

@@ -63,7 +63,7 @@ pub(crate) fn shell_quote(text: &str) -> String {
 pub struct TestTarget {
     /// The cargo package (`-p`).
     pub package: String,
-    /// `--lib`, `--test <name>`, or nothing when unknown.
+    /// `--lib`, `--test <name>`, `--example <name>`, or nothing when unknown.
     pub binary: Option<String>,
     /// The test's full name (libtest names each test's thread after it).
     pub test: Option<String>,
@@ -84,7 +84,13 @@ impl TestTarget {
                 }
                 _ => return None,
             };
-            Some(if target == crate_name {
+            let in_examples = exe
+                .parent()
+                .and_then(|d| d.file_name())
+                .is_some_and(|d| d == "examples");
+            Some(if in_examples {
+                format!("--example {target}")
+            } else if target == crate_name {
                 "--lib".to_string()
             } else {
                 format!("--test {target}")

@@ -335,7 +335,8 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
             .collect())
     }
 
-    /// Runs the sweep and reports its failures (reduced, drawn, with replay lines).
+    /// Runs the sweep and reports its failures (reduced, drawn, with replay lines); print
+    /// [`SweepReport::summary`] or call [`SweepReport::assert_ok`].
     ///
     /// # Panics
     /// When `CMTWIN_SEED`, `CMTWIN_PLAN` or `CMTWIN_SHARD` is set to something unreadable.
@@ -374,14 +375,10 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
             .into_iter()
             .map(|(seed, plan, _)| self.reduce(seed, plan))
             .collect();
-        let report = SweepReport {
+        SweepReport {
             runs: total,
             failures,
-        };
-        if self.progress && !report.failures.is_empty() {
-            eprintln!("{}", report.summary());
         }
-        report
     }
 
     fn show_progress(&self, done: usize, total: usize, failed: usize) {
