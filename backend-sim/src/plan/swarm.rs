@@ -17,6 +17,15 @@ use crate::cm::messages::MessageKind;
 const SWARM_STREAM: u64 = 1 << 33;
 /// The probabilities a drawn chance takes.
 const LEVELS: [f64; 4] = [0.01, 0.05, 0.2, 0.5];
+/// The events after which swarm faults strike.
+const EVENTS: [EventKind; 6] = [
+    EventKind::AddrResolved,
+    EventKind::RouteResolved,
+    EventKind::ConnectRequest,
+    EventKind::Established,
+    EventKind::Disconnected,
+    EventKind::TimewaitExit,
+];
 /// The longest extra delays a drawn delay chance takes, in milliseconds.
 const DELAYS_MS: [u64; 5] = [1, 10, 100, 1000, 5000];
 
@@ -98,6 +107,20 @@ impl Draw {
         LEVELS[self.0.gen_range(0..LEVELS.len())]
     }
 
+    /// A fault that changes the world under a host: its device removed, its address or a
+    /// neighbour changed.
+    fn world_action(&mut self, space: &SwarmSpace) -> FaultAction {
+        let host = self.pick(&space.hosts).unwrap_or_default();
+        match self.0.gen_range(0..3) {
+            0 => FaultAction::RemoveDevice { host },
+            1 => FaultAction::AddressChange { host },
+            _ => match self.pick(&space.addresses) {
+                Some(ip) => FaultAction::NeighbourChange { ip },
+                None => FaultAction::AddressChange { host },
+            },
+        }
+    }
+
     fn time(&mut self, horizon: Duration) -> Trigger {
         let ms = u64::try_from(horizon.as_millis()).unwrap_or(u64::MAX);
         Trigger::Time {
@@ -165,17 +188,23 @@ impl FaultPlan {
             let count = d.0.gen_range(1..=2);
             plan = plan.scheduled(when, FaultAction::DropMessages { kind, count });
         }
-        if let Some(host) = d.pick(&space.hosts).filter(|_| d.coin(0.2)) {
+        // Faults at the moments that matter: right after an event of the connection's
+        // life, or as one of its messages is sent.
+        if let Some(host) = d.pick(&space.hosts).filter(|_| d.coin(0.35)) {
             let when = Trigger::Event {
-                host: host.clone(),
-                event: EventKind::Established,
-                nth: 1,
+                host,
+                event: d.pick(&EVENTS).unwrap_or(EventKind::Established),
+                nth: if d.coin(0.8) { 1 } else { 2 },
             };
-            let action = match d.coin(0.5) {
-                true => FaultAction::RemoveDevice { host },
-                false => FaultAction::AddressChange { host },
+            plan = plan.scheduled(when, d.world_action(space));
+        }
+        let has_hosts = !space.hosts.is_empty();
+        if let Some(kind) = d.pick(&space.messages).filter(|_| has_hosts && d.coin(0.2)) {
+            let when = Trigger::Message {
+                kind,
+                nth: d.0.gen_range(1..=2),
             };
-            plan = plan.scheduled(when, action);
+            plan = plan.scheduled(when, d.world_action(space));
         }
         plan
     }
