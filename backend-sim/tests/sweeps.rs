@@ -168,3 +168,22 @@ fn the_bundled_scenarios_hold_under_swarm_plans() {
         assert!(fired.contains(kind), "{kind} never happened: {fired:?}");
     }
 }
+
+/// Without a replay command, a failure's line reruns the calling test with the seed only.
+#[test]
+fn replay_lines_name_the_calling_test() {
+    let report = Sweep::new("replay", |ctx: &RunContext| -> Outcome {
+        match ctx.seed() {
+            4 => Err("four".into()),
+            _ => Ok(()),
+        }
+    })
+    .seeds(0..6)
+    .quiet()
+    .run();
+    let lines: Vec<&str> = report.failures.iter().map(|f| f.replay.as_str()).collect();
+    assert_eq!(
+        lines,
+        ["CMTWIN_SEED=4 cargo test -p cmtwin-sim --test sweeps -- 'replay_lines_name_the_calling_test' --exact"]
+    );
+}
