@@ -133,13 +133,16 @@ enum Plans {
 pub struct SweepFailure {
     /// The run's seed.
     pub seed: u64,
-    /// The smallest plan found that still fails with this seed.
+    /// The smallest plan found that still fails with this seed (the original one when the
+    /// failure was not reduced, see [`Sweep::max_reduced`]).
     pub plan: FaultPlan,
+    /// Whether the plan was reduced and the run drawn (see [`Sweep::max_reduced`]).
+    pub reduced: bool,
     /// How many faults the original plan had.
     pub faults_before: usize,
     /// The error (or panic) of the reduced run.
     pub error: String,
-    /// Records in the reduced run's trace.
+    /// Records in the reduced run's trace (0 when not reduced).
     pub trace_records: usize,
     /// The reduced run's sequence diagram, if it could be written.
     pub svg: Option<PathBuf>,
@@ -161,25 +164,27 @@ impl SweepReport {
     pub fn summary(&self) -> String {
         let mut out = format!("{} runs, {} failed", self.runs, self.failures.len());
         for f in &self.failures {
+            let reduced = match f.reduced {
+                false => format!("{} faults in the plan (not reduced)", f.faults_before),
+                true => format!(
+                    "plan reduced from {} to {} faults, {} trace records",
+                    f.faults_before,
+                    f.plan.faults.len(),
+                    f.trace_records
+                ),
+            };
+            let svg = f
+                .svg
+                .as_ref()
+                .map(|p| format!(", diagram: {}", p.display()))
+                .unwrap_or_default();
             out.push_str(&format!(
-                "\nseed {}: {}\n  plan reduced from {} to {} faults, {} trace records{}\n  replay: {}",
-                f.seed,
-                f.error,
-                f.faults_before,
-                f.plan.faults.len(),
-                f.trace_records,
-                f.svg
-                    .as_ref()
-                    .map(|p| format!(", diagram: {}", p.display()))
-                    .unwrap_or_default(),
-                f.replay
+                "\nseed {}: {}\n  {reduced}{svg}\n  replay: {}",
+                f.seed, f.error, f.replay
             ));
         }
-        if let Some(f) = self
-            .failures
-            .iter()
-            .min_by_key(|f| (f.trace_records, f.seed))
-        {
+        let reduced = self.failures.iter().filter(|f| f.reduced);
+        if let Some(f) = reduced.min_by_key(|f| (f.trace_records, f.seed)) {
             out.push_str(&format!("\nshortest failing run: seed {}", f.seed));
         }
         out
@@ -219,6 +224,7 @@ pub struct Sweep<F> {
     svg_dir: Option<PathBuf>,
     progress: bool,
     command: Option<String>,
+    max_reduced: usize,
 }
 
 impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
@@ -235,6 +241,7 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
             svg_dir: None,
             progress: true,
             command: None,
+            max_reduced: 10,
         }
     }
 
@@ -277,6 +284,13 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
     /// No progress output.
     pub fn quiet(mut self) -> Self {
         self.progress = false;
+        self
+    }
+
+    /// Reduces and draws at most the first `n` failures (by seed; default 10); the others are
+    /// reported as they failed.
+    pub fn max_reduced(mut self, n: usize) -> Self {
+        self.max_reduced = n;
         self
     }
 
@@ -373,7 +387,11 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
         failed.sort_by_key(|f| f.0);
         let failures = failed
             .into_iter()
-            .map(|(seed, plan, _)| self.reduce(seed, plan))
+            .enumerate()
+            .map(|(i, (seed, plan, error))| match i < self.max_reduced {
+                true => self.reduce(seed, plan),
+                false => self.unreduced(seed, plan, error),
+            })
             .collect();
         SweepReport {
             runs: total,
@@ -392,6 +410,28 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
                 "-".repeat(20 - filled)
             );
         }
+    }
+
+    /// A failure beyond those reduced: as it failed, without a diagram.
+    fn unreduced(&self, seed: u64, plan: FaultPlan, error: String) -> SweepFailure {
+        SweepFailure {
+            seed,
+            replay: replay_line(&self.command(), seed, &plan),
+            reduced: false,
+            faults_before: plan.faults.len(),
+            plan,
+            error,
+            trace_records: 0,
+            svg: None,
+        }
+    }
+
+    /// The command replay lines rerun.
+    fn command(&self) -> String {
+        self.command.clone().unwrap_or_else(|| {
+            let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "<package>".into());
+            TestTarget::current(&package).command()
+        })
     }
 
     /// Reduces a failing plan one fault at a time, then reruns the smallest to draw it.
@@ -416,14 +456,11 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
         };
         let trace = trace.unwrap_or_default();
         let svg = self.write_svg(seed, &trace);
-        let command = self.command.clone().unwrap_or_else(|| {
-            let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "<package>".into());
-            TestTarget::current(&package).command()
-        });
         SweepFailure {
             seed,
-            replay: replay_line(&command, seed, &plan),
+            replay: replay_line(&self.command(), seed, &plan),
             plan,
+            reduced: true,
             faults_before,
             error,
             trace_records: trace.len(),

@@ -187,3 +187,49 @@ fn replay_lines_name_the_calling_test() {
         ["CMTWIN_SEED=4 cargo test -p cmtwin-sim --test sweeps -- 'replay_lines_name_the_calling_test' --exact"]
     );
 }
+
+/// Only the first failures are reduced and drawn; the rest keep their plan and error.
+#[test]
+fn only_the_first_failures_are_reduced() {
+    let plan = FaultPlan::new()
+        .scheduled(
+            Trigger::Time { at_ms: 0 },
+            FaultAction::AddressChange {
+                host: "server".into(),
+            },
+        )
+        .scheduled(
+            Trigger::Time { at_ms: 1 },
+            FaultAction::RemoveDevice {
+                host: "client".into(),
+            },
+        );
+    let report = Sweep::new("cap", fails_on_device_removal)
+        .seeds(10..13)
+        .plan(plan.clone())
+        .max_reduced(1)
+        .svg_dir(std::env::temp_dir().join(format!("cmtwin-cap-{}", std::process::id())))
+        .quiet()
+        .run();
+    let shape: Vec<(u64, bool, usize, bool)> = report
+        .failures
+        .iter()
+        .map(|f| (f.seed, f.reduced, f.plan.faults.len(), f.svg.is_some()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (10, true, 1, true),
+            (11, false, 2, false),
+            (12, false, 2, false)
+        ]
+    );
+    assert!(report.summary().contains(
+        "seed 11: the client's device went away\n  2 faults in the plan (not reduced)\n"
+    ));
+    assert!(report
+        .failures
+        .iter()
+        .all(|f| f.error == "the client's device went away"));
+    std::fs::remove_dir_all(report.failures[0].svg.as_ref().unwrap().parent().unwrap()).unwrap();
+}
