@@ -12,8 +12,13 @@ use cmtwin_sim::{
 
 /// Runs the bundled connect-teardown scenario on RoCE with `seed` and `plan`; its trace.
 fn run(seed: u64, plan: FaultPlan) -> Vec<String> {
+    run_on(Transport::Roce, seed, plan)
+}
+
+/// Runs the bundled connect-teardown scenario on `transport`; its trace.
+fn run_on(transport: Transport, seed: u64, plan: FaultPlan) -> Vec<String> {
     let ctx = RunContext::new(seed, plan);
-    connect_teardown(&ctx, Transport::Roce).expect("the scenario holds");
+    connect_teardown(&ctx, transport).expect("the scenario holds");
     ctx.trace()
         .expect("a fabric was built")
         .iter()
@@ -440,6 +445,121 @@ fn plan_faults_are_in_the_structured_trace() {
                 "0.002000000".into(),
                 "multicast group 239.0.0.1 lost".into()
             ),
+        ]
+    );
+}
+
+#[test]
+fn a_delayed_message_arrives_that_much_later() {
+    let plan = FaultPlan::new().scheduled(
+        Trigger::Message {
+            kind: MessageKind::Dreq,
+            nth: 1,
+        },
+        FaultAction::DelayMessages {
+            kind: MessageKind::Dreq,
+            count: 1,
+            delay_ms: 30,
+        },
+    );
+    let trace = run(3, plan);
+    // Sent at 24.693 us; 30 ms later plus the usual latency (5.648 us for this seed).
+    assert_eq!(
+        with(&trace, "DREQ ep5"),
+        [
+            "     0.000024693 client   send DREQ ep5 -> ep7",
+            "     0.030030341 server   recv DREQ ep5 -> ep7",
+        ]
+    );
+}
+
+#[test]
+fn failing_path_queries_end_in_route_error() {
+    let plan = FaultPlan::new().scheduled(
+        Trigger::Time { at_ms: 0 },
+        FaultAction::FailPathQueries {
+            host: "client".into(),
+            count: 1,
+            timeout: true,
+        },
+    );
+    let trace = run_on(Transport::InfiniBand, 3, plan);
+    assert_eq!(
+        with(&trace, "client   queue"),
+        [
+            "     0.000010000 client   queue RDMA_CM_EVENT_ADDR_RESOLVED status 0 on id4 (0 bytes)",
+            "     2.000010000 client   queue RDMA_CM_EVENT_ROUTE_ERROR status -110 on id4 (0 bytes)",
+        ]
+    );
+    assert_eq!(
+        with(&trace, "client   fault"),
+        [
+            "     0.000000000 client   fault fault plan #1 fires: at 0 ms: the next 1 path queries of client fail (timeout)",
+            "     0.000000000 client   fault the next 1 path queries fail (Timeout)",
+        ]
+    );
+}
+
+#[test]
+fn a_neighbour_change_makes_the_connecting_client_unreachable() {
+    let plan = FaultPlan::new().scheduled(
+        Trigger::Event {
+            host: "client".into(),
+            event: EventKind::RouteResolved,
+            nth: 1,
+        },
+        FaultAction::NeighbourChange {
+            ip: "10.0.0.1".parse().unwrap(),
+        },
+    );
+    let trace = run(3, plan);
+    assert_eq!(
+        with(&trace, "UNREACHABLE").first().copied(),
+        Some(
+            "     0.000010000 client   queue RDMA_CM_EVENT_UNREACHABLE status -110 on id4 (0 bytes)"
+        )
+    );
+    assert_eq!(
+        with(&trace, "neighbour"),
+        [
+            "     0.000000000 fabric   fault fault plan #1 armed: on RDMA_CM_EVENT_ROUTE_RESOLVED #1 on client: neighbour 10.0.0.1 changes",
+            "     0.000010000 fabric   fault fault plan #1 fires: on RDMA_CM_EVENT_ROUTE_RESOLVED #1 on client: neighbour 10.0.0.1 changes",
+            "     0.000010000 fabric   fault neighbour 10.0.0.1 changed its MAC",
+        ]
+    );
+}
+
+/// A plan acts while simulated processes run the fabric (`Fabric::run`).
+#[test]
+fn a_plan_acts_during_a_run_of_processes() {
+    use cmtwin::CmBackend;
+    let plan = FaultPlan::new().scheduled(
+        Trigger::Time { at_ms: 5 },
+        FaultAction::AddressChange { host: "a".into() },
+    );
+    let fabric = Fabric::builder(2)
+        .host("a", Transport::Roce, &["10.0.0.1".parse().unwrap()])
+        .plan(plan)
+        .build()
+        .unwrap();
+    fabric.spawn("a", "sleeper", |cm| {
+        cm.sleep(std::time::Duration::from_millis(10))?;
+        assert_eq!(cm.now(), std::time::Duration::from_millis(10));
+        Ok(())
+    });
+    fabric.run().unwrap();
+    let fault_times: Vec<String> = fabric
+        .trace()
+        .into_iter()
+        .filter(|r| r.kind == TraceKind::Fault)
+        .map(|r| format!("{} {}", r.time.to_string().trim(), r.text))
+        .collect();
+    assert_eq!(
+        fault_times,
+        [
+            "0.000000000 fault plan #1 armed: at 5 ms: address change on a",
+            "0.005000000 fault plan #1 fires: at 5 ms: address change on a",
+            "0.005000000 address change on roce0",
         ]
     );
 }
