@@ -425,8 +425,10 @@ impl Fabric {
             .push(proc);
     }
 
-    /// The command line that replays this run with the same seed.
+    /// The command line that replays this run with the same seed (and the applied fault
+    /// plans, if any).
     pub fn replay_line(&self) -> String {
-        format!("CMTWIN_SEED={} cargo test", self.seed)
+        let plan = self.applied_plan();
+        crate::replay::replay_line("cargo test", self.seed, &plan)
     }
 }

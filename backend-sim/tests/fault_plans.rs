@@ -563,3 +563,35 @@ fn a_plan_acts_during_a_run_of_processes() {
         ]
     );
 }
+
+/// A failed run's replay line carries the plans applied to the fabric.
+#[test]
+fn a_failed_run_names_its_plan_in_the_replay_line() {
+    let plan = FaultPlan::new().scheduled(
+        Trigger::Time { at_ms: 5 },
+        FaultAction::AddressChange { host: "a".into() },
+    );
+    let fabric = Fabric::builder(2)
+        .host("a", Transport::Roce, &["10.0.0.1".parse().unwrap()])
+        .plan(plan.clone())
+        .build()
+        .unwrap();
+    assert_eq!(fabric.applied_plan(), plan);
+    fabric.spawn("a", "fails", |_| {
+        Err(cmtwin::CmError::new(
+            cmtwin::Call::Connect,
+            cmtwin::Errno::EINVAL,
+            "on purpose",
+        ))
+    });
+    let err = fabric.run().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "simulation failed (replay: CMTWIN_SEED=2 CMTWIN_PLAN='{}' cargo test):\nprocess fails failed: rdma_connect: EINVAL (22): on purpose",
+            plan.to_json()
+        )
+    );
+    let plain = Fabric::builder(2).build().unwrap();
+    assert_eq!(plain.replay_line(), "CMTWIN_SEED=2 cargo test");
+}

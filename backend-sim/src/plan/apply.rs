@@ -42,7 +42,17 @@ impl Fabric {
         for (fault, resolved) in plan.faults.iter().zip(resolved) {
             arm(&mut w, fault, resolved);
         }
+        let armed = w.plan.as_mut().expect("armed above");
+        armed.applied.faults.extend(plan.faults.iter().cloned());
         Ok(())
+    }
+
+    /// Every fault plan applied so far, as one plan (empty without any).
+    pub fn applied_plan(&self) -> FaultPlan {
+        let w = self.lock();
+        w.plan
+            .as_ref()
+            .map_or_else(FaultPlan::new, |p| p.applied.clone())
     }
 }
 

@@ -96,6 +96,8 @@ pub(crate) struct ArmedPlan {
     streams: BTreeMap<u64, ChaCha8Rng>,
     /// The number the next armed fault gets.
     pub next_number: usize,
+    /// Every plan applied, as one plan (for the replay line).
+    pub applied: super::FaultPlan,
 }
 
 /// The probabilistic effects, each with streams of its own.
@@ -132,6 +134,7 @@ impl ArmedPlan {
             rejects: Vec::new(),
             streams: BTreeMap::new(),
             next_number: 1,
+            applied: super::FaultPlan::new(),
         }
     }
 
