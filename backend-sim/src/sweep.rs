@@ -97,9 +97,15 @@ impl Shard {
         }
     }
 
-    /// Whether the run at position `position` of the sweep belongs to this shard.
+    /// Whether the run at position `position` of the sweep belongs to this shard (never, for
+    /// a shard outside `1..=count`).
     pub fn has(&self, position: u64) -> bool {
-        position % u64::from(self.count) == u64::from(self.index - 1)
+        self.is_valid() && position % u64::from(self.count) == u64::from(self.index - 1)
+    }
+
+    /// Whether `1 <= index <= count`.
+    pub fn is_valid(&self) -> bool {
+        self.index >= 1 && self.index <= self.count
     }
 }
 
@@ -340,6 +346,12 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
             Some(s) => s,
             None => Shard::from_env()?.unwrap_or(Shard::ALL),
         };
+        if !shard.is_valid() {
+            return Err(format!(
+                "shard {}/{} does not exist: the index counts from 1 to the number of shards",
+                shard.index, shard.count
+            ));
+        }
         Ok(self
             .seeds
             .clone()
@@ -353,7 +365,8 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
     /// [`SweepReport::summary`] or call [`SweepReport::assert_ok`].
     ///
     /// # Panics
-    /// When `CMTWIN_SEED`, `CMTWIN_PLAN` or `CMTWIN_SHARD` is set to something unreadable.
+    /// When `CMTWIN_SEED`, `CMTWIN_PLAN` or `CMTWIN_SHARD` is set to something unreadable, or
+    /// the shard does not exist.
     pub fn run(&self) -> SweepReport {
         let runs = self.runs().unwrap_or_else(|e| panic!("{e}"));
         let total = runs.len();

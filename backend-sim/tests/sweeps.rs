@@ -31,6 +31,17 @@ fn shards_partition_the_seeds() {
     union.sort();
     assert_eq!(union, (100..110).collect::<Vec<_>>());
     assert_eq!("2/4".parse::<Shard>(), Ok(Shard { index: 2, count: 4 }));
+    let nonsense = std::panic::catch_unwind(|| {
+        Sweep::new("x", |_: &RunContext| -> Outcome { Ok(()) })
+            .shard(Shard { index: 0, count: 0 })
+            .quiet()
+            .run()
+    })
+    .unwrap_err();
+    assert_eq!(
+        nonsense.downcast_ref::<String>().map(String::as_str),
+        Some("shard 0/0 does not exist: the index counts from 1 to the number of shards")
+    );
     for bad in ["0/4", "5/4", "1", "a/b", "1/0"] {
         assert_eq!(
             bad.parse::<Shard>(),
