@@ -45,6 +45,9 @@ pub enum FabricError {
         /// The rule it broke.
         rule: &'static str,
     },
+    /// A fault plan with a value the fabric cannot use.
+    #[error("invalid fault plan: {0}")]
+    InvalidPlan(#[from] crate::plan::PlanError),
     /// `Fabric::run_until` was asked to go back in virtual time.
     #[error("Fabric::run_until({requested:?}) is before the current virtual time {now:?}")]
     TimeInThePast {

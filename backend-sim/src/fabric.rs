@@ -42,6 +42,8 @@ pub struct FabricBuilder {
     config: SimConfig,
     hosts: Vec<(String, Vec<DeviceSpec>)>,
     silent: Vec<IpAddr>,
+    /// Fault plans to apply once built (`plan/apply.rs`).
+    pub(crate) plans: Vec<crate::plan::FaultPlan>,
 }
 
 impl FabricBuilder {
@@ -120,13 +122,17 @@ impl FabricBuilder {
                 last_ephemeral: Default::default(),
             });
         }
-        Ok(Fabric {
+        let fabric = Fabric {
             shared: Arc::new(Shared {
                 world: Mutex::new(world),
             }),
             seed: self.seed,
             pending: Mutex::new(Vec::new()),
-        })
+        };
+        for plan in &self.plans {
+            fabric.apply_plan(plan)?;
+        }
+        Ok(fabric)
     }
 }
 
@@ -179,6 +185,7 @@ impl Fabric {
             config: SimConfig::default(),
             hosts: Vec::new(),
             silent: Vec::new(),
+            plans: Vec::new(),
         }
     }
 
@@ -187,7 +194,10 @@ impl Fabric {
     }
 
     /// Locks the world for `call`, which only the fabric's processes may make during `run`.
-    fn lock_for(&self, call: &'static str) -> Result<MutexGuard<'_, World>, FabricError> {
+    pub(crate) fn lock_for(
+        &self,
+        call: &'static str,
+    ) -> Result<MutexGuard<'_, World>, FabricError> {
         let w = self.lock();
         if w.sched.running() && current_process(w.fabric_no).is_none() {
             return Err(FabricError::Running {
@@ -415,8 +425,10 @@ impl Fabric {
             .push(proc);
     }
 
-    /// The command line that replays this run with the same seed.
+    /// The command line that replays this run with the same seed (and the applied fault
+    /// plans, if any).
     pub fn replay_line(&self) -> String {
-        format!("CMTWIN_SEED={} cargo test", self.seed)
+        let plan = self.applied_plan();
+        crate::replay::replay_line("cargo test", self.seed, &plan)
     }
 }

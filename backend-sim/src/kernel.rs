@@ -80,7 +80,7 @@ pub(crate) enum AddrinfoState {
     None,
     /// An SA-mode query is in flight, or ended in an ADDRINFO_ERROR not yet fetched.
     Pending,
-    Resolved(Box<Vec<cmtwin::AddrInfo>>),
+    Resolved(Vec<cmtwin::AddrInfo>),
 }
 
 /// A simulated `rdma_cm_id`.

@@ -21,6 +21,12 @@
 //! * `cm/`: the CM protocol apart from the world: `messages.rs` (the wire formats) and
 //!   `endpoint.rs`, one side of one connection attempt as a sans-IO state machine (inputs: a
 //!   call, a message, its timer; outputs: messages, its timer, events), unit-tested alone.
+//! * The testing toolkit on top: `plan/` ([`FaultPlan`]: declarative faults in JSON, armed in
+//!   the world through hooks in the wire and the kernel's event queue; swarm plans drawn from a
+//!   seed), [`replay`] (seeds and plans from `CMTWIN_SEED`/`CMTWIN_PLAN`, the replay line of a
+//!   failing test), [`sweep`] (many seeds over the cores, sharded, failing plans reduced),
+//!   [`scenarios`] (the ones the `cmtwin-sweep` command runs) and `diagram.rs`
+//!   ([`sequence_diagram`]: a trace as an SVG sequence diagram).
 //! * `engine/timeline.rs`: virtual time and the timeline of cancellable actions (a slab with
 //!   generations under a (time, sequence) heap); `store.rs`: objects by never-reused serial
 //!   keys; `rng.rs`: the seeded random streams; `config.rs`: the CM's timing.
@@ -64,7 +70,7 @@
 //! DREQ/DREP with retransmissions and timewait, UD over SIDR, iWARP's differences (no
 //! timewait, no CONNECT_RESPONSE, exact-length private data, -ECONNREFUSED), multicast joins,
 //! librdmacm's processing at fetch time, synchronous ids, DNS-mode `resolve_addrinfo`, and the
-//! faults of `faults.rs`, the ACK_TIMEOUT option's effect on RoCE paths. Not modelled (yet):
+//! faults of `faults.rs` and of fault plans, the ACK_TIMEOUT option's effect on RoCE paths. Not modelled (yet):
 //! AF_IB addressing, alternate paths and LAP, the UD qkey-mismatch ADDR_ERROR, ECE, and the data path.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -73,6 +79,7 @@ mod backend;
 mod calls;
 mod cm;
 mod config;
+mod diagram;
 mod endpoints;
 mod engine;
 mod error;
@@ -80,11 +87,15 @@ mod fabric;
 mod faults;
 mod invariants;
 mod kernel;
+mod plan;
 mod process;
+pub mod replay;
 mod requests;
 mod rng;
 mod run;
+pub mod scenarios;
 mod store;
+pub mod sweep;
 mod topology;
 mod trace;
 mod wire;
@@ -96,9 +107,11 @@ pub use config::{
     ack_timeout, cm_ms, kernel_timer_delay, mra_timeout, req_timeout, KernelProfile, SimConfig,
     MAX_CA_ACK_DELAY, MAX_CM_RETRIES, MAX_KERNEL_HZ, MAX_PACKET_LIFE_TIME, MAX_SIM_DURATION,
 };
+pub use diagram::sequence_diagram;
 pub use engine::timeline::SimTime;
 pub use error::{FabricError, SimError};
 pub use fabric::{Fabric, FabricBuilder};
 pub use faults::PathFailure;
 pub use kernel::CmState;
+pub use plan::{Fault, FaultAction, FaultPlan, MessageChance, PlanError, SwarmSpace, Trigger};
 pub use trace::{TraceKind, TraceRecord};

@@ -74,6 +74,9 @@ impl World {
         };
         let mut extra = std::time::Duration::ZERO;
         let kind = msg.body.kind();
+        if self.plan.is_some() {
+            self.plan_message_sent(kind);
+        }
         if let Some(f) = self
             .net
             .faults
@@ -93,6 +96,14 @@ impl World {
                 Some(d) => extra = d,
             }
         }
+        let planned = match self.plan.is_some() {
+            true => self.plan_chance(from_host, &msg),
+            false => Default::default(),
+        };
+        if planned.lost {
+            return;
+        }
+        extra += planned.extra;
         let p = self.cfg.loss_probability;
         if self.rng.chance(Stream::Loss, p) {
             self.record_wire(Some(from_host), TraceKind::Loss, &msg, WireNote::None);
@@ -115,6 +126,11 @@ impl World {
             *last = at;
         }
         self.record_wire(Some(from_host), TraceKind::Send, &msg, WireNote::None);
+        if planned.duplicate {
+            // Right behind the original, on the same FIFO link.
+            self.record_wire(Some(from_host), TraceKind::Send, &msg, WireNote::None);
+            self.timeline.schedule(at, Action::Deliver(msg.clone()));
+        }
         self.timeline.schedule(at, Action::Deliver(msg));
     }
 
@@ -159,6 +175,9 @@ impl World {
                     return;
                 };
                 self.record_wire(Some(host), TraceKind::Recv, &msg, WireNote::None);
+                if self.plan.is_some() && self.plan_intercepts_request(host, dev, &msg) {
+                    return;
+                }
                 match msg.body {
                     Body::Req(req) | Body::MpaReq(req) => {
                         self.on_req(host, dev, msg.from, *req, false)

@@ -51,6 +51,8 @@ pub(crate) enum Action {
     AddrinfoDone { id: IdKey, gen: u64, status: i32 },
     /// Nothing: wakes the scheduler at a deadline.
     Wake,
+    /// Fault `n` of the armed fault plan (`plan/`) is due.
+    PlanFault(usize),
 }
 
 /// The whole simulated fabric's state.
@@ -73,6 +75,8 @@ pub(crate) struct World {
     pub unchecked: usize,
     pub trace: Trace,
     pub sched: Scheduler,
+    /// The applied fault plans, if any (`plan/`).
+    pub plan: Option<Box<crate::plan::ArmedPlan>>,
 }
 
 impl World {
@@ -92,6 +96,7 @@ impl World {
             unchecked: 0,
             trace: Trace::new(cfg_trace),
             sched: Scheduler::default(),
+            plan: None,
         }
     }
 
@@ -281,6 +286,9 @@ impl World {
             id.request_queued_on = Some(channel);
         }
         self.sched.channel_changed(channel);
+        if self.plan.is_some() {
+            self.plan_event_queued(host, kind);
+        }
     }
 
     /// Drops the queued events of `owner` that match `pred`.
@@ -392,6 +400,7 @@ impl World {
             Action::RouteDone { id, gen, status } => self.route_done(id, gen, status),
             Action::AddrinfoDone { id, gen, status } => self.addrinfo_done(id, gen, status),
             Action::Wake => {}
+            Action::PlanFault(n) => self.fire_planned(n),
         }
     }
 

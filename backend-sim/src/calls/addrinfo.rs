@@ -100,7 +100,7 @@ impl World {
                 }
             })
             .collect();
-        self.id_mut(key).addrinfo = AddrinfoState::Resolved(Box::new(list));
+        self.id_mut(key).addrinfo = AddrinfoState::Resolved(list);
         let action = Action::IdEvent {
             id: key,
             gen: None,
@@ -118,7 +118,7 @@ impl World {
         let call = Call::QueryAddrinfo;
         let key = self.id_key(host, call, h)?;
         match std::mem::take(&mut self.id_mut(key).addrinfo) {
-            AddrinfoState::Resolved(list) => Ok(*list),
+            AddrinfoState::Resolved(list) => Ok(list),
             other => {
                 self.id_mut(key).addrinfo = other;
                 Err(CmError::new(

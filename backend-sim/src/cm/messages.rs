@@ -131,6 +131,24 @@ impl Body {
 }
 
 impl MessageKind {
+    /// Every kind, IB CM's then iWARP's.
+    pub const ALL: [MessageKind; 14] = [
+        MessageKind::Req,
+        MessageKind::Mra,
+        MessageKind::Rep,
+        MessageKind::Rtu,
+        MessageKind::Rej,
+        MessageKind::Dreq,
+        MessageKind::Drep,
+        MessageKind::SidrReq,
+        MessageKind::SidrRep,
+        MessageKind::MpaReq,
+        MessageKind::MpaRep,
+        MessageKind::MpaRej,
+        MessageKind::Fin,
+        MessageKind::Rst,
+    ];
+
     /// The message's name on the wire.
     pub(crate) fn name(self) -> &'static str {
         match self {
