@@ -1258,7 +1258,17 @@ fn queries_and_migrations_race_with_event_processing() {
             }
         }));
     }
-    std::thread::sleep(Duration::from_secs(3));
+    // At least 3 s, and until both kinds of work happened at least once (under valgrind on a
+    // busy machine the threads may need far longer to get going); at most 5 minutes.
+    let started = std::time::Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let busy = seen_local.load(Ordering::Relaxed) > 0 && migrated.load(Ordering::Relaxed) > 0;
+        let waited = started.elapsed();
+        if (busy && waited >= Duration::from_secs(3)) || waited >= Duration::from_secs(300) {
+            break;
+        }
+    }
     stop.store(true, Ordering::Relaxed);
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {
