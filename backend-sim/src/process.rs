@@ -22,10 +22,11 @@ use crate::engine::timeline::{SimTime, TimerKey};
 use crate::trace::TraceKind;
 use crate::world::{Action, ChanKey, World};
 
-/// What a blocked caller waits for: an event on a channel, a deadline, or either.
+/// What a blocked caller waits for: an event on any of its channels, a deadline, or either.
 #[derive(Clone, Debug)]
 pub(crate) struct Cond {
-    pub channel: Option<ChanKey>,
+    /// Channels whose event (or removal) ends the wait; empty for a plain sleep.
+    pub channels: Vec<ChanKey>,
     pub deadline: Option<SimTime>,
     /// For the deadlock report.
     pub what: String,
@@ -33,8 +34,9 @@ pub(crate) struct Cond {
 
 impl Cond {
     fn satisfied(&self, w: &World) -> bool {
-        self.channel
-            .is_some_and(|c| w.channel_ready(c) || !w.kernel.channels.contains_key(&c))
+        self.channels
+            .iter()
+            .any(|&c| w.channel_ready(c) || !w.kernel.channels.contains_key(&c))
             || self.deadline.is_some_and(|d| w.now >= d)
     }
 }
@@ -81,7 +83,7 @@ pub(crate) struct Scheduler {
     /// Every process that is runnable or deadlocked, and blocked ones that may have become
     /// runnable (their channel got an event or was removed, their deadline passed).
     candidates: BTreeSet<usize>,
-    /// The blocked processes waiting on each channel.
+    /// The blocked processes waiting on each channel (a process may wait on several).
     chan_waiters: BTreeMap<ChanKey, BTreeSet<usize>>,
     /// The blocked processes waiting for a deadline, by deadline.
     deadlines: BTreeSet<(SimTime, usize)>,
@@ -155,7 +157,7 @@ impl Scheduler {
 
     /// Registers process `index` as blocked on `cond`.
     fn block_on(&mut self, index: usize, cond: Cond) {
-        if let Some(c) = cond.channel {
+        for &c in &cond.channels {
             self.chan_waiters.entry(c).or_default().insert(index);
         }
         if let Some(d) = cond.deadline {
@@ -170,11 +172,11 @@ impl Scheduler {
         let ProcState::Blocked(cond) = &self.procs[index].state else {
             return;
         };
-        if let Some(c) = cond.channel {
-            if let Some(waiters) = self.chan_waiters.get_mut(&c) {
+        for c in &cond.channels {
+            if let Some(waiters) = self.chan_waiters.get_mut(c) {
                 waiters.remove(&index);
                 if waiters.is_empty() {
-                    self.chan_waiters.remove(&c);
+                    self.chan_waiters.remove(c);
                 }
             }
         }

@@ -113,13 +113,13 @@ mod user_events;
 
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use cmtwin::{
-    AddrInfo, AddrInfoHints, AsyncEvent, Call, ChannelHandle, CmBackend, CmError, CmEvent,
-    CmOption, ConnParam, Errno, EventInfo, EventKind, IdHandle, PortSpace, QpInitAttr, Result,
-    Wait,
+    AckTicket, AddrInfo, AddrInfoHints, AsyncEvent, Call, ChannelHandle, CmBackend, CmError,
+    CmEvent, CmOption, ConnParam, Errno, EventInfo, EventKind, EventRelease, IdHandle, JoinFlags,
+    PortSpace, QpInitAttr, Result, Wait,
 };
 
 use registry::{lock, ChannelObj, IdObj, Registry};
@@ -130,8 +130,23 @@ use registry::{lock, ChannelObj, IdObj, Registry};
 /// value. It may be shared between threads (`&self` methods). Dropping it destroys what is left
 /// (QPs, ids, then channels), so a test that fails half-way leaks nothing.
 pub struct VerbsBackend {
-    registry: Mutex<Registry>,
+    shared: Arc<Shared>,
     start: Instant,
+}
+
+/// The registry, behind an `Arc` so that events can hold a weak reference to it: an event
+/// dropped unacknowledged releases its ticket here, if the backend still exists.
+struct Shared {
+    registry: Mutex<Registry>,
+}
+
+/// An event dropped unacknowledged: its C event was acked when it was fetched, so only the
+/// backend's ticket is left to release (any thread, any time; a ticket already released or
+/// foreign is ignored).
+impl EventRelease for Shared {
+    fn release_dropped(&self, _info: &EventInfo, ticket: AckTicket) {
+        lock(&self.registry).ack(ticket);
+    }
 }
 
 impl Default for VerbsBackend {
@@ -142,7 +157,7 @@ impl Default for VerbsBackend {
 
 impl Drop for VerbsBackend {
     fn drop(&mut self) {
-        let (ids, channels) = lock(&self.registry).drain();
+        let (ids, channels) = lock(&self.shared.registry).drain();
         // `&mut self`: no call is in progress, so every Arc is the registry's only one, except
         // that each id holds its channel (dropped with the id, before the channels below).
         for obj in ids {
@@ -171,7 +186,9 @@ impl VerbsBackend {
     /// RDMA device reports ENODEV when there is none.
     pub fn new() -> Self {
         VerbsBackend {
-            registry: Mutex::new(Registry::new()),
+            shared: Arc::new(Shared {
+                registry: Mutex::new(Registry::new()),
+            }),
             start: Instant::now(),
         }
     }
@@ -214,8 +231,14 @@ impl VerbsBackend {
         ffi::refresh_device_list()
     }
 
+    /// How events this backend returns reach it when dropped unacknowledged.
+    fn release_path(&self) -> Weak<dyn EventRelease> {
+        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
+        weak
+    }
+
     fn reg(&self) -> MutexGuard<'_, Registry> {
-        lock(&self.registry)
+        lock(&self.shared.registry)
     }
 
     /// The live id `h`, or ENOENT (unknown, destroyed, or issued by another backend value).
@@ -346,7 +369,19 @@ impl CmBackend for VerbsBackend {
     }
 
     fn get_cm_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
-        self.get_cm_event_impl(channel, wait)
+        self.get_cm_event_any_impl(&[channel], wait).map(|(_, e)| e)
+    }
+
+    fn get_cm_event_any(
+        &self,
+        channels: &[ChannelHandle],
+        wait: Wait,
+    ) -> Result<(ChannelHandle, CmEvent)> {
+        self.get_cm_event_any_impl(channels, wait)
+    }
+
+    fn poll_channels(&self, channels: &[ChannelHandle], wait: Wait) -> Result<Vec<ChannelHandle>> {
+        self.poll_channels_impl(channels, wait)
     }
 
     fn ack_cm_event(&self, event: CmEvent) -> Result<()> {
@@ -354,7 +389,17 @@ impl CmBackend for VerbsBackend {
     }
 
     fn join_multicast(&self, id: IdHandle, addr: SocketAddr, context: u64) -> Result<()> {
-        self.join_multicast_impl(id, addr, context)
+        self.join_multicast_impl(id, addr, None, context)
+    }
+
+    fn join_multicast_ex(
+        &self,
+        id: IdHandle,
+        addr: SocketAddr,
+        flags: JoinFlags,
+        context: u64,
+    ) -> Result<()> {
+        self.join_multicast_impl(id, addr, Some(flags), context)
     }
 
     fn leave_multicast(&self, id: IdHandle, addr: SocketAddr) -> Result<()> {
@@ -404,7 +449,16 @@ impl CmBackend for VerbsBackend {
     }
 
     fn context(&self, id: IdHandle) -> Result<u64> {
-        Ok(self.id_obj(Call::Query, id)?.raw.context())
+        Ok(self.id_obj(Call::Context, id)?.raw.context())
+    }
+
+    fn set_context(&self, id: IdHandle, context: u64) -> Result<()> {
+        // Under the id's locks: librdmacm reads a listener's context while it processes a
+        // request on the listener's channel.
+        self.on_id(Call::SetContext, id, |o| {
+            o.raw.set_context(context);
+            Ok(())
+        })
     }
 
     fn qp_num(&self, id: IdHandle) -> Result<Option<u32>> {

@@ -859,11 +859,7 @@ fn resolve_addrinfo_dns_mode() {
     let id = cm.create_id(Some(ch), 0, PortSpace::TCP).unwrap();
     assert_eq!(cm.query_addrinfo(id).unwrap_err().errno, Errno::ENOENT);
     let ip = rdma_ip().to_string();
-    let hints = AddrInfoHints {
-        flags: cmtwin::rai::NUMERICHOST,
-        port_space: Some(PortSpace::TCP),
-        qp_type: None,
-    };
+    let hints = AddrInfoHints::new(cmtwin::rai::NUMERICHOST).with_port_space(PortSpace::TCP);
     cm.resolve_addrinfo(id, Some(&ip), Some("7471"), Some(&hints))
         .unwrap();
     assert_eq!(

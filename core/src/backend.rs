@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::{
     AddrInfo, AddrInfoHints, AsyncEvent, ChannelHandle, CmEvent, CmOption, ConnParam, EventInfo,
-    EventKind, IdHandle, PortSpace, QpInitAttr, Result, Wait,
+    EventKind, IdHandle, JoinFlags, PortSpace, QpInitAttr, Result, Wait,
 };
 
 /// The RDMA connection manager, as a backend: the real librdmacm or the simulated fabric.
@@ -96,8 +96,32 @@ pub trait CmBackend: Send + Sync {
     /// `rdma_ack_cm_event`: consumes the event.
     fn ack_cm_event(&self, event: CmEvent) -> Result<()>;
 
+    /// `rdma_get_cm_event` on whichever of `channels` has an event first: the `poll(2)` on
+    /// several channel fds that a program with several channels writes, then the fetch.
+    /// Returns the channel the event came from. When several are ready, the first in the
+    /// order given wins (rotate the slice to be fair).
+    fn get_cm_event_any(
+        &self,
+        channels: &[ChannelHandle],
+        wait: Wait,
+    ) -> Result<(ChannelHandle, CmEvent)>;
+
+    /// Which of `channels` have an event to fetch, without taking any (`poll(2)` on their fds).
+    /// Waits as `wait` says for at least one; at the end of the wait, an empty list (as
+    /// `poll(2)` returns 0), never EAGAIN or ETIMEDOUT.
+    fn poll_channels(&self, channels: &[ChannelHandle], wait: Wait) -> Result<Vec<ChannelHandle>>;
+
     /// `rdma_join_multicast`: MULTICAST_JOIN or MULTICAST_ERROR follows, carrying `context`.
     fn join_multicast(&self, id: IdHandle, addr: SocketAddr, context: u64) -> Result<()>;
+
+    /// `rdma_join_multicast_ex` with `flags` (`join_multicast` is `FullMember`).
+    fn join_multicast_ex(
+        &self,
+        id: IdHandle,
+        addr: SocketAddr,
+        flags: JoinFlags,
+        context: u64,
+    ) -> Result<()>;
 
     /// `rdma_leave_multicast`.
     fn leave_multicast(&self, id: IdHandle, addr: SocketAddr) -> Result<()>;
@@ -139,6 +163,10 @@ pub trait CmBackend: Send + Sync {
 
     /// The context given to `create_id` (`id->context`).
     fn context(&self, id: IdHandle) -> Result<u64>;
+
+    /// Sets the id's context (`id->context = context`): what `context` returns from now on,
+    /// and what children of a listener inherit from the requests fetched afterwards.
+    fn set_context(&self, id: IdHandle, context: u64) -> Result<()>;
 
     /// The QP number of the id's QP, if it has one (`id->qp->qp_num`).
     fn qp_num(&self, id: IdHandle) -> Result<Option<u32>>;
