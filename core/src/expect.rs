@@ -58,10 +58,9 @@ impl ExpectError {
 }
 
 /// Fetches the next event of `channel` (waiting as `wait` says), acknowledges it, and returns
-/// what it said if it is of kind `expected` with status 0; any other event is an
-/// [`ExpectError::Unexpected`] naming what came instead (an event of the right kind with a
-/// non-zero status counts as unexpected too: ADDR_RESOLVED never fails that way, but
-/// ESTABLISHED on a UD id, or a USER event, may).
+/// what it said if it is of kind `expected` (whatever its status: REJECTED and UNREACHABLE
+/// carry their reason there); an event of any other kind is an [`ExpectError::Unexpected`]
+/// naming what came instead.
 ///
 /// ```
 /// use cmtwin::{expect_event, CmBackend, ChannelHandle, EventKind, ExpectError, Wait};
@@ -81,7 +80,7 @@ pub fn expect_event<B: CmBackend + ?Sized>(
     let event = cm.get_cm_event(channel, wait)?;
     let info = event.info().clone();
     cm.ack_cm_event(event)?;
-    if info.kind == expected && info.status == 0 {
+    if info.kind == expected {
         Ok(info)
     } else {
         Err(ExpectError::Unexpected {
