@@ -7,6 +7,9 @@
 //! spaces, transports and their private-data limits, and the error type ([`CmError`], which
 //! names the call and the errno). It has no `unsafe` and does no I/O.
 //!
+//! The [`guide`] shows the whole path: protocol code written once, tested on the simulator
+//! with faults and seeds, run on Soft-RoCE and on RDMA hardware.
+//!
 //! Protocol code is written once, generic over the backend:
 //!
 //! ```
@@ -30,6 +33,7 @@ mod error;
 mod event;
 mod event_kind;
 mod expect;
+pub mod guide;
 mod handle;
 mod params;
 mod port_space;
