@@ -11,8 +11,11 @@
 //!   listener, oversize private data — all EINVAL.
 //! * **Owned events.** Each event is copied into a [`cmtwin::CmEvent`] and acked in C at once;
 //!   the backend tracks the Rust event instead, so `destroy_id` with unacknowledged events is
-//!   EBUSY (naming them) rather than a deadlock, and a bad ack is EINVAL.
-//! * **Waiting** with [`cmtwin::Wait`]: blocking, non-blocking (EAGAIN) and timed (ETIMEDOUT);
+//!   EBUSY (naming them) rather than a deadlock, and a bad ack is EINVAL. Dropping an event
+//!   releases its ticket (on any thread; nothing once the backend is gone: the event holds
+//!   only a weak reference to the registry).
+//! * **Waiting** with [`cmtwin::Wait`]: blocking, non-blocking (EAGAIN) and timed (ETIMEDOUT),
+//!   on one channel or several at once (one `poll` on all their fds);
 //!   [`VerbsBackend::channel_fd`] exposes the channel fd for poll/epoll/tokio users.
 //! * **Portability across librdmacm versions.** `rdma_write_cm_event` and
 //!   `rdma_resolve_addrinfo` (rdma-core v60, kernel 6.18) are looked up at run time; where they
@@ -53,13 +56,13 @@
 //! | every `unsafe` (librdmacm, eventfd, poll, dlsym) | `ffi.rs` |
 //! | handles, live objects, outstanding events | `registry.rs` |
 //! | handle and ticket values (64-bit, never reused) | `keys.rs` |
-//! | `rdma_create/destroy_event_channel`, `rdma_get_cm_event`, `rdma_ack_cm_event` | `channel.rs` |
+//! | `rdma_create/destroy_event_channel`, `rdma_get_cm_event` (on one or several channels, readiness), `rdma_ack_cm_event` | `channel.rs` |
 //! | translation of `struct rdma_cm_event` into [`cmtwin::CmEvent`] | `events.rs` |
 //! | `rdma_create/destroy_id`, bind, resolve, listen, connect, accept, reject, disconnect, notify, establish, migrate, set_option, addresses | `id.rs` |
 //! | private-data limits | `private_data.rs` |
 //! | `rdma_get_request`, synchronous ids' current event | `sync_ids.rs` |
 //! | `rdma_create_qp`, `rdma_destroy_qp` | `qp.rs` |
-//! | `rdma_join_multicast`, `rdma_leave_multicast` | `multicast.rs` |
+//! | `rdma_join_multicast(_ex)`, `rdma_leave_multicast` | `multicast.rs` |
 //! | `rdma_write_cm_event` (native or emulated) | `user_events.rs` |
 //! | `rdma_resolve_addrinfo`, `rdma_query_addrinfo` (native or emulated over `rdma_getaddrinfo`) | `addrinfo.rs` |
 //!
@@ -193,11 +196,23 @@ impl VerbsBackend {
         }
     }
 
-    /// The file descriptor of an event channel, for poll/epoll/tokio users. It is in
-    /// O_NONBLOCK mode; it becomes readable when the kernel queued an event (which librdmacm
-    /// may still discard: `get_cm_event(.., Wait::NonBlocking)` can then return EAGAIN).
-    /// Events the backend injects itself (USER events on kernels without
-    /// `rdma_write_cm_event`, emulated ADDRINFO_* events) signal [`Self::injected_fd`] instead.
+    /// The file descriptor of an event channel (`channel->fd`), for programs that wait in
+    /// their own `poll`/`epoll`/event loop (tokio's `AsyncFd`, mio) instead of in
+    /// `get_cm_event`.
+    ///
+    /// * It is in O_NONBLOCK mode and becomes readable when the kernel queued an event.
+    ///   librdmacm may still discard that event when it is fetched (§5.4), so on readiness
+    ///   call `get_cm_event(.., Wait::NonBlocking)` until it returns EAGAIN, and treat EAGAIN
+    ///   as "nothing after all".
+    /// * Events the backend injects itself (USER events on kernels without
+    ///   `rdma_write_cm_event`, emulated ADDRINFO_* events) signal [`Self::injected_fd`]
+    ///   instead: register both fds.
+    /// * The fd belongs to the channel: never read, write or close it; it is valid until
+    ///   `destroy_event_channel`, which a registration must not outlive.
+    /// * Within the trait, [`CmBackend::poll_channels`] and [`CmBackend::get_cm_event_any`]
+    ///   do this `poll` on both fds of every channel given.
+    ///
+    /// EBADF for a channel that is not live in this backend.
     pub fn channel_fd(&self, channel: ChannelHandle) -> Result<RawFd> {
         Ok(self.channel_obj(Call::GetCmEvent, channel)?.raw.fd())
     }
