@@ -1,5 +1,8 @@
 //! `SimBackend`: one host's view of the fabric, implementing `CmBackend`. Each call is traced
-//! with its result; blocking calls (waits, sleeps, synchronous ids) go through the scheduler.
+//! with its result; blocking calls (waits on one or several channels, sleeps, synchronous
+//! ids) go through the scheduler. Events returned to the application hold a weak reference to
+//! the fabric's shared state, through which their drop acknowledges them (armed only once the
+//! world is unlocked: a drop locks it).
 
 use std::fmt::Debug;
 use std::net::SocketAddr;
