@@ -1,21 +1,24 @@
 //! `SimBackend`: one host's view of the fabric, implementing `CmBackend`. Each call is traced
-//! with its result; blocking calls (waits, sleeps, synchronous ids) go through the scheduler.
+//! with its result; blocking calls (waits on one or several channels, sleeps, synchronous
+//! ids) go through the scheduler. Events returned to the application hold a weak reference to
+//! the fabric's shared state, through which their drop acknowledges them (armed only once the
+//! world is unlocked: a drop locks it).
 
 use std::fmt::Debug;
 use std::net::SocketAddr;
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, MutexGuard, Weak};
 use std::time::Duration;
 
 use cmtwin::{
-    AddrInfo, AddrInfoHints, AsyncEvent, Call, ChannelHandle, CmBackend, CmError, CmEvent,
-    CmOption, ConnParam, Errno, EventInfo, EventKind, IdHandle, PortSpace, QpInitAttr, Result,
-    Wait,
+    AckTicket, AddrInfo, AddrInfoHints, AsyncEvent, Call, ChannelHandle, CmBackend, CmError,
+    CmEvent, CmOption, ConnParam, Errno, EventInfo, EventKind, EventRelease, IdHandle, JoinFlags,
+    PortSpace, QpInitAttr, Result, Wait,
 };
 
-use crate::kernel::SyncEvent;
+use crate::kernel::{Id, SyncEvent};
 use crate::process::{block, current_process, yield_now, Cond, Shared, Waiting};
 use crate::trace::{Args, Entry, Shown, TraceKind, TraceValue};
-use crate::world::{HostKey, IdKey, World};
+use crate::world::{ChanKey, HostKey, IdKey, World};
 
 /// One simulated host's connection manager. Cheap to clone; all clones are the same host.
 #[derive(Clone)]
@@ -119,7 +122,7 @@ impl SimBackend {
         let (mut w, r) = block(
             w,
             Cond {
-                channel: Some(chan),
+                channels: vec![chan],
                 deadline: None,
                 what,
             },
@@ -159,60 +162,168 @@ impl SimBackend {
         (w, Ok(info))
     }
 
-    /// Waits on a user channel as `get_cm_event` does. An unproductive poll (`NonBlocking`,
-    /// a zero timeout) of a simulated process yields first, so that polling lets the others
-    /// run and virtual time advance; its result is that of a second look at the channel.
-    fn wait_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
+    /// The keys of `channels` (EBADF for one that is not this host's live channel; EINVAL for
+    /// none at all).
+    fn chan_keys(&self, w: &World, call: Call, channels: &[ChannelHandle]) -> Result<Vec<ChanKey>> {
+        if channels.is_empty() {
+            return Err(CmError::new(call, Errno::EINVAL, "no channel to wait on"));
+        }
+        channels
+            .iter()
+            .map(|&c| w.chan_key(self.host, call, c))
+            .collect()
+    }
+
+    /// Fetches the head of the first of `keys` that has an event.
+    fn fetch_first(
+        w: &mut World,
+        channels: &[ChannelHandle],
+        keys: &[ChanKey],
+    ) -> Option<(ChannelHandle, CmEvent)> {
+        let i = keys.iter().position(|&k| w.channel_ready(k))?;
+        w.fetch_event(keys[i]).map(|e| (channels[i], e))
+    }
+
+    /// Waits on user channels as `get_cm_event` does, and fetches from the first that has an
+    /// event. An unproductive poll (`NonBlocking`, a zero timeout) of a simulated process
+    /// yields first, so that polling lets the others run and virtual time advance; its result
+    /// is that of a second look at the channels. The event returned is not yet armed.
+    fn wait_event(
+        &self,
+        channels: &[ChannelHandle],
+        wait: Wait,
+    ) -> Result<(ChannelHandle, CmEvent)> {
         let call = Call::GetCmEvent;
         let mut w = self.lock(call)?;
-        let key = w.chan_key(self.host, call, channel)?;
-        if let Some(event) = w.fetch_event(key) {
-            return Ok(event);
+        let keys = self.chan_keys(&w, call, channels)?;
+        if let Some(found) = Self::fetch_first(&mut w, channels, &keys) {
+            return Ok(found);
         }
-        let deadline = match wait {
-            Wait::NonBlocking => {
-                return self.poll_again(w, channel, Errno::EAGAIN, "no event queued");
-            }
-            Wait::Timeout(d) if d.is_zero() => {
-                return self.poll_again(
-                    w,
-                    channel,
-                    Errno::ETIMEDOUT,
-                    "no event within the timeout",
-                );
-            }
-            Wait::Block => None,
-            Wait::Timeout(d) => Some(w.now.after(d)),
+        let (errno, detail) = match wait {
+            Wait::NonBlocking => (Errno::EAGAIN, "no event queued"),
+            _ => (Errno::ETIMEDOUT, "no event within the timeout"),
         };
-        let what = Waiting::Event(channel);
+        let deadline = match wait {
+            Wait::Timeout(d) if !d.is_zero() => Some(w.now.after(d)),
+            Wait::Block => None,
+            _ => {
+                let mut w = yield_now(w);
+                let keys = self.chan_keys(&w, call, channels)?;
+                return Self::fetch_first(&mut w, channels, &keys)
+                    .ok_or_else(|| CmError::new(call, errno, detail));
+            }
+        };
+        let what = Waiting::Events;
         let (mut w, r) = block(
             w,
             Cond {
-                channel: Some(key),
+                channels: keys,
                 deadline,
                 what,
             },
         );
         r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
-        let key = w.chan_key(self.host, call, channel)?;
-        w.fetch_event(key)
-            .ok_or_else(|| CmError::new(call, Errno::ETIMEDOUT, "no event within the timeout"))
+        let keys = self.chan_keys(&w, call, channels)?;
+        Self::fetch_first(&mut w, channels, &keys).ok_or_else(|| CmError::new(call, errno, detail))
     }
 
-    /// After an unproductive poll: yields (in a process), then looks at the channel again and
-    /// fails with `errno` if it is still empty.
-    fn poll_again(
-        &self,
-        w: MutexGuard<'_, World>,
-        channel: ChannelHandle,
-        errno: Errno,
-        detail: &'static str,
-    ) -> Result<CmEvent> {
-        let call = Call::GetCmEvent;
-        let mut w = yield_now(w);
-        let key = w.chan_key(self.host, call, channel)?;
-        w.fetch_event(key)
-            .ok_or_else(|| CmError::new(call, errno, detail))
+    /// The channels of `keys` that have an event, after waiting as `wait` says.
+    fn wait_ready(&self, channels: &[ChannelHandle], wait: Wait) -> Result<Vec<ChannelHandle>> {
+        let call = Call::Poll;
+        let w = self.lock(call)?;
+        let keys = self.chan_keys(&w, call, channels)?;
+        let ready = |w: &World, keys: &[ChanKey]| -> Vec<ChannelHandle> {
+            (keys.iter().zip(channels))
+                .filter(|(&k, _)| w.channel_ready(k))
+                .map(|(_, &c)| c)
+                .collect()
+        };
+        let now_ready = ready(&w, &keys);
+        if !now_ready.is_empty() {
+            return Ok(now_ready);
+        }
+        let deadline = match wait {
+            Wait::Timeout(d) if !d.is_zero() => Some(w.now.after(d)),
+            Wait::Block => None,
+            _ => {
+                let w = yield_now(w);
+                let keys = self.chan_keys(&w, call, channels)?;
+                return Ok(ready(&w, &keys));
+            }
+        };
+        let what = Waiting::Polling;
+        let (w, r) = block(
+            w,
+            Cond {
+                channels: keys,
+                deadline,
+                what,
+            },
+        );
+        r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
+        let keys = self.chan_keys(&w, call, channels)?;
+        Ok(ready(&w, &keys))
+    }
+
+    /// Traces a failed `get_cm_event` (one channel) or `get_cm_event_any` (several). A refused
+    /// thread (EPERM) is not traced: the lock refuses it again.
+    fn trace_get_failure(&self, channels: &[ChannelHandle], wait: Wait, errno: Errno) {
+        let Ok(mut w) = self.lock(Call::GetCmEvent) else {
+            return;
+        };
+        let entry = match channels {
+            [channel] => Entry::GetEventFailed {
+                channel: *channel,
+                wait,
+                errno,
+            },
+            _ => Entry::Call {
+                call: Call::GetCmEvent,
+                args: Args::Text(format!("{}, {wait:?}", list(channels))),
+                result: Shown::Errno(errno),
+            },
+        };
+        w.record(Some(self.host), TraceKind::Call, entry);
+    }
+
+    /// Reads the id `h` of this host as `call` (untraced: reading changes nothing).
+    fn query<T>(&self, call: Call, h: IdHandle, read: impl FnOnce(&Id) -> T) -> Result<T> {
+        let w = self.lock(call)?;
+        let key = w.id_key(self.host, call, h)?;
+        Ok(read(w.id(key)))
+    }
+
+    /// How events this backend returns reach it when dropped unacknowledged.
+    fn release_path(&self) -> Weak<dyn EventRelease> {
+        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
+        weak
+    }
+}
+
+/// `ch1` alone, or `[ch1, ch2]`, for traces and deadlock reports.
+fn list(channels: &[ChannelHandle]) -> String {
+    match channels {
+        [one] => one.to_string(),
+        _ => {
+            let names: Vec<String> = channels.iter().map(|c| c.to_string()).collect();
+            format!("[{}]", names.join(", "))
+        }
+    }
+}
+
+/// The fabric's side of an event dropped unacknowledged: acknowledged at the drop, in program
+/// order, and traced. While `Fabric::run` is in progress only the fabric's own processes may
+/// acknowledge (any other thread's drop leaves the event outstanding, untraced, so that the
+/// trace never depends on the OS's thread scheduling).
+impl EventRelease for Shared {
+    fn release_dropped(&self, info: &EventInfo, ticket: AckTicket) {
+        let mut w = self.lock();
+        if w.sched.running() && current_process(w.fabric_no).is_none() {
+            return;
+        }
+        w.ack_dropped_event(info, ticket);
+        #[cfg(debug_assertions)]
+        w.check_invariants_amortized();
     }
 }
 
@@ -441,32 +552,76 @@ impl CmBackend for SimBackend {
     }
 
     fn get_cm_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
-        let r = self.wait_event(channel, wait);
-        if let Err(e) = &r {
-            // A refused thread (EPERM) is not traced: the lock refuses it again.
-            if let Ok(mut w) = self.lock(Call::GetCmEvent) {
-                let entry = Entry::GetEventFailed {
-                    channel,
-                    wait,
-                    errno: e.errno,
-                };
-                w.record(Some(self.host), TraceKind::Call, entry);
+        self.get_cm_event_any(&[channel], wait).map(|(_, e)| e)
+    }
+
+    fn ack_cm_event(&self, mut event: CmEvent) -> Result<()> {
+        let r = self
+            .lock(Call::AckCmEvent)
+            .and_then(|mut w| w.ack_cm_event(self.host, &event));
+        if r.is_ok() {
+            event.disarm();
+        }
+        // The world is unlocked here: an event the ack refused is released by its drop.
+        drop(event);
+        r
+    }
+
+    fn get_cm_event_any(
+        &self,
+        channels: &[ChannelHandle],
+        wait: Wait,
+    ) -> Result<(ChannelHandle, CmEvent)> {
+        match self.wait_event(channels, wait) {
+            // Armed only now that the world is unlocked: dropping it locks the world.
+            Ok((channel, event)) => Ok((channel, event.with_release(self.release_path()))),
+            Err(e) => {
+                self.trace_get_failure(channels, wait, e.errno);
+                Err(e)
             }
+        }
+    }
+
+    fn poll_channels(&self, channels: &[ChannelHandle], wait: Wait) -> Result<Vec<ChannelHandle>> {
+        let r = self.wait_ready(channels, wait);
+        if let Ok(mut w) = self.lock(Call::Poll) {
+            let result = match &r {
+                Ok(ready) => Shown::Text(list(ready)),
+                Err(e) => Shown::Errno(e.errno),
+            };
+            let args = Args::Text(format!("{}, {wait:?}", list(channels)));
+            let entry = Entry::Call {
+                call: Call::Poll,
+                args,
+                result,
+            };
+            w.record(Some(self.host), TraceKind::Call, entry);
         }
         r
     }
 
-    fn ack_cm_event(&self, event: CmEvent) -> Result<()> {
-        let mut w = self.lock(Call::AckCmEvent)?;
-        w.ack_cm_event(self.host, event)
+    fn join_multicast(&self, id: IdHandle, addr: SocketAddr, context: u64) -> Result<()> {
+        let call = Call::JoinMulticast;
+        let args = || Args::Text(format!("{id}, {addr}, {context}"));
+        self.call(call, args, |w, h| {
+            w.join_multicast(h, call, id, addr, JoinFlags::FullMember, context)
+        })?;
+        self.complete_sync(call, id)
     }
 
-    fn join_multicast(&self, id: IdHandle, addr: SocketAddr, context: u64) -> Result<()> {
-        let args = || Args::Text(format!("{id}, {addr}, {context}"));
-        self.call(Call::JoinMulticast, args, |w, h| {
-            w.join_multicast(h, id, addr, context)
+    fn join_multicast_ex(
+        &self,
+        id: IdHandle,
+        addr: SocketAddr,
+        flags: JoinFlags,
+        context: u64,
+    ) -> Result<()> {
+        let call = Call::JoinMulticastEx;
+        let args = || Args::Text(format!("{id}, {addr}, {flags:?}, {context}"));
+        self.call(call, args, |w, h| {
+            w.join_multicast(h, call, id, addr, flags, context)
         })?;
-        self.complete_sync(Call::JoinMulticast, id)
+        self.complete_sync(call, id)
     }
 
     fn leave_multicast(&self, id: IdHandle, addr: SocketAddr) -> Result<()> {
@@ -532,33 +687,35 @@ impl CmBackend for SimBackend {
     }
 
     fn sync_event(&self, id: IdHandle) -> Result<Option<EventInfo>> {
-        let w = self.lock(Call::Query)?;
-        let key = w.id_key(self.host, Call::Query, id)?;
-        Ok(w.id(key).sync_event.as_ref().map(|held| held.info.clone()))
+        self.query(Call::SyncEvent, id, |i| {
+            i.sync_event.as_ref().map(|held| held.info.clone())
+        })
     }
 
     fn local_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
-        let w = self.lock(Call::Query)?;
-        let key = w.id_key(self.host, Call::Query, id)?;
-        Ok(w.id(key).local)
+        self.query(Call::LocalAddr, id, |i| i.local)
     }
 
     fn peer_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
-        let w = self.lock(Call::Query)?;
-        let key = w.id_key(self.host, Call::Query, id)?;
-        Ok(w.id(key).peer)
+        self.query(Call::PeerAddr, id, |i| i.peer)
     }
 
     fn context(&self, id: IdHandle) -> Result<u64> {
-        let w = self.lock(Call::Query)?;
-        let key = w.id_key(self.host, Call::Query, id)?;
-        Ok(w.id(key).context)
+        self.query(Call::Context, id, |i| i.context)
+    }
+
+    fn set_context(&self, id: IdHandle, context: u64) -> Result<()> {
+        let call = Call::SetContext;
+        let args = || Args::Text(format!("{id}, {context}"));
+        self.call(call, args, |w, h| {
+            let key = w.id_key(h, call, id)?;
+            w.id_mut(key).context = context;
+            Ok(())
+        })
     }
 
     fn qp_num(&self, id: IdHandle) -> Result<Option<u32>> {
-        let w = self.lock(Call::Query)?;
-        let key = w.id_key(self.host, Call::Query, id)?;
-        Ok(w.id(key).qp)
+        self.query(Call::QpNum, id, |i| i.qp)
     }
 
     fn now(&self) -> Duration {
@@ -577,7 +734,7 @@ impl CmBackend for SimBackend {
         let (_w, r) = block(
             w,
             Cond {
-                channel: None,
+                channels: Vec::new(),
                 deadline: Some(deadline),
                 what,
             },

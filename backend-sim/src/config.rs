@@ -20,6 +20,7 @@ pub const MAX_KERNEL_HZ: u32 = 1000;
 
 /// Which kernel's behaviour to follow where kernels differ (CM-SEMANTICS.md §19).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum KernelProfile {
     /// Linux 6.1 with rdma-core 44, as measured on Soft-RoCE (the project's CI VM): binding an
     /// address configured on no interface is ENODEV.

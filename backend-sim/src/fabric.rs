@@ -37,6 +37,7 @@ pub(crate) struct PendingProc {
 type DeviceSpec = (String, Transport, Vec<IpAddr>);
 
 /// Describes a fabric before it is built.
+#[must_use = "a FabricBuilder describes a fabric; call build() to make it"]
 pub struct FabricBuilder {
     seed: u64,
     config: SimConfig,

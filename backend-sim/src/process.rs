@@ -22,10 +22,11 @@ use crate::engine::timeline::{SimTime, TimerKey};
 use crate::trace::TraceKind;
 use crate::world::{Action, ChanKey, World};
 
-/// What a blocked caller waits for: an event on a channel, a deadline, or either.
+/// What a blocked caller waits for: an event on any of its channels, a deadline, or either.
 #[derive(Clone, Debug)]
 pub(crate) struct Cond {
-    pub channel: Option<ChanKey>,
+    /// Channels whose event (or removal) ends the wait; empty for a plain sleep.
+    pub channels: Vec<ChanKey>,
     pub deadline: Option<SimTime>,
     /// For the deadlock report (text only when one is made).
     pub what: Waiting,
@@ -36,26 +37,42 @@ pub(crate) struct Cond {
 pub(crate) enum Waiting {
     /// A call on a synchronous id waiting for the event that completes it.
     SyncCall(cmtwin::Call, cmtwin::IdHandle),
-    /// `rdma_get_cm_event` on a channel.
-    Event(cmtwin::ChannelHandle),
+    /// `rdma_get_cm_event` on the condition's channels.
+    Events,
+    /// Waiting for the condition's channels to be ready (`poll_channels`).
+    Polling,
     /// A sleep.
     Sleep(std::time::Duration),
 }
 
-impl std::fmt::Display for Waiting {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Waiting::SyncCall(call, id) => write!(f, "{} on synchronous {id}", call.name()),
-            Waiting::Event(channel) => write!(f, "rdma_get_cm_event on {channel}"),
-            Waiting::Sleep(d) => write!(f, "sleep({d:?})"),
+impl Cond {
+    /// What the caller waits in, for a deadlock report.
+    fn describe(&self, w: &World) -> String {
+        let channels = || {
+            let names: Vec<String> = self
+                .channels
+                .iter()
+                .map(|c| w.channel_handle(*c).to_string())
+                .collect();
+            match names.as_slice() {
+                [one] => one.clone(),
+                _ => format!("[{}]", names.join(", ")),
+            }
+        };
+        match self.what {
+            Waiting::SyncCall(call, id) => format!("{} on synchronous {id}", call.name()),
+            Waiting::Events => format!("rdma_get_cm_event on {}", channels()),
+            Waiting::Polling => format!("poll on {}", channels()),
+            Waiting::Sleep(d) => format!("sleep({d:?})"),
         }
     }
 }
 
 impl Cond {
     fn satisfied(&self, w: &World) -> bool {
-        self.channel
-            .is_some_and(|c| w.channel_ready(c) || !w.kernel.channels.contains_key(&c))
+        self.channels
+            .iter()
+            .any(|&c| w.channel_ready(c) || !w.kernel.channels.contains_key(&c))
             || self.deadline.is_some_and(|d| w.now >= d)
     }
 }
@@ -102,7 +119,7 @@ pub(crate) struct Scheduler {
     /// Every process that is runnable or deadlocked, and blocked ones that may have become
     /// runnable (their channel got an event or was removed, their deadline passed).
     candidates: BTreeSet<usize>,
-    /// The blocked processes waiting on each channel.
+    /// The blocked processes waiting on each channel (a process may wait on several).
     chan_waiters: BTreeMap<ChanKey, BTreeSet<usize>>,
     /// The blocked processes waiting for a deadline, by deadline.
     deadlines: BTreeSet<(SimTime, usize)>,
@@ -176,7 +193,7 @@ impl Scheduler {
 
     /// Registers process `index` as blocked on `cond`.
     fn block_on(&mut self, index: usize, cond: Cond) {
-        if let Some(c) = cond.channel {
+        for &c in &cond.channels {
             self.chan_waiters.entry(c).or_default().insert(index);
         }
         if let Some(d) = cond.deadline {
@@ -191,11 +208,11 @@ impl Scheduler {
         let ProcState::Blocked(cond) = &self.procs[index].state else {
             return;
         };
-        if let Some(c) = cond.channel {
-            if let Some(waiters) = self.chan_waiters.get_mut(&c) {
+        for c in &cond.channels {
+            if let Some(waiters) = self.chan_waiters.get_mut(c) {
                 waiters.remove(&index);
                 if waiters.is_empty() {
-                    self.chan_waiters.remove(&c);
+                    self.chan_waiters.remove(c);
                 }
             }
         }
@@ -317,7 +334,8 @@ impl World {
             if !c.satisfied(self) {
                 let msg = format!(
                     "deadlock: process {} blocked in {} and nothing left can wake it",
-                    self.sched.procs[j].name, c.what
+                    self.sched.procs[j].name,
+                    c.describe(self)
                 );
                 self.sched.unregister_wait(j);
                 self.sched.procs[j].state = ProcState::Deadlocked(msg);
@@ -386,7 +404,7 @@ fn wait_until(
                     "deadlock: blocked in {} and nothing left in the timeline can produce it \
                      (outside Fabric::run a blocking call runs the timeline inline and does not \
                      wait for other threads)",
-                    cond.what
+                    cond.describe(&w)
                 );
                 return (w, Err(msg));
             }

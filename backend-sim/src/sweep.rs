@@ -414,7 +414,7 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
 
     fn show_progress(&self, done: usize, total: usize, failed: usize) {
         let step = (total / 20).max(1);
-        if done.is_multiple_of(step) || done == total {
+        if done % step == 0 || done == total {
             let filled = done * 20 / total.max(1);
             eprintln!(
                 "sweep {}: [{}{}] {done}/{total} runs, {failed} failed",

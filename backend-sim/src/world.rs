@@ -246,14 +246,10 @@ impl World {
             return;
         }
         World::check_event_order(id.reported, kind);
-        let info = EventInfo {
-            kind,
-            status,
-            id: self.id_handle(owner),
-            listen_id: listen_id.map(|l| self.id_handle(l)),
-            param,
-            private_data,
-        };
+        let mut info = EventInfo::new(kind, status, self.id_handle(owner), id.ps);
+        info.listen_id = listen_id.map(|l| self.id_handle(l));
+        info.param = param;
+        info.private_data = private_data;
         // A CONNECT_REQUEST goes to the listener's channel; everything else to the id's own.
         self.id_mut(owner).reported |= 1 << kind.as_raw();
         let id = self.id(owner);

@@ -44,7 +44,7 @@ fn well_formed(xml: &str) -> Result<usize, String> {
             let self_closing = tag.ends_with('/');
             let body = tag.trim_end_matches('/');
             let name = body.split_whitespace().next().ok_or("empty tag")?;
-            if !body.matches('"').count().is_multiple_of(2) {
+            if body.matches('"').count() % 2 != 0 {
                 return Err(format!("unbalanced quotes in {tag:?}"));
             }
             check_text(body)?;

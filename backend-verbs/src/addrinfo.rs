@@ -84,16 +84,14 @@ fn cstring(call: Call, s: Option<&str>) -> Result<Option<CString>> {
 
 fn convert(list: Vec<AddrInfoOut>) -> Vec<AddrInfo> {
     list.into_iter()
-        .map(|a| AddrInfo {
-            flags: a.flags as u32,
-            port_space: PortSpace(a.port_space as u32),
-            qp_type: match a.qp_type as u32 {
+        .map(|a| {
+            let qp_type = match a.qp_type as u32 {
                 QPT_UD => QpType::Ud,
                 QPT_UC => QpType::Uc,
                 _ => QpType::Rc,
-            },
-            src_addr: a.src,
-            dst_addr: a.dst,
+            };
+            let ps = PortSpace(a.port_space as u32);
+            AddrInfo::new(a.flags as u32, ps, qp_type, a.src, a.dst)
         })
         .collect()
 }
@@ -152,7 +150,8 @@ impl VerbsBackend {
         self.on_id(call, id, |o| {
             // Another thread may have started a resolution on the id meanwhile.
             Self::check_idle(call, id, o)?;
-            let event = addrinfo_event(id, EventKind::AddrinfoResolved, 0);
+            let ps = PortSpace(o.raw.port_space());
+            let event = addrinfo_event(id, ps, EventKind::AddrinfoResolved, 0);
             let mut st = lock(&o.state);
             st.addrinfo = AddrinfoState::Resolved(convert(list));
             match st.channel.clone() {

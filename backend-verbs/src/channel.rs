@@ -6,10 +6,11 @@
 //! discard an event it fetched (§5.4), a readable fd can still yield nothing: the loop then
 //! waits again (until the deadline for timed waits).
 
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cmtwin::{Call, ChannelHandle, CmEvent, EventKind, Result, Wait};
+use cmtwin::{Call, ChannelHandle, CmEvent, EventKind, PortSpace, Result, Wait};
 
 use crate::events::event_info;
 use crate::ffi::{self, EventFd, RawChannel, RawEvent, RawId, QPT_UD};
@@ -85,17 +86,76 @@ impl VerbsBackend {
         Ok(())
     }
 
-    pub(crate) fn get_cm_event_impl(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
+    /// The live channels `channels` (EBADF for any other; EINVAL for none at all).
+    fn channel_objs(&self, call: Call, channels: &[ChannelHandle]) -> Result<Vec<Arc<ChannelObj>>> {
+        if channels.is_empty() {
+            return Err(err(call, libc::EINVAL, "no channel to wait on"));
+        }
+        channels
+            .iter()
+            .map(|&h| self.channel_obj(call, h))
+            .collect()
+    }
+
+    /// `rdma_get_cm_event` on the first of `channels` that has an event, waiting as `wait`
+    /// says on all of them at once (one `poll` on every channel fd and eventfd).
+    pub(crate) fn get_cm_event_any_impl(
+        &self,
+        channels: &[ChannelHandle],
+        wait: Wait,
+    ) -> Result<(ChannelHandle, CmEvent)> {
         let call = Call::GetCmEvent;
-        let chan = self.channel_obj(call, channel)?;
-        // A timeout too large to represent is a blocking wait.
-        let (wait, deadline) = match wait {
-            Wait::Timeout(d) => match Instant::now().checked_add(d) {
-                Some(dl) => (wait, Some(dl)),
-                None => (Wait::Block, None),
-            },
-            other => (other, None),
-        };
+        let chans = self.channel_objs(call, channels)?;
+        let deadline = Deadline::of(wait);
+        loop {
+            for chan in &chans {
+                if let Some(ev) = self.try_fetch(chan)? {
+                    return Ok((chan.handle, ev.with_release(self.release_path())));
+                }
+            }
+            let timeout_ms = match deadline.poll_timeout() {
+                Some(ms) => ms,
+                None => {
+                    let (errno, why) = match wait {
+                        Wait::NonBlocking => (libc::EAGAIN, "no event is queued"),
+                        _ => (libc::ETIMEDOUT, "no event arrived in time"),
+                    };
+                    return Err(err(call, errno, format!("{why} on {}", list(channels))));
+                }
+            };
+            ffi::poll_readable(&fds_of(&chans), timeout_ms)
+                .map_err(|e| err(call, e, "poll on the channel fds failed"))?;
+        }
+    }
+
+    /// Which of `channels` are readable (the kernel queued an event, which librdmacm may still
+    /// discard, or the backend injected one), after waiting as `wait` says.
+    pub(crate) fn poll_channels_impl(
+        &self,
+        channels: &[ChannelHandle],
+        wait: Wait,
+    ) -> Result<Vec<ChannelHandle>> {
+        let call = Call::Poll;
+        let chans = self.channel_objs(call, channels)?;
+        let deadline = Deadline::of(wait);
+        loop {
+            let timeout_ms = deadline.poll_timeout().unwrap_or(0);
+            let readable = ffi::poll_which(&fds_of(&chans), timeout_ms)
+                .map_err(|e| err(call, e, "poll on the channel fds failed"))?;
+            let ready: Vec<ChannelHandle> = (chans.iter().zip(readable.chunks(2)))
+                .filter(|(_, r)| r.iter().any(|&x| x))
+                .map(|(c, _)| c.handle)
+                .collect();
+            if !ready.is_empty() || deadline.poll_timeout().is_none() {
+                return Ok(ready);
+            }
+        }
+    }
+
+    /// A non-blocking fetch from `chan`: a kernel event (skipping those librdmacm or the
+    /// backend discards), else an injected one, else `None`.
+    fn try_fetch(&self, chan: &Arc<ChannelObj>) -> Result<Option<CmEvent>> {
+        let call = Call::GetCmEvent;
         loop {
             let fetched = {
                 let _fetch = lock(&chan.fetch);
@@ -103,52 +163,27 @@ impl VerbsBackend {
             };
             match fetched {
                 Ok(raw) => {
-                    if let Some(ev) = self.translate(&chan, raw)? {
-                        return Ok(ev);
+                    if let Some(ev) = self.translate(chan, raw)? {
+                        return Ok(Some(ev));
                     }
-                    continue;
                 }
-                Err(libc::EAGAIN) => {}
-                Err(libc::EINTR) => continue,
+                Err(libc::EAGAIN) => break,
+                Err(libc::EINTR) => {}
                 Err(e) => return Err(c_err(call, e)),
             }
-            if let Some(inj) = chan.pop_injected() {
-                let mut reg = self.reg();
-                // Injected events of destroyed ids are purged at destroy; check anyway.
-                if reg.id(inj.id).is_none() {
-                    continue;
-                }
-                let ticket = reg
-                    .new_ticket(inj.id, inj.info.kind)
-                    .map_err(|_| keys_exhausted(call))?;
-                return Ok(CmEvent::new(inj.info, ticket));
-            }
-            let timeout_ms = match wait {
-                Wait::NonBlocking => {
-                    return Err(err(
-                        call,
-                        libc::EAGAIN,
-                        format!("no event is queued on {channel}"),
-                    ))
-                }
-                Wait::Block => -1,
-                Wait::Timeout(d) => {
-                    let left = deadline
-                        .map(|dl| dl.saturating_duration_since(Instant::now()))
-                        .unwrap_or_default();
-                    if left.is_zero() {
-                        return Err(err(
-                            call,
-                            libc::ETIMEDOUT,
-                            format!("no event on {channel} within {d:?}"),
-                        ));
-                    }
-                    ms_ceil(left)
-                }
-            };
-            ffi::poll_readable(&[chan.raw.fd(), chan.wake.fd()], timeout_ms)
-                .map_err(|e| err(call, e, "poll on the channel fd failed"))?;
         }
+        while let Some(inj) = chan.pop_injected() {
+            let mut reg = self.reg();
+            // Injected events of destroyed ids are purged at destroy; check anyway.
+            if reg.id(inj.id).is_none() {
+                continue;
+            }
+            let ticket = reg
+                .new_ticket(inj.id, inj.info.kind)
+                .map_err(|_| keys_exhausted(call))?;
+            return Ok(Some(CmEvent::new(inj.info, ticket)));
+        }
+        Ok(None)
     }
 
     /// Registers a fetched kernel event and acks it in C. `None` if the event is for an id the
@@ -158,19 +193,19 @@ impl VerbsBackend {
         let snap = raw.snapshot();
         let kind = EventKind::from_raw(snap.kind);
         let mut reg = self.reg();
-        let (id, listen_id, ud) = if kind == EventKind::ConnectRequest {
+        let (id, listen_id, ud, ps) = if kind == EventKind::ConnectRequest {
             let child = raw.take_child();
             match (reg.id_by_addr(snap.listen_id), child) {
                 (Some(listener), Some(child)) => {
                     let ps = reg
                         .id(listener)
                         .map(|l| lock(&l.state).port_space)
-                        .unwrap_or(cmtwin::PortSpace(child.port_space()));
+                        .unwrap_or(PortSpace(child.port_space()));
                     let ud = child.qp_type() == QPT_UD;
                     let mut state = IdState::new(Some(Arc::clone(chan)), ps);
                     state.unaccepted = true;
                     match reg.insert_id(child, state) {
-                        Ok(obj) => (obj.handle, Some(listener), ud),
+                        Ok(obj) => (obj.handle, Some(listener), ud, ps),
                         Err(child) => {
                             drop(reg);
                             drop_event(raw, Some(child));
@@ -201,7 +236,7 @@ impl VerbsBackend {
                         EventKind::DeviceRemoval => lock(&obj.state).device_removed = true,
                         _ => {}
                     }
-                    (h, None, ud)
+                    (h, None, ud, PortSpace(obj.raw.port_space()))
                 }
                 None => {
                     drop(reg);
@@ -221,16 +256,22 @@ impl VerbsBackend {
         drop(reg);
         raw.ack();
         Ok(Some(CmEvent::new(
-            event_info(&snap, id, listen_id, ud),
+            event_info(&snap, id, ps, listen_id, ud),
             ticket,
         )))
     }
 
-    pub(crate) fn ack_cm_event_impl(&self, event: CmEvent) -> Result<()> {
+    pub(crate) fn ack_cm_event_impl(&self, mut event: CmEvent) -> Result<()> {
         let ticket = event.ticket();
-        match self.reg().ack(ticket) {
-            Some(_) => Ok(()),
-            None => Err(err(
+        let acked = self.reg().ack(ticket).is_some();
+        if acked {
+            event.disarm();
+            return Ok(());
+        }
+        // Refused: the event is dropped at the end of this call, which releases it at the
+        // backend that issued it, if that is another one.
+        {
+            Err(err(
                 Call::AckCmEvent,
                 libc::EINVAL,
                 format!(
@@ -240,7 +281,7 @@ impl VerbsBackend {
                     event.id(),
                     ticket.0
                 ),
-            )),
+            ))
         }
     }
 }
@@ -251,6 +292,54 @@ fn drop_event(raw: RawEvent, child: Option<RawId>) {
     raw.ack();
     if let Some(child) = child {
         let _ = child.destroy();
+    }
+}
+
+/// Every fd a wait on `chans` polls: each channel's fd, then its eventfd.
+fn fds_of(chans: &[Arc<ChannelObj>]) -> Vec<RawFd> {
+    chans
+        .iter()
+        .flat_map(|c| [c.raw.fd(), c.wake.fd()])
+        .collect()
+}
+
+/// `[ch#1, ch#2]`, for error messages.
+fn list(channels: &[ChannelHandle]) -> String {
+    let names: Vec<String> = channels.iter().map(|c| c.to_string()).collect();
+    format!("[{}]", names.join(", "))
+}
+
+/// When a wait ends.
+enum Deadline {
+    /// Never (`Wait::Block`, or a timeout too large to represent).
+    Never,
+    /// At once (`Wait::NonBlocking`).
+    Now,
+    /// At this instant.
+    At(Instant),
+}
+
+impl Deadline {
+    fn of(wait: Wait) -> Deadline {
+        match wait {
+            Wait::Block => Deadline::Never,
+            Wait::NonBlocking => Deadline::Now,
+            Wait::Timeout(d) => Instant::now()
+                .checked_add(d)
+                .map_or(Deadline::Never, Deadline::At),
+        }
+    }
+
+    /// The timeout of the next `poll` (-1: forever); `None` once the wait is over.
+    fn poll_timeout(&self) -> Option<i32> {
+        match self {
+            Deadline::Never => Some(-1),
+            Deadline::Now => None,
+            Deadline::At(t) => {
+                let left = t.saturating_duration_since(Instant::now());
+                (!left.is_zero()).then(|| ms_ceil(left))
+            }
+        }
     }
 }
 

@@ -5,7 +5,9 @@
 //! `ud` plus the join context (stored by librdmacm in `ud.private_data`), USER carries `arg`.
 //! Private data is copied with exactly `private_data_len` bytes, as delivered.
 
-use cmtwin::{AhAttr, ConnData, EventInfo, EventKind, EventParam, GlobalRoute, IdHandle, UdData};
+use cmtwin::{
+    AhAttr, ConnData, EventInfo, EventKind, EventParam, GlobalRoute, IdHandle, PortSpace, UdData,
+};
 
 use crate::ffi::{EventSnapshot, RawUd};
 
@@ -32,12 +34,13 @@ fn ud_data(ud: &RawUd) -> UdData {
     }
 }
 
-/// Builds the event info of `snap`, for the id `id` (the new child for CONNECT_REQUEST),
-/// delivered on a listener `listen_id` (CONNECT_REQUEST only); `ud` tells whether the id's QP
-/// type is UD.
+/// Builds the event info of `snap`, for the id `id` of port space `ps` (the new child for
+/// CONNECT_REQUEST), delivered on a listener `listen_id` (CONNECT_REQUEST only); `ud` tells
+/// whether the id's QP type is UD.
 pub(crate) fn event_info(
     snap: &EventSnapshot,
     id: IdHandle,
+    ps: PortSpace,
     listen_id: Option<IdHandle>,
     ud: bool,
 ) -> EventInfo {
@@ -71,40 +74,28 @@ pub(crate) fn event_info(
         }
         _ => EventParam::None,
     };
-    EventInfo {
-        kind,
-        status: snap.status,
-        id,
-        listen_id: if kind == EventKind::ConnectRequest {
-            listen_id
-        } else {
-            None
-        },
-        param,
-        private_data: snap.private_data.clone(),
+    let mut info = EventInfo::new(kind, snap.status, id, ps);
+    if kind == EventKind::ConnectRequest {
+        info.listen_id = listen_id;
     }
+    info.param = param;
+    info.private_data = snap.private_data.clone();
+    info
 }
 
 /// A USER event, as `rdma_write_cm_event` would deliver it.
-pub(crate) fn user_event(id: IdHandle, status: i32, arg: u64) -> EventInfo {
-    EventInfo {
-        kind: EventKind::User,
-        status,
-        id,
-        listen_id: None,
-        param: EventParam::User(arg),
-        private_data: Vec::new(),
-    }
+pub(crate) fn user_event(id: IdHandle, ps: PortSpace, status: i32, arg: u64) -> EventInfo {
+    let mut info = EventInfo::new(EventKind::User, status, id, ps);
+    info.param = EventParam::User(arg);
+    info
 }
 
 /// An ADDRINFO_RESOLVED (status 0) or ADDRINFO_ERROR event.
-pub(crate) fn addrinfo_event(id: IdHandle, kind: EventKind, status: i32) -> EventInfo {
-    EventInfo {
-        kind,
-        status,
-        id,
-        listen_id: None,
-        param: EventParam::None,
-        private_data: Vec::new(),
-    }
+pub(crate) fn addrinfo_event(
+    id: IdHandle,
+    ps: PortSpace,
+    kind: EventKind,
+    status: i32,
+) -> EventInfo {
+    EventInfo::new(kind, status, id, ps)
 }

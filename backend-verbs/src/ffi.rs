@@ -620,6 +620,33 @@ impl RawId {
         })
     }
 
+    /// `rdma_join_multicast_ex` with the address and the join flags (`RDMA_MC_JOIN_FLAG_*`).
+    /// The caller has checked that the id has a device.
+    pub(crate) fn join_multicast_ex(
+        &self,
+        addr: &SocketAddr,
+        join_flags: u32,
+        context: u64,
+    ) -> CResult<()> {
+        let mut sa = to_storage(addr);
+        let mut attr = sys::rdma_cm_join_mc_attr_ex {
+            comp_mask: (sys::rdma_cm_join_mc_attr_mask::RDMA_CM_JOIN_MC_ATTR_ADDRESS
+                | sys::rdma_cm_join_mc_attr_mask::RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)
+                .0,
+            join_flags,
+            addr: ptr::addr_of_mut!(sa).cast(),
+        };
+        // SAFETY: live id with a device; `attr` and the sockaddr it points to live across the
+        // call, which copies the address; the context is opaque.
+        check(unsafe {
+            sys::rdma_join_multicast_ex(
+                self.as_ptr(),
+                ptr::addr_of_mut!(attr),
+                context as usize as *mut c_void,
+            )
+        })
+    }
+
     /// `rdma_leave_multicast`.
     pub(crate) fn leave_multicast(&self, addr: &SocketAddr) -> CResult<()> {
         let mut sa = to_storage(addr);
@@ -711,6 +738,15 @@ impl RawId {
     pub(crate) fn context(&self) -> u64 {
         // SAFETY: live id; reading a pointer-sized field.
         unsafe { (*self.as_ptr()).context as usize as u64 }
+    }
+
+    /// Sets `id->context`. The caller holds the id's channel's fetch lock, so librdmacm does
+    /// not read the field meanwhile (it copies a listener's context into a request's new id
+    /// while processing the request).
+    pub(crate) fn set_context(&self, context: u64) {
+        // SAFETY: live id; writing a pointer-sized field that librdmacm only reads while it
+        // processes an event of the id's channel, which the caller excludes.
+        unsafe { (*self.as_ptr()).context = context as usize as *mut c_void }
     }
 
     /// `id->qp_type` (`IBV_QPT_*`).
@@ -933,6 +969,28 @@ pub(crate) fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> CResult<bool> {
             e => Err(e),
         },
     }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passes (-1: forever), and returns
+/// which are readable (all false at the timeout or on EINTR).
+pub(crate) fn poll_which(fds: &[RawFd], timeout_ms: i32) -> CResult<Vec<bool>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `pfds` is a valid array of `len` pollfd structs for the duration of the call.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+    if n < 0 {
+        return match last_errno() {
+            libc::EINTR => Ok(vec![false; fds.len()]),
+            e => Err(e),
+        };
+    }
+    Ok(pfds.iter().map(|p| p.revents & libc::POLLIN != 0).collect())
 }
 
 /// A non-blocking eventfd, readable while the injected-event queue it guards is non-empty.

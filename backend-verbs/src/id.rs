@@ -439,6 +439,13 @@ impl VerbsBackend {
             CmOption::AfOnly(b) => (0, 2, i32::from(*b).to_ne_bytes().to_vec()),
             CmOption::AckTimeout(v) => (0, 3, vec![*v]),
             CmOption::IbPath(bytes) => (1, 1, bytes.clone()),
+            other => {
+                return Err(err(
+                    call,
+                    libc::ENOSYS,
+                    format!("{other:?} is not known to this backend"),
+                ))
+            }
         };
         self.on_id(call, id, |o| {
             o.raw
@@ -448,10 +455,10 @@ impl VerbsBackend {
     }
 
     pub(crate) fn local_addr_impl(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
-        self.on_id(Call::Query, id, |o| Ok(o.raw.local_addr()))
+        self.on_id(Call::LocalAddr, id, |o| Ok(o.raw.local_addr()))
     }
 
     pub(crate) fn peer_addr_impl(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
-        self.on_id(Call::Query, id, |o| Ok(o.raw.peer_addr()))
+        self.on_id(Call::PeerAddr, id, |o| Ok(o.raw.peer_addr()))
     }
 }

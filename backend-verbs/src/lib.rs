@@ -11,8 +11,11 @@
 //!   listener, oversize private data — all EINVAL.
 //! * **Owned events.** Each event is copied into a [`cmtwin::CmEvent`] and acked in C at once;
 //!   the backend tracks the Rust event instead, so `destroy_id` with unacknowledged events is
-//!   EBUSY (naming them) rather than a deadlock, and a bad ack is EINVAL.
-//! * **Waiting** with [`cmtwin::Wait`]: blocking, non-blocking (EAGAIN) and timed (ETIMEDOUT);
+//!   EBUSY (naming them) rather than a deadlock, and a bad ack is EINVAL. Dropping an event
+//!   releases its ticket (on any thread; nothing once the backend is gone: the event holds
+//!   only a weak reference to the registry).
+//! * **Waiting** with [`cmtwin::Wait`]: blocking, non-blocking (EAGAIN) and timed (ETIMEDOUT),
+//!   on one channel or several at once (one `poll` on all their fds);
 //!   [`VerbsBackend::channel_fd`] exposes the channel fd for poll/epoll/tokio users.
 //! * **Portability across librdmacm versions.** `rdma_write_cm_event` and
 //!   `rdma_resolve_addrinfo` (rdma-core v60, kernel 6.18) are looked up at run time; where they
@@ -53,13 +56,13 @@
 //! | every `unsafe` (librdmacm, eventfd, poll, dlsym) | `ffi.rs` |
 //! | handles, live objects, outstanding events | `registry.rs` |
 //! | handle and ticket values (64-bit, never reused) | `keys.rs` |
-//! | `rdma_create/destroy_event_channel`, `rdma_get_cm_event`, `rdma_ack_cm_event` | `channel.rs` |
+//! | `rdma_create/destroy_event_channel`, `rdma_get_cm_event` (on one or several channels, readiness), `rdma_ack_cm_event` | `channel.rs` |
 //! | translation of `struct rdma_cm_event` into [`cmtwin::CmEvent`] | `events.rs` |
 //! | `rdma_create/destroy_id`, bind, resolve, listen, connect, accept, reject, disconnect, notify, establish, migrate, set_option, addresses | `id.rs` |
 //! | private-data limits | `private_data.rs` |
 //! | `rdma_get_request`, synchronous ids' current event | `sync_ids.rs` |
 //! | `rdma_create_qp`, `rdma_destroy_qp` | `qp.rs` |
-//! | `rdma_join_multicast`, `rdma_leave_multicast` | `multicast.rs` |
+//! | `rdma_join_multicast(_ex)`, `rdma_leave_multicast` | `multicast.rs` |
 //! | `rdma_write_cm_event` (native or emulated) | `user_events.rs` |
 //! | `rdma_resolve_addrinfo`, `rdma_query_addrinfo` (native or emulated over `rdma_getaddrinfo`) | `addrinfo.rs` |
 //!
@@ -113,13 +116,13 @@ mod user_events;
 
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use cmtwin::{
-    AddrInfo, AddrInfoHints, AsyncEvent, Call, ChannelHandle, CmBackend, CmError, CmEvent,
-    CmOption, ConnParam, Errno, EventInfo, EventKind, IdHandle, PortSpace, QpInitAttr, Result,
-    Wait,
+    AckTicket, AddrInfo, AddrInfoHints, AsyncEvent, Call, ChannelHandle, CmBackend, CmError,
+    CmEvent, CmOption, ConnParam, Errno, EventInfo, EventKind, EventRelease, IdHandle, JoinFlags,
+    PortSpace, QpInitAttr, Result, Wait,
 };
 
 use registry::{lock, ChannelObj, IdObj, Registry};
@@ -130,8 +133,23 @@ use registry::{lock, ChannelObj, IdObj, Registry};
 /// value. It may be shared between threads (`&self` methods). Dropping it destroys what is left
 /// (QPs, ids, then channels), so a test that fails half-way leaks nothing.
 pub struct VerbsBackend {
-    registry: Mutex<Registry>,
+    shared: Arc<Shared>,
     start: Instant,
+}
+
+/// The registry, behind an `Arc` so that events can hold a weak reference to it: an event
+/// dropped unacknowledged releases its ticket here, if the backend still exists.
+struct Shared {
+    registry: Mutex<Registry>,
+}
+
+/// An event dropped unacknowledged: its C event was acked when it was fetched, so only the
+/// backend's ticket is left to release (any thread, any time; a ticket already released or
+/// foreign is ignored).
+impl EventRelease for Shared {
+    fn release_dropped(&self, _info: &EventInfo, ticket: AckTicket) {
+        lock(&self.registry).ack(ticket);
+    }
 }
 
 impl Default for VerbsBackend {
@@ -142,7 +160,7 @@ impl Default for VerbsBackend {
 
 impl Drop for VerbsBackend {
     fn drop(&mut self) {
-        let (ids, channels) = lock(&self.registry).drain();
+        let (ids, channels) = lock(&self.shared.registry).drain();
         // `&mut self`: no call is in progress, so every Arc is the registry's only one, except
         // that each id holds its channel (dropped with the id, before the channels below).
         for obj in ids {
@@ -171,16 +189,30 @@ impl VerbsBackend {
     /// RDMA device reports ENODEV when there is none.
     pub fn new() -> Self {
         VerbsBackend {
-            registry: Mutex::new(Registry::new()),
+            shared: Arc::new(Shared {
+                registry: Mutex::new(Registry::new()),
+            }),
             start: Instant::now(),
         }
     }
 
-    /// The file descriptor of an event channel, for poll/epoll/tokio users. It is in
-    /// O_NONBLOCK mode; it becomes readable when the kernel queued an event (which librdmacm
-    /// may still discard: `get_cm_event(.., Wait::NonBlocking)` can then return EAGAIN).
-    /// Events the backend injects itself (USER events on kernels without
-    /// `rdma_write_cm_event`, emulated ADDRINFO_* events) signal [`Self::injected_fd`] instead.
+    /// The file descriptor of an event channel (`channel->fd`), for programs that wait in
+    /// their own `poll`/`epoll`/event loop (tokio's `AsyncFd`, mio) instead of in
+    /// `get_cm_event`.
+    ///
+    /// * It is in O_NONBLOCK mode and becomes readable when the kernel queued an event.
+    ///   librdmacm may still discard that event when it is fetched (§5.4), so on readiness
+    ///   call `get_cm_event(.., Wait::NonBlocking)` until it returns EAGAIN, and treat EAGAIN
+    ///   as "nothing after all".
+    /// * Events the backend injects itself (USER events on kernels without
+    ///   `rdma_write_cm_event`, emulated ADDRINFO_* events) signal [`Self::injected_fd`]
+    ///   instead: register both fds.
+    /// * The fd belongs to the channel: never read, write or close it; it is valid until
+    ///   `destroy_event_channel`, which a registration must not outlive.
+    /// * Within the trait, [`CmBackend::poll_channels`] and [`CmBackend::get_cm_event_any`]
+    ///   do this `poll` on both fds of every channel given.
+    ///
+    /// EBADF for a channel that is not live in this backend.
     pub fn channel_fd(&self, channel: ChannelHandle) -> Result<RawFd> {
         Ok(self.channel_obj(Call::GetCmEvent, channel)?.raw.fd())
     }
@@ -214,8 +246,14 @@ impl VerbsBackend {
         ffi::refresh_device_list()
     }
 
+    /// How events this backend returns reach it when dropped unacknowledged.
+    fn release_path(&self) -> Weak<dyn EventRelease> {
+        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
+        weak
+    }
+
     fn reg(&self) -> MutexGuard<'_, Registry> {
-        lock(&self.registry)
+        lock(&self.shared.registry)
     }
 
     /// The live id `h`, or ENOENT (unknown, destroyed, or issued by another backend value).
@@ -346,7 +384,19 @@ impl CmBackend for VerbsBackend {
     }
 
     fn get_cm_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
-        self.get_cm_event_impl(channel, wait)
+        self.get_cm_event_any_impl(&[channel], wait).map(|(_, e)| e)
+    }
+
+    fn get_cm_event_any(
+        &self,
+        channels: &[ChannelHandle],
+        wait: Wait,
+    ) -> Result<(ChannelHandle, CmEvent)> {
+        self.get_cm_event_any_impl(channels, wait)
+    }
+
+    fn poll_channels(&self, channels: &[ChannelHandle], wait: Wait) -> Result<Vec<ChannelHandle>> {
+        self.poll_channels_impl(channels, wait)
     }
 
     fn ack_cm_event(&self, event: CmEvent) -> Result<()> {
@@ -354,7 +404,17 @@ impl CmBackend for VerbsBackend {
     }
 
     fn join_multicast(&self, id: IdHandle, addr: SocketAddr, context: u64) -> Result<()> {
-        self.join_multicast_impl(id, addr, context)
+        self.join_multicast_impl(id, addr, None, context)
+    }
+
+    fn join_multicast_ex(
+        &self,
+        id: IdHandle,
+        addr: SocketAddr,
+        flags: JoinFlags,
+        context: u64,
+    ) -> Result<()> {
+        self.join_multicast_impl(id, addr, Some(flags), context)
     }
 
     fn leave_multicast(&self, id: IdHandle, addr: SocketAddr) -> Result<()> {
@@ -404,7 +464,16 @@ impl CmBackend for VerbsBackend {
     }
 
     fn context(&self, id: IdHandle) -> Result<u64> {
-        Ok(self.id_obj(Call::Query, id)?.raw.context())
+        Ok(self.id_obj(Call::Context, id)?.raw.context())
+    }
+
+    fn set_context(&self, id: IdHandle, context: u64) -> Result<()> {
+        // Under the id's locks: librdmacm reads a listener's context while it processes a
+        // request on the listener's channel.
+        self.on_id(Call::SetContext, id, |o| {
+            o.raw.set_context(context);
+            Ok(())
+        })
     }
 
     fn qp_num(&self, id: IdHandle) -> Result<Option<u32>> {

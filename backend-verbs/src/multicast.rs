@@ -1,20 +1,25 @@
-//! Multicast: `rdma_join_multicast` and `rdma_leave_multicast`. MULTICAST_JOIN/ERROR events
+//! Multicast: `rdma_join_multicast`, `rdma_join_multicast_ex` and `rdma_leave_multicast`. MULTICAST_JOIN/ERROR events
 //! carry the join context (see `events.rs`).
 
 use std::net::SocketAddr;
 
-use cmtwin::{Call, IdHandle, Result};
+use cmtwin::{Call, IdHandle, JoinFlags, Result};
 
 use crate::{c_err, err, VerbsBackend};
 
 impl VerbsBackend {
+    /// `rdma_join_multicast` (`flags` `None`) or `rdma_join_multicast_ex` with `flags`.
     pub(crate) fn join_multicast_impl(
         &self,
         id: IdHandle,
         addr: SocketAddr,
+        flags: Option<JoinFlags>,
         context: u64,
     ) -> Result<()> {
-        let call = Call::JoinMulticast;
+        let call = match flags {
+            None => Call::JoinMulticast,
+            Some(_) => Call::JoinMulticastEx,
+        };
         self.on_id(call, id, |o| {
             if !o.raw.has_device() {
                 return Err(err(
@@ -24,9 +29,11 @@ impl VerbsBackend {
                 ));
             }
             crate::registry::lock(&o.state).sync_override = None;
-            o.raw
-                .join_multicast(&addr, context)
-                .map_err(|e| c_err(call, e))
+            match flags {
+                None => o.raw.join_multicast(&addr, context),
+                Some(f) => o.raw.join_multicast_ex(&addr, f.as_raw(), context),
+            }
+            .map_err(|e| c_err(call, e))
         })
     }
 

@@ -63,6 +63,6 @@ impl VerbsBackend {
     }
 
     pub(crate) fn qp_num_impl(&self, id: IdHandle) -> Result<Option<u32>> {
-        self.on_id(Call::Query, id, |o| Ok(o.raw.qp_num()))
+        self.on_id(Call::QpNum, id, |o| Ok(o.raw.qp_num()))
     }
 }

@@ -1,7 +1,7 @@
 //! Synchronous ids (created without a channel): `rdma_get_request` and the id's current event
 //! (`id->event`, which librdmacm owns and acks itself; the backend only copies it).
 
-use cmtwin::{Call, EventInfo, EventKind, IdHandle, Result};
+use cmtwin::{Call, EventInfo, EventKind, IdHandle, PortSpace, Result};
 
 use crate::events::event_info;
 use crate::ffi::QPT_UD;
@@ -50,7 +50,7 @@ impl VerbsBackend {
     }
 
     pub(crate) fn sync_event_impl(&self, id: IdHandle) -> Result<Option<EventInfo>> {
-        self.on_id(Call::Query, id, |o| {
+        self.on_id(Call::SyncEvent, id, |o| {
             if let Some(info) = lock(&o.state).sync_override.clone() {
                 return Ok(Some(info));
             }
@@ -65,6 +65,7 @@ impl VerbsBackend {
             Ok(Some(event_info(
                 &snap,
                 id,
+                PortSpace(o.raw.port_space()),
                 listen,
                 o.raw.qp_type() == QPT_UD,
             )))

@@ -6,7 +6,7 @@
 //! it with EINVAL (too old), the event is appended to the channel's injected queue and its
 //! eventfd is signalled, which wakes a thread blocked in `get_cm_event` on that channel.
 
-use cmtwin::{Call, EventKind, IdHandle, Result};
+use cmtwin::{Call, EventKind, IdHandle, PortSpace, Result};
 
 use crate::events::user_event;
 use crate::registry::{lock, Injected};
@@ -60,7 +60,7 @@ impl VerbsBackend {
         };
         channel.inject(Injected {
             id,
-            info: user_event(id, status, arg),
+            info: user_event(id, PortSpace(obj.raw.port_space()), status, arg),
         });
         Ok(())
     }

@@ -73,11 +73,16 @@ fn unknown_handles_are_enoent_and_ebadf() {
                 .map(|_| ()),
         ),
         (Call::DestroyQp, cm.destroy_qp(id)),
-        (Call::Query, cm.sync_event(id).map(|_| ())),
-        (Call::Query, cm.local_addr(id).map(|_| ())),
-        (Call::Query, cm.peer_addr(id).map(|_| ())),
-        (Call::Query, cm.context(id).map(|_| ())),
-        (Call::Query, cm.qp_num(id).map(|_| ())),
+        (
+            Call::JoinMulticastEx,
+            cm.join_multicast_ex(id, addr, cmtwin::JoinFlags::SendOnlyFullMember, 0),
+        ),
+        (Call::SyncEvent, cm.sync_event(id).map(|_| ())),
+        (Call::LocalAddr, cm.local_addr(id).map(|_| ())),
+        (Call::PeerAddr, cm.peer_addr(id).map(|_| ())),
+        (Call::Context, cm.context(id).map(|_| ())),
+        (Call::SetContext, cm.set_context(id, 1)),
+        (Call::QpNum, cm.qp_num(id).map(|_| ())),
     ];
     for (call, r) in checks {
         let e = r.unwrap_err();
@@ -90,6 +95,8 @@ fn unknown_handles_are_enoent_and_ebadf() {
         cm.get_cm_event(ch, Wait::NonBlocking).map(|_| ()),
         cm.get_cm_event(ch, Wait::Block).map(|_| ()),
         cm.get_cm_event(ch, Wait::Timeout(d)).map(|_| ()),
+        cm.get_cm_event_any(&[ch], Wait::Block).map(|_| ()),
+        cm.poll_channels(&[ch], Wait::Block).map(|_| ()),
         cm.channel_fd(ch).map(|_| ()),
         cm.create_id(Some(ch), 0, PortSpace::TCP).map(|_| ()),
         cm.migrate_id(id, Some(ch)),
@@ -119,19 +126,22 @@ fn dropping_a_backend_with_nothing_in_it_is_fine() {
 #[test]
 fn acking_an_event_this_backend_never_issued_is_einval() {
     let cm = VerbsBackend::new();
-    let info = EventInfo {
-        kind: EventKind::User,
-        status: 0,
-        id: IdHandle::from_raw(7),
-        listen_id: None,
-        param: EventParam::User(1),
-        private_data: Vec::new(),
-    };
+    let mut info = EventInfo::new(EventKind::User, 0, IdHandle::from_raw(7), PortSpace::TCP);
+    info.param = EventParam::User(1);
     let e = cm
         .ack_cm_event(CmEvent::new(info, AckTicket(42)))
         .unwrap_err();
     assert_eq!(e.call, Call::AckCmEvent);
     assert_eq!(e.errno, Errno::EINVAL);
+}
+
+#[test]
+fn waiting_on_no_channel_at_all_is_einval() {
+    let cm = VerbsBackend::new();
+    let e = cm.get_cm_event_any(&[], Wait::Block).unwrap_err();
+    assert_eq!((e.call, e.errno), (Call::GetCmEvent, Errno::EINVAL), "{e}");
+    let e = cm.poll_channels(&[], Wait::Block).unwrap_err();
+    assert_eq!((e.call, e.errno), (Call::Poll, Errno::EINVAL), "{e}");
 }
 
 #[test]

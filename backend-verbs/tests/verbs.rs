@@ -859,11 +859,7 @@ fn resolve_addrinfo_dns_mode() {
     let id = cm.create_id(Some(ch), 0, PortSpace::TCP).unwrap();
     assert_eq!(cm.query_addrinfo(id).unwrap_err().errno, Errno::ENOENT);
     let ip = rdma_ip().to_string();
-    let hints = AddrInfoHints {
-        flags: cmtwin::rai::NUMERICHOST,
-        port_space: Some(PortSpace::TCP),
-        qp_type: None,
-    };
+    let hints = AddrInfoHints::new(cmtwin::rai::NUMERICHOST).with_port_space(PortSpace::TCP);
     cm.resolve_addrinfo(id, Some(&ip), Some("7471"), Some(&hints))
         .unwrap();
     assert_eq!(
@@ -1405,4 +1401,69 @@ fn zz_device_removal_then_rxe_is_re_added() {
     // The device is usable again.
     let p = Pair::connect();
     p.teardown();
+}
+
+/// An ADDR_RESOLVED of `id` on `ch`, fetched and not acknowledged.
+fn resolved_event(cm: &VerbsBackend, ch: ChannelHandle, id: IdHandle) -> CmEvent {
+    cm.resolve_addr(id, None, fresh_addr(), Duration::from_secs(2))
+        .unwrap();
+    expect(cm, ch, EventKind::AddrResolved)
+}
+
+/// An event dropped unacknowledged releases its ticket (the C event was acked at fetch):
+/// `destroy_id` succeeds at once, whether the drop happens on this thread or another.
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn a_dropped_event_releases_its_id_on_any_thread() {
+    let cm = VerbsBackend::new();
+    let ch = cm.create_event_channel().unwrap();
+    let here = cm.create_id(Some(ch), 0, PortSpace::TCP).unwrap();
+    let there = cm.create_id(Some(ch), 0, PortSpace::TCP).unwrap();
+    let event = resolved_event(&cm, ch, here);
+    assert_eq!(cm.destroy_id(here).unwrap_err().errno, Errno::EBUSY);
+    drop(event);
+    cm.destroy_id(here).unwrap();
+    let event = resolved_event(&cm, ch, there);
+    std::thread::spawn(move || drop(event)).join().unwrap();
+    cm.destroy_id(there).unwrap();
+    cm.destroy_event_channel(ch).unwrap();
+}
+
+/// An event that outlives its backend is dropped harmlessly (the backend destroyed its ids
+/// and channels; the event only holds a weak path to it), and stays readable.
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn an_event_outliving_its_backend_is_harmless() {
+    let cm = VerbsBackend::new();
+    let ch = cm.create_event_channel().unwrap();
+    let id = cm.create_id(Some(ch), 0, PortSpace::TCP).unwrap();
+    let event = resolved_event(&cm, ch, id);
+    drop(cm);
+    assert_eq!(event.kind(), EventKind::AddrResolved);
+    assert_eq!(event.port_space(), PortSpace::TCP);
+    drop(event);
+}
+
+/// A send-only join through `rdma_join_multicast_ex` on rxe: MULTICAST_JOIN with the
+/// context, no private data, and the leave works.
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn send_only_join_on_soft_roce() {
+    let cm = VerbsBackend::new();
+    let ch = cm.create_event_channel().unwrap();
+    let id = cm.create_id(Some(ch), 0, PortSpace::UDP).unwrap();
+    cm.bind_addr(id, fresh_addr()).unwrap();
+    let group: SocketAddr = "239.9.9.9:0".parse().unwrap();
+    cm.join_multicast_ex(id, group, cmtwin::JoinFlags::SendOnlyFullMember, 0xabc)
+        .unwrap();
+    let join = expect(&cm, ch, EventKind::MulticastJoin);
+    match join.param() {
+        EventParam::Multicast { context, .. } => assert_eq!(*context, 0xabc),
+        other => panic!("no multicast data: {other:?}"),
+    }
+    assert_eq!(join.private_data_opt(), None);
+    cm.ack_cm_event(join).unwrap();
+    cm.leave_multicast(id, group).unwrap();
+    cm.destroy_id(id).unwrap();
+    cm.destroy_event_channel(ch).unwrap();
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::{
     AddrInfo, AddrInfoHints, AsyncEvent, ChannelHandle, CmEvent, CmOption, ConnParam, EventInfo,
-    EventKind, IdHandle, PortSpace, QpInitAttr, Result, Wait,
+    EventKind, IdHandle, JoinFlags, PortSpace, QpInitAttr, Result, Wait,
 };
 
 /// The RDMA connection manager, as a backend: the real librdmacm or the simulated fabric.
@@ -14,13 +14,23 @@ use crate::{
 /// ...), so protocol code written for C ports line by line, and one test asserts the same thing
 /// on both backends. Methods take `&self`: a backend value may be shared between threads.
 ///
-/// * Errors carry the call's name and the errno the kernel or librdmacm gives for the misuse.
-/// * Handles are checked: a stale or foreign handle is an error (ENOENT for an unknown id,
-///   EBADF for an unknown channel), never undefined behaviour.
-/// * Events are owned values; `ack_cm_event` consumes them.
+/// * Errors carry the call's name and the errno the kernel or librdmacm gives for the misuse;
+///   each method lists its errnos below. Section numbers (§) are those of the project's
+///   CM-SEMANTICS.md; the conformance suite (`tests/src/conformance/`) asserts each listed
+///   errno on both backends unless a line says otherwise.
+/// * Handles are checked: a stale or foreign handle is an error, never undefined behaviour.
+///   Every method taking an id fails with **ENOENT** for an id that is not live in this
+///   backend (destroyed, never created, or another backend's), and every method taking a
+///   channel with **EBADF** for such a channel; these two are not repeated below.
+/// * After DEVICE_REMOVAL, calls on the id that reach the kernel fail with **ENXIO**.
+/// * Events are owned values, acknowledged exactly once: by `ack_cm_event`, or by their drop.
 /// * Synchronous ids (created without a channel) block in the call itself until the id's next
-///   event arrives, and keep it as their current event (`sync_event`); a blocking call on the
-///   simulator advances virtual time instead of sleeping.
+///   event arrives, and keep it as their current event (`sync_event`); such a call then also
+///   fails with the errno its completing event carries (REJECTED: ECONNREFUSED; UNREACHABLE:
+///   ETIMEDOUT; ...). A blocking call on the simulator advances virtual time instead of
+///   sleeping, and fails with **EDEADLK** when nothing left in the simulation could complete it
+///   (and with **EPERM** on a thread that is not one of the fabric's processes while
+///   `Fabric::run` is in progress).
 /// * Time goes through the backend (`now`, `sleep`), so that protocol code using time is
 ///   deterministic on the simulator.
 ///
@@ -28,14 +38,22 @@ use crate::{
 /// creation is already here so that connections reach ESTABLISHED as real applications do.
 pub trait CmBackend: Send + Sync {
     /// `rdma_create_event_channel`.
+    ///
+    /// * ENODEV: no RDMA device on the machine (cmtwin-verbs; librdmacm needs one).
+    /// * ENFILE: the process used up every handle value (never in practice).
     fn create_event_channel(&self) -> Result<ChannelHandle>;
 
-    /// `rdma_destroy_event_channel`. Refused with EBUSY while ids still use the channel
-    /// (librdmacm would leave those ids dangling).
+    /// `rdma_destroy_event_channel`.
+    ///
+    /// * EBUSY: ids still use the channel (librdmacm would leave them dangling, §12.3), or
+    ///   (cmtwin-verbs) another thread is inside a call on it, e.g. a waiting `get_cm_event`.
     fn destroy_event_channel(&self, channel: ChannelHandle) -> Result<()>;
 
     /// `rdma_create_id`. Without a channel the id is synchronous. `context` is returned by
     /// `context` and inherited by children of a listener.
+    ///
+    /// * EINVAL: a port space the kernel does not know (§4.2).
+    /// * ENODEV: no RDMA device (cmtwin-verbs).
     fn create_id(
         &self,
         channel: Option<ChannelHandle>,
@@ -43,14 +61,29 @@ pub trait CmBackend: Send + Sync {
         port_space: PortSpace,
     ) -> Result<IdHandle>;
 
-    /// `rdma_destroy_id`. Fails with EBUSY, naming them, while events of this id (or, for a
-    /// listener, CONNECT_REQUESTs it delivered) are unacknowledged: librdmacm would block forever.
+    /// `rdma_destroy_id` (destroying the id's QP too, if the application did not).
+    ///
+    /// * EBUSY: events of this id (or, for a listener, CONNECT_REQUESTs it delivered) are
+    ///   fetched and not yet acknowledged, naming them: librdmacm would block forever (§4.15,
+    ///   §16.7). Drop or acknowledge them first. cmtwin-verbs: also while another thread is
+    ///   inside a call on the id.
     fn destroy_id(&self, id: IdHandle) -> Result<()>;
 
     /// `rdma_bind_addr`.
+    ///
+    /// * EINVAL: the id is already bound, resolving, listening or connected (§4.3).
+    /// * EADDRINUSE: the port is taken in the id's port space (REUSEADDR on both ids shares
+    ///   it); EADDRNOTAVAIL: a wildcard bind over a specific one of the same port (§4.3).
+    /// * ENODEV (Linux 6.1) / EADDRNOTAVAIL (newer kernels): the address is on no RDMA device
+    ///   of the host (§19).
     fn bind_addr(&self, id: IdHandle, addr: SocketAddr) -> Result<()>;
 
     /// `rdma_resolve_addr`: starts address resolution; ADDR_RESOLVED or ADDR_ERROR follows.
+    ///
+    /// * EINVAL: already resolving or resolved, listening, or the families of source, bound
+    ///   address and destination differ (§4.4).
+    /// * ENETUNREACH: no route to the destination, at once (§14.2, §19).
+    /// * ENODEV: no RDMA device can reach it.
     fn resolve_addr(
         &self,
         id: IdHandle,
@@ -60,49 +93,151 @@ pub trait CmBackend: Send + Sync {
     ) -> Result<()>;
 
     /// `rdma_resolve_route`: ROUTE_RESOLVED or ROUTE_ERROR follows.
+    ///
+    /// * EINVAL: the address is not resolved (the id has no device; librdmacm would crash,
+    ///   §16), the route is already resolved or resolving, or a timeout of 0 (§4.5).
+    /// * ENODEV: the bound netdev has no RoCE port (loopback, §14.3).
     fn resolve_route(&self, id: IdHandle, timeout: Duration) -> Result<()>;
 
-    /// `rdma_listen`. A backlog of 0 or less means the system maximum.
+    /// `rdma_listen`. A backlog of 0 or less means the system maximum. An unbound id is bound
+    /// to the wildcard address first.
+    ///
+    /// * EINVAL: already listening, or resolving/connected (§4.6).
+    /// * EADDRINUSE: the port is shared through REUSEADDR with another listener.
     fn listen(&self, id: IdHandle, backlog: i32) -> Result<()>;
 
     /// `rdma_get_request`: on a synchronous listener, waits for the next connection request and
     /// returns its new (synchronous) id, which holds the CONNECT_REQUEST as its `sync_event`.
+    ///
+    /// * EINVAL: the listener is not synchronous, or does not listen (librdmacm would block
+    ///   forever, §11).
+    /// * Otherwise the errno of the event that came instead (ECONNREFUSED for REJECTED).
     fn get_request(&self, listen: IdHandle) -> Result<IdHandle>;
 
-    /// `rdma_connect`. `None` uses librdmacm's defaults (and is EINVAL for an RC id without QP).
+    /// `rdma_connect`. `None` uses librdmacm's defaults.
+    ///
+    /// * EINVAL: the route is not resolved, already connecting or connected, RDMA_PS_TCP
+    ///   without QP and without parameters, responder resources or initiator depth above the
+    ///   device's maximum, iWARP without QP, or more private data than the transport allows
+    ///   (56 bytes on IB/RoCE RC, 180 UD; never truncated, §6.1).
+    /// * ECONNREFUSED, ETIMEDOUT, ...: on a synchronous id, the errno of the completing event.
     fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()>;
 
     /// `rdma_accept` on a passive id (or, on an active id without QP, sends the RTU).
+    ///
+    /// * EINVAL: on a listener, on an id whose request is gone or already answered, no QP and
+    ///   no parameters (librdmacm would crash, §16), iWARP without QP, resources above the
+    ///   device's maximum, or too much private data (196 bytes RC, 136 UD, §6.1).
     fn accept(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()>;
 
     /// `rdma_reject` with private data.
+    ///
+    /// * EINVAL: on a listener, nothing to reject (no request pending, or already answered),
+    ///   or too much private data (148 bytes RC, 136 UD, §6.1).
     fn reject(&self, id: IdHandle, private_data: &[u8]) -> Result<()>;
 
-    /// `rdma_disconnect`.
+    /// `rdma_disconnect`. A second disconnect is harmless (0), and so is one on a listener.
+    ///
+    /// * EINVAL: the id has no device, or no connection (idle, resolving).
     fn disconnect(&self, id: IdHandle) -> Result<()>;
 
     /// `rdma_notify`: tell the CM about a QP's asynchronous event (COMM_EST, PATH_MIG).
+    ///
+    /// * EISCONN: COMM_EST on a connection already established (§9).
+    /// * EINVAL: the id has no connection, the event does not apply in the CM's state, or an
+    ///   event other than COMM_EST and PATH_MIG.
     fn notify(&self, id: IdHandle, event: AsyncEvent) -> Result<()>;
 
     /// `rdma_establish`: on an active id without QP, after CONNECT_RESPONSE, sends the RTU.
+    ///
+    /// * EINVAL: the id has a QP (librdmacm establishes it itself), or is not awaiting an RTU.
     fn establish(&self, id: IdHandle) -> Result<()>;
 
-    /// `rdma_write_cm_event`: queue an event of `kind` (only USER is accepted) on the id's channel.
+    /// `rdma_write_cm_event`: queue an event of `kind` (only USER is accepted) on the id's
+    /// channel.
+    ///
+    /// * EINVAL: a kind other than USER (§10.1); a kernel without the command also answers
+    ///   EINVAL, which cmtwin-verbs replaces by delivering the event itself.
+    /// * EOPNOTSUPP: a synchronous id where the kernel cannot queue USER events (before Linux
+    ///   6.18).
     fn write_cm_event(&self, id: IdHandle, kind: EventKind, status: i32, arg: u64) -> Result<()>;
 
     /// `rdma_get_cm_event`: the head of the channel's queue.
+    ///
+    /// * EAGAIN: `Wait::NonBlocking` and no event (§12.1).
+    /// * ETIMEDOUT: `Wait::Timeout` passed without an event.
+    /// * EDEADLK (simulator): a blocking wait nothing can end.
     fn get_cm_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent>;
 
-    /// `rdma_ack_cm_event`: consumes the event.
+    /// `rdma_ack_cm_event`: consumes the event. Dropping an event does the same without
+    /// reporting errors.
+    ///
+    /// * EINVAL: the event is not an outstanding one of this backend (made up, another
+    ///   backend's, or, on the simulator, another host's); such an event is then released by
+    ///   its drop at the backend that issued it.
     fn ack_cm_event(&self, event: CmEvent) -> Result<()>;
 
+    /// `rdma_get_cm_event` on whichever of `channels` has an event first: the `poll(2)` on
+    /// several channel fds that a program with several channels writes, then the fetch.
+    /// Returns the channel the event came from. When several are ready, the first in the
+    /// order given wins (rotate the slice to be fair).
+    ///
+    /// * EINVAL: no channel given. EBADF: any of them is not a live channel.
+    /// * EAGAIN, ETIMEDOUT, EDEADLK: as `get_cm_event`.
+    fn get_cm_event_any(
+        &self,
+        channels: &[ChannelHandle],
+        wait: Wait,
+    ) -> Result<(ChannelHandle, CmEvent)>;
+
+    /// Which of `channels` have an event to fetch, without taking any (`poll(2)` on their fds).
+    /// Waits as `wait` says for at least one; at the end of the wait, an empty list (as
+    /// `poll(2)` returns 0), never EAGAIN or ETIMEDOUT. On cmtwin-verbs a channel is ready when
+    /// its fd is readable, and librdmacm may still discard that event (§5.4), so a fetch can
+    /// then find nothing; on the simulator readiness is exact.
+    ///
+    /// * EINVAL: no channel given. EBADF: any of them is not a live channel.
+    /// * EDEADLK (simulator): a blocking wait nothing can end.
+    fn poll_channels(&self, channels: &[ChannelHandle], wait: Wait) -> Result<Vec<ChannelHandle>>;
+
     /// `rdma_join_multicast`: MULTICAST_JOIN or MULTICAST_ERROR follows, carrying `context`.
+    ///
+    /// * EINVAL: the id is not a UD id (e.g. RDMA_PS_TCP), has no device (bind or resolve
+    ///   first), is not in ADDR_BOUND or ADDR_RESOLVED, or the group is the all-zero address
+    ///   on RoCE (§13.3).
+    /// * ENOSYS: the port has no multicast (iWARP).
     fn join_multicast(&self, id: IdHandle, addr: SocketAddr, context: u64) -> Result<()>;
 
+    /// `rdma_join_multicast_ex` with `flags` (`join_multicast` is `FullMember`). A send-only
+    /// full member sends to the group without receiving from it: librdmacm attaches no QP, the
+    /// kernel sends no IGMP join on RoCE and asks the SA for send-only membership on IB.
+    ///
+    /// * The errnos of `join_multicast`, naming `rdma_join_multicast_ex`.
+    /// * EOPNOTSUPP (IB, real backend): the subnet manager does not support send-only
+    ///   membership.
+    fn join_multicast_ex(
+        &self,
+        id: IdHandle,
+        addr: SocketAddr,
+        flags: JoinFlags,
+        context: u64,
+    ) -> Result<()>;
+
     /// `rdma_leave_multicast`.
+    ///
+    /// * EADDRNOTAVAIL: the group was never joined, or already left (§13.3).
+    /// * EBUSY: fetched events of the membership are not acknowledged (librdmacm would block
+    ///   forever).
     fn leave_multicast(&self, id: IdHandle, addr: SocketAddr) -> Result<()>;
 
     /// `rdma_resolve_addrinfo`: ADDRINFO_RESOLVED or ADDRINFO_ERROR follows.
+    ///
+    /// * ENOENT: the name or service does not resolve (DNS mode fails at once, with no event,
+    ///   §10.3).
+    /// * EBUSY: a resolution is pending, or resolved and not yet queried.
+    /// * EOPNOTSUPP: RAI_SA with RAI_DNS, SA mode with a node, SA mode off InfiniBand, or SA
+    ///   mode where the librdmacm in use lacks the call.
+    /// * EINVAL: SA mode without a service, on an unbound id, or before Linux 6.18.
     fn resolve_addrinfo(
         &self,
         id: IdHandle,
@@ -112,40 +247,62 @@ pub trait CmBackend: Send + Sync {
     ) -> Result<()>;
 
     /// `rdma_query_addrinfo`: takes the results of a completed `resolve_addrinfo`.
+    ///
+    /// * ENOENT: nothing resolved, or already queried.
     fn query_addrinfo(&self, id: IdHandle) -> Result<Vec<AddrInfo>>;
 
     /// `rdma_migrate_id`: move the id (and its queued events) to another channel; `None` makes
     /// it synchronous.
+    ///
+    /// * EBUSY: fetched events of the id are not acknowledged (librdmacm would block forever).
+    /// * EINVAL: `None` for an id that is already synchronous.
     fn migrate_id(&self, id: IdHandle, channel: Option<ChannelHandle>) -> Result<()>;
 
     /// `rdma_set_option`.
+    ///
+    /// * EINVAL: the option is not allowed in the id's state (REUSEADDR once listening,
+    ///   AFONLY once resolving, ACK_TIMEOUT on a UD id, IB_PATH before ADDR_RESOLVED or not a
+    ///   whole number of 72-byte records, §4.13).
+    /// * ENOSYS: an option this backend does not know.
     fn set_option(&self, id: IdHandle, option: &CmOption) -> Result<()>;
 
     /// `rdma_create_qp` (with CQs created by the backend); returns the QP number.
+    ///
+    /// * EINVAL: the id has no device (librdmacm would crash, §16), already has a QP, or the
+    ///   QP type does not suit the port space.
+    /// * EOPNOTSUPP: a QP type the transport lacks (UD on iWARP).
     fn create_qp(&self, id: IdHandle, attr: &QpInitAttr) -> Result<u32>;
 
     /// `rdma_destroy_qp`.
+    ///
+    /// * EINVAL: the id has no QP.
     fn destroy_qp(&self, id: IdHandle) -> Result<()>;
 
     /// The current event of a synchronous id (`id->event`): what its last blocking call
-    /// received, or the CONNECT_REQUEST of an id returned by `get_request`.
+    /// received, or the CONNECT_REQUEST of an id returned by `get_request`. Only ENOENT.
     fn sync_event(&self, id: IdHandle) -> Result<Option<EventInfo>>;
 
-    /// `rdma_get_local_addr`: the id's source address, once bound.
+    /// `rdma_get_local_addr`: the id's source address, once bound. Only ENOENT.
     fn local_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>>;
 
-    /// `rdma_get_peer_addr`: the id's destination address, once known.
+    /// `rdma_get_peer_addr`: the id's destination address, once known. Only ENOENT.
     fn peer_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>>;
 
-    /// The context given to `create_id` (`id->context`).
+    /// The id's context (`id->context`). Only ENOENT.
     fn context(&self, id: IdHandle) -> Result<u64>;
 
-    /// The QP number of the id's QP, if it has one (`id->qp->qp_num`).
+    /// Sets the id's context (`id->context = context`): what `context` returns from now on,
+    /// and what children of a listener inherit from the requests fetched afterwards (librdmacm
+    /// copies the listener's context when it processes a request, at fetch). Only ENOENT.
+    fn set_context(&self, id: IdHandle, context: u64) -> Result<()>;
+
+    /// The QP number of the id's QP, if it has one (`id->qp->qp_num`). Only ENOENT.
     fn qp_num(&self, id: IdHandle) -> Result<Option<u32>>;
 
     /// The backend's clock: time since the backend was created (virtual on the simulator).
     fn now(&self) -> Duration;
 
-    /// Sleeps for `duration` (advancing virtual time on the simulator).
+    /// Sleeps for `duration` (advancing virtual time on the simulator). Never fails, except
+    /// with EPERM on the simulator as above.
     fn sleep(&self, duration: Duration) -> Result<()>;
 }

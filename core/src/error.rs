@@ -51,9 +51,11 @@ impl fmt::Display for Errno {
     }
 }
 
-/// The librdmacm call an error came from; `name()` gives the C function's name.
+/// The librdmacm call an error came from; `name()` gives the C function's name (or, for a
+/// field of `struct rdma_cm_id` read or written directly in C, the field).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[allow(missing_docs)] // each variant is the call of the same name in librdmacm
+#[non_exhaustive]
 pub enum Call {
     CreateEventChannel,
     DestroyEventChannel,
@@ -74,6 +76,7 @@ pub enum Call {
     GetCmEvent,
     AckCmEvent,
     JoinMulticast,
+    JoinMulticastEx,
     LeaveMulticast,
     ResolveAddrinfo,
     QueryAddrinfo,
@@ -81,7 +84,20 @@ pub enum Call {
     SetOption,
     CreateQp,
     DestroyQp,
-    Query,
+    /// `rdma_get_local_addr`.
+    LocalAddr,
+    /// `rdma_get_peer_addr`.
+    PeerAddr,
+    /// Reading `id->context`.
+    Context,
+    /// Writing `id->context`.
+    SetContext,
+    /// Reading `id->qp->qp_num`.
+    QpNum,
+    /// Reading a synchronous id's `id->event`.
+    SyncEvent,
+    /// `poll(2)` on event channels' file descriptors.
+    Poll,
     Sleep,
 }
 
@@ -108,6 +124,7 @@ impl Call {
             Call::GetCmEvent => "rdma_get_cm_event",
             Call::AckCmEvent => "rdma_ack_cm_event",
             Call::JoinMulticast => "rdma_join_multicast",
+            Call::JoinMulticastEx => "rdma_join_multicast_ex",
             Call::LeaveMulticast => "rdma_leave_multicast",
             Call::ResolveAddrinfo => "rdma_resolve_addrinfo",
             Call::QueryAddrinfo => "rdma_query_addrinfo",
@@ -115,7 +132,13 @@ impl Call {
             Call::SetOption => "rdma_set_option",
             Call::CreateQp => "rdma_create_qp",
             Call::DestroyQp => "rdma_destroy_qp",
-            Call::Query => "rdma_get_local_addr",
+            Call::LocalAddr => "rdma_get_local_addr",
+            Call::PeerAddr => "rdma_get_peer_addr",
+            Call::Context => "id->context",
+            Call::SetContext => "id->context=",
+            Call::QpNum => "id->qp->qp_num",
+            Call::SyncEvent => "id->event",
+            Call::Poll => "poll",
             Call::Sleep => "sleep",
         }
     }

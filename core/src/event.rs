@@ -1,6 +1,9 @@
 //! CM events: owned values that must be acknowledged exactly once.
 
-use crate::{EventKind, IdHandle};
+use std::fmt;
+use std::sync::Weak;
+
+use crate::{EventKind, IdHandle, PortSpace};
 
 /// Connection data of an RC/UC event (`struct rdma_conn_param` as delivered).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,6 +71,7 @@ pub struct UdData {
 
 /// The event's parameters: which union member of `rdma_cm_event.param` is meaningful.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EventParam {
     /// No parameters carry meaning (e.g. ADDR_RESOLVED, DISCONNECTED).
     #[default]
@@ -89,8 +93,11 @@ pub enum EventParam {
 
 /// Everything an event says, as a plain value (copyable, with no obligation to acknowledge).
 ///
-/// This is what a synchronous id keeps as its current event (`CmBackend::sync_event`).
+/// This is what a synchronous id keeps as its current event (`CmBackend::sync_event`). It
+/// grows as librdmacm's event does, so it is built with [`EventInfo::new`] and its fields are
+/// then set.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EventInfo {
     /// The kind of event.
     pub kind: EventKind,
@@ -98,35 +105,134 @@ pub struct EventInfo {
     pub status: i32,
     /// The id the event is for (the new child id for CONNECT_REQUEST).
     pub id: IdHandle,
+    /// The port space of the event's id (`event->id->ps`; a CONNECT_REQUEST's child has its
+    /// listener's).
+    pub port_space: PortSpace,
     /// The listener, for CONNECT_REQUEST only.
     pub listen_id: Option<IdHandle>,
     /// The parameters.
     pub param: EventParam,
-    /// Private data as delivered: zero-padded to the CM message's field size on IB and RoCE.
+    /// Private data as delivered: zero-padded to the CM message's field size on IB and RoCE,
+    /// empty when librdmacm's `private_data` pointer is NULL (see
+    /// [`CmEvent::private_data_opt`]).
     pub private_data: Vec<u8>,
+}
+
+impl EventInfo {
+    /// An event of `kind` with `status` for `id` of `port_space`, with no listener, no
+    /// parameters and no private data (for backend implementors and tests).
+    #[must_use]
+    pub fn new(kind: EventKind, status: i32, id: IdHandle, port_space: PortSpace) -> Self {
+        EventInfo {
+            kind,
+            status,
+            id,
+            port_space,
+            listen_id: None,
+            param: EventParam::None,
+            private_data: Vec::new(),
+        }
+    }
+
+    /// The private data as librdmacm's pointer gives it: `None` where `private_data` is NULL.
+    ///
+    /// librdmacm sets the pointer only when the kernel delivered a non-zero length (cma.c
+    /// copies connection and datagram parameters that way for every kind), so `Some` is never
+    /// empty:
+    ///
+    /// * IB and RoCE: CONNECT_REQUEST (56 bytes RC, 180 UD), CONNECT_RESPONSE and the active
+    ///   ESTABLISHED (196), REJECTED (148), the UD ESTABLISHED and a SIDR UNREACHABLE (136)
+    ///   always carry the message's whole field, zero-padded, even when the peer sent nothing.
+    /// * iWARP: exactly what the peer sent; nothing sent is `None`.
+    /// * The passive ESTABLISHED, DISCONNECTED, TIMEWAIT_EXIT, address and route events,
+    ///   USER and ADDRINFO events: `None`.
+    /// * MULTICAST_JOIN/ERROR: `None` here; librdmacm's pointer carries the join context
+    ///   (length 0), which is [`EventParam::Multicast`]'s `context`.
+    pub fn private_data_opt(&self) -> Option<&[u8]> {
+        if self.private_data.is_empty() {
+            None
+        } else {
+            Some(&self.private_data)
+        }
+    }
 }
 
 /// A ticket that the issuing backend uses to recognise the event when it is acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AckTicket(pub u64);
 
-/// A CM event returned by `get_cm_event`. It must be given back with `ack_cm_event`, which
-/// consumes it: a double ack does not compile, and the private data, borrowed from the event,
-/// cannot outlive the ack.
+/// How a dropped event reaches the backend that issued it (for backend implementors).
 ///
-/// An event that is dropped without being acknowledged stays outstanding, as in librdmacm:
-/// `destroy_id` of its id then fails with EBUSY naming it.
-#[must_use = "a CM event must be acknowledged with ack_cm_event"]
-#[derive(Debug)]
+/// A backend gives each event it returns a weak reference to its implementation of this trait
+/// ([`CmEvent::with_release`]). Dropping an event that was not acknowledged calls
+/// [`EventRelease::release_dropped`] once, on the dropping thread, if the backend still exists.
+pub trait EventRelease: Send + Sync {
+    /// Releases the unacknowledged event `info` issued with `ticket`, as an acknowledgement
+    /// would. It must tolerate any ticket (one already released, or foreign) and must not
+    /// panic.
+    fn release_dropped(&self, info: &EventInfo, ticket: AckTicket);
+}
+
+/// A CM event returned by `get_cm_event`. It is acknowledged exactly once: by
+/// `ack_cm_event`, which consumes it (so a double ack does not compile, and the private data,
+/// borrowed from the event, cannot outlive the ack), or else by its drop.
+///
+/// Dropping an unacknowledged event acknowledges it, so `destroy_id` of its id is not held up
+/// (librdmacm would block forever; an explicit ack stays available to see its errors). The
+/// drop is harmless in every case: after the backend is gone it does nothing; on another
+/// thread it acknowledges there (on the simulator, while `Fabric::run` is in progress, only a
+/// drop by one of the fabric's own processes acknowledges: a drop on any other thread leaves
+/// the event outstanding, so that the trace never depends on the OS's thread scheduling).
+/// On the simulator the acknowledgement happens at the drop, in program order, and is traced
+/// as `... (dropped)`.
+#[must_use = "a CM event is acknowledged when dropped; read it first, or ack it explicitly \
+              with ack_cm_event"]
 pub struct CmEvent {
     info: EventInfo,
     ticket: AckTicket,
+    release: Option<Weak<dyn EventRelease>>,
+}
+
+impl fmt::Debug for CmEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CmEvent")
+            .field("info", &self.info)
+            .field("ticket", &self.ticket)
+            .field("released_by_drop", &self.release.is_some())
+            .finish()
+    }
+}
+
+impl Drop for CmEvent {
+    fn drop(&mut self) {
+        if let Some(backend) = self.release.take().and_then(|w| w.upgrade()) {
+            backend.release_dropped(&self.info, self.ticket);
+        }
+    }
 }
 
 impl CmEvent {
-    /// Builds an event (for backend implementors).
+    /// Builds an event whose drop does nothing (for backend implementors and tests).
     pub fn new(info: EventInfo, ticket: AckTicket) -> Self {
-        CmEvent { info, ticket }
+        CmEvent {
+            info,
+            ticket,
+            release: None,
+        }
+    }
+
+    /// The same event, released through `backend` when dropped unacknowledged (for backend
+    /// implementors).
+    pub fn with_release(mut self, backend: Weak<dyn EventRelease>) -> Self {
+        self.release = Some(backend);
+        self
+    }
+
+    /// Forgets how to release the event, so that dropping it does nothing; a backend calls
+    /// this once an explicit acknowledgement succeeded. An application calling it leaves the
+    /// event outstanding, as `std::mem::forget` would.
+    pub fn disarm(&mut self) {
+        self.release = None;
     }
 
     /// The kind of event.
@@ -142,6 +248,11 @@ impl CmEvent {
     /// The id the event is for.
     pub fn id(&self) -> IdHandle {
         self.info.id
+    }
+
+    /// The port space of the event's id (`event->id->ps`).
+    pub fn port_space(&self) -> PortSpace {
+        self.info.port_space
     }
 
     /// The listener of a CONNECT_REQUEST.
@@ -181,6 +292,12 @@ impl CmEvent {
     /// Private data as delivered (empty when the event carries none).
     pub fn private_data(&self) -> &[u8] {
         &self.info.private_data
+    }
+
+    /// Private data as librdmacm's pointer gives it: `None` where it is NULL (see
+    /// [`EventInfo::private_data_opt`] for which events carry what).
+    pub fn private_data_opt(&self) -> Option<&[u8]> {
+        self.info.private_data_opt()
     }
 
     /// Everything the event says.

@@ -7,6 +7,9 @@
 //! spaces, transports and their private-data limits, and the error type ([`CmError`], which
 //! names the call and the errno). It has no `unsafe` and does no I/O.
 //!
+//! The [`guide`] shows the whole path: protocol code written once, tested on the simulator
+//! with faults and seeds, run on Soft-RoCE and on RDMA hardware.
+//!
 //! Protocol code is written once, generic over the backend:
 //!
 //! ```
@@ -25,9 +28,12 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod dispatch;
 mod error;
 mod event;
 mod event_kind;
+mod expect;
+pub mod guide;
 mod handle;
 mod params;
 mod port_space;
@@ -35,13 +41,17 @@ mod status;
 mod transport;
 
 pub use backend::CmBackend;
+pub use dispatch::{Dispatcher, Flow, Routed};
 pub use error::{Call, CmError, Errno, Result};
-pub use event::{AckTicket, AhAttr, CmEvent, ConnData, EventInfo, EventParam, GlobalRoute, UdData};
+pub use event::{
+    AckTicket, AhAttr, CmEvent, ConnData, EventInfo, EventParam, EventRelease, GlobalRoute, UdData,
+};
 pub use event_kind::EventKind;
+pub use expect::{expect_event, ExpectError};
 pub use handle::{ChannelHandle, IdHandle};
 pub use params::{
-    rai, AddrInfo, AddrInfoHints, AsyncEvent, CmOption, ConnParam, QpCap, QpInitAttr, Wait,
-    IB_PATH_RECORD_LEN, RDMA_MAX_RESP_RES, RDMA_UDP_QKEY,
+    rai, AddrInfo, AddrInfoHints, AsyncEvent, CmOption, ConnParam, JoinFlags, QpCap, QpInitAttr,
+    Wait, IB_PATH_RECORD_LEN, RDMA_MAX_RESP_RES, RDMA_UDP_QKEY,
 };
 pub use port_space::{PortSpace, QpType};
 pub use status::{EventStatus, IbRejReason, SidrStatus};

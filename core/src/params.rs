@@ -49,6 +49,7 @@ impl Default for ConnParam {
 
 impl ConnParam {
     /// Default parameters carrying `data` as private data.
+    #[must_use]
     pub fn with_private_data(data: &[u8]) -> Self {
         ConnParam {
             private_data: data.to_vec(),
@@ -70,6 +71,7 @@ pub enum Wait {
 
 /// An option for `set_option` (`rdma_set_option`), with its level and value.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CmOption {
     /// `RDMA_OPTION_ID_TOS`: type of service for later route resolution.
     Tos(u8),
@@ -125,8 +127,9 @@ impl Default for QpCap {
 }
 
 /// QP creation attributes for `create_qp` (CQs are created by the backend, as librdmacm does
-/// when none are given).
+/// when none are given). Built with [`QpInitAttr::new`], then adjusted field by field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QpInitAttr {
     /// The QP type; it must suit the id's port space.
     pub qp_type: QpType,
@@ -138,6 +141,7 @@ pub struct QpInitAttr {
 
 impl QpInitAttr {
     /// Attributes of a QP of `qp_type` with small default queues.
+    #[must_use]
     pub fn new(qp_type: QpType) -> Self {
         QpInitAttr {
             qp_type,
@@ -163,8 +167,10 @@ pub mod rai {
     pub const DNS: u32 = 0x20;
 }
 
-/// Hints for `resolve_addrinfo` (the meaningful subset of `struct rdma_addrinfo`).
+/// Hints for `resolve_addrinfo` (the meaningful subset of `struct rdma_addrinfo`). Built with
+/// [`AddrInfoHints::new`] and the `with_` methods.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AddrInfoHints {
     /// `RAI_*` flags (see [`rai`]).
     pub flags: u32,
@@ -176,6 +182,7 @@ pub struct AddrInfoHints {
 
 /// One result of `resolve_addrinfo` (`struct rdma_addrinfo`).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AddrInfo {
     /// `RAI_*` flags of the result.
     pub flags: u32,
@@ -187,4 +194,79 @@ pub struct AddrInfo {
     pub src_addr: Option<SocketAddr>,
     /// Destination address.
     pub dst_addr: Option<SocketAddr>,
+}
+
+impl AddrInfoHints {
+    /// Hints with `RAI_*` `flags` (see [`rai`]) and no port space or QP type.
+    #[must_use]
+    pub fn new(flags: u32) -> Self {
+        AddrInfoHints {
+            flags,
+            port_space: None,
+            qp_type: None,
+        }
+    }
+
+    /// The same hints, asking for `port_space`.
+    #[must_use]
+    pub fn with_port_space(mut self, port_space: PortSpace) -> Self {
+        self.port_space = Some(port_space);
+        self
+    }
+
+    /// The same hints, asking for `qp_type`.
+    #[must_use]
+    pub fn with_qp_type(mut self, qp_type: QpType) -> Self {
+        self.qp_type = Some(qp_type);
+        self
+    }
+}
+
+impl AddrInfo {
+    /// A result (for backend implementors).
+    #[must_use]
+    pub fn new(
+        flags: u32,
+        port_space: PortSpace,
+        qp_type: QpType,
+        src_addr: Option<SocketAddr>,
+        dst_addr: Option<SocketAddr>,
+    ) -> Self {
+        AddrInfo {
+            flags,
+            port_space,
+            qp_type,
+            src_addr,
+            dst_addr,
+        }
+    }
+}
+
+/// How `join_multicast_ex` joins a group (`enum rdma_cm_mc_join_flags`); the kernel turns it
+/// into the IB JoinState the SA sees (full member 0x1, send-only full member 0x8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum JoinFlags {
+    /// `RDMA_MC_JOIN_FLAG_FULLMEMBER`: send and receive (what `join_multicast` does).
+    #[default]
+    FullMember,
+    /// `RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER`: send only. librdmacm does not attach the QP
+    /// to the group; on RoCE (IPv4, RoCEv2) the kernel sends no IGMP join; on IB the SA must
+    /// support send-only membership.
+    SendOnlyFullMember,
+}
+
+impl JoinFlags {
+    /// librdmacm's value of the flag.
+    pub fn as_raw(self) -> u32 {
+        match self {
+            JoinFlags::FullMember => 0,
+            JoinFlags::SendOnlyFullMember => 1,
+        }
+    }
+
+    /// The IB JoinState bits the kernel asks the SA for.
+    pub fn join_state(self) -> u8 {
+        1 << (self.as_raw() * 3)
+    }
 }

@@ -243,6 +243,11 @@ pub enum Op {
         /// Index into the unacked events.
         which: usize,
     },
+    /// Drops one fetched, unacked event, which acknowledges it.
+    DropEvent {
+        /// Index into the unacked events.
+        which: usize,
+    },
     /// `rdma_create_qp`.
     CreateQp {
         /// Index into the id pool.
@@ -786,6 +791,13 @@ impl Model {
                 let (server, event) = self.outstanding.remove(which % self.outstanding.len());
                 self.check(Call::AckCmEvent, self.cm(server).ack_cm_event(event))
                     .expect("acking a delivered event must succeed");
+            }
+            Op::DropEvent { which } => {
+                if self.outstanding.is_empty() {
+                    return;
+                }
+                let (_, event) = self.outstanding.remove(which % self.outstanding.len());
+                drop(event);
             }
             Op::CreateQp { id, owner, ud } => {
                 let Some((server, id)) = self.id(id, owner) else {

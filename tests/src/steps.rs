@@ -66,13 +66,10 @@ pub fn next_event<B: CmBackend>(cm: &B, channel: ChannelHandle) -> EventInfo {
 /// acknowledges it and returns what it said.
 #[track_caller]
 pub fn expect_event<B: CmBackend>(cm: &B, channel: ChannelHandle, kind: EventKind) -> EventInfo {
-    let info = next_event(cm, channel);
-    assert_eq!(
-        info.kind, kind,
-        "expected {kind} on {channel}, got {} (status {}) for {}",
-        info.kind, info.status, info.id
-    );
-    info
+    match cmtwin::expect_event(cm, channel, kind, Wait::Timeout(WAIT)) {
+        Ok(info) => info,
+        Err(e) => panic!("waiting for {kind} on {channel}: {e}"),
+    }
 }
 
 /// Like [`expect_event`], and also asserts the event's id and status.

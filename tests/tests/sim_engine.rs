@@ -110,26 +110,16 @@ fn a_forged_event_is_refused() {
     let other = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "other id");
     ok(cm.write_cm_event(id, EventKind::User, 0, 9), "write");
     let event = ok(cm.get_cm_event(channel, cmtwin::Wait::NonBlocking), "event");
-    let wrong_kind = EventInfo {
-        kind: EventKind::Established,
-        ..event.info().clone()
-    };
-    let wrong_id = EventInfo {
-        id: other,
-        ..event.info().clone()
-    };
+    let mut wrong_kind = event.info().clone();
+    wrong_kind.kind = EventKind::Established;
+    let mut wrong_id = event.info().clone();
+    wrong_id.id = other;
     for info in [wrong_kind, wrong_id] {
         let forged = CmEvent::new(info, event.ticket());
         expect_errno(cm.ack_cm_event(forged), Call::AckCmEvent, Errno::EINVAL);
     }
-    let made_up = EventInfo {
-        kind: EventKind::User,
-        status: 0,
-        id,
-        listen_id: None,
-        param: EventParam::User(9),
-        private_data: Vec::new(),
-    };
+    let mut made_up = EventInfo::new(EventKind::User, 0, id, PortSpace::TCP);
+    made_up.param = EventParam::User(9);
     let guessed = CmEvent::new(made_up, AckTicket(event.ticket().0 + 1));
     expect_errno(cm.ack_cm_event(guessed), Call::AckCmEvent, Errno::EINVAL);
     ok(cm.ack_cm_event(event), "the real ack");

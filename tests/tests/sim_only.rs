@@ -1287,10 +1287,7 @@ fn resolve_addr_to_a_group_without_source_needs_a_route() {
 fn sa_mode_resolve_addrinfo_without_records_is_addrinfo_error() {
     use cmtwin::{rai, AddrInfoHints};
     use cmtwin_sim::KernelProfile;
-    let sa = AddrInfoHints {
-        flags: rai::SA,
-        ..AddrInfoHints::default()
-    };
+    let sa = AddrInfoHints::new(rai::SA);
     let service = Some("0x1000000000000001");
     let bed = SimBed::with_config(SEED, Transport::InfiniBand, SimConfig::mainline());
     let cm = bed.client();

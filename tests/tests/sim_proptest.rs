@@ -44,6 +44,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         8 => (idx(), owner(), prop_oneof![4 => Just(0u8), 4 => Just(1u8), 1 => Just(2u8)])
             .prop_map(|(ch, owner, wait)| Op::GetEvent { ch, owner, wait }),
         5 => idx().prop_map(|which| Op::Ack { which }),
+        2 => idx().prop_map(|which| Op::DropEvent { which }),
         3 => (idx(), owner(), any::<bool>()).prop_map(|(id, owner, ud)| Op::CreateQp { id, owner, ud }),
         1 => (idx(), owner()).prop_map(|(id, owner)| Op::DestroyQp { id, owner }),
         1 => (idx(), owner(), prop::option::weighted(0.8, idx()))

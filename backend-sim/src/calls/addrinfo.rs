@@ -91,13 +91,13 @@ impl World {
             .into_iter()
             .map(|ip| {
                 let addr = Some(SocketAddr::new(ip, port));
-                AddrInfo {
-                    flags: hints.flags,
-                    port_space: ps,
-                    qp_type: hints.qp_type.unwrap_or(ps.default_qp_type()),
-                    src_addr: if passive { addr } else { None },
-                    dst_addr: if passive { None } else { addr },
-                }
+                AddrInfo::new(
+                    hints.flags,
+                    ps,
+                    hints.qp_type.unwrap_or(ps.default_qp_type()),
+                    if passive { addr } else { None },
+                    if passive { None } else { addr },
+                )
             })
             .collect();
         self.id_mut(key).addrinfo = AddrinfoState::Resolved(list);

@@ -1,6 +1,8 @@
 //! Event channels: create, destroy, fetch (with librdmacm's processing of §5.4) and acknowledge.
 
-use cmtwin::{AckTicket, Call, ChannelHandle, CmError, CmEvent, Errno, EventKind, Result};
+use cmtwin::{
+    AckTicket, Call, ChannelHandle, CmError, CmEvent, Errno, EventInfo, EventKind, IdHandle, Result,
+};
 
 use crate::trace::{Entry, TraceKind};
 use crate::world::{AddrinfoState, ChanKey, Channel, HostKey, IdKey, Outstanding, World};
@@ -77,6 +79,10 @@ impl World {
         let host = self.kernel.channels[&key].host;
         if info.kind == EventKind::ConnectRequest {
             self.adopt_listener_mode(q.owner, q.counted_against);
+            // librdmacm gives the new id the listener's context as it processes the request.
+            if let Some(context) = self.kernel.ids.get(&q.counted_against).map(|l| l.context) {
+                self.id_mut(q.owner).context = context;
+            }
             if let Some(l) = self
                 .kernel
                 .ids
@@ -163,18 +169,29 @@ impl World {
         }
     }
 
-    /// `rdma_ack_cm_event`.
-    pub(crate) fn ack_cm_event(&mut self, host: HostKey, event: CmEvent) -> Result<()> {
-        let raw = event.ticket().0;
-        // The ticket must be this fabric's, of this host, and name the event it came with.
-        let ticket = self.unstamp(raw).filter(|t| {
+    /// The outstanding ticket of `event` (id `id`, kind `kind`, stamped ticket `raw`), if
+    /// it is one of this fabric's and names the very event it was issued for; `host`, if
+    /// given, must be the host that fetched it.
+    fn outstanding_ticket(
+        &self,
+        host: Option<HostKey>,
+        raw: u64,
+        kind: EventKind,
+        id: IdHandle,
+    ) -> Option<u64> {
+        self.unstamp(raw).filter(|t| {
             self.kernel.outstanding.get(t).is_some_and(|o| {
-                o.host == host
-                    && o.kind == event.kind()
-                    && self.unstamp(event.id().raw()) == Some(o.owner)
+                (host.is_none() || host == Some(o.host))
+                    && o.kind == kind
+                    && self.unstamp(id.raw()) == Some(o.owner)
             })
-        });
-        match ticket {
+        })
+    }
+
+    /// `rdma_ack_cm_event`: the event must be an outstanding one of this host.
+    pub(crate) fn ack_cm_event(&mut self, host: HostKey, event: &CmEvent) -> Result<()> {
+        let raw = event.ticket().0;
+        match self.outstanding_ticket(Some(host), raw, event.kind(), event.id()) {
             Some(ticket) => {
                 self.release_ticket(ticket);
                 let entry = Entry::Acked {
@@ -194,6 +211,21 @@ impl World {
                 ),
             )),
         }
+    }
+
+    /// An event dropped without acknowledgement: acknowledged now, on the host that fetched
+    /// it, if it is still outstanding (a ticket of another fabric, or made up, is ignored).
+    pub(crate) fn ack_dropped_event(&mut self, info: &EventInfo, ticket: AckTicket) {
+        let Some(ticket) = self.outstanding_ticket(None, ticket.0, info.kind, info.id) else {
+            return;
+        };
+        let Some(o) = self.release_ticket(ticket) else {
+            return;
+        };
+        let (kind, id) = (info.kind, info.id);
+        self.record_text(Some(o.host), TraceKind::Ack, |_| {
+            format!("{kind} on {id} ticket {ticket} (dropped)")
+        });
     }
 
     /// Fetched, unacknowledged events that hold up a destroy of `id` (or a migrate).

@@ -7,7 +7,9 @@
 
 use std::net::SocketAddr;
 
-use cmtwin::{Call, CmError, Errno, EventKind, EventParam, IdHandle, Result, Transport, UdData};
+use cmtwin::{
+    Call, CmError, Errno, EventKind, EventParam, IdHandle, JoinFlags, Result, Transport, UdData,
+};
 
 use crate::world::{Action, CmState, HostKey, IdKey, McKey, Membership, World};
 
@@ -15,15 +17,21 @@ use crate::world::{Action, CmState, HostKey, IdKey, McKey, Membership, World};
 const MULTICAST_QPN: u32 = 0xFF_FFFF;
 
 impl World {
-    /// `rdma_join_multicast`.
+    /// `rdma_join_multicast` (`call` JoinMulticast) and `rdma_join_multicast_ex` (flags).
+    ///
+    /// A send-only full member join takes the same checks and gives the same MULTICAST_JOIN
+    /// as a full one: what differs is below this model (the kernel asks the SA for JoinState
+    /// 0x8 on IB, which every SA since 2015 grants; it sends no IGMP join on RoCE; librdmacm
+    /// attaches no QP to the group).
     pub(crate) fn join_multicast(
         &mut self,
         host: HostKey,
+        call: Call,
         h: IdHandle,
         addr: SocketAddr,
+        _flags: JoinFlags,
         context: u64,
     ) -> Result<()> {
-        let call = Call::JoinMulticast;
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
         let Some(transport) = self.transport_of(key) else {

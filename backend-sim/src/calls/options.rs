@@ -62,6 +62,15 @@ impl World {
                     Vec::new(),
                 );
             }
+            // An option added to `CmOption` later that this simulator does not know: the
+            // kernel's answer to an unknown option name.
+            other => {
+                return Err(CmError::new(
+                    call,
+                    Errno::ENOSYS,
+                    format!("{other:?} is not modelled"),
+                ))
+            }
         }
         Ok(())
     }

@@ -131,3 +131,74 @@ pub fn events_are_delivered_once_and_acked_in_any_order<T: TestBed>(bed: &T) {
     expect_no_event(cm, channel);
     teardown(cm, &[a, b], channel);
 }
+
+/// cmtwin's rule over §12.2: an event dropped without `ack_cm_event` is acknowledged by its
+/// drop, so `destroy_id` of its id succeeds (librdmacm would block forever).
+pub fn dropped_event_is_acknowledged_by_its_drop<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let ep = client_endpoint(bed, PortSpace::TCP);
+    ok(
+        cm.resolve_addr(ep.id, None, bed.server_addr(), RESOLVE_TIMEOUT),
+        "resolve_addr",
+    );
+    let event = ok(
+        cm.get_cm_event(ep.channel, Wait::Timeout(WAIT)),
+        "get_cm_event",
+    );
+    assert_eq!(event.kind(), EventKind::AddrResolved, "event kind");
+    expect_errno(cm.destroy_id(ep.id), Call::DestroyId, Errno::EBUSY);
+    drop(event);
+    expect_no_event(cm, ep.channel);
+    teardown_client(bed, &ep);
+}
+
+/// cmtwin's rule over §4.15/§12.2: a CONNECT_REQUEST dropped unacknowledged no longer holds
+/// the listener, and its new id (neither accepted nor rejected) can still be destroyed.
+pub fn dropped_connect_request_releases_the_listener<T: TestBed>(bed: &T) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = listen_on(bed, PortSpace::TCP, 8);
+    let client = resolved_client(bed, PortSpace::TCP, listener.addr);
+    add_qp(client_cm, client.id, QpType::Rc);
+    ok(client_cm.connect(client.id, None), "connect");
+    let req = ok(
+        server_cm.get_cm_event(listener.channel, Wait::Timeout(WAIT)),
+        "get_cm_event",
+    );
+    assert_eq!(req.kind(), EventKind::ConnectRequest, "event kind");
+    let child = req.id();
+    drop(req);
+    ok(
+        server_cm.destroy_id(child),
+        "destroy the dropped request's id",
+    );
+    teardown(server_cm, &[listener.id], listener.channel);
+    // The client learns of the refusal; its event is dropped unread too.
+    let refused = ok(
+        client_cm.get_cm_event(client.channel, Wait::Timeout(WAIT)),
+        "the client's answer",
+    );
+    assert_eq!(refused.kind(), EventKind::Rejected, "the client is refused");
+    drop(refused);
+    teardown(client_cm, &[client.id], client.channel);
+}
+
+/// An acknowledged event's drop does nothing more: the explicit ack still works and reports
+/// its errors, and a second event of the id is not acknowledged by the first one's drop.
+pub fn explicit_ack_then_drop_acks_once<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let ep = client_endpoint(bed, PortSpace::TCP);
+    ok(
+        cm.write_cm_event(ep.id, EventKind::User, 1, 1),
+        "write_cm_event 1",
+    );
+    ok(
+        cm.write_cm_event(ep.id, EventKind::User, 2, 2),
+        "write_cm_event 2",
+    );
+    let first = ok(cm.get_cm_event(ep.channel, Wait::Timeout(WAIT)), "first");
+    let second = ok(cm.get_cm_event(ep.channel, Wait::Timeout(WAIT)), "second");
+    ok(cm.ack_cm_event(first), "explicit ack of the first");
+    expect_errno(cm.destroy_id(ep.id), Call::DestroyId, Errno::EBUSY);
+    drop(second);
+    teardown_client(bed, &ep);
+}

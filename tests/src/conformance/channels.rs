@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use cmtwin::{Call, CmBackend, Errno, EventKind, PortSpace, Wait};
+use cmtwin::{Call, ChannelHandle, CmBackend, Errno, EventKind, PortSpace, Wait};
 
 use crate::steps::{
     client_endpoint, expect_errno, expect_event_for, expect_no_event, expect_quiet, ok,
-    teardown_client, RESOLVE_TIMEOUT,
+    teardown_client, RESOLVE_TIMEOUT, WAIT,
 };
 use crate::TestBed;
 
@@ -159,4 +159,79 @@ pub fn destroy_id_discards_queued_events<T: TestBed>(bed: &T) {
         cm.destroy_event_channel(ep.channel),
         "destroy_event_channel",
     );
+}
+
+/// §12.1 (the `poll()` on several channel fds): `get_cm_event_any` returns the event of
+/// whichever channel has one, and says which; with none ready a non-blocking wait is EAGAIN
+/// and a timed one ETIMEDOUT.
+pub fn waiting_on_two_channels_takes_the_ready_one<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let a = client_endpoint(bed, PortSpace::TCP);
+    let b = client_endpoint(bed, PortSpace::TCP);
+    let both = [a.channel, b.channel];
+    expect_errno(
+        cm.get_cm_event_any(&both, Wait::NonBlocking),
+        Call::GetCmEvent,
+        Errno::EAGAIN,
+    );
+    ok(
+        cm.resolve_addr(b.id, None, bed.server_addr(), RESOLVE_TIMEOUT),
+        "resolve_addr on b",
+    );
+    let (from, event) = ok(cm.get_cm_event_any(&both, Wait::Timeout(WAIT)), "wait");
+    assert_eq!(from, b.channel, "the event came from b's channel");
+    assert_eq!(
+        (event.kind(), event.id(), event.status()),
+        (EventKind::AddrResolved, b.id, 0),
+        "b's ADDR_RESOLVED"
+    );
+    ok(cm.ack_cm_event(event), "ack");
+    expect_errno(
+        cm.get_cm_event_any(&both, Wait::Timeout(Duration::from_millis(100))),
+        Call::GetCmEvent,
+        Errno::ETIMEDOUT,
+    );
+    expect_errno(
+        cm.get_cm_event_any(&[], Wait::NonBlocking),
+        Call::GetCmEvent,
+        Errno::EINVAL,
+    );
+    teardown_client(bed, &a);
+    teardown_client(bed, &b);
+}
+
+/// §12.1 (readiness): `poll_channels` says which channels have an event without taking it;
+/// the event is still there for `get_cm_event`, and once it is taken the channel is not
+/// ready any more.
+pub fn poll_channels_reports_readiness_without_taking<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let a = client_endpoint(bed, PortSpace::TCP);
+    let b = client_endpoint(bed, PortSpace::TCP);
+    let both = [a.channel, b.channel];
+    let none = ok(cm.poll_channels(&both, Wait::NonBlocking), "poll, nothing");
+    assert_eq!(none, Vec::new(), "no channel is ready");
+    ok(
+        cm.resolve_addr(a.id, None, bed.server_addr(), RESOLVE_TIMEOUT),
+        "resolve_addr on a",
+    );
+    let ready = ok(cm.poll_channels(&both, Wait::Timeout(WAIT)), "poll");
+    assert_eq!(ready, vec![a.channel], "a is ready");
+    let again = ok(cm.poll_channels(&both, Wait::NonBlocking), "poll again");
+    assert_eq!(again, vec![a.channel], "polling took nothing");
+    expect_event_for(cm, a.channel, EventKind::AddrResolved, a.id, 0);
+    let after = ok(
+        cm.poll_channels(&both, Wait::Timeout(Duration::from_millis(100))),
+        "poll after the fetch",
+    );
+    assert_eq!(after, Vec::new(), "nothing left at the end of the wait");
+    expect_errno(
+        cm.poll_channels(
+            &[a.channel, ChannelHandle::from_raw(u64::MAX)],
+            Wait::NonBlocking,
+        ),
+        Call::Poll,
+        Errno::EBADF,
+    );
+    teardown_client(bed, &a);
+    teardown_client(bed, &b);
 }

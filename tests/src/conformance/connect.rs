@@ -33,6 +33,11 @@ pub fn connect_request_describes_the_peer<T: TestBed>(bed: &T) {
     };
     ok(client_cm.connect(client.id, Some(&param)), "connect");
     let req = expect_request(server_cm, &listener);
+    assert_eq!(
+        req.port_space,
+        PortSpace::TCP,
+        "the request's id is in TCP space"
+    );
     let EventParam::Conn(conn) = req.param else {
         panic!(
             "CONNECT_REQUEST of an RC id must carry conn data, got {:?}",

@@ -15,6 +15,7 @@ pub mod channels;
 pub mod connect;
 pub mod disconnect;
 pub mod handles;
+pub mod helpers;
 pub mod legality;
 pub mod migrate;
 pub mod multicast;
@@ -42,7 +43,9 @@ macro_rules! __conformance_scenarios {
                 events_stay_on_their_channel,
                 one_channel_serves_several_ids,
                 destroy_channel_with_live_id_is_ebusy,
-                destroy_id_discards_queued_events
+                destroy_id_discards_queued_events,
+                waiting_on_two_channels_takes_the_ready_one,
+                poll_channels_reports_readiness_without_taking
             }
             resolution {
                 resolve_addr_then_route,
@@ -91,7 +94,8 @@ macro_rules! __conformance_scenarios {
                 accept_data_is_zero_padded,
                 accept_data_over_maximum_is_einval,
                 reject_data_at_maximum_is_delivered,
-                reject_data_over_maximum_is_einval
+                reject_data_over_maximum_is_einval,
+                private_data_is_null_exactly_where_librdmacm_leaves_it
             }
             binding {
                 bind_port_zero_picks_an_ephemeral_port,
@@ -125,7 +129,15 @@ macro_rules! __conformance_scenarios {
                 destroy_id_with_unacked_event_is_ebusy,
                 unacked_connect_request_holds_the_listener,
                 unacked_event_holds_only_its_id,
-                events_are_delivered_once_and_acked_in_any_order
+                events_are_delivered_once_and_acked_in_any_order,
+                dropped_event_is_acknowledged_by_its_drop,
+                dropped_connect_request_releases_the_listener,
+                explicit_ack_then_drop_acks_once
+            }
+            helpers {
+                expect_event_names_what_came_instead,
+                set_context_is_what_requests_inherit,
+                dispatcher_routes_events_by_context
             }
             handles {
                 invalid_port_space_is_einval,
@@ -166,7 +178,8 @@ macro_rules! __conformance_scenarios {
                 join_then_leave,
                 join_preconditions,
                 resolve_addr_to_a_group_then_join,
-                each_join_is_a_membership
+                each_join_is_a_membership,
+                send_only_join_then_leave
             }
             addrinfo {
                 numeric_destination_resolves,

@@ -2,7 +2,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use cmtwin::{Call, CmBackend, Errno, EventKind, EventParam, PortSpace, Transport, RDMA_UDP_QKEY};
+use cmtwin::{
+    Call, CmBackend, Errno, EventKind, EventParam, JoinFlags, PortSpace, Transport, RDMA_UDP_QKEY,
+};
 
 use crate::steps::{expect_errno, expect_event_for, expect_no_event, ok, RESOLVE_TIMEOUT};
 use crate::TestBed;
@@ -191,6 +193,49 @@ pub fn each_join_is_a_membership<T: TestBed>(bed: &T) {
         Call::LeaveMulticast,
         Errno::EADDRNOTAVAIL,
     );
+    expect_no_event(cm, channel);
+    ok(cm.destroy_id(id), "destroy");
+    ok(cm.destroy_event_channel(channel), "destroy channel");
+}
+
+/// §13.3 (`rdma_join_multicast_ex`): a send-only full member join takes the same checks and
+/// gives the same MULTICAST_JOIN (context, QPN 0xFFFFFF, qkey) as a full join; leave works
+/// the same. Preconditions name `rdma_join_multicast_ex`.
+pub fn send_only_join_then_leave<T: TestBed>(bed: &T) {
+    let cm = bed.server();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    let addr = bed.server_addr();
+    let group = group(addr.port());
+    expect_errno(
+        cm.join_multicast_ex(id, group, JoinFlags::SendOnlyFullMember, 1),
+        Call::JoinMulticastEx,
+        Errno::EINVAL,
+    );
+    ok(cm.bind_addr(id, addr), "bind to the device's address");
+    if bed.transport() == Transport::Iwarp {
+        expect_errno(
+            cm.join_multicast_ex(id, group, JoinFlags::SendOnlyFullMember, 1),
+            Call::JoinMulticastEx,
+            Errno::ENOSYS,
+        );
+    } else {
+        ok(
+            cm.join_multicast_ex(id, group, JoinFlags::SendOnlyFullMember, 0x5e4d),
+            "send-only join",
+        );
+        let join = expect_event_for(cm, channel, EventKind::MulticastJoin, id, 0);
+        match join.param {
+            EventParam::Multicast { ud, context } => {
+                assert_eq!(context, 0x5e4d, "the join context comes back");
+                assert_eq!(ud.qp_num, 0xFF_FFFF, "multicast QPN");
+                assert_eq!(ud.qkey, RDMA_UDP_QKEY, "the id's qkey");
+            }
+            other => panic!("MULTICAST_JOIN without multicast data: {other:?}"),
+        }
+        assert_eq!(join.private_data_opt(), None, "no private data");
+        ok(cm.leave_multicast(id, group), "leave");
+    }
     expect_no_event(cm, channel);
     ok(cm.destroy_id(id), "destroy");
     ok(cm.destroy_event_channel(channel), "destroy channel");

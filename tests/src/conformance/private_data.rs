@@ -266,3 +266,62 @@ pub fn reject_data_over_maximum_is_einval<T: TestBed>(bed: &T) {
     assert_padded(&rej.private_data, b"second try", max, "REJECTED");
     cleanup(bed, &listener, &client, req.id);
 }
+
+/// §6.2 and librdmacm's copy of the parameters (the pointer is set only for a non-zero
+/// length): with nothing sent, CONNECT_REQUEST and the active ESTABLISHED still carry the
+/// message's zero-filled field on IB and RoCE (nothing on iWARP), while the passive
+/// ESTABLISHED and DISCONNECTED carry no private data at all (NULL).
+pub fn private_data_is_null_exactly_where_librdmacm_leaves_it<T: TestBed>(bed: &T) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let (listener, client, req) = requested(bed, &[]);
+    let iwarp = bed.transport() == Transport::Iwarp;
+    let field = |op| (!iwarp).then(|| vec![0u8; delivered(bed, op, 0)]);
+    assert_eq!(
+        req.private_data_opt().map(<[u8]>::to_vec),
+        field(PrivateDataOp::Connect),
+        "CONNECT_REQUEST with nothing sent"
+    );
+    add_qp(server_cm, req.id, QpType::Rc);
+    ok(
+        server_cm.accept(req.id, Some(&ConnParam::default())),
+        "accept",
+    );
+    let active = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
+    assert_eq!(
+        active.private_data_opt().map(<[u8]>::to_vec),
+        field(PrivateDataOp::Accept),
+        "active ESTABLISHED with nothing sent"
+    );
+    let passive = expect_event_for(
+        server_cm,
+        listener.channel,
+        EventKind::Established,
+        req.id,
+        0,
+    );
+    assert_eq!(passive.private_data_opt(), None, "passive ESTABLISHED");
+    ok(client_cm.disconnect(client.id), "disconnect");
+    let gone = expect_event_for(
+        server_cm,
+        listener.channel,
+        EventKind::Disconnected,
+        req.id,
+        0,
+    );
+    assert_eq!(gone.private_data_opt(), None, "DISCONNECTED");
+    ok(server_cm.disconnect(req.id), "answer");
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Disconnected,
+        client.id,
+        0,
+    );
+    cleanup(bed, &listener, &client, req.id);
+}

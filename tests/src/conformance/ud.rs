@@ -50,6 +50,11 @@ pub fn ud_connect_is_established_with_ud_data<T: TestBed>(bed: &T) {
     let EventParam::Ud(req_ud) = req.param else {
         panic!("UD CONNECT_REQUEST must carry ud data, got {:?}", req.param);
     };
+    assert_eq!(
+        req.port_space,
+        PortSpace::UDP,
+        "the request's id is in UDP space"
+    );
     assert_eq!(req_ud.qp_num, 0, "passive ud data carries no QPN (§13.2)");
     assert_eq!(req_ud.qkey, 0, "passive ud data carries no qkey (§13.2)");
     assert_padded(
@@ -74,6 +79,11 @@ pub fn ud_connect_is_established_with_ud_data<T: TestBed>(bed: &T) {
     let EventParam::Ud(ud) = est.param else {
         panic!("UD ESTABLISHED must carry ud data, got {:?}", est.param);
     };
+    assert_eq!(
+        est.port_space,
+        PortSpace::UDP,
+        "ESTABLISHED of a UDP-space id"
+    );
     assert_eq!(ud.qp_num, server_qp, "ESTABLISHED: the server's QPN");
     assert_eq!(ud.qkey, RDMA_UDP_QKEY, "ESTABLISHED: the default qkey");
     if bed.transport() == Transport::Roce {

@@ -1,0 +1,318 @@
+//! A guide: write protocol code once, test it on the simulator with faults and seeds, run it
+//! on Soft-RoCE and on RDMA hardware.
+//!
+//! # 1. Protocol code, generic over the backend
+//!
+//! Code written against [`CmBackend`](crate::CmBackend) runs on every backend: the simulated
+//! fabric of `cmtwin-sim` and the real librdmacm of `cmtwin-verbs`. Its calls are
+//! librdmacm's, one method each, with the same names (`rdma_connect` is `connect`), the same
+//! events and the same errnos; [`expect_event`](crate::expect_event) is the
+//! fetch/check/acknowledge step every such program needs.
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use std::time::Duration;
+//! use cmtwin::{expect_event, CmBackend, ConnParam, EventKind, ExpectError, PortSpace};
+//! use cmtwin::{QpInitAttr, QpType, Wait};
+//!
+//! const WAIT: Wait = Wait::Timeout(Duration::from_secs(30));
+//!
+//! /// Accepts one connection and returns the first five bytes the client sent.
+//! pub fn serve_one<B: CmBackend>(cm: &B, addr: SocketAddr) -> Result<Vec<u8>, ExpectError> {
+//!     let ch = cm.create_event_channel()?;
+//!     let listener = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+//!     cm.bind_addr(listener, addr)?;
+//!     cm.listen(listener, 8)?;
+//!     let request = expect_event(cm, ch, EventKind::ConnectRequest, WAIT)?;
+//!     let conn = request.id; // the request's new id
+//!     cm.create_qp(conn, &QpInitAttr::new(QpType::Rc))?;
+//!     cm.accept(conn, Some(&ConnParam::default()))?;
+//!     expect_event(cm, ch, EventKind::Established, WAIT)?;
+//!     expect_event(cm, ch, EventKind::Disconnected, WAIT)?;
+//!     cm.disconnect(conn)?;
+//!     cm.destroy_id(conn)?;
+//!     cm.destroy_id(listener)?;
+//!     cm.destroy_event_channel(ch)?;
+//!     // On IB and RoCE the data arrives zero-padded to 56 bytes (CM-SEMANTICS §6.2).
+//!     Ok(request.private_data[..5].to_vec())
+//! }
+//!
+//! /// Connects to `server` saying "hello", then disconnects.
+//! pub fn greet<B: CmBackend>(cm: &B, server: SocketAddr) -> Result<(), ExpectError> {
+//!     let ch = cm.create_event_channel()?;
+//!     let id = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+//!     cm.resolve_addr(id, None, server, Duration::from_secs(2))?;
+//!     expect_event(cm, ch, EventKind::AddrResolved, WAIT)?;
+//!     cm.resolve_route(id, Duration::from_secs(2))?;
+//!     expect_event(cm, ch, EventKind::RouteResolved, WAIT)?;
+//!     cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+//!     cm.connect(id, Some(&ConnParam::with_private_data(b"hello")))?;
+//!     expect_event(cm, ch, EventKind::Established, WAIT)?;
+//!     cm.disconnect(id)?;
+//!     expect_event(cm, ch, EventKind::Disconnected, WAIT)?;
+//!     cm.destroy_id(id)?;
+//!     cm.destroy_event_channel(ch)?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Rules that keep such code portable:
+//!
+//! * Every fetched event is acknowledged once: by `ack_cm_event` (which reports errors), or
+//!   by dropping it. An unacknowledged event makes `destroy_id` of its id fail with EBUSY,
+//!   where librdmacm would block forever.
+//! * Wait with a bound (`Wait::Timeout`) and let errors name the call: every
+//!   [`CmError`](crate::CmError) says which call failed and with which errno, and the same
+//!   misuse gives the same errno on both backends (the trait's docs list them per method).
+//! * Take time from the backend (`now`, `sleep`), never from the OS: on the simulator it is
+//!   virtual.
+//! * A program with several channels waits on all of them with
+//!   [`get_cm_event_any`](crate::CmBackend::get_cm_event_any) (or asks which are ready with
+//!   [`poll_channels`](crate::CmBackend::poll_channels)); one that serves many connections
+//!   routes events by the id's context with a [`Dispatcher`](crate::Dispatcher).
+//!
+//! # 2. Test it on the simulator
+//!
+//! `cmtwin-sim` builds a fabric of hosts from a seed. Each host's backend is a `CmBackend`;
+//! processes spawned on hosts run one at a time in virtual time, so a run is deterministic:
+//! the same seed and code give the same trace, byte for byte, and exact times can be
+//! asserted.
+//!
+//! ```
+//! # use std::net::SocketAddr;
+//! # use std::time::Duration;
+//! # use cmtwin::{expect_event, CmBackend, ConnParam, EventKind, ExpectError, PortSpace};
+//! # use cmtwin::{QpInitAttr, QpType, Wait};
+//! # const WAIT: Wait = Wait::Timeout(Duration::from_secs(30));
+//! # pub fn serve_one<B: CmBackend>(cm: &B, addr: SocketAddr) -> Result<Vec<u8>, ExpectError> {
+//! #     let ch = cm.create_event_channel()?;
+//! #     let listener = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+//! #     cm.bind_addr(listener, addr)?;
+//! #     cm.listen(listener, 8)?;
+//! #     let request = expect_event(cm, ch, EventKind::ConnectRequest, WAIT)?;
+//! #     let conn = request.id;
+//! #     cm.create_qp(conn, &QpInitAttr::new(QpType::Rc))?;
+//! #     cm.accept(conn, Some(&ConnParam::default()))?;
+//! #     expect_event(cm, ch, EventKind::Established, WAIT)?;
+//! #     expect_event(cm, ch, EventKind::Disconnected, WAIT)?;
+//! #     cm.disconnect(conn)?;
+//! #     cm.destroy_id(conn)?;
+//! #     cm.destroy_id(listener)?;
+//! #     cm.destroy_event_channel(ch)?;
+//! #     Ok(request.private_data[..5].to_vec())
+//! # }
+//! # pub fn greet<B: CmBackend>(cm: &B, server: SocketAddr) -> Result<(), ExpectError> {
+//! #     let ch = cm.create_event_channel()?;
+//! #     let id = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+//! #     cm.resolve_addr(id, None, server, Duration::from_secs(2))?;
+//! #     expect_event(cm, ch, EventKind::AddrResolved, WAIT)?;
+//! #     cm.resolve_route(id, Duration::from_secs(2))?;
+//! #     expect_event(cm, ch, EventKind::RouteResolved, WAIT)?;
+//! #     cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+//! #     cm.connect(id, Some(&ConnParam::with_private_data(b"hello")))?;
+//! #     expect_event(cm, ch, EventKind::Established, WAIT)?;
+//! #     cm.disconnect(id)?;
+//! #     expect_event(cm, ch, EventKind::Disconnected, WAIT)?;
+//! #     cm.destroy_id(id)?;
+//! #     cm.destroy_event_channel(ch)?;
+//! #     Ok(())
+//! # }
+//! use std::sync::{Arc, Mutex};
+//! use cmtwin::Transport;
+//! use cmtwin_sim::Fabric;
+//!
+//! /// Runs the exchange on a fresh two-host RoCE fabric from `seed`; returns what the server
+//! /// heard, when the client finished (virtual time), and the trace.
+//! fn exchange(seed: u64) -> (Vec<u8>, Duration, String) {
+//!     let server_ip = "10.0.0.1".parse().unwrap();
+//!     let fabric = Fabric::builder(seed)
+//!         .host("server", Transport::Roce, &[server_ip])
+//!         .host("client", Transport::Roce, &["10.0.0.2".parse().unwrap()])
+//!         .build()
+//!         .expect("a valid fabric");
+//!     let addr = SocketAddr::new(server_ip, 7471);
+//!     let heard = Arc::new(Mutex::new(Vec::new()));
+//!     let done_at = Arc::new(Mutex::new(Duration::ZERO));
+//!     let h = heard.clone();
+//!     fabric.spawn("server", "server", move |cm| {
+//!         *h.lock().unwrap() = serve_one(&cm, addr).expect("served");
+//!         Ok(())
+//!     });
+//!     let d = done_at.clone();
+//!     fabric.spawn("client", "client", move |cm| {
+//!         cm.sleep(Duration::from_millis(1))?; // the server listens first
+//!         greet(&cm, addr).expect("greeted");
+//!         *d.lock().unwrap() = cm.now();
+//!         Ok(())
+//!     });
+//!     fabric.run().expect("both processes succeed");
+//!     let heard = heard.lock().unwrap().clone();
+//!     let done_at = *done_at.lock().unwrap();
+//!     (heard, done_at, fabric.trace_text())
+//! }
+//!
+//! let (heard, done_at, trace) = exchange(7);
+//! assert_eq!(heard, b"hello");
+//! assert!(done_at > Duration::from_millis(1), "virtual time advanced: {done_at:?}");
+//! assert!(trace.contains("REQ"), "the trace shows the CM's messages");
+//! assert_eq!(exchange(7), (heard, done_at, trace), "same seed, same run");
+//! ```
+//!
+//! The trace (`Fabric::trace_text`) lists every call with its result, every event queued,
+//! delivered and acknowledged, and every CM message on the wire, with virtual time and
+//! host; a failed run names the line that replays it (`CMTWIN_SEED=<seed> cargo test`).
+//!
+//! # 3. Faults and seeds
+//!
+//! The simulator produces what real fabrics rarely show on demand: lost and delayed CM
+//! messages (`Fabric::drop_next`, `Fabric::delay_next`, `SimConfig::loss_probability`),
+//! device removal, address change, lost multicast groups, unreachable peers. The kernel's
+//! reactions follow CM-SEMANTICS (retransmissions after the REQ timeout, REJ reasons,
+//! timewait). Losing the server's REP, for instance, costs the client one retransmission
+//! interval of the server, and the connection still comes up:
+//!
+//! ```
+//! # use std::net::SocketAddr;
+//! # use std::time::Duration;
+//! # use cmtwin::{expect_event, CmBackend, ConnParam, EventKind, ExpectError, PortSpace};
+//! # use cmtwin::{QpInitAttr, QpType, Wait};
+//! # const WAIT: Wait = Wait::Timeout(Duration::from_secs(30));
+//! # pub fn serve_one<B: CmBackend>(cm: &B, addr: SocketAddr) -> Result<Vec<u8>, ExpectError> {
+//! #     let ch = cm.create_event_channel()?;
+//! #     let listener = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+//! #     cm.bind_addr(listener, addr)?;
+//! #     cm.listen(listener, 8)?;
+//! #     let request = expect_event(cm, ch, EventKind::ConnectRequest, WAIT)?;
+//! #     let conn = request.id;
+//! #     cm.create_qp(conn, &QpInitAttr::new(QpType::Rc))?;
+//! #     cm.accept(conn, Some(&ConnParam::default()))?;
+//! #     expect_event(cm, ch, EventKind::Established, WAIT)?;
+//! #     expect_event(cm, ch, EventKind::Disconnected, WAIT)?;
+//! #     cm.disconnect(conn)?;
+//! #     cm.destroy_id(conn)?;
+//! #     cm.destroy_id(listener)?;
+//! #     cm.destroy_event_channel(ch)?;
+//! #     Ok(request.private_data[..5].to_vec())
+//! # }
+//! # pub fn greet<B: CmBackend>(cm: &B, server: SocketAddr) -> Result<(), ExpectError> {
+//! #     let ch = cm.create_event_channel()?;
+//! #     let id = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+//! #     cm.resolve_addr(id, None, server, Duration::from_secs(2))?;
+//! #     expect_event(cm, ch, EventKind::AddrResolved, WAIT)?;
+//! #     cm.resolve_route(id, Duration::from_secs(2))?;
+//! #     expect_event(cm, ch, EventKind::RouteResolved, WAIT)?;
+//! #     cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+//! #     cm.connect(id, Some(&ConnParam::with_private_data(b"hello")))?;
+//! #     expect_event(cm, ch, EventKind::Established, WAIT)?;
+//! #     cm.disconnect(id)?;
+//! #     expect_event(cm, ch, EventKind::Disconnected, WAIT)?;
+//! #     cm.destroy_id(id)?;
+//! #     cm.destroy_event_channel(ch)?;
+//! #     Ok(())
+//! # }
+//! use cmtwin::Transport;
+//! use cmtwin_sim::{Fabric, MessageKind, SimConfig};
+//!
+//! /// Runs the exchange on a fabric from `seed` with `config`, losing the first `lost_reps`
+//! /// REPs; returns whether it succeeded and the trace.
+//! fn exchange_with(seed: u64, config: SimConfig, lost_reps: u32) -> (bool, String) {
+//!     let server_ip = "10.0.0.1".parse().unwrap();
+//!     let fabric = Fabric::builder(seed)
+//!         .config(config)
+//!         .host("server", Transport::Roce, &[server_ip])
+//!         .host("client", Transport::Roce, &["10.0.0.2".parse().unwrap()])
+//!         .build()
+//!         .expect("a valid fabric");
+//!     if lost_reps > 0 {
+//!         fabric.drop_next(MessageKind::Rep, lost_reps).expect("not running yet");
+//!     }
+//!     let addr = SocketAddr::new(server_ip, 7471);
+//!     fabric.spawn("server", "server", move |cm| {
+//!         serve_one(&cm, addr).map(drop).map_err(|e| match e {
+//!             ExpectError::Cm(e) => e,
+//!             other => panic!("{other}"),
+//!         })
+//!     });
+//!     fabric.spawn("client", "client", move |cm| {
+//!         cm.sleep(Duration::from_millis(1))?;
+//!         greet(&cm, addr).map_err(|e| match e {
+//!             ExpectError::Cm(e) => e,
+//!             other => panic!("{other}"),
+//!         })
+//!     });
+//!     let ok = fabric.run().is_ok();
+//!     (ok, fabric.trace_text())
+//! }
+//!
+//! let (ok, trace) = exchange_with(1, SimConfig::default(), 1);
+//! assert!(ok, "one lost REP is retransmitted:\n{trace}");
+//! assert!(trace.contains("REP") && trace.contains("targeted fault"), "{trace}");
+//!
+//! // Random loss: every seed is a different run, and each replays exactly.
+//! let lossy = SimConfig {
+//!     loss_probability: 0.2,
+//!     ..SimConfig::default()
+//! };
+//! for seed in 0..4 {
+//!     let first = exchange_with(seed, lossy.clone(), 0);
+//!     assert_eq!(first, exchange_with(seed, lossy.clone(), 0), "seed {seed} replays");
+//! }
+//! ```
+//!
+//! The project's own conformance suite (crate `cmtwin-tests`) is written this way: each
+//! scenario is generic over a test bed and runs on simulated RoCE, InfiniBand and iWARP
+//! fabrics and, unchanged, on the real librdmacm.
+//!
+//! # 4. Run it on Soft-RoCE
+//!
+//! Soft-RoCE (`rdma_rxe`) turns any Ethernet interface into an RDMA device:
+//!
+//! ```text
+//! modprobe rdma_rxe
+//! rdma link add rxe0 type rxe netdev eth0      # as root
+//! rdma link show                               # rxe0/1 state ACTIVE
+//! ```
+//!
+//! Then the same functions run on `cmtwin_verbs::VerbsBackend`, with OS threads instead of
+//! simulated processes (addresses are the interface's):
+//!
+//! ```no_run
+//! # use std::net::SocketAddr;
+//! # use std::time::Duration;
+//! # use cmtwin::{CmBackend, ExpectError};
+//! # pub fn serve_one<B: CmBackend>(cm: &B, addr: SocketAddr) -> Result<Vec<u8>, ExpectError> {
+//! #     unimplemented!()
+//! # }
+//! # pub fn greet<B: CmBackend>(cm: &B, server: SocketAddr) -> Result<(), ExpectError> {
+//! #     unimplemented!()
+//! # }
+//! use cmtwin_verbs::VerbsBackend;
+//!
+//! let addr: SocketAddr = "192.168.77.1:7471".parse().unwrap();
+//! let server = std::thread::spawn(move || serve_one(&VerbsBackend::new(), addr));
+//! std::thread::sleep(Duration::from_millis(100)); // the server listens first
+//! greet(&VerbsBackend::new(), addr).expect("greeted");
+//! assert_eq!(server.join().unwrap().expect("served"), b"hello");
+//! ```
+//!
+//! Without a machine to spare, `scripts/vm-run -- COMMAND` runs a command in a QEMU VM with
+//! Soft-RoCE on a dummy interface (192.168.77.1), and `scripts/verbs-tests-in-vm` runs the
+//! real-backend tests and the conformance suite there, also under valgrind.
+//!
+//! # 5. Run it on RDMA hardware
+//!
+//! Nothing changes in the code: `VerbsBackend` uses whatever device owns the address (mlx5,
+//! irdma, efa's CM-capable devices...). What differs is the fabric, and the simulator models
+//! those differences so that they are tested before they are met:
+//!
+//! * InfiniBand resolves routes and multicast groups through the subnet manager (SA queries
+//!   take time; `Transport::InfiniBand` on the simulator), and its private-data sizes are
+//!   those of RoCE.
+//! * iWARP has no timewait, no QP-less connections, exact-length private data and
+//!   ECONNREFUSED instead of REJ reason 28 (`Transport::Iwarp`).
+//! * Timeouts follow the path's packet life time: REQ retransmissions every few seconds,
+//!   UNREACHABLE after about a hundred seconds with the default 15 retries.
+//!
+//! Run the real-backend tests on such a machine with the interface's address:
+//! `CMTWIN_RDMA_ADDR=<ip> cargo test -p cmtwin-verbs -p cmtwin-tests -- --ignored
+//! --test-threads=1`.
