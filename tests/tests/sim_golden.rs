@@ -47,13 +47,17 @@ fn beds() -> Vec<(&'static str, MakeBed)> {
 }
 
 /// One line per bed and scenario: the digest of its trace (fabric numbers blanked), its length
-/// in lines, and whether the scenario panicked.
+/// in lines, and whether the scenario panicked; or, for a scenario the bed cannot run, why.
 fn record_all(dump: Option<&PathBuf>) -> String {
     let mut out = String::new();
     for (bed_name, make) in beds() {
-        for (name, scenario) in scenarios::<SimBed>() {
-            let bed = make();
-            let panicked = catch_unwind(AssertUnwindSafe(|| scenario(&bed))).is_err();
+        for scenario in scenarios::<SimBed>() {
+            let (name, bed) = (scenario.name, make());
+            if let Some(reason) = scenario.unmet_on(&bed) {
+                writeln!(out, "{bed_name} {name} ignored ({reason})").expect("write to a string");
+                continue;
+            }
+            let panicked = catch_unwind(AssertUnwindSafe(|| (scenario.run)(&bed))).is_err();
             let trace = without_fabric_numbers(&bed.fabric.trace_text());
             if let Some(dir) = dump {
                 std::fs::write(dir.join(format!("{bed_name}--{name}.trace")), &trace)
