@@ -400,6 +400,26 @@ pub fn teardown_client<T: TestBed>(bed: &T, ep: &Endpoint) {
     teardown(bed.client(), &[ep.id], ep.channel);
 }
 
+/// Asserts that `result` failed in `call` as for an address no RDMA device has: with the
+/// bed's errno where it knows it, else ENODEV or EADDRNOTAVAIL
+/// ([`TestBed::unconfigured_address_errno`]).
+#[track_caller]
+pub fn expect_unconfigured_address<T: TestBed, R: Debug>(bed: &T, result: Result<R>, call: Call) {
+    match bed.unconfigured_address_errno() {
+        Some(errno) => {
+            expect_errno(result, call, errno);
+        }
+        None => {
+            let err = result.expect_err("an address no device has must be refused");
+            assert_eq!(err.call, call, "{err}");
+            assert!(
+                err.errno == Errno::ENODEV || err.errno == Errno::EADDRNOTAVAIL,
+                "expected ENODEV or EADDRNOTAVAIL: {err}"
+            );
+        }
+    }
+}
+
 /// Asserts when a timer-driven event came: at `now`, the CM's `timer` started at `started`
 /// must end exactly then on a bed that knows its timers (the simulator, in virtual time), and
 /// within `window` of `started` on a real machine (the measurement's spread).

@@ -90,7 +90,8 @@ macro_rules! __conformance_scenarios {
                 simultaneous_disconnect,
                 disconnect_again_is_harmless,
                 unanswered_disconnect_leaves_initiator_waiting,
-                destroying_connected_id_disconnects_peer
+                destroying_connected_id_disconnects_peer,
+                disconnect_after_the_peers_dreq_needs_no_second_call [Timewait]
             }
             private_data {
                 connect_data_at_maximum_is_delivered,
@@ -184,15 +185,16 @@ macro_rules! __conformance_scenarios {
             event_catalog {
                 address_change_reaches_attached_ids [AddressChange]
             }
-            device_removal {
-                removed_device_gives_device_removal_then_enxio [DeviceRemoval],
-                resolving_after_device_removal_is_addr_error_enodev [DeviceRemoval]
-            }
             addrinfo {
                 numeric_destination_resolves,
                 query_without_resolution_is_enoent,
                 unknown_name_fails_at_once_without_event,
                 sa_query_without_records_is_addrinfo_error [SaAddrinfo]
+            }
+            // Last: on a real machine these remove the device and add it back.
+            device_removal {
+                removed_device_gives_device_removal_then_enxio [DeviceRemoval],
+                resolving_after_device_removal_is_addr_error_enodev [DeviceRemoval]
             }
         }
     };
