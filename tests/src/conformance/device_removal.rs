@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use cmtwin::{Call, CmBackend, Errno, EventKind, PortSpace};
+use cmtwin::{Call, CmBackend, ConnParam, Errno, EventKind, PortSpace};
 
 use crate::steps::{
     client_endpoint, expect_errno, expect_event_for, expect_no_event, expect_quiet,
@@ -74,7 +74,7 @@ pub fn removed_device_gives_device_removal_then_enxio<T: TestBed>(bed: &T) {
         Errno::ENXIO,
     );
     expect_errno(
-        client_cm.connect(client.id, None),
+        client_cm.connect(client.id, Some(&ConnParam::default())),
         Call::Connect,
         Errno::ENXIO,
     );
