@@ -18,8 +18,9 @@
 //! * `tests/sim_conformance.rs`: the suite on RoCE (three seeds), InfiniBand, iWARP and
 //!   mainline-InfiniBand fabrics; `tests/verbs_conformance.rs`: on real librdmacm (ignored
 //!   unless `CMTWIN_RDMA_ADDR` names an RDMA device);
-//!   `tests/sim_only.rs`: what only the simulator can check (virtual-time bounds, deadlocks,
-//!   processes, device removal); `tests/sim_determinism.rs`: a seed replays byte for byte;
+//!   `tests/sim_only.rs`: what only the simulator can check (exact times derived independently
+//!   of its timer code, deadlocks, processes, faults at an exact moment, kernel profiles);
+//!   `tests/sim_determinism.rs`: a seed replays byte for byte;
 //!   `tests/sim_proptest.rs`: random call sequences keep the CM's contract.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
