@@ -2,9 +2,26 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
 
-use cmtwin::{CmBackend, Transport};
-use cmtwin_sim::{Fabric, SimBackend, SimConfig};
+use cmtwin::{CmBackend, Errno, Transport};
+use cmtwin_sim::{kernel_timer_delay, Fabric, KernelProfile, PathFailure, SimBackend, SimConfig};
+
+use crate::capability::Need;
+
+/// A CM timer whose end a scenario checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmTimer {
+    /// Timewait, from the DISCONNECTED that started it to TIMEWAIT_EXIT (§7.2).
+    Timewait,
+    /// From `connect` to UNREACHABLE when the peer never answers: on IB and RoCE the REQ's
+    /// first transmission and every retry waiting for a REP (§15.2); on iWARP the MPA
+    /// request's wait for its reply (siw: 10 s).
+    ConnectRetries,
+}
+
+/// A fault hook's failure: what went wrong, for the scenario's panic message.
+pub type HookResult = std::result::Result<(), String>;
 
 /// Where a conformance test runs: a server and a client backend that can reach each other.
 pub trait TestBed {
@@ -33,6 +50,14 @@ pub trait TestBed {
         true
     }
 
+    /// The errno of binding (or resolving from) an address that no RDMA device of the host
+    /// has, where the bed knows it: ENODEV (§19) or EADDRNOTAVAIL (§4.3) depending on the
+    /// kernel; `None` where either may come (the CI VM's Debian 6.1 kernel answered
+    /// EADDRNOTAVAIL for an address on no interface).
+    fn unconfigured_address_errno(&self) -> Option<Errno> {
+        None
+    }
+
     /// An IPv4 address the client has no route to (`resolve_addr` then fails synchronously
     /// with ENETUNREACH, §14.2 and §19), if the bed knows one.
     fn unroutable_ip(&self) -> Option<IpAddr> {
@@ -42,6 +67,94 @@ pub trait TestBed {
     /// The server's address with a fresh port.
     fn server_addr(&self) -> SocketAddr {
         SocketAddr::new(self.server_ip(), self.fresh_port())
+    }
+
+    /// The time on the bed's clock: virtual time on the simulator (exact), the wall clock
+    /// since the bed was made on a real machine (for windows only).
+    fn now(&self) -> Duration;
+
+    /// When the CM's `timer`, started at `started` (on [`now`](Self::now)'s clock), ends, if
+    /// the bed knows it exactly (the simulator); a real bed gives `None` and the scenario
+    /// checks a window around the measurement instead.
+    fn cm_timer_end(&self, timer: CmTimer, started: Duration) -> Option<Duration> {
+        let _ = (timer, started);
+        None
+    }
+
+    /// Why this bed cannot give a scenario what it `need`s, or `None` if it can. The default
+    /// knows what the transport decides and what the bed's addresses say; beds with fault
+    /// hooks override it for those.
+    fn lacks(&self, need: Need) -> Option<String> {
+        if let Some(why) = need.missing_on(self.transport()) {
+            return Some(why.to_string());
+        }
+        match need {
+            Need::WriteCmEvent if !self.has_write_cm_event() => {
+                Some("write_cm_event cannot queue USER events here (§10.1)".into())
+            }
+            Need::UnroutableAddress if self.unroutable_ip().is_none() => {
+                Some("the bed knows no address without a route".into())
+            }
+            Need::SilentPeer if self.silent_ip().is_none() => {
+                Some("the bed knows no address that resolves where no CM answers".into())
+            }
+            Need::NoNeighbour if self.no_neighbour_ip().is_none() => {
+                Some("the bed knows no on-link address whose ARP goes unanswered".into())
+            }
+            Need::DeviceRemoval
+            | Need::AddressChange
+            | Need::PathQueryFault
+            | Need::MulticastLoss
+            | Need::SaAddrinfo => Some(format!("the bed has no hook for {need}")),
+            _ => None,
+        }
+    }
+
+    /// Whether the server's and the client's ids use one and the same device (then a fault
+    /// on "the client's device" reaches the server's ids too).
+    fn sides_share_a_device(&self) -> bool {
+        false
+    }
+
+    /// An address that resolves (its neighbour is known or not needed) but where no RDMA CM
+    /// answers: REQs to it go unanswered (§5.2 S6, §19).
+    fn silent_ip(&self) -> Option<IpAddr> {
+        None
+    }
+
+    /// An on-link address whose neighbour never answers ARP (§14.2: ADDR_ERROR -ETIMEDOUT).
+    fn no_neighbour_ip(&self) -> Option<IpAddr> {
+        None
+    }
+
+    /// Removes the client's RDMA device (§8.1). Only where `lacks(Need::DeviceRemoval)` is
+    /// `None`; the scenario destroys its ids, then calls [`restore_device`](Self::restore_device).
+    fn remove_device(&self) -> HookResult {
+        Err("no device-removal hook".into())
+    }
+
+    /// Brings back the device [`remove_device`](Self::remove_device) removed, once every id
+    /// that used it is destroyed.
+    fn restore_device(&self) -> HookResult {
+        Err("no device-removal hook".into())
+    }
+
+    /// An address change (bonding fail-over, §5.1 ADDR_CHANGE) on the server's device.
+    fn change_address(&self) -> HookResult {
+        Err("no address-change hook".into())
+    }
+
+    /// Makes the client's next path query fail: with the SA's "no path" answer if `no_path`,
+    /// else by the SA staying silent (§14.2, ROUTE_ERROR).
+    fn fail_path_queries(&self, no_path: bool) -> HookResult {
+        let _ = no_path;
+        Err("no path-query hook".into())
+    }
+
+    /// Loses multicast `group` for its members (§13.3, MULTICAST_ERROR).
+    fn lose_multicast_group(&self, group: IpAddr) -> HookResult {
+        let _ = group;
+        Err("no multicast hook".into())
     }
 }
 
@@ -64,6 +177,7 @@ pub struct SimBed {
     server: SimBackend,
     client: SimBackend,
     transport: Transport,
+    config: SimConfig,
     /// Ports only need to be unique within one fabric; a per-bed counter keeps the trace of a
     /// seed identical from run to run.
     next_port: AtomicU16,
@@ -83,6 +197,10 @@ impl SimBed {
     /// An address with no route from either host.
     pub const UNROUTABLE_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 9, 9, 9));
 
+    /// How long an iWARP connect waits for the MPA reply before UNREACHABLE (siw's
+    /// MPA_TIMEOUT, as the simulator models it).
+    pub const MPA_REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
     /// A RoCE fabric from `seed`.
     pub fn new(seed: u64) -> Self {
         Self::with_transport(seed, Transport::Roce)
@@ -97,7 +215,7 @@ impl SimBed {
     /// loss, kernel profile).
     pub fn with_config(seed: u64, transport: Transport, config: SimConfig) -> Self {
         let fabric = Fabric::builder(seed)
-            .config(config)
+            .config(config.clone())
             .silent_address(Self::SILENT_IP)
             .host("server", transport, &[Self::SERVER_IP])
             .host("client", transport, &[Self::CLIENT_IP])
@@ -110,6 +228,7 @@ impl SimBed {
             server,
             client,
             transport,
+            config,
             next_port: AtomicU16::new(20_000),
         }
     }
@@ -140,5 +259,92 @@ impl TestBed for SimBed {
     }
     fn unroutable_ip(&self) -> Option<IpAddr> {
         Some(Self::UNROUTABLE_IP)
+    }
+    fn now(&self) -> Duration {
+        self.fabric.now()
+    }
+    /// The timers as the fabric runs them: on the kernel's timer wheel if `kernel_hz` is set
+    /// (each retry re-armed when the previous wait fires), else exactly.
+    fn cm_timer_end(&self, timer: CmTimer, started: Duration) -> Option<Duration> {
+        let wait = |at: Duration, delay: Duration| match self.config.kernel_hz {
+            Some(hz) => kernel_timer_delay(at, delay, hz),
+            None => delay,
+        };
+        Some(match timer {
+            CmTimer::Timewait => started + wait(started, self.config.timewait()),
+            CmTimer::ConnectRetries if self.transport == Transport::Iwarp => {
+                started + wait(started, Self::MPA_REPLY_TIMEOUT)
+            }
+            CmTimer::ConnectRetries => {
+                let mut t = started;
+                for _ in 0..=self.config.max_cm_retries {
+                    t += wait(t, self.config.req_timeout());
+                }
+                t
+            }
+        })
+    }
+    fn lacks(&self, need: Need) -> Option<String> {
+        if let Some(why) = need.missing_on(self.transport) {
+            return Some(why.to_string());
+        }
+        match need {
+            Need::PathQueryFault if self.transport != Transport::InfiniBand => Some(
+                "only InfiniBand resolves routes with an SA path query (§4.5); RoCE builds \
+                 the path itself"
+                    .into(),
+            ),
+            Need::SaAddrinfo if self.transport != Transport::InfiniBand => {
+                Some("SA-mode rdma_resolve_addrinfo needs an InfiniBand port (§10.3)".into())
+            }
+            Need::SaAddrinfo if self.config.kernel != KernelProfile::Mainline => Some(
+                "SA-mode rdma_resolve_addrinfo needs Linux >= 6.18; this bed runs the Linux \
+                 6.1 profile (§10.3)"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
+    fn silent_ip(&self) -> Option<IpAddr> {
+        Some(Self::SILENT_IP)
+    }
+    fn unconfigured_address_errno(&self) -> Option<Errno> {
+        // Linux 6.1 answers ENODEV (§19); newer kernels EADDRNOTAVAIL.
+        Some(if self.config.kernel == KernelProfile::Linux61 {
+            Errno::ENODEV
+        } else {
+            Errno::EADDRNOTAVAIL
+        })
+    }
+    fn no_neighbour_ip(&self) -> Option<IpAddr> {
+        Some(Self::NO_NEIGHBOUR_IP)
+    }
+    fn remove_device(&self) -> HookResult {
+        self.fabric
+            .remove_device("client")
+            .map_err(|e| e.to_string())
+    }
+    fn restore_device(&self) -> HookResult {
+        self.fabric
+            .restore_device("client")
+            .map_err(|e| e.to_string())
+    }
+    fn change_address(&self) -> HookResult {
+        self.fabric
+            .address_change("server")
+            .map_err(|e| e.to_string())
+    }
+    fn fail_path_queries(&self, no_path: bool) -> HookResult {
+        let how = if no_path {
+            PathFailure::NoPath
+        } else {
+            PathFailure::Timeout
+        };
+        self.fabric
+            .fail_path_queries("client", 1, how)
+            .map_err(|e| e.to_string())
+    }
+    fn lose_multicast_group(&self, group: IpAddr) -> HookResult {
+        self.fabric.multicast_lost(group).map_err(|e| e.to_string())
     }
 }

@@ -2,11 +2,14 @@
 //! CI VM), server and client on the same address, each with its own `VerbsBackend`.
 
 use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 use cmtwin::Transport;
 use cmtwin_verbs::VerbsBackend;
 
-use crate::bed::unique_port;
+use crate::bed::{unique_port, HookResult};
+use crate::capability::Need;
+use crate::device_link::RxeLink;
 use crate::TestBed;
 
 /// Real librdmacm: two independent backends (so that handles of one are foreign to the other)
@@ -17,12 +20,21 @@ use crate::TestBed;
 /// * `CMTWIN_RDMA_TRANSPORT` (optional): `roce` (default), `ib` or `iwarp`.
 /// * `CMTWIN_UNROUTABLE_ADDR` (optional): an address with no route; inside the VM
 ///   (`CMTWIN_IN_VM=1`, no NIC, no default route) 10.9.9.9 is used.
+/// * `CMTWIN_SILENT_ADDR` (optional): an address that resolves but where no CM answers;
+///   inside the VM 192.168.77.77 (dummy0 is NOARP: every address of its subnet resolves, and
+///   what is sent to one the VM does not own vanishes).
+///
+/// Inside the VM (`CMTWIN_IN_VM=1`, run as root) the bed can also remove the device:
+/// [`RxeLink`] deletes rxe0 and adds it back on dummy0.
 pub struct VerbsBed {
     server: VerbsBackend,
     client: VerbsBackend,
     ip: IpAddr,
     transport: Transport,
     unroutable: Option<IpAddr>,
+    silent: Option<IpAddr>,
+    link: Option<RxeLink>,
+    started: Instant,
 }
 
 impl VerbsBed {
@@ -60,7 +72,18 @@ impl VerbsBed {
             }
             Err(_) => None,
         };
-        VerbsBed::new(ip, transport, unroutable)
+        let in_vm = std::env::var("CMTWIN_IN_VM").as_deref() == Ok("1");
+        let silent = match std::env::var("CMTWIN_SILENT_ADDR") {
+            Ok(addr) => Some(addr.parse().expect("CMTWIN_SILENT_ADDR is an IP address")),
+            Err(_) if in_vm => Some(IpAddr::from([192, 168, 77, 77])),
+            Err(_) => None,
+        };
+        let mut bed = VerbsBed::new(ip, transport, unroutable);
+        bed.silent = silent;
+        if in_vm {
+            bed.link = Some(RxeLink::in_vm());
+        }
+        bed
     }
 
     /// A bed on `ip` (both sides), with devices of `transport` and, if known, an address with
@@ -72,6 +95,9 @@ impl VerbsBed {
             ip,
             transport,
             unroutable,
+            silent: None,
+            link: None,
+            started: Instant::now(),
         }
     }
 }
@@ -107,5 +133,64 @@ impl TestBed for VerbsBed {
     }
     fn unroutable_ip(&self) -> Option<IpAddr> {
         self.unroutable
+    }
+    fn now(&self) -> Duration {
+        self.started.elapsed()
+    }
+    fn sides_share_a_device(&self) -> bool {
+        true
+    }
+    fn silent_ip(&self) -> Option<IpAddr> {
+        self.silent
+    }
+    fn lacks(&self, need: Need) -> Option<String> {
+        if let Some(why) = need.missing_on(self.transport) {
+            return Some(why.to_string());
+        }
+        let why = match need {
+            Need::UnroutableAddress if self.unroutable.is_none() => {
+                "no address without a route is known (set CMTWIN_UNROUTABLE_ADDR)"
+            }
+            Need::SilentPeer if self.silent.is_none() => {
+                "no silent peer address is known (set CMTWIN_SILENT_ADDR)"
+            }
+            Need::NoNeighbour => {
+                "every on-link address resolves here: the VM's rxe0 runs on a dummy (NOARP) \
+                 netdev (§19), so no ARP can go unanswered"
+            }
+            Need::DeviceRemoval if self.link.is_none() => {
+                "removing the device needs the throwaway VM (CMTWIN_IN_VM=1, root): it \
+                 deletes the RDMA link"
+            }
+            Need::AddressChange => {
+                "ADDR_CHANGE comes only from a bonding fail-over (§5.1); rxe0 runs on a \
+                 dummy netdev with no bond"
+            }
+            Need::PathQueryFault if self.transport != Transport::InfiniBand => {
+                "RoCE builds its path without an SA query, so no path query can fail (§4.5)"
+            }
+            Need::PathQueryFault => "no hook can make a real subnet administrator fail",
+            Need::MulticastLoss => {
+                "no hook can take a multicast group away on a real port (RoCE joins need no \
+                 SA; an SM event is needed on IB)"
+            }
+            Need::SaAddrinfo => {
+                "SA-mode rdma_resolve_addrinfo needs Linux >= 6.18 and an InfiniBand SA (§10.3)"
+            }
+            _ => return None,
+        };
+        Some(why.to_string())
+    }
+    fn remove_device(&self) -> HookResult {
+        match &self.link {
+            Some(link) => link.remove(),
+            None => Err("no RDMA link to remove outside the VM".into()),
+        }
+    }
+    fn restore_device(&self) -> HookResult {
+        match &self.link {
+            Some(link) => link.restore(),
+            None => Err("no RDMA link to restore outside the VM".into()),
+        }
     }
 }

@@ -7,22 +7,30 @@
 //! * [`bed`]: the [`TestBed`] trait and [`SimBed`]; [`bed_verbs`]: [`VerbsBed`].
 //! * [`steps`]: the small steps scenarios are made of (`expect_event`, `listen_on`,
 //!   `connect_pair`, teardown).
-//! * [`conformance`]: the scenarios, one file per area, and
-//!   [`conformance_suite!`](crate::conformance_suite), which makes one `#[test]` of each.
+//! * [`capability`]: what a scenario can need from a bed ([`capability::Need`]);
+//!   [`device_link`]: removing and restoring the VM's rxe device.
+//! * [`conformance`]: the scenarios, one file per area, with what each needs;
+//!   [`harness`]: one trial per bed and scenario (libtest-mimic), ignored with its reason
+//!   where the bed lacks a need.
 //! * [`random_calls`]: random call sequences on the simulator ([`random_calls::Op`]) and the
 //!   model of the CM's contract they are checked against ([`random_calls::Model`]), shared by
 //!   `tests/sim_proptest.rs` and the cargo-fuzz target in `fuzz/` (feature `arbitrary`).
-//! * `tests/sim_conformance.rs`: the suite on RoCE (three seeds), InfiniBand and iWARP fabrics;
-//!   `tests/verbs_conformance.rs`: on real librdmacm (ignored unless `--ignored`);
-//!   `tests/sim_only.rs`: what only the simulator can check (virtual-time bounds, deadlocks,
-//!   processes, device removal); `tests/sim_determinism.rs`: a seed replays byte for byte;
+//! * `tests/sim_conformance.rs`: the suite on RoCE (three seeds), InfiniBand, iWARP and
+//!   mainline-InfiniBand fabrics; `tests/verbs_conformance.rs`: on real librdmacm (ignored
+//!   unless `CMTWIN_RDMA_ADDR` names an RDMA device);
+//!   `tests/sim_only.rs`: what only the simulator can check (exact times derived independently
+//!   of its timer code, deadlocks, processes, faults at an exact moment, kernel profiles);
+//!   `tests/sim_determinism.rs`: a seed replays byte for byte;
 //!   `tests/sim_proptest.rs`: random call sequences keep the CM's contract.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bed;
 pub mod bed_verbs;
+pub mod capability;
 pub mod conformance;
+pub mod device_link;
+pub mod harness;
 pub mod random_calls;
 pub mod steps;
 pub mod trace_text;

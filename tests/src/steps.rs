@@ -13,6 +13,7 @@ use cmtwin::{
     IdHandle, PortSpace, QpInitAttr, QpType, Result, Transport, Wait,
 };
 
+use crate::bed::CmTimer;
 use crate::TestBed;
 
 /// How long a scenario waits for an event that must come.
@@ -131,6 +132,25 @@ pub fn refusal_status(transport: Transport) -> i32 {
     match transport {
         Transport::Iwarp => -Errno::ECONNREFUSED.0,
         _ => IbRejReason::CONSUMER_DEFINED,
+    }
+}
+
+/// The REJECTED status of a connect to a port nobody listens on: IB REJ reason 8 (invalid
+/// service id, §2.7) on IB and RoCE, -ECONNREFUSED (the TCP reset) on iWARP (§5.3).
+pub fn no_listener_status(transport: Transport) -> i32 {
+    match transport {
+        Transport::Iwarp => -Errno::ECONNREFUSED.0,
+        _ => IbRejReason::INVALID_SERVICE_ID,
+    }
+}
+
+/// Asserts that a REJECTED's `data` is what the peer sent: `sent` zero-padded to the REJ's
+/// 148 bytes on IB and RoCE (§6.2), exactly `sent` on iWARP (MPA carries its length, §5.3).
+#[track_caller]
+pub fn assert_reject_data(transport: Transport, data: &[u8], sent: &[u8], what: &str) {
+    match transport {
+        Transport::Iwarp => assert_eq!(data, sent, "{what}: MPA reject data, exact length"),
+        _ => assert_padded(data, sent, 148, what),
     }
 }
 
@@ -375,4 +395,50 @@ pub fn teardown_listener<T: TestBed>(bed: &T, listener: &Listener) {
 /// Destroys a client endpoint.
 pub fn teardown_client<T: TestBed>(bed: &T, ep: &Endpoint) {
     teardown(bed.client(), &[ep.id], ep.channel);
+}
+
+/// Asserts that `result` failed in `call` as for an address no RDMA device has: with the
+/// bed's errno where it knows it, else ENODEV or EADDRNOTAVAIL
+/// ([`TestBed::unconfigured_address_errno`]).
+#[track_caller]
+pub fn expect_unconfigured_address<T: TestBed, R: Debug>(bed: &T, result: Result<R>, call: Call) {
+    match bed.unconfigured_address_errno() {
+        Some(errno) => {
+            expect_errno(result, call, errno);
+        }
+        None => {
+            let err = result.expect_err("an address no device has must be refused");
+            assert_eq!(err.call, call, "{err}");
+            assert!(
+                err.errno == Errno::ENODEV || err.errno == Errno::EADDRNOTAVAIL,
+                "expected ENODEV or EADDRNOTAVAIL: {err}"
+            );
+        }
+    }
+}
+
+/// Asserts when a timer-driven event came: at `now`, the CM's `timer` started at `started`
+/// must end exactly then on a bed that knows its timers (the simulator, in virtual time), and
+/// within `window` of `started` on a real machine (the measurement's spread).
+#[track_caller]
+pub fn assert_timer_end<T: TestBed>(
+    bed: &T,
+    timer: CmTimer,
+    started: Duration,
+    now: Duration,
+    window: std::ops::RangeInclusive<Duration>,
+) {
+    let took = now.saturating_sub(started);
+    match bed.cm_timer_end(timer, started) {
+        Some(end) => assert_eq!(
+            now,
+            end,
+            "{timer:?} ended {took:?} after its start, expected {:?}",
+            end.saturating_sub(started)
+        ),
+        None => assert!(
+            window.contains(&took),
+            "{timer:?} ended {took:?} after its start, outside {window:?}"
+        ),
+    }
 }

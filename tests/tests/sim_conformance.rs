@@ -1,11 +1,17 @@
-//! The conformance suite on the simulator: every scenario on a RoCE fabric, for a few seeds.
+//! The conformance suite on the simulator: every scenario on a RoCE fabric (a few seeds), on
+//! InfiniBand, on iWARP, and on InfiniBand with the mainline kernel profile. A scenario a bed
+//! cannot run is listed as ignored, its reason as the trial's kind (see
+//! `cmtwin_tests::harness`).
 //!
-//! `CMTWIN_SEED=<n>` runs every scenario with that one seed instead (the replay line the
+//! `CMTWIN_SEED=<n>` runs every RoCE scenario with that one seed instead (the replay line the
 //! simulator prints on failure).
 
-use cmtwin_tests::{conformance_suite, SimBed};
+use cmtwin::Transport;
+use cmtwin_sim::SimConfig;
+use cmtwin_tests::harness::{bed_trials, run};
+use cmtwin_tests::SimBed;
 
-/// The seeds every scenario runs with, or the one in `CMTWIN_SEED`.
+/// The seeds every RoCE scenario runs with, or the one in `CMTWIN_SEED`.
 fn seeds() -> Vec<u64> {
     match std::env::var("CMTWIN_SEED") {
         Ok(seed) => vec![seed.parse().expect("CMTWIN_SEED must be a number")],
@@ -13,20 +19,19 @@ fn seeds() -> Vec<u64> {
     }
 }
 
-conformance_suite!(for seed in seeds() => SimBed::new(seed));
-
-/// The suite on an InfiniBand fabric (routes through the SA; otherwise as RoCE).
-mod infiniband {
-    use cmtwin::Transport;
-    use cmtwin_tests::{conformance_suite, SimBed};
-
-    conformance_suite!(SimBed::with_transport(11, Transport::InfiniBand));
-}
-
-/// The suite on an iWARP fabric (no timewait, no UD, MPA rejects, exact-length data).
-mod iwarp {
-    use cmtwin::Transport;
-    use cmtwin_tests::{conformance_suite, SimBed};
-
-    conformance_suite!(SimBed::with_transport(13, Transport::Iwarp));
+fn main() {
+    let mut trials = bed_trials("", seeds(), SimBed::new);
+    // Routes through the SA; otherwise as RoCE.
+    trials.extend(bed_trials("infiniband::", vec![11], |seed| {
+        SimBed::with_transport(seed, Transport::InfiniBand)
+    }));
+    // No timewait, no UD, no multicast, MPA rejects with exact-length data.
+    trials.extend(bed_trials("iwarp::", vec![13], |seed| {
+        SimBed::with_transport(seed, Transport::Iwarp)
+    }));
+    // Linux ≥ 6.18 (SA-mode resolve_addrinfo, WRITE_CM_EVENT) on InfiniBand.
+    trials.extend(bed_trials("infiniband_mainline::", vec![19], |seed| {
+        SimBed::with_config(seed, Transport::InfiniBand, SimConfig::mainline())
+    }));
+    run(trials, None)
 }

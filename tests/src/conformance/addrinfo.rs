@@ -72,3 +72,36 @@ pub fn unknown_name_fails_at_once_without_event<T: TestBed>(bed: &T) {
     ok(cm.destroy_id(id), "destroy");
     ok(cm.destroy_event_channel(channel), "destroy channel");
 }
+
+/// §5.1 (ADDRINFO_ERROR), §10.3: SA mode (RAI_SA) on an id bound to an InfiniBand device asks
+/// the SA for service records; with none recorded the answer is ADDRINFO_ERROR -ENOENT, there
+/// is nothing to query (ENOENT), and the id (back in ADDR_BOUND) can ask again.
+pub fn sa_query_without_records_is_addrinfo_error<T: TestBed>(bed: &T) {
+    let sa = cmtwin::AddrInfoHints::new(cmtwin::rai::SA);
+    let service = Some("0x1000000000000001");
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
+    ok(
+        cm.bind_addr(id, SocketAddr::new(bed.client_ip(), 0)),
+        "bind",
+    );
+    ok(
+        cm.resolve_addrinfo(id, None, service, Some(&sa)),
+        "SA-mode resolve_addrinfo",
+    );
+    let err = expect_event_for(cm, channel, EventKind::AddrinfoError, id, -Errno::ENOENT.0);
+    assert!(
+        err.private_data.is_empty(),
+        "ADDRINFO_ERROR carries no data"
+    );
+    expect_errno(cm.query_addrinfo(id), Call::QueryAddrinfo, Errno::ENOENT);
+    ok(
+        cm.resolve_addrinfo(id, None, service, Some(&sa)),
+        "SA mode again after the error",
+    );
+    expect_event_for(cm, channel, EventKind::AddrinfoError, id, -Errno::ENOENT.0);
+    expect_no_event(cm, channel);
+    ok(cm.destroy_id(id), "destroy");
+    ok(cm.destroy_event_channel(channel), "destroy channel");
+}

@@ -211,3 +211,24 @@ pub fn destroying_connected_id_disconnects_peer<T: TestBed>(bed: &T) {
         pair.listener.channel,
     );
 }
+
+/// §19 (measured on Linux 6.1/rxe: no second disconnect needed): when the server's
+/// `disconnect` comes after the client's DREQ arrived but before the server fetched its
+/// DISCONNECTED, it answers with a DREP: each side gets DISCONNECTED and then TIMEWAIT_EXIT.
+pub fn disconnect_after_the_peers_dreq_needs_no_second_call<T: TestBed>(bed: &T) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let pair = connect_pair(bed);
+    ok(client_cm.disconnect(pair.client.id), "client disconnect");
+    ok(
+        client_cm.sleep(Duration::from_millis(50)),
+        "let the DREQ arrive",
+    );
+    ok(server_cm.disconnect(pair.server.id), "server disconnect");
+    for (cm, ep) in [(client_cm, pair.client), (server_cm, pair.server)] {
+        expect_event_for(cm, ep.channel, EventKind::Disconnected, ep.id, 0);
+        expect_event_for(cm, ep.channel, EventKind::TimewaitExit, ep.id, 0);
+    }
+    expect_no_event(client_cm, pair.client.channel);
+    expect_no_event(server_cm, pair.server.channel);
+    teardown_pair(bed, &pair);
+}

@@ -1,19 +1,23 @@
 //! The conformance scenarios, one file per area of the CM, each a `pub fn name<T: TestBed>(bed:
 //! &T)` that panics on a violation of CM-SEMANTICS.md (the section is named in its doc).
 //!
-//! [`conformance_suite!`](crate::conformance_suite) turns them into one `#[test]` each for a
-//! given bed; [`scenarios`] lists them for code that runs them itself (the determinism check).
+//! [`scenarios`] lists them with what each needs from its bed ([`Need`](crate::capability::Need));
+//! [`crate::harness`] turns them into one trial per bed and scenario, ignored with its reason
+//! where the bed lacks a need.
 //!
-//! Every scenario holds on both backends: waits are bounded ([`crate::steps::WAIT`]), ports
-//! come from `fresh_port`, servers bind to `server_ip`, clients resolve the server's address,
-//! and nothing depends on wall-clock timings (those checks live in `tests/sim_only.rs`).
+//! Every scenario holds on every bed that has what it needs: waits are bounded
+//! ([`crate::steps::WAIT`]), ports come from `fresh_port`, servers bind to `server_ip`, clients
+//! resolve the server's address. Timings are asserted exactly in virtual time on the simulator
+//! and as windows on a real machine ([`crate::steps::assert_took`]).
 
 pub mod acks;
 pub mod addrinfo;
 pub mod binding;
 pub mod channels;
 pub mod connect;
+pub mod device_removal;
 pub mod disconnect;
+pub mod event_catalog;
 pub mod handles;
 pub mod helpers;
 pub mod legality;
@@ -24,6 +28,7 @@ pub mod private_data;
 pub mod reject;
 pub mod resolution;
 pub mod sync_ids;
+pub mod timewait;
 pub mod ud;
 pub mod user_events;
 
@@ -55,13 +60,16 @@ macro_rules! __conformance_scenarios {
                 resolve_route_zero_timeout_is_einval_and_retry_works,
                 resolve_route_twice_is_einval,
                 resolve_addr_family_mismatch_is_einval,
-                resolve_addr_without_route_is_enetunreach,
-                resolve_loopback_destination
+                resolve_addr_without_route_is_enetunreach [UnroutableAddress],
+                resolve_loopback_destination,
+                unanswered_arp_is_addr_error [NoNeighbour],
+                failed_path_query_is_route_error [PathQueryFault],
+                silent_peer_is_unreachable_after_retries [SilentPeer]
             }
             connect {
                 connect_request_describes_the_peer,
                 accept_establishes_both_sides,
-                connect_without_qp_gives_connect_response_then_establish,
+                connect_without_qp_gives_connect_response_then_establish [QpLessConnect],
                 listener_serves_several_connections,
                 wildcard_listener_accepts_requests,
                 accept_after_initiator_gave_up_is_einval,
@@ -73,10 +81,11 @@ macro_rules! __conformance_scenarios {
                 no_listener_gives_rejected_8,
                 destroying_unaccepted_request_gives_rejected_28,
                 destroyed_listener_gives_rejected_8,
-                active_side_rejects_after_connect_response,
-                destroying_active_id_after_connect_response_rejects_passive,
+                active_side_rejects_after_connect_response [QpLessConnect],
+                destroying_active_id_after_connect_response_rejects_passive [QpLessConnect],
                 destroying_listener_rejects_its_queued_requests,
-                destroying_accepted_unestablished_id_rejects_client
+                destroying_accepted_unestablished_id_rejects_client [QpLessConnect],
+                connect_response_after_rejection_is_connect_error [QpLessConnect]
             }
             disconnect {
                 client_disconnect_reaches_both_sides,
@@ -84,7 +93,8 @@ macro_rules! __conformance_scenarios {
                 simultaneous_disconnect,
                 disconnect_again_is_harmless,
                 unanswered_disconnect_leaves_initiator_waiting,
-                destroying_connected_id_disconnects_peer
+                destroying_connected_id_disconnects_peer,
+                disconnect_after_the_peers_dreq_needs_no_second_call [Timewait]
             }
             private_data {
                 connect_data_at_maximum_is_delivered,
@@ -122,8 +132,8 @@ macro_rules! __conformance_scenarios {
                 connect_after_rejected_is_einval
             }
             notify {
-                comm_est_establishes_the_passive_side_once,
-                notify_with_other_event_is_einval
+                comm_est_establishes_the_passive_side_once [CommEst],
+                notify_with_other_event_is_einval [CommEst]
             }
             acks {
                 destroy_id_with_unacked_event_is_ebusy,
@@ -153,15 +163,15 @@ macro_rules! __conformance_scenarios {
                 get_request_on_non_listening_sync_id_is_einval,
                 sync_child_migrated_to_channel_connects,
                 migrate_to_sync_twice_is_einval,
-                sync_ud_connect_statuses_become_errnos
+                sync_ud_connect_statuses_become_errnos [Ud]
             }
             user_events {
                 write_cm_event_refuses_other_kinds,
                 user_event_numbering_and_name,
                 user_event_round_trips_status_and_arg,
-                user_events_keep_fifo_order_in_any_state,
-                queued_user_event_follows_migration,
-                user_event_on_unaccepted_child_is_dropped,
+                user_events_keep_fifo_order_in_any_state [WriteCmEvent],
+                queued_user_event_follows_migration [WriteCmEvent],
+                user_event_on_unaccepted_child_is_dropped [WriteCmEvent],
                 user_event_on_synchronous_id
             }
             migrate {
@@ -169,120 +179,79 @@ macro_rules! __conformance_scenarios {
                 migrate_with_unacked_event_is_ebusy
             }
             ud {
-                ud_connect_is_established_with_ud_data,
-                ud_reject_is_unreachable_2,
-                ud_no_listener_is_unreachable_1,
-                ud_private_data_limits
+                ud_connect_is_established_with_ud_data [Ud],
+                ud_reject_is_unreachable_2 [Ud],
+                ud_no_listener_is_unreachable_1 [Ud],
+                ud_private_data_limits [Ud]
             }
             multicast {
                 join_then_leave,
                 join_preconditions,
                 resolve_addr_to_a_group_then_join,
                 each_join_is_a_membership,
-                send_only_join_then_leave
+                send_only_join_then_leave,
+                lost_group_is_multicast_error [Multicast, MulticastLoss]
+            }
+            timewait {
+                timewait_exit_follows_the_disconnect [Timewait]
+            }
+            event_catalog {
+                address_change_reaches_attached_ids [AddressChange]
             }
             addrinfo {
                 numeric_destination_resolves,
                 query_without_resolution_is_enoent,
-                unknown_name_fails_at_once_without_event
+                unknown_name_fails_at_once_without_event,
+                sa_query_without_records_is_addrinfo_error [SaAddrinfo]
+            }
+            // Last: on a real machine these remove the device and add it back.
+            device_removal {
+                removed_device_gives_device_removal_then_enxio [DeviceRemoval],
+                resolving_after_device_removal_is_addr_error_enodev [DeviceRemoval]
             }
         }
     };
 }
 
-/// Expands the scenario list in one of three modes: `tests` (one `#[test]` per scenario),
-/// `seeded_tests` (each test runs the scenario once per seed) and `list` (a `Vec` of names and
-/// function pointers).
+/// Expands the scenario list to a `Vec` of [`Scenario`]s (`list` mode). Each scenario may name
+/// what it needs in brackets after its name (`ud_reject_is_unreachable_2 [Ud]`, variants of
+/// [`Need`](crate::capability::Need)).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_expand {
-    (tests ($make:expr) $attrs:tt $($area:ident { $($name:ident),* $(,)? })*) => {
-        $(
-            #[allow(unused_imports)]
-            mod $area {
-                use super::*;
-                $(
-                    $crate::__conformance_test! { $attrs fn $name() {
-                        let bed = $make;
-                        $crate::conformance::$area::$name(&bed);
-                    } }
-                )*
-            }
-        )*
-    };
-    (seeded_tests ($seed:ident, $seeds:expr, $make:expr) $attrs:tt
-        $($area:ident { $($name:ident),* $(,)? })*) => {
-        $(
-            #[allow(unused_imports)]
-            mod $area {
-                use super::*;
-                $(
-                    $crate::__conformance_test! { $attrs fn $name() {
-                        for $seed in $seeds {
-                            let bed = $make;
-                            eprintln!(
-                                "{} with seed {}",
-                                concat!(stringify!($area), "::", stringify!($name)),
-                                $seed
-                            );
-                            $crate::conformance::$area::$name(&bed);
-                        }
-                    } }
-                )*
-            }
-        )*
-    };
-    (list ($bed:ty) $($area:ident { $($name:ident),* $(,)? })*) => {
+    (list ($bed:ty) $($area:ident { $($name:ident $([$($need:ident),* $(,)?])?),* $(,)? })*) => {
         ::std::vec![
             $($(
-                (
-                    concat!(stringify!($area), "::", stringify!($name)),
-                    $crate::conformance::$area::$name::<$bed> as fn(&$bed),
-                ),
+                $crate::conformance::Scenario::<$bed> {
+                    name: concat!(stringify!($area), "::", stringify!($name)),
+                    run: $crate::conformance::$area::$name::<$bed>,
+                    needs: &[$($($crate::capability::Need::$need),*)?],
+                },
             )*)*
         ]
     };
 }
 
-/// One `#[test]` function with the suite's extra attributes.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __conformance_test {
-    ([$($attr:tt)*] fn $name:ident() $body:block) => {
-        #[test]
-        $($attr)*
-        fn $name() $body
-    };
+/// A scenario: its name (`"area::name"`), its function, and what it needs from the bed.
+pub struct Scenario<T> {
+    /// `"area::name"`.
+    pub name: &'static str,
+    /// Runs the scenario on a bed; panics on a violation.
+    pub run: fn(&T),
+    /// What the bed must have; a bed that lacks one cannot run the scenario
+    /// ([`TestBed::lacks`]).
+    pub needs: &'static [crate::capability::Need],
 }
 
-/// Expands to one `#[test]` per conformance scenario, each building its bed with the given
-/// expression and running the scenario on it. Tests are grouped in one module per area
-/// (`channels::…`, `connect::…`), so `cargo test connect::` selects an area.
-///
-/// Forms:
-/// * `conformance_suite!(make_bed)`: e.g. `conformance_suite!(SimBed::new(7))`.
-/// * `conformance_suite!(make_bed, #[ignore = "needs RDMA"])`: attributes applied to every
-///   test (the real backend's suite is ignored unless asked for).
-/// * `conformance_suite!(for seed in [1, 2, 3] => SimBed::new(seed))`: every test runs once
-///   per seed (attributes may follow after a comma, too).
-///
-/// Names used by the bed expression must be in scope where the macro is invoked (each area's
-/// module imports `super::*`).
-#[macro_export]
-macro_rules! conformance_suite {
-    (for $seed:ident in $seeds:expr => $make:expr $(, #[$attr:meta])* $(,)?) => {
-        $crate::__conformance_scenarios! { seeded_tests ($seed, $seeds, $make) [$(#[$attr])*] }
-    };
-    ($make:expr $(, #[$attr:meta])* $(,)?) => {
-        $crate::__conformance_scenarios! { tests ($make) [$(#[$attr])*] }
-    };
+impl<T: TestBed> Scenario<T> {
+    /// Why `bed` cannot run this scenario (the first need it lacks), or `None`.
+    pub fn unmet_on(&self, bed: &T) -> Option<String> {
+        crate::harness::unmet(bed, self)
+    }
 }
 
-/// A scenario's name (`"area::name"`) and function.
-pub type Scenario<T> = (&'static str, fn(&T));
-
-/// Every scenario with its name, for running the suite by hand, e.g. to compare two runs of
-/// the simulator.
+/// Every scenario with its name and needs: the harness ([`crate::harness`]) makes trials of
+/// them; the golden and determinism checks run them by hand.
 pub fn scenarios<T: TestBed>() -> Vec<Scenario<T>> {
     crate::__conformance_scenarios! { list (T) }
 }

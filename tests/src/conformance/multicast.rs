@@ -240,3 +240,41 @@ pub fn send_only_join_then_leave<T: TestBed>(bed: &T) {
     ok(cm.destroy_id(id), "destroy");
     ok(cm.destroy_event_channel(channel), "destroy channel");
 }
+
+/// §5.1 (MULTICAST_ERROR), §13.3: a group lost after the join (port error, SM change...)
+/// gives its member MULTICAST_ERROR -ENETRESET carrying the join's context; the membership
+/// can still be left once.
+pub fn lost_group_is_multicast_error<T: TestBed>(bed: &T) {
+    let cm = bed.server();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    let addr = bed.server_addr();
+    ok(cm.bind_addr(id, addr), "bind to the device's address");
+    let group = group(addr.port());
+    ok(cm.join_multicast(id, group, 0xfeed), "join");
+    let join = expect_event_for(cm, channel, EventKind::MulticastJoin, id, 0);
+    assert_eq!(join_context(&join), 0xfeed, "the join context comes back");
+    bed.lose_multicast_group(group.ip())
+        .unwrap_or_else(|e| panic!("lose the group: {e}"));
+    let lost = expect_event_for(
+        cm,
+        channel,
+        EventKind::MulticastError,
+        id,
+        -Errno::ENETRESET.0,
+    );
+    assert_eq!(
+        join_context(&lost),
+        0xfeed,
+        "MULTICAST_ERROR carries the context"
+    );
+    ok(cm.leave_multicast(id, group), "leave after the loss");
+    expect_errno(
+        cm.leave_multicast(id, group),
+        Call::LeaveMulticast,
+        Errno::EADDRNOTAVAIL,
+    );
+    expect_no_event(cm, channel);
+    ok(cm.destroy_id(id), "destroy");
+    ok(cm.destroy_event_channel(channel), "destroy channel");
+}

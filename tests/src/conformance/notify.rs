@@ -1,7 +1,7 @@
 //! `rdma_notify` and IBV_EVENT_COMM_EST: telling the CM that the passive QP saw traffic
 //! before the RTU (CM-SEMANTICS §9).
 
-use cmtwin::{AsyncEvent, Call, CmBackend, Errno, EventKind, QpType, Transport};
+use cmtwin::{AsyncEvent, Call, CmBackend, Errno, EventKind, QpType};
 
 use crate::steps::{
     add_qp, expect_errno, expect_event_for, expect_no_event, ok, request_without_qp, teardown,
@@ -12,10 +12,6 @@ use crate::TestBed;
 /// `establish`), notify(COMM_EST) on the server establishes it (ESTABLISHED, status 0); a
 /// second notify is EISCONN; the late RTU adds no second ESTABLISHED.
 pub fn comm_est_establishes_the_passive_side_once<T: TestBed>(bed: &T) {
-    if bed.transport() == Transport::Iwarp {
-        eprintln!("skipped: notify does nothing on iWARP (§9.2)");
-        return;
-    }
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let (listener, client, req) = request_without_qp(bed, 0x4321);
     // Before accept the IB CM is in REQ_RCVD: notify is EINVAL (§9.2).
@@ -62,10 +58,6 @@ pub fn comm_est_establishes_the_passive_side_once<T: TestBed>(bed: &T) {
 
 /// §9.2: notify with an event type other than COMM_EST and PATH_MIG is EINVAL.
 pub fn notify_with_other_event_is_einval<T: TestBed>(bed: &T) {
-    if bed.transport() == Transport::Iwarp {
-        eprintln!("skipped: notify does nothing on iWARP (§9.2)");
-        return;
-    }
     let pair = crate::steps::connect_pair(bed);
     for event in [AsyncEvent(0), AsyncEvent(1), AsyncEvent(9)] {
         expect_errno(

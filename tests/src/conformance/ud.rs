@@ -40,10 +40,6 @@ fn cleanup<T: TestBed>(bed: &T, listener: &Listener, client: &Endpoint, child: c
 /// bytes of private data); accept → ESTABLISHED on the active side only, with the server's
 /// QPN, the default qkey, a global address handle on RoCE, and 136 bytes of private data.
 pub fn ud_connect_is_established_with_ud_data<T: TestBed>(bed: &T) {
-    if bed.transport() == Transport::Iwarp {
-        eprintln!("skipped: iWARP has no UD");
-        return;
-    }
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let hello = b"ud hello";
     let (listener, client, req) = ud_request(bed, hello);
@@ -107,10 +103,6 @@ pub fn ud_connect_is_established_with_ud_data<T: TestBed>(bed: &T) {
 /// §5.2 S13, §2.8: a rejected UD request → UNREACHABLE with SIDR status 2 (never REJECTED),
 /// carrying 136 bytes of private data.
 pub fn ud_reject_is_unreachable_2<T: TestBed>(bed: &T) {
-    if bed.transport() == Transport::Iwarp {
-        eprintln!("skipped: iWARP has no UD");
-        return;
-    }
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let (listener, client, req) = ud_request(bed, b"");
     ok(server_cm.reject(req.id, b"nope"), "UD reject");
@@ -131,10 +123,6 @@ pub fn ud_reject_is_unreachable_2<T: TestBed>(bed: &T) {
 
 /// §5.2 S13, §14.2: a UD connect to a port nobody listens on → UNREACHABLE with SIDR status 1.
 pub fn ud_no_listener_is_unreachable_1<T: TestBed>(bed: &T) {
-    if bed.transport() == Transport::Iwarp {
-        eprintln!("skipped: iWARP has no UD");
-        return;
-    }
     let client_cm = bed.client();
     let nobody = SocketAddr::new(bed.server_ip(), bed.fresh_port());
     let client = resolved_client(bed, PortSpace::UDP, nobody);
@@ -153,10 +141,6 @@ pub fn ud_no_listener_is_unreachable_1<T: TestBed>(bed: &T) {
 /// §6.1: UD private-data maximums: connect 180 (181 is EINVAL), accept 136 (137 is EINVAL),
 /// reject 136 (137 is EINVAL); data at the maximum arrives intact.
 pub fn ud_private_data_limits<T: TestBed>(bed: &T) {
-    if bed.transport() == Transport::Iwarp {
-        eprintln!("skipped: iWARP has no UD");
-        return;
-    }
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let connect_max = limit(bed, PrivateDataOp::ConnectUd);
     let accept_max = limit(bed, PrivateDataOp::AcceptUd);

@@ -96,10 +96,6 @@ pub fn user_event_round_trips_status_and_arg<T: TestBed>(bed: &T) {
 /// §5.5, §10.1: USER events are queued at the moment of the write, in FIFO order across the
 /// ids of a channel, in any id state (IDLE, LISTEN).
 pub fn user_events_keep_fifo_order_in_any_state<T: TestBed>(bed: &T) {
-    if !bed.has_write_cm_event() {
-        eprintln!("skipped: no write_cm_event on this bed (covered by the round-trip test)");
-        return;
-    }
     let listener = listen_on(bed, PortSpace::TCP, 8);
     let cm = bed.server();
     let idle = ok(
@@ -130,10 +126,6 @@ pub fn user_events_keep_fifo_order_in_any_state<T: TestBed>(bed: &T) {
 
 /// §4.16, §12.4: a USER event queued but not fetched moves with the id when it migrates.
 pub fn queued_user_event_follows_migration<T: TestBed>(bed: &T) {
-    if !bed.has_write_cm_event() {
-        eprintln!("skipped: no write_cm_event on this bed (covered by the round-trip test)");
-        return;
-    }
     let cm = bed.client();
     let ep = client_endpoint(bed, PortSpace::TCP);
     let other = ok(cm.create_event_channel(), "second channel");
@@ -155,10 +147,6 @@ pub fn queued_user_event_follows_migration<T: TestBed>(bed: &T) {
 /// §10.1, §5.6: a USER event written on a request's id before it is accepted is dropped
 /// (kernel uid 0); accepting afterwards still works and the USER event never shows up.
 pub fn user_event_on_unaccepted_child_is_dropped<T: TestBed>(bed: &T) {
-    if !bed.has_write_cm_event() {
-        eprintln!("skipped: no write_cm_event on this bed (covered by the round-trip test)");
-        return;
-    }
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let listener = listen_on(bed, PortSpace::TCP, 8);
     let client = crate::steps::resolved_client(bed, PortSpace::TCP, listener.addr);
