@@ -127,6 +127,9 @@ pub(crate) struct Id {
     pub request_queued_on: Option<ChanKey>,
     /// How many fetched events counted against this id are unacknowledged.
     pub unacked: u32,
+    /// librdmacm turned a CONNECT_RESPONSE of this id into CONNECT_ERROR: it swallows the
+    /// REJECTED and DISCONNECTED that follow (cma.c, `connect_error`).
+    pub connect_error: bool,
 }
 
 /// The event a synchronous id holds as its current one (librdmacm keeps it until the next

@@ -135,6 +135,7 @@ impl World {
             queued: 0,
             request_queued_on: None,
             unacked: 0,
+            connect_error: false,
         };
         self.kernel.ids.insert(child_key, Box::new(child));
         let ep = self.new_passive_endpoint(child_key, from, &req, sidr);

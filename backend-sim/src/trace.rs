@@ -157,6 +157,8 @@ pub(crate) enum WireNote {
 pub(crate) enum EventDrop {
     Unaccepted,
     Removed,
+    /// librdmacm swallows it after the id's CONNECT_ERROR.
+    AfterConnectError,
 }
 
 /// What a record says, as values.
@@ -241,6 +243,12 @@ impl fmt::Display for Entry {
             Entry::EventDropped { kind, id, why } => match why {
                 EventDrop::Unaccepted => write!(f, "{kind} for unaccepted {id} dropped"),
                 EventDrop::Removed => write!(f, "{kind} for removed {id} dropped"),
+                EventDrop::AfterConnectError => {
+                    write!(
+                        f,
+                        "{kind} for {id} swallowed by librdmacm after CONNECT_ERROR"
+                    )
+                }
             },
             Entry::BacklogFull { listener } => {
                 write!(f, "request dropped: backlog of {listener} full")

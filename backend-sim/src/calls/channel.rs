@@ -4,7 +4,7 @@ use cmtwin::{
     AckTicket, Call, ChannelHandle, CmError, CmEvent, Errno, EventInfo, EventKind, IdHandle, Result,
 };
 
-use crate::trace::{Entry, TraceKind};
+use crate::trace::{Entry, EventDrop, TraceKind};
 use crate::world::{AddrinfoState, ChanKey, Channel, HostKey, IdKey, Outstanding, World};
 
 impl World {
@@ -69,12 +69,28 @@ impl World {
     /// Takes the head of the channel's queue and processes it as librdmacm does; `None` when
     /// the queue is empty.
     pub(crate) fn fetch_event(&mut self, key: ChanKey) -> Option<CmEvent> {
-        let q = self.kernel.channels.get_mut(&key)?.queue.pop_front()?;
-        let owner = self.id_mut(q.owner);
-        owner.queued -= 1;
-        if q.info.kind == EventKind::ConnectRequest {
-            owner.request_queued_on = None;
-        }
+        let q = loop {
+            let q = self.kernel.channels.get_mut(&key)?.queue.pop_front()?;
+            let owner = self.id_mut(q.owner);
+            owner.queued -= 1;
+            if q.info.kind == EventKind::ConnectRequest {
+                owner.request_queued_on = None;
+            }
+            // After a CONNECT_ERROR librdmacm acknowledges the id's REJECTED and DISCONNECTED
+            // itself and goes on to the next event (cma.c, `connect_error`).
+            let swallowed = owner.connect_error
+                && matches!(q.info.kind, EventKind::Rejected | EventKind::Disconnected);
+            if !swallowed {
+                break q;
+            }
+            let host = self.kernel.channels[&key].host;
+            let entry = Entry::EventDropped {
+                kind: q.info.kind,
+                id: q.info.id,
+                why: EventDrop::AfterConnectError,
+            };
+            self.record(Some(host), TraceKind::Drop, entry);
+        };
         let mut info = q.info;
         let host = self.kernel.channels[&key].host;
         if info.kind == EventKind::ConnectRequest {
@@ -106,6 +122,7 @@ impl World {
             } else {
                 info.kind = EventKind::ConnectError;
                 info.status = -1;
+                self.id_mut(q.owner).connect_error = true;
             }
         }
         if info.kind == EventKind::AddrinfoError {

@@ -58,6 +58,7 @@ impl World {
             queued: 0,
             request_queued_on: None,
             unacked: 0,
+            connect_error: false,
         };
         self.kernel.ids.insert(key, Box::new(id));
         Ok(self.id_handle(key))

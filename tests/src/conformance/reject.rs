@@ -256,10 +256,8 @@ fn expect_errno_establish<T: TestBed>(bed: &T, id: cmtwin::IdHandle) {
 /// server destroys its accepted id (REJ 28) before the client fetched its event. librdmacm's
 /// processing of the queued CONNECT_RESPONSE then fails to send the RTU (the IB CM is no
 /// longer waiting for it): the client gets CONNECT_ERROR with status -1 (the library's).
-/// librdmacm then marks the id (`connect_error`) and consumes the REJECTED queued behind it,
-/// so nothing follows on real librdmacm; the simulator still delivers that REJECTED 28 (a
-/// divergence of its event conversion, kept visible here: the quiet check runs on real beds
-/// only until the simulator drops it too).
+/// librdmacm then marks the id (`connect_error`, cma.c) and consumes the REJECTED queued
+/// behind it: nothing follows, on both backends.
 pub fn connect_response_after_rejection_is_connect_error<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let listener = listen_on(bed, PortSpace::TCP, 8);
@@ -280,9 +278,7 @@ pub fn connect_response_after_rejection_is_connect_error<T: TestBed>(bed: &T) {
         client.id,
         -1,
     );
-    if !bed.is_simulated() {
-        expect_quiet(client_cm, client.channel, Duration::from_millis(300));
-    }
+    expect_quiet(client_cm, client.channel, Duration::from_millis(300));
     teardown(client_cm, &[client.id], client.channel);
     teardown(server_cm, &[listener.id], listener.channel);
 }
