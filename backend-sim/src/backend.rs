@@ -174,14 +174,25 @@ impl SimBackend {
             .collect()
     }
 
-    /// Fetches the head of the first of `keys` that has an event.
+    /// Checks every handle of `channels` and fetches the head of the first that has an event
+    /// (no allocation: this is every poll's path).
     fn fetch_first(
+        &self,
         w: &mut World,
+        call: Call,
         channels: &[ChannelHandle],
-        keys: &[ChanKey],
-    ) -> Option<(ChannelHandle, CmEvent)> {
-        let i = keys.iter().position(|&k| w.channel_ready(k))?;
-        w.fetch_event(keys[i]).map(|e| (channels[i], e))
+    ) -> Result<Option<(ChannelHandle, CmEvent)>> {
+        if channels.is_empty() {
+            return Err(CmError::new(call, Errno::EINVAL, "no channel to wait on"));
+        }
+        let mut ready = None;
+        for &c in channels {
+            let key = w.chan_key(self.host, call, c)?;
+            if ready.is_none() && w.channel_ready(key) {
+                ready = Some((c, key));
+            }
+        }
+        Ok(ready.and_then(|(c, key)| w.fetch_event(key).map(|e| (c, e))))
     }
 
     /// Waits on user channels as `get_cm_event` does, and fetches from the first that has an
@@ -195,8 +206,7 @@ impl SimBackend {
     ) -> Result<(ChannelHandle, CmEvent)> {
         let call = Call::GetCmEvent;
         let mut w = self.lock(call)?;
-        let keys = self.chan_keys(&w, call, channels)?;
-        if let Some(found) = Self::fetch_first(&mut w, channels, &keys) {
+        if let Some(found) = self.fetch_first(&mut w, call, channels)? {
             return Ok(found);
         }
         let (errno, detail) = match wait {
@@ -208,11 +218,12 @@ impl SimBackend {
             Wait::Block => None,
             _ => {
                 let mut w = yield_now(w);
-                let keys = self.chan_keys(&w, call, channels)?;
-                return Self::fetch_first(&mut w, channels, &keys)
+                return self
+                    .fetch_first(&mut w, call, channels)?
                     .ok_or_else(|| CmError::new(call, errno, detail));
             }
         };
+        let keys = self.chan_keys(&w, call, channels)?;
         let what = Waiting::Events;
         let (mut w, r) = block(
             w,
@@ -223,8 +234,8 @@ impl SimBackend {
             },
         );
         r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
-        let keys = self.chan_keys(&w, call, channels)?;
-        Self::fetch_first(&mut w, channels, &keys).ok_or_else(|| CmError::new(call, errno, detail))
+        self.fetch_first(&mut w, call, channels)?
+            .ok_or_else(|| CmError::new(call, errno, detail))
     }
 
     /// The channels of `keys` that have an event, after waiting as `wait` says.
