@@ -132,6 +132,52 @@ pub(crate) struct Id {
     pub connect_error: bool,
 }
 
+impl Id {
+    /// A fresh id of `host` on `channel` (its private one when `sync`), as `rdma_create_id`
+    /// makes it: idle, unbound, owned by user space.
+    pub(crate) fn new(
+        host: HostKey,
+        channel: ChanKey,
+        sync: bool,
+        context: u64,
+        ps: PortSpace,
+    ) -> Self {
+        Id {
+            host,
+            channel,
+            sync,
+            context,
+            ps,
+            qp_type: ps.default_qp_type(),
+            state: CmState::Idle,
+            device: None,
+            local: None,
+            peer: None,
+            port: None,
+            reuseaddr: false,
+            afonly: None,
+            tos: 0,
+            ack_timeout: None,
+            path_plt: None,
+            qp: None,
+            qkey: cmtwin::RDMA_UDP_QKEY,
+            ep: None,
+            listen: None,
+            owned: true,
+            sync_event: None,
+            op_gen: 0,
+            multicast: Default::default(),
+            addrinfo: AddrinfoState::None,
+            torn_down: false,
+            reported: 0,
+            queued: 0,
+            request_queued_on: None,
+            unacked: 0,
+            connect_error: false,
+        }
+    }
+}
+
 /// The event a synchronous id holds as its current one (librdmacm keeps it until the next
 /// call or the destroy acknowledges it), with the serial of its ticket.
 pub(crate) struct SyncEvent {

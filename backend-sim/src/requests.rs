@@ -8,7 +8,7 @@ use cmtwin::{
 
 use crate::cm::messages::{padded, Body, Dest, EpKey, Request};
 use crate::trace::{Entry, TraceKind};
-use crate::world::{AddrinfoState, CmState, DevKey, HostKey, Id, IdKey, World};
+use crate::world::{CmState, DevKey, HostKey, Id, IdKey, World};
 
 impl World {
     /// A REQ or SIDR REQ arrives at `host` on device `dev` (§4.9).
@@ -102,11 +102,6 @@ impl World {
         };
         let l = self.id(listener);
         let child = Id {
-            host,
-            channel,
-            sync,
-            context: l.context,
-            ps: l.ps,
             qp_type: l.qp_type,
             state: CmState::Connect,
             device: Some(dev),
@@ -115,27 +110,12 @@ impl World {
                 l.local.map_or(req.dst.port(), |a| a.port()),
             )),
             peer: Some(req.src),
-            port: None,
-            reuseaddr: false,
             afonly: l.afonly,
             tos: l.tos,
-            ack_timeout: None,
             path_plt: Some(req.plt),
-            qp: None,
             qkey: l.qkey,
-            ep: None,
-            listen: None,
             owned: false,
-            sync_event: None,
-            op_gen: 0,
-            multicast: Default::default(),
-            addrinfo: AddrinfoState::None,
-            torn_down: false,
-            reported: 0,
-            queued: 0,
-            request_queued_on: None,
-            unacked: 0,
-            connect_error: false,
+            ..Id::new(host, channel, sync, l.context, l.ps)
         };
         self.kernel.ids.insert(child_key, Box::new(child));
         let ep = self.new_passive_endpoint(child_key, from, &req, sidr);

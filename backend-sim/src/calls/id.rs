@@ -1,8 +1,8 @@
 //! Ids: create, destroy (with the IB CM side effects of §7.4), migrate between channels.
 
-use cmtwin::{Call, ChannelHandle, CmError, Errno, IdHandle, PortSpace, Result, RDMA_UDP_QKEY};
+use cmtwin::{Call, ChannelHandle, CmError, Errno, IdHandle, PortSpace, Result};
 
-use crate::world::{AddrinfoState, CmState, HostKey, Id, World};
+use crate::world::{CmState, HostKey, Id, World};
 
 impl World {
     /// `rdma_create_id`: without a channel the id is synchronous, with a private channel.
@@ -27,39 +27,7 @@ impl World {
             Some(c) => (c, false),
             None => (self.new_private_channel(host, key), true),
         };
-        let id = Id {
-            host,
-            channel,
-            sync,
-            context,
-            ps,
-            qp_type: ps.default_qp_type(),
-            state: CmState::Idle,
-            device: None,
-            local: None,
-            peer: None,
-            port: None,
-            reuseaddr: false,
-            afonly: None,
-            tos: 0,
-            ack_timeout: None,
-            path_plt: None,
-            qp: None,
-            qkey: RDMA_UDP_QKEY,
-            ep: None,
-            listen: None,
-            owned: true,
-            sync_event: None,
-            op_gen: 0,
-            multicast: Default::default(),
-            addrinfo: AddrinfoState::None,
-            torn_down: false,
-            reported: 0,
-            queued: 0,
-            request_queued_on: None,
-            unacked: 0,
-            connect_error: false,
-        };
+        let id = Id::new(host, channel, sync, context, ps);
         self.kernel.ids.insert(key, Box::new(id));
         Ok(self.id_handle(key))
     }
