@@ -4,6 +4,8 @@
 //!
 //! * [`perftest`]: error events never acknowledged on the error path, so `rdma_destroy_id`
 //!   would block forever (linux-rdma/perftest PR 60).
+//! * [`spdk_freed_qpair`]: a qpair freed right after `rdma_disconnect`; its DISCONNECTED lands
+//!   on the freed record (spdk/spdk issue 2515).
 //! * [`spdk_close_wait`]: the close path waits for a DISCONNECTED that can never come
 //!   (spdk/spdk issue 3592).
 //! * [`libfabric_reject_leak`]: one id leaked per rejected connection request
@@ -20,6 +22,7 @@ pub mod harness;
 pub mod peer;
 pub mod perftest;
 pub mod spdk_close_wait;
+pub mod spdk_freed_qpair;
 
 /// Which logic of a ported bug runs: the one that shipped, or the one that fixed it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
