@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cmtwin::Transport;
 use cmtwin_sim::sweep::{Outcome, RunContext};
-use cmtwin_sim::{FaultPlan, SimBackend, SwarmSpace};
+use cmtwin_sim::{Fabric, FaultPlan, SimBackend, SwarmSpace};
 
 use crate::peer::{serve, PeerConfig};
 
@@ -57,26 +57,57 @@ pub fn run_pair<T: Send + 'static>(
     peer: PeerConfig,
     active: impl FnOnce(SimBackend) -> T + Send + 'static,
 ) -> Result<T, Box<dyn std::error::Error>> {
+    let (served, out) = run_both(ctx, move |cm| serve(&cm, &peer), active)?;
+    served?;
+    Ok(out)
+}
+
+/// Runs `passive` on the server host and `active` on the client host, both over RoCE, in a
+/// fabric built by `ctx`, each as a simulated process, and returns what each returned.
+pub fn run_both<S: Send + 'static, T: Send + 'static>(
+    ctx: &RunContext,
+    passive: impl FnOnce(SimBackend) -> S + Send + 'static,
+    active: impl FnOnce(SimBackend) -> T + Send + 'static,
+) -> Result<(S, T), Box<dyn std::error::Error>> {
     let fabric = ctx.build(
         ctx.builder()
             .host(SERVER, Transport::Roce, &[IpAddr::from(SERVER_IP)])
             .host(CLIENT, Transport::Roce, &[IpAddr::from(CLIENT_IP)]),
     )?;
-    let result: Arc<Mutex<Option<T>>> = Arc::new(Mutex::new(None));
-    let slot = Arc::clone(&result);
-    fabric.spawn(SERVER, "peer", move |cm| serve(&cm, &peer).map(|_| ()));
-    fabric.spawn(CLIENT, "active", move |cm| {
-        let out = active(cm);
+    let passive_out = Arc::new(Mutex::new(None));
+    let active_out = Arc::new(Mutex::new(None));
+    spawn_into(
+        &fabric,
+        SERVER,
+        "passive",
+        Arc::clone(&passive_out),
+        passive,
+    );
+    spawn_into(&fabric, CLIENT, "active", Arc::clone(&active_out), active);
+    fabric.run()?;
+    let s = take(&passive_out).ok_or("the passive side did not finish")?;
+    let t = take(&active_out).ok_or("the active side did not finish")?;
+    Ok((s, t))
+}
+
+/// Spawns `body` on `host`, its result kept in `slot`.
+fn spawn_into<T: Send + 'static>(
+    fabric: &Fabric,
+    host: &str,
+    name: &str,
+    slot: Arc<Mutex<Option<T>>>,
+    body: impl FnOnce(SimBackend) -> T + Send + 'static,
+) {
+    fabric.spawn(host, name, move |cm| {
+        let out = body(cm);
         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
         Ok(())
     });
-    fabric.run()?;
-    let out = result
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()
-        .ok_or("the active side did not finish")?;
-    Ok(out)
+}
+
+/// What a process left in its slot.
+fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+    slot.lock().unwrap_or_else(|e| e.into_inner()).take()
 }
 
 /// Turns a port's result into a sweep outcome.

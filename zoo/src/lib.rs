@@ -18,7 +18,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod connector;
 pub mod harness;
+pub mod libfabric_reject_leak;
 pub mod peer;
 pub mod perftest;
 pub mod spdk_close_wait;
