@@ -44,6 +44,12 @@ pub fn swarm_space() -> SwarmSpace {
     cmtwin_sim::scenarios::space()
 }
 
+/// Swarm plans of message faults only: loss, delay and duplication of every RC message kind,
+/// and targeted drops (no device, address or neighbour changes, no rejects).
+pub fn message_swarm_space() -> SwarmSpace {
+    SwarmSpace::new(&[]).horizon(std::time::Duration::from_secs(8))
+}
+
 /// A context for one run of `seed` with `plan` (for targeted tests).
 pub fn context(seed: u64, plan: FaultPlan) -> RunContext {
     RunContext::new(seed, plan)

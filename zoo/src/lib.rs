@@ -8,6 +8,8 @@
 //!   on the freed record (spdk/spdk issue 2515).
 //! * [`spdk_close_wait`]: the close path waits for a DISCONNECTED that can never come
 //!   (spdk/spdk issue 3592).
+//! * [`ldms_timewait`]: a passive endpoint freed on DISCONNECTED; the TIMEWAIT_EXIT its id still
+//!   delivers reads the freed endpoint (ovis-hpc/ldms PR 556).
 //! * [`libfabric_reject_leak`]: one id leaked per rejected connection request
 //!   (ofiwg/libfabric PR 9622).
 //!
@@ -18,8 +20,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod caught;
 pub mod connector;
 pub mod harness;
+pub mod ldms_timewait;
 pub mod libfabric_reject_leak;
 pub mod peer;
 pub mod perftest;

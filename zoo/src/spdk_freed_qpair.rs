@@ -18,15 +18,15 @@
 //! record.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use cmtwin::{
-    ChannelHandle, CmBackend, CmError, CmEvent, Errno, EventKind, IdHandle, PortSpace, QpInitAttr,
-    QpType, Wait,
+    ChannelHandle, CmBackend, CmEvent, Errno, EventKind, IdHandle, PortSpace, QpInitAttr, QpType,
+    Wait,
 };
 
+pub use crate::caught::Caught;
 use crate::Variant;
 
 /// Address and route resolution timeout.
@@ -35,40 +35,6 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
 const ADMIN: u64 = 1;
 /// The I/O qpair's context.
 const IO: u64 = 2;
-
-/// What the run ran into: a CM call's error, or the use after free.
-#[derive(Debug)]
-pub enum Caught {
-    /// A CM call failed.
-    Cm(CmError),
-    /// An event arrived for an id whose context names a record already freed.
-    EventOnFreedRecord {
-        /// The event.
-        kind: EventKind,
-        /// The freed record's context.
-        context: u64,
-    },
-}
-
-impl fmt::Display for Caught {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Caught::Cm(e) => write!(f, "{e}"),
-            Caught::EventOnFreedRecord { kind, context } => write!(
-                f,
-                "{kind:?} delivered for context {context}, whose qpair record was freed"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for Caught {}
-
-impl From<CmError> for Caught {
-    fn from(e: CmError) -> Self {
-        Caught::Cm(e)
-    }
-}
 
 /// One qpair's record: its id and the event parked for it.
 struct QpairRecord {

@@ -71,3 +71,27 @@ fn fixed_survives_a_thousand_swarm_worlds() {
         started.elapsed()
     );
 }
+
+#[test]
+fn a_swarm_sweep_catches_the_buggy_one() {
+    let started = Instant::now();
+    let report = Sweep::new("perftest-buggy", |ctx| {
+        outcome(run_pair(ctx, default_peer(), |cm| {
+            client(&cm, server_addr(), Variant::Buggy)
+        })?)
+    })
+    .seeds(0..100)
+    .swarm(swarm_space())
+    .quiet()
+    .max_reduced(1)
+    .run();
+    eprintln!(
+        "perftest buggy: 100 swarm seeds in {:?}, {} caught",
+        started.elapsed(),
+        report.failures.len()
+    );
+    assert!(!report.failures.is_empty());
+    for f in &report.failures {
+        assert!(f.error.contains("rdma_destroy_id: EBUSY"), "{}", f.error);
+    }
+}

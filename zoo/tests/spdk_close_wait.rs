@@ -97,3 +97,31 @@ fn fixed_survives_a_thousand_swarm_worlds() {
         started.elapsed()
     );
 }
+
+#[test]
+fn a_swarm_sweep_catches_the_buggy_one() {
+    let started = Instant::now();
+    let report = Sweep::new("spdk-close-wait-buggy", |ctx| {
+        outcome(run_pair(ctx, default_peer(), |cm| {
+            host(&cm, server_addr(), Variant::Buggy)
+        })?)
+    })
+    .seeds(0..100)
+    .swarm(swarm_space())
+    .quiet()
+    .max_reduced(1)
+    .run();
+    eprintln!(
+        "spdk 3592 buggy: 100 swarm seeds in {:?}, {} caught",
+        started.elapsed(),
+        report.failures.len()
+    );
+    assert!(!report.failures.is_empty());
+    for f in &report.failures {
+        assert!(
+            f.error.contains("rdma_get_cm_event: EDEADLK"),
+            "{}",
+            f.error
+        );
+    }
+}
