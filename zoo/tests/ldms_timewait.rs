@@ -78,11 +78,17 @@ fn fixed_survives_a_thousand_message_swarm_worlds() {
 
 #[test]
 fn a_message_swarm_catches_the_buggy_one() {
+    let started = Instant::now();
     let report = sweep("ldms-timewait-buggy", Variant::Buggy)
-        .seeds(0..20)
+        .seeds(0..100)
         .swarm(message_swarm_space())
         .max_reduced(1)
         .run();
+    eprintln!(
+        "ldms 556 buggy: 100 message-swarm seeds in {:?}, {} caught",
+        started.elapsed(),
+        report.failures.len()
+    );
     assert!(!report.failures.is_empty());
     for f in &report.failures {
         assert!(f.error.contains("TimewaitExit delivered"), "{}", f.error);
