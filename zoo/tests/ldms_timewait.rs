@@ -85,7 +85,8 @@ fn a_message_swarm_catches_the_buggy_one() {
         .max_reduced(1)
         .run();
     eprintln!(
-        "ldms 556 buggy: 100 message-swarm seeds in {:?}, {} caught",
+        "ldms 556 buggy: {} message-swarm runs in {:?}, {} caught",
+        report.runs,
         started.elapsed(),
         report.failures.len()
     );

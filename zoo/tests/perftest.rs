@@ -86,7 +86,8 @@ fn a_swarm_sweep_catches_the_buggy_one() {
     .max_reduced(1)
     .run();
     eprintln!(
-        "perftest buggy: 100 swarm seeds in {:?}, {} caught",
+        "perftest buggy: {} swarm runs in {:?}, {} caught",
+        report.runs,
         started.elapsed(),
         report.failures.len()
     );

@@ -112,7 +112,8 @@ fn a_swarm_sweep_catches_the_buggy_one() {
     .max_reduced(1)
     .run();
     eprintln!(
-        "spdk 3592 buggy: 100 swarm seeds in {:?}, {} caught",
+        "spdk 3592 buggy: {} swarm runs in {:?}, {} caught",
+        report.runs,
         started.elapsed(),
         report.failures.len()
     );
