@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cmtwin::Transport;
 use cmtwin_sim::sweep::{Outcome, RunContext};
-use cmtwin_sim::{Fabric, FaultPlan, SimBackend, SwarmSpace};
+use cmtwin_sim::{Fabric, SimBackend, SwarmSpace};
 
 use crate::peer::{serve, PeerConfig};
 
@@ -48,11 +48,6 @@ pub fn swarm_space() -> SwarmSpace {
 /// and targeted drops (no device, address or neighbour changes, no rejects).
 pub fn message_swarm_space() -> SwarmSpace {
     SwarmSpace::new(&[]).horizon(std::time::Duration::from_secs(8))
-}
-
-/// A context for one run of `seed` with `plan` (for targeted tests).
-pub fn context(seed: u64, plan: FaultPlan) -> RunContext {
-    RunContext::new(seed, plan)
 }
 
 /// Runs `active` on the client host and the peer on the server host, both over RoCE, in a
