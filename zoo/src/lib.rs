@@ -1,0 +1,40 @@
+//! cmtwin-zoo: connection-management bugs that shipped in real RDMA software, each ported onto
+//! [`cmtwin::CmBackend`] twice (the buggy logic and the fixed one, same structure) and caught
+//! by the simulator in well under a second. `zoo/README.md` has the table and the commands.
+//!
+//! * [`perftest`]: error events never acknowledged on the error path, so `rdma_destroy_id`
+//!   would block forever (linux-rdma/perftest PR 60).
+//! * [`spdk_freed_qpair`]: a qpair freed right after `rdma_disconnect`; its DISCONNECTED lands
+//!   on the freed record (spdk/spdk issue 2515).
+//! * [`spdk_close_wait`]: the close path waits for a DISCONNECTED that can never come
+//!   (spdk/spdk issue 3592).
+//! * [`ldms_timewait`]: a passive endpoint freed on DISCONNECTED; the TIMEWAIT_EXIT its id still
+//!   delivers reads the freed endpoint (ovis-hpc/ldms PR 556).
+//! * [`libfabric_reject_leak`]: one id leaked per rejected connection request
+//!   (ofiwg/libfabric PR 9622).
+//!
+//! Each port is written generically against `CmBackend`; [`harness`] runs it on a two-host
+//! simulated fabric against a well-behaved peer ([`peer`]), with the seed and fault plan of a
+//! [`cmtwin_sim::sweep::RunContext`], so that a test can give a targeted trigger or sweep
+//! seeds with swarm faults.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod caught;
+pub mod connector;
+pub mod harness;
+pub mod ldms_timewait;
+pub mod libfabric_reject_leak;
+pub mod peer;
+pub mod perftest;
+pub mod spdk_close_wait;
+pub mod spdk_freed_qpair;
+
+/// Which logic of a ported bug runs: the one that shipped, or the one that fixed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// The logic as it shipped, with the mistake.
+    Buggy,
+    /// The logic after the upstream fix.
+    Fixed,
+}
