@@ -2,11 +2,12 @@
 //! built from a [`RunContext`] (its seed and fault plan), each side a simulated process.
 
 use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cmtwin::Transport;
-use cmtwin_sim::sweep::{Outcome, RunContext};
+use cmtwin_sim::sweep::{Outcome, RunContext, Sweep};
 use cmtwin_sim::{Fabric, SimBackend, SwarmSpace};
 
 use crate::peer::{serve, PeerConfig};
@@ -116,4 +117,59 @@ pub fn outcome<T, E: std::error::Error + 'static>(result: Result<T, E>) -> Outco
     result
         .map(|_| ())
         .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
+}
+
+/// Sweeps the swarm worlds of `seeds`, drawn from `space`, over `scenario`, and fails naming
+/// every failing seed with its replay line if any fails (how a fixed port proves itself).
+pub fn sweep_passes<F: Fn(&RunContext) -> Outcome + Sync>(
+    name: &str,
+    seeds: Range<u64>,
+    space: SwarmSpace,
+    scenario: F,
+) {
+    let started = Instant::now();
+    let count = seeds.end - seeds.start;
+    Sweep::new(name, scenario)
+        .seeds(seeds)
+        .swarm(space)
+        .quiet()
+        .run()
+        .assert_ok();
+    eprintln!(
+        "{name}: {count} swarm seeds passed in {:?}",
+        started.elapsed()
+    );
+}
+
+/// Sweeps the swarm worlds of `seeds` over `scenario` (a buggy port): at least one must fail,
+/// and every failure's error must contain `caught` (the catch the zoo documents). Returns how
+/// many seeds caught it.
+pub fn sweep_catches<F: Fn(&RunContext) -> Outcome + Sync>(
+    name: &str,
+    seeds: Range<u64>,
+    space: SwarmSpace,
+    scenario: F,
+    caught: &str,
+) -> usize {
+    let started = Instant::now();
+    let report = Sweep::new(name, scenario)
+        .seeds(seeds)
+        .swarm(space)
+        .quiet()
+        .max_reduced(1)
+        .run();
+    eprintln!(
+        "{name}: {} swarm runs in {:?}, {} caught",
+        report.runs,
+        started.elapsed(),
+        report.failures.len()
+    );
+    assert!(
+        !report.failures.is_empty(),
+        "{name}: no seed caught the bug"
+    );
+    for f in &report.failures {
+        assert!(f.error.contains(caught), "{name}: {}", f.error);
+    }
+    report.failures.len()
 }

@@ -3,10 +3,10 @@
 use std::time::{Duration, Instant};
 
 use cmtwin::{Call, CmError, Errno, EventKind};
-use cmtwin_sim::sweep::{RunContext, Sweep};
+use cmtwin_sim::sweep::RunContext;
 use cmtwin_sim::FaultPlan;
 use cmtwin_zoo::connector::connect_times;
-use cmtwin_zoo::harness::{outcome, run_both, server_addr, swarm_space};
+use cmtwin_zoo::harness::{outcome, run_both, server_addr, swarm_space, sweep_passes};
 use cmtwin_zoo::libfabric_reject_leak::rejecting_server;
 use cmtwin_zoo::Variant;
 
@@ -48,7 +48,6 @@ fn buggy_leaks_one_id_per_rejected_request() {
         (Call::DestroyEventChannel, Errno::EBUSY)
     );
     assert_eq!(live_ids(&err), ATTEMPTS);
-    assert!(wall.as_millis() < 1000, "took {wall:?}");
 }
 
 #[test]
@@ -60,19 +59,14 @@ fn fixed_destroys_every_rejected_id() {
 
 #[test]
 fn fixed_survives_a_thousand_swarm_worlds() {
-    let started = Instant::now();
-    Sweep::new("libfabric-reject-leak-fixed", |ctx| {
-        let (server, client) = run(ctx, Variant::Fixed);
-        outcome(client)?;
-        outcome(server)
-    })
-    .seeds(0..1000)
-    .swarm(swarm_space())
-    .quiet()
-    .run()
-    .assert_ok();
-    eprintln!(
-        "libfabric 9622 fixed: 1000 swarm seeds in {:?}",
-        started.elapsed()
+    sweep_passes(
+        "libfabric-reject-leak-fixed",
+        0..1000,
+        swarm_space(),
+        |ctx| {
+            let (server, client) = run(ctx, Variant::Fixed);
+            outcome(client)?;
+            outcome(server)
+        },
     );
 }

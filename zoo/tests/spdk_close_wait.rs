@@ -3,9 +3,11 @@
 use std::time::Instant;
 
 use cmtwin::{Call, Errno, EventKind};
-use cmtwin_sim::sweep::{RunContext, Sweep};
+use cmtwin_sim::sweep::{Outcome, RunContext};
 use cmtwin_sim::{FaultAction, FaultPlan, Trigger};
-use cmtwin_zoo::harness::{default_peer, outcome, run_pair, server_addr, swarm_space, SERVER};
+use cmtwin_zoo::harness::{
+    default_peer, outcome, run_pair, server_addr, swarm_space, sweep_catches, sweep_passes, SERVER,
+};
 use cmtwin_zoo::peer::PeerConfig;
 use cmtwin_zoo::spdk_close_wait::{host, QpairState};
 use cmtwin_zoo::Variant;
@@ -54,7 +56,6 @@ fn buggy_waits_forever_when_the_target_disconnected_first() {
     let wall = started.elapsed();
     eprintln!("spdk 3592 (peer first) buggy caught in {wall:?}: {result:?}");
     assert_deadlocked_waiting(result);
-    assert!(wall.as_millis() < 1000, "took {wall:?}");
 }
 
 #[test]
@@ -64,7 +65,6 @@ fn buggy_waits_forever_after_a_rejected_connect() {
     let wall = started.elapsed();
     eprintln!("spdk 3592 (rejected) buggy caught in {wall:?}: {result:?}");
     assert_deadlocked_waiting(result);
-    assert!(wall.as_millis() < 1000, "took {wall:?}");
 }
 
 #[test]
@@ -79,50 +79,33 @@ fn fixed_closes_in_both_cases_and_without_faults() {
     }
 }
 
+/// The host against a default target, for sweeps.
+fn swept(variant: Variant) -> impl Fn(&RunContext) -> Outcome + Sync {
+    move |ctx| {
+        outcome(run_pair(ctx, default_peer(), move |cm| {
+            host(&cm, server_addr(), variant)
+        })?)
+    }
+}
+
 #[test]
 fn fixed_survives_a_thousand_swarm_worlds() {
-    let started = Instant::now();
-    Sweep::new("spdk-close-wait-fixed", |ctx| {
-        outcome(run_pair(ctx, default_peer(), |cm| {
-            host(&cm, server_addr(), Variant::Fixed)
-        })?)
-    })
-    .seeds(0..1000)
-    .swarm(swarm_space())
-    .quiet()
-    .run()
-    .assert_ok();
-    eprintln!(
-        "spdk 3592 fixed: 1000 swarm seeds in {:?}",
-        started.elapsed()
+    sweep_passes(
+        "spdk-close-wait-fixed",
+        0..1000,
+        swarm_space(),
+        swept(Variant::Fixed),
     );
 }
 
 #[test]
 fn a_swarm_sweep_catches_the_buggy_one() {
-    let started = Instant::now();
-    let report = Sweep::new("spdk-close-wait-buggy", |ctx| {
-        outcome(run_pair(ctx, default_peer(), |cm| {
-            host(&cm, server_addr(), Variant::Buggy)
-        })?)
-    })
-    .seeds(0..100)
-    .swarm(swarm_space())
-    .quiet()
-    .max_reduced(1)
-    .run();
-    eprintln!(
-        "spdk 3592 buggy: {} swarm runs in {:?}, {} caught",
-        report.runs,
-        started.elapsed(),
-        report.failures.len()
+    let caught = "rdma_get_cm_event: EDEADLK";
+    sweep_catches(
+        "spdk-close-wait-buggy",
+        0..100,
+        swarm_space(),
+        swept(Variant::Buggy),
+        caught,
     );
-    assert!(!report.failures.is_empty());
-    for f in &report.failures {
-        assert!(
-            f.error.contains("rdma_get_cm_event: EDEADLK"),
-            "{}",
-            f.error
-        );
-    }
 }
