@@ -1091,53 +1091,6 @@ fn iwarp_has_no_ud() {
     teardown(bed.server(), &[listener.id], listener.channel);
 }
 
-/// Issue 7 item 10, CM-SEMANTICS §14.2, following cma.c (`cma_query_handler`: a failed SA
-/// path query is ROUTE_ERROR with the SA client's status, and the id goes back to
-/// ADDR_RESOLVED): on InfiniBand, an SA that has no path answers after its round trip (200 µs)
-/// with ROUTE_ERROR -EINVAL; a silent SA gives ROUTE_ERROR -ETIMEDOUT at the route timeout;
-/// either way resolve_route can be retried and then succeeds.
-#[test]
-fn failed_path_query_is_route_error() {
-    let bed = SimBed::with_transport(SEED, Transport::InfiniBand);
-    let cm = bed.client();
-    let channel = ok(cm.create_event_channel(), "channel");
-    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "id");
-    ok(
-        cm.resolve_addr(
-            id,
-            None,
-            SocketAddr::new(SimBed::SERVER_IP, 7471),
-            RESOLVE_TIMEOUT,
-        ),
-        "resolve_addr",
-    );
-    expect_event_for(cm, channel, EventKind::AddrResolved, id, 0);
-    bed.fabric
-        .fail_path_queries("client", 1, PathFailure::NoPath)
-        .expect("the fault applies");
-    bed.fabric
-        .fail_path_queries("client", 1, PathFailure::Timeout)
-        .expect("the fault applies");
-    let t0 = bed.fabric.now();
-    ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route");
-    expect_event_for(cm, channel, EventKind::RouteError, id, -22);
-    assert_eq!(
-        since(&bed, t0),
-        Duration::from_micros(200),
-        "one SA round trip"
-    );
-    let t1 = bed.fabric.now();
-    ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route again");
-    expect_event_for(cm, channel, EventKind::RouteError, id, -110);
-    assert_eq!(since(&bed, t1), RESOLVE_TIMEOUT, "the route timeout");
-    ok(
-        cm.resolve_route(id, RESOLVE_TIMEOUT),
-        "resolve_route a third time",
-    );
-    expect_event_for(cm, channel, EventKind::RouteResolved, id, 0);
-    teardown(cm, &[id], channel);
-}
-
 /// cma.c (`cma_process_remove` cancels the SA query; `cma_work_handler` drops the work of an id
 /// in DEVICE_REMOVAL): a device removed while an InfiniBand path query is in flight gives
 /// DEVICE_REMOVAL and neither ROUTE_RESOLVED nor ROUTE_ERROR.
