@@ -3,7 +3,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use cmtwin::{
-    Call, CmBackend, Errno, EventKind, EventParam, JoinFlags, PortSpace, Transport, RDMA_UDP_QKEY,
+    Call, ChannelHandle, CmBackend, Errno, EventKind, EventParam, IdHandle, JoinFlags, PortSpace,
+    Transport, RDMA_UDP_QKEY,
 };
 
 use crate::steps::{expect_errno, expect_event_for, expect_no_event, ok, RESOLVE_TIMEOUT};
@@ -17,16 +18,23 @@ fn group(port: u16) -> SocketAddr {
     )
 }
 
-/// §13.3: a UDP-space id bound to a device joins a group: MULTICAST_JOIN (status 0) carries
-/// the join context, QPN 0xFFFFFF and the id's qkey; leaving works once, a second leave is
-/// EADDRNOTAVAIL. iWARP has no multicast: ENOSYS.
-pub fn join_then_leave<T: TestBed>(bed: &T) {
+/// A UD id of the server on a channel of its own, bound to the server's address with a fresh
+/// port, and the group that port picks: (channel, id, group).
+fn bound_ud_id<T: TestBed>(bed: &T) -> (ChannelHandle, IdHandle, SocketAddr) {
     let cm = bed.server();
     let channel = ok(cm.create_event_channel(), "channel");
     let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
     let addr = bed.server_addr();
     ok(cm.bind_addr(id, addr), "bind to the device's address");
-    let group = group(addr.port());
+    (channel, id, group(addr.port()))
+}
+
+/// §13.3: a UDP-space id bound to a device joins a group: MULTICAST_JOIN (status 0) carries
+/// the join context, QPN 0xFFFFFF and the id's qkey; leaving works once, a second leave is
+/// EADDRNOTAVAIL. iWARP has no multicast: ENOSYS.
+pub fn join_then_leave<T: TestBed>(bed: &T) {
+    let cm = bed.server();
+    let (channel, id, group) = bound_ud_id(bed);
     if bed.transport() == Transport::Iwarp {
         // Neither IB multicast nor RoCE: ENOSYS (§13.3).
         expect_errno(
@@ -111,11 +119,7 @@ fn join_context(info: &cmtwin::EventInfo) -> u64 {
 /// `tests/sim_only.rs` checks that case.)
 pub fn resolve_addr_to_a_group_then_join<T: TestBed>(bed: &T) {
     let cm = bed.server();
-    let channel = ok(cm.create_event_channel(), "channel");
-    let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
-    let addr = bed.server_addr();
-    ok(cm.bind_addr(id, addr), "bind to the device's address");
-    let group = group(addr.port());
+    let (channel, id, group) = bound_ud_id(bed);
     ok(
         cm.resolve_addr(id, None, group, RESOLVE_TIMEOUT),
         "resolve_addr to the group from the bound source",
@@ -146,11 +150,7 @@ pub fn resolve_addr_to_a_group_then_join<T: TestBed>(bed: &T) {
 /// is EADDRNOTAVAIL.
 pub fn each_join_is_a_membership<T: TestBed>(bed: &T) {
     let cm = bed.server();
-    let channel = ok(cm.create_event_channel(), "channel");
-    let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
-    let addr = bed.server_addr();
-    ok(cm.bind_addr(id, addr), "bind to the device's address");
-    let group = group(addr.port());
+    let (channel, id, group) = bound_ud_id(bed);
     if bed.transport() == Transport::Iwarp {
         // No multicast (ENOSYS), and a failed join leaves no membership behind.
         expect_errno(
@@ -246,11 +246,7 @@ pub fn send_only_join_then_leave<T: TestBed>(bed: &T) {
 /// can still be left once.
 pub fn lost_group_is_multicast_error<T: TestBed>(bed: &T) {
     let cm = bed.server();
-    let channel = ok(cm.create_event_channel(), "channel");
-    let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
-    let addr = bed.server_addr();
-    ok(cm.bind_addr(id, addr), "bind to the device's address");
-    let group = group(addr.port());
+    let (channel, id, group) = bound_ud_id(bed);
     ok(cm.join_multicast(id, group, 0xfeed), "join");
     let join = expect_event_for(cm, channel, EventKind::MulticastJoin, id, 0);
     assert_eq!(join_context(&join), 0xfeed, "the join context comes back");
