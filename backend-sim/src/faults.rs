@@ -72,7 +72,6 @@ impl World {
             let id = self.id_mut(key);
             id.state = CmState::DeviceRemoval;
             id.op_gen += 1;
-            id.torn_down = true;
             self.queue_event(
                 key,
                 EventKind::DeviceRemoval,

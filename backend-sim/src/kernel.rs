@@ -116,9 +116,6 @@ pub(crate) struct Id {
     /// Multicast memberships, one per join, by key (a later join has a larger key).
     pub multicast: BTreeMap<McKey, Membership>,
     pub addrinfo: AddrinfoState,
-    /// Set when the id's device was removed: ucma has dropped its reference, calls fail with
-    /// ENXIO.
-    pub torn_down: bool,
     /// The kinds of event queued for this id so far, a bit per kind (for the invariants).
     pub reported: u64,
     /// How many of this id's events are queued on channels (destroy looks only when some are).
@@ -168,7 +165,6 @@ impl Id {
             op_gen: 0,
             multicast: Default::default(),
             addrinfo: AddrinfoState::None,
-            torn_down: false,
             reported: 0,
             queued: 0,
             request_queued_on: None,

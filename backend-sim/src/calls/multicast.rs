@@ -130,7 +130,7 @@ impl World {
                 format!("{addr} is not joined"),
             ));
         };
-        if self.id(key).torn_down {
+        if self.id(key).state == CmState::DeviceRemoval {
             self.drop_membership(key, mc);
             return self.check_not_removed(call, key);
         }
