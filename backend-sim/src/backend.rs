@@ -16,7 +16,7 @@ use cmtwin::{
 };
 
 use crate::kernel::{Id, SyncEvent};
-use crate::process::{block, current_process, yield_now, Cond, Shared, Waiting};
+use crate::process::{block, current_process, yield_now, yield_point, Cond, Shared, Waiting};
 use crate::trace::{Args, Entry, Shown, TraceKind, TraceValue};
 use crate::world::{ChanKey, HostKey, IdKey, World};
 
@@ -54,7 +54,13 @@ impl SimBackend {
     /// Locks the world for `call`: while `Fabric::run` is in progress only the fabric's own
     /// processes may call into it (EPERM for any other thread, untraced: tracing it would make
     /// the trace depend on the OS's thread scheduling).
+    /// Every call is a yield point of a running process: the schedule may preempt it here.
     fn lock(&self, call: Call) -> Result<MutexGuard<'_, World>> {
+        self.lock_quiet(call).map(yield_point)
+    }
+
+    /// As [`SimBackend::lock`] without the yield point (for bookkeeping after a call).
+    fn lock_quiet(&self, call: Call) -> Result<MutexGuard<'_, World>> {
         let w = self.shared.lock();
         if w.sched.running() && current_process(w.fabric_no).is_none() {
             return Err(CmError::new(
@@ -124,6 +130,7 @@ impl SimBackend {
             Cond {
                 channels: vec![chan],
                 deadline: None,
+                key: None,
                 what,
             },
         );
@@ -224,18 +231,25 @@ impl SimBackend {
             }
         };
         let keys = self.chan_keys(&w, call, channels)?;
-        let what = Waiting::Events;
-        let (mut w, r) = block(
-            w,
-            Cond {
-                channels: keys,
+        // Another process waiting on the same channel may take the event first: wait again
+        // until one is fetched or the deadline passes.
+        loop {
+            let cond = Cond {
+                channels: keys.clone(),
                 deadline,
-                what,
-            },
-        );
-        r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
-        self.fetch_first(&mut w, call, channels)?
-            .ok_or_else(|| CmError::new(call, errno, detail))
+                key: None,
+                what: Waiting::Events,
+            };
+            let (mut woken, r) = block(w, cond);
+            r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
+            if let Some(found) = self.fetch_first(&mut woken, call, channels)? {
+                return Ok(found);
+            }
+            if deadline.is_some_and(|d| woken.now >= d) {
+                return Err(CmError::new(call, errno, detail));
+            }
+            w = woken;
+        }
     }
 
     /// The channels of `keys` that have an event, after waiting as `wait` says.
@@ -262,24 +276,29 @@ impl SimBackend {
                 return Ok(ready(&w, &keys));
             }
         };
-        let what = Waiting::Polling;
-        let (w, r) = block(
-            w,
-            Cond {
-                channels: keys,
+        let mut w = w;
+        loop {
+            let cond = Cond {
+                channels: keys.clone(),
                 deadline,
-                what,
-            },
-        );
-        r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
-        let keys = self.chan_keys(&w, call, channels)?;
-        Ok(ready(&w, &keys))
+                key: None,
+                what: Waiting::Polling,
+            };
+            let (woken, r) = block(w, cond);
+            r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
+            let keys = self.chan_keys(&woken, call, channels)?;
+            let now_ready = ready(&woken, &keys);
+            if !now_ready.is_empty() || deadline.is_some_and(|d| woken.now >= d) {
+                return Ok(now_ready);
+            }
+            w = woken;
+        }
     }
 
     /// Traces a failed `get_cm_event` (one channel) or `get_cm_event_any` (several). A refused
     /// thread (EPERM) is not traced: the lock refuses it again.
     fn trace_get_failure(&self, channels: &[ChannelHandle], wait: Wait, errno: Errno) {
-        let Ok(mut w) = self.lock(Call::GetCmEvent) else {
+        let Ok(mut w) = self.lock_quiet(Call::GetCmEvent) else {
             return;
         };
         let entry = match channels {
@@ -747,6 +766,7 @@ impl CmBackend for SimBackend {
             Cond {
                 channels: Vec::new(),
                 deadline: Some(deadline),
+                key: None,
                 what,
             },
         );

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::engine::timeline::ms;
 use crate::error::FabricError;
+use crate::schedule::SchedConfig;
 
 /// The largest packet life time exponent: the IB path record's field is 6 bits.
 pub const MAX_PACKET_LIFE_TIME: u8 = 63;
@@ -68,6 +69,8 @@ pub struct SimConfig {
     pub sa_latency: Duration,
     /// Whether to keep the trace (on by default; off keeps memory flat in very long runs).
     pub trace: bool,
+    /// How the fabric schedules its processes (seeded choice, preemption, wake-up latency).
+    pub schedule: SchedConfig,
 }
 
 impl Default for SimConfig {
@@ -90,6 +93,7 @@ impl Default for SimConfig {
             kernel_hz: Some(250),
             sa_latency: Duration::from_micros(200),
             trace: true,
+            schedule: SchedConfig::default(),
         }
     }
 }
@@ -218,7 +222,7 @@ impl SimConfig {
                 "between 1 and 1000 (Linux builds with HZ 100, 250, 300 or 1000)",
             );
         }
-        Ok(())
+        self.schedule.validate()
     }
 
     /// This configuration with every duration saturated to what virtual time can express.

@@ -15,6 +15,7 @@ use crate::config::{SimConfig, MAX_SIM_DURATION};
 use crate::engine::timeline::SimTime;
 use crate::error::FabricError;
 use crate::process::{current_process, Shared};
+use crate::schedule::SchedConfig;
 use crate::trace::TraceRecord;
 use crate::wire::WireFault;
 use crate::world::{DevKey, Device, Host, World};
@@ -89,6 +90,12 @@ impl FabricBuilder {
         self
     }
 
+    /// Replaces the configuration's schedule (how processes are scheduled).
+    pub fn schedule(mut self, schedule: SchedConfig) -> Self {
+        self.config.schedule = schedule;
+        self
+    }
+
     /// Builds the fabric. Fails on a configuration the CM cannot carry (see
     /// [`SimConfig::validate`]); durations longer than virtual time can express saturate.
     pub fn build(self) -> Result<Fabric, FabricError> {
@@ -124,9 +131,7 @@ impl FabricBuilder {
             });
         }
         let fabric = Fabric {
-            shared: Arc::new(Shared {
-                world: Mutex::new(world),
-            }),
+            shared: Arc::new(Shared::new(world)),
             seed: self.seed,
             pending: Mutex::new(Vec::new()),
         };

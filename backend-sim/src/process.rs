@@ -3,11 +3,16 @@
 //! does. Each process sleeps on a condition variable of its own, and passing the baton wakes
 //! only the process that receives it.
 //!
-//! A process runs until it blocks (waiting for an event, sleeping, a synchronous call) or yields
-//! (an unproductive poll); then the next process that can run, in round-robin order of process
-//! index, gets the baton, and when none can the timeline advances until one can. If nothing is
-//! left that could wake a blocked process, every blocked process gets an EDEADLK error naming
-//! what it waited for.
+//! A process runs until it blocks (waiting for an event, sleeping, a synchronous call, a
+//! primitive of `cmtwin::sync`), yields (an unproductive poll) or is preempted at a yield point
+//! (every trait call and primitive operation, as `SchedConfig` asks); then the scheduler's one
+//! choice point picks the next process that can run (seeded random, PCT priorities or
+//! round-robin), and when none can the timeline advances until one can. A woken process may run
+//! only after a seeded wake-up latency. If nothing is left that could wake a blocked process,
+//! every blocked process gets an EDEADLK error naming what it waited for.
+//!
+//! Processes may be registered while the run is in progress (`cmtwin::thread::spawn` from a
+//! process), and primitives block on keys (`block` with `Cond::key`, woken by `wake_key`).
 //!
 //! Finding the next process costs O(log n) in the number of processes: the scheduler keeps the
 //! set of processes that may be able to run (candidates, checked when picked), the waiters of
@@ -15,25 +20,33 @@
 //! (made candidates when time reaches it), instead of scanning every process.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use cmtwin::runtime::Describe;
 
 use crate::engine::timeline::{SimTime, TimerKey};
+use crate::rng::Stream;
+use crate::schedule::{SchedConfig, SchedPolicy};
 use crate::trace::TraceKind;
 use crate::world::{Action, ChanKey, World};
 
-/// What a blocked caller waits for: an event on any of its channels, a deadline, or either.
-#[derive(Clone, Debug)]
+/// What a blocked caller waits for: an event on any of its channels, a deadline, a wake-up
+/// of its key, or any of these.
+#[derive(Clone)]
 pub(crate) struct Cond {
     /// Channels whose event (or removal) ends the wait; empty for a plain sleep.
     pub channels: Vec<ChanKey>,
     pub deadline: Option<SimTime>,
+    /// The key of a `cmtwin::sync` primitive whose wake-up ends the wait.
+    pub key: Option<u64>,
     /// For the deadlock report (text only when one is made).
     pub what: Waiting,
 }
 
 /// The blocking call a caller is in, as a deadlock report names it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub(crate) enum Waiting {
     /// A call on a synchronous id waiting for the event that completes it.
     SyncCall(cmtwin::Call, cmtwin::IdHandle),
@@ -43,6 +56,8 @@ pub(crate) enum Waiting {
     Polling,
     /// A sleep.
     Sleep(std::time::Duration),
+    /// An operation of a `cmtwin::sync` primitive or a join, described by the primitive.
+    Primitive(Describe),
 }
 
 impl Cond {
@@ -59,29 +74,32 @@ impl Cond {
                 _ => format!("[{}]", names.join(", ")),
             }
         };
-        match self.what {
+        match &self.what {
             Waiting::SyncCall(call, id) => format!("{} on synchronous {id}", call.name()),
             Waiting::Events => format!("rdma_get_cm_event on {}", channels()),
             Waiting::Polling => format!("poll on {}", channels()),
             Waiting::Sleep(d) => format!("sleep({d:?})"),
+            Waiting::Primitive(describe) => describe(),
         }
     }
-}
 
-impl Cond {
-    fn satisfied(&self, w: &World) -> bool {
+    /// Whether the wait is over (`notified`: the process's key was woken).
+    fn satisfied(&self, w: &World, notified: bool) -> bool {
         self.channels
             .iter()
             .any(|&c| w.channel_ready(c) || !w.kernel.channels.contains_key(&c))
             || self.deadline.is_some_and(|d| w.now >= d)
+            || (self.key.is_some() && notified)
     }
 }
 
 /// The state of one simulated process.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) enum ProcState {
     Runnable,
     Blocked(Cond),
+    /// Its wait is over; it runs once virtual time reaches its wake-up latency's end.
+    Waking(SimTime),
     /// Woken only to be told that it can never be woken otherwise.
     Deadlocked(String),
     Done,
@@ -93,6 +111,10 @@ pub(crate) struct Proc {
     pub state: ProcState,
     /// Where the process's thread sleeps while another process holds the baton.
     pub wake: Arc<Condvar>,
+    /// Whether the key it blocks on was woken (`wake_key`).
+    notified: bool,
+    /// Its PCT priority (higher runs first).
+    priority: u64,
 }
 
 impl Proc {
@@ -102,6 +124,8 @@ impl Proc {
             name,
             state: ProcState::Runnable,
             wake: Arc::new(Condvar::new()),
+            notified: false,
+            priority: 0,
         }
     }
 }
@@ -123,18 +147,41 @@ pub(crate) struct Scheduler {
     chan_waiters: BTreeMap<ChanKey, BTreeSet<usize>>,
     /// The blocked processes waiting for a deadline, by deadline.
     deadlines: BTreeSet<(SimTime, usize)>,
+    /// The blocked processes waiting on each primitive's key, in the order they blocked.
+    key_waiters: BTreeMap<u64, VecDeque<usize>>,
+    /// The knobs of the run.
+    config: SchedConfig,
+    /// Scheduling decisions made so far (PCT's step count).
+    decisions: u64,
+    /// PCT's change points still ahead, latest first.
+    change_points: Vec<u64>,
+    /// The priority the next process lowered at a change point gets.
+    next_low: u64,
+    /// The scratch list of runnable processes a decision picks from.
+    ready: Vec<usize>,
 }
 
 impl Scheduler {
     /// Installs the processes of a run, all runnable, and marks the run in progress.
-    pub(crate) fn start(&mut self, procs: Vec<Proc>) {
-        self.live = procs.len();
-        self.candidates = (0..procs.len()).collect();
-        self.procs = procs;
-        self.current = None;
-        self.chan_waiters.clear();
-        self.deadlines.clear();
-        self.running = true;
+    pub(crate) fn start(&mut self, procs: Vec<Proc>, config: SchedConfig) {
+        *self = Scheduler {
+            live: procs.len(),
+            candidates: (0..procs.len()).collect(),
+            procs,
+            config,
+            running: true,
+            ..Scheduler::default()
+        };
+    }
+
+    /// Registers one more process (a thread spawned while the run is in progress); its
+    /// index.
+    fn register(&mut self, proc: Proc) -> usize {
+        let index = self.procs.len();
+        self.procs.push(proc);
+        self.live += 1;
+        self.candidates.insert(index);
+        index
     }
 
     /// Forgets the processes of a finished run.
@@ -199,15 +246,49 @@ impl Scheduler {
         if let Some(d) = cond.deadline {
             self.deadlines.insert((d, index));
         }
+        if let Some(key) = cond.key {
+            self.key_waiters.entry(key).or_default().push_back(index);
+        }
         self.candidates.remove(&index);
+        self.procs[index].notified = false;
         self.procs[index].state = ProcState::Blocked(cond);
     }
 
-    /// Removes process `index` from the waiter lists of its condition, if it is blocked.
-    fn unregister_wait(&mut self, index: usize) {
-        let ProcState::Blocked(cond) = &self.procs[index].state else {
+    /// Wakes up to `count` of the processes blocked on `key`, in the order they blocked.
+    fn wake_key(&mut self, key: u64, count: usize) {
+        let Some(waiters) = self.key_waiters.get_mut(&key) else {
             return;
         };
+        let n = count.min(waiters.len());
+        let woken: Vec<usize> = waiters.drain(..n).collect();
+        if waiters.is_empty() {
+            self.key_waiters.remove(&key);
+        }
+        for j in woken {
+            self.procs[j].notified = true;
+            self.candidates.insert(j);
+        }
+    }
+
+    /// Removes process `index` from the waiter lists of its condition, if it is blocked or
+    /// waking.
+    fn unregister_wait(&mut self, index: usize) {
+        let cond = match &self.procs[index].state {
+            ProcState::Blocked(cond) => cond,
+            ProcState::Waking(at) => {
+                self.deadlines.remove(&(*at, index));
+                return;
+            }
+            _ => return,
+        };
+        if let Some(key) = cond.key {
+            if let Some(waiters) = self.key_waiters.get_mut(&key) {
+                waiters.retain(|&j| j != index);
+                if waiters.is_empty() {
+                    self.key_waiters.remove(&key);
+                }
+            }
+        }
         for c in &cond.channels {
             if let Some(waiters) = self.chan_waiters.get_mut(c) {
                 waiters.remove(&index);
@@ -240,12 +321,23 @@ pub(crate) fn current_process(fabric_no: u32) -> Option<usize> {
         .map(|(_, i)| i)
 }
 
-/// The world and the mutex around it, shared by the fabric, its backends and its processes.
+/// The world and the mutex around it, shared by the fabric, its backends and its processes,
+/// and the OS threads of the processes spawned while a run is in progress (its run joins
+/// them).
 pub(crate) struct Shared {
     pub world: Mutex<World>,
+    pub spawned: Mutex<Vec<JoinHandle<Result<(), String>>>>,
 }
 
 impl Shared {
+    /// Shares `world`.
+    pub(crate) fn new(world: World) -> Self {
+        Shared {
+            world: Mutex::new(world),
+            spawned: Mutex::new(Vec::new()),
+        }
+    }
+
     /// Locks the world (a panicking process does not poison it for the others).
     pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
         self.world.lock().unwrap_or_else(|e| e.into_inner())
@@ -253,26 +345,94 @@ impl Shared {
 }
 
 impl World {
-    /// Whether process `j` can run now; a blocked process that can is made runnable.
+    /// Whether process `j` can run now; a blocked process whose wait is over is made runnable,
+    /// or waking when the schedule draws it a wake-up latency.
     fn take_if_ready(&mut self, j: usize) -> bool {
+        let notified = self.sched.procs[j].notified;
         let ready = match &self.sched.procs[j].state {
             ProcState::Runnable | ProcState::Deadlocked(_) => true,
-            ProcState::Blocked(c) => c.satisfied(self),
+            ProcState::Waking(at) => self.now >= *at,
+            ProcState::Blocked(c) => c.satisfied(self, notified),
             ProcState::Done => false,
         };
         if !ready {
-            // Not runnable until its channel or deadline signals it again.
+            // Not runnable until its channel, key or deadline signals it again.
             self.sched.candidates.remove(&j);
-        } else if let ProcState::Blocked(_) = self.sched.procs[j].state {
-            self.sched.unregister_wait(j);
-            self.sched.procs[j].state = ProcState::Runnable;
+            return false;
         }
+        match self.sched.procs[j].state {
+            ProcState::Blocked(_) => {
+                self.sched.unregister_wait(j);
+                let latency = self.draw_wake_latency();
+                if latency > 0 {
+                    let at = self.now.after(std::time::Duration::from_nanos(latency));
+                    self.sched.procs[j].state = ProcState::Waking(at);
+                    self.sched.deadlines.insert((at, j));
+                    self.sched.candidates.remove(&j);
+                    self.timeline.schedule(at, Action::Wake);
+                    return false;
+                }
+                self.sched.procs[j].state = ProcState::Runnable;
+            }
+            ProcState::Waking(_) => {
+                self.sched.unregister_wait(j);
+                self.sched.procs[j].state = ProcState::Runnable;
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// A woken process's wake-up latency, in nanoseconds (no draw when the schedule has none).
+    fn draw_wake_latency(&mut self) -> u64 {
+        let max = self.sched.config.wake_latency.as_nanos() as u64;
+        if max == 0 {
+            return 0;
+        }
+        self.rng.range(Stream::Sched, 0, max)
+    }
+
+    /// The scheduler's choice point: the process that runs next among those that can run now,
+    /// other than `skip`, as the schedule's policy says; `None` when none can.
+    fn pick_next(&mut self, skip: Option<usize>) -> Option<usize> {
+        self.sched.decisions += 1;
+        if self.sched.config.policy == SchedPolicy::RoundRobin {
+            return self.pick_round_robin(skip);
+        }
+        let mut ready = std::mem::take(&mut self.sched.ready);
+        ready.clear();
+        let mut from = 0;
+        while let Some(j) = self.sched.candidates.range(from..).next().copied() {
+            from = j + 1;
+            if Some(j) != skip && self.take_if_ready(j) {
+                ready.push(j);
+            }
+        }
+        let chosen = match ready.len() {
+            0 => None,
+            1 => Some(ready[0]),
+            n => Some(match self.sched.config.policy {
+                SchedPolicy::Pct { .. } => self.highest_priority(&ready),
+                _ => ready[self.rng.range(Stream::Sched, 0, n as u64 - 1) as usize],
+            }),
+        };
+        self.sched.ready = ready;
+        chosen
+    }
+
+    /// The process of `ready` with the highest PCT priority (ties: the lowest index).
+    fn highest_priority(&self, ready: &[usize]) -> usize {
+        let procs = &self.sched.procs;
         ready
+            .iter()
+            .copied()
+            .max_by_key(|&j| (procs[j].priority, std::cmp::Reverse(j)))
+            .unwrap_or(ready[0])
     }
 
     /// The first process that can run, in round-robin order after the current one, skipping
     /// `skip`.
-    fn pick_next(&mut self, skip: Option<usize>) -> Option<usize> {
+    fn pick_round_robin(&mut self, skip: Option<usize>) -> Option<usize> {
         let start = self.sched.current.map_or(0, |c| c + 1);
         let mut from = start;
         let mut wrapped = false;
@@ -292,6 +452,39 @@ impl World {
             if Some(j) != skip && self.take_if_ready(j) {
                 return Some(j);
             }
+        }
+    }
+
+    /// Draws the PCT priorities of processes `from..` and, at the start of a run, its change
+    /// points (no draw under other policies).
+    pub(crate) fn draw_priorities(&mut self, from: usize) {
+        let SchedPolicy::Pct { depth, steps } = self.sched.config.policy else {
+            return;
+        };
+        let lowest_initial = u64::from(depth);
+        for j in from..self.sched.procs.len() {
+            self.sched.procs[j].priority = self.rng.range(Stream::Sched, lowest_initial, u64::MAX);
+        }
+        if from == 0 {
+            let mut points: Vec<u64> = (1..depth)
+                .map(|_| self.rng.range(Stream::Sched, 1, steps))
+                .collect();
+            points.sort_unstable_by(|a, b| b.cmp(a));
+            self.sched.change_points = points;
+            self.sched.next_low = lowest_initial - 1;
+        }
+    }
+
+    /// Under PCT, lowers process `me`'s priority below every other when the decision count
+    /// reaches a change point.
+    fn pct_change_point(&mut self, me: usize) {
+        while let Some(&point) = self.sched.change_points.last() {
+            if point > self.sched.decisions {
+                break;
+            }
+            self.sched.change_points.pop();
+            self.sched.procs[me].priority = self.sched.next_low;
+            self.sched.next_low = self.sched.next_low.saturating_sub(1);
         }
     }
 
@@ -328,10 +521,11 @@ impl World {
     fn report_deadlock(&mut self) {
         let mut found = false;
         for j in 0..self.sched.procs.len() {
+            let notified = self.sched.procs[j].notified;
             let ProcState::Blocked(c) = &self.sched.procs[j].state else {
                 continue;
             };
-            if !c.satisfied(self) {
+            if !c.satisfied(self, notified) {
                 let msg = format!(
                     "deadlock: process {} blocked in {} and nothing left can wake it",
                     self.sched.procs[j].name,
@@ -353,6 +547,18 @@ impl World {
     /// Schedules a wake-up at `deadline`, so that time can advance to it.
     pub(crate) fn wake_at(&mut self, deadline: SimTime) -> TimerKey {
         self.timeline.schedule(deadline, Action::Wake)
+    }
+
+    /// Wakes up to `count` processes blocked on the primitive key `key`.
+    pub(crate) fn wake_key(&mut self, key: u64, count: usize) {
+        self.sched.wake_key(key, count);
+    }
+
+    /// Registers a process named `name` spawned by a running process; its index.
+    pub(crate) fn register_process(&mut self, name: String) -> usize {
+        let index = self.sched.register(Proc::new(name));
+        self.draw_priorities(index);
+        index
     }
 
     /// Marks process `index` done and hands the baton on.
@@ -396,7 +602,7 @@ fn wait_until(
 ) -> (MutexGuard<'_, World>, Result<(), String>) {
     let Some(me) = current_process(w.fabric_no) else {
         loop {
-            if cond.satisfied(&w) {
+            if cond.satisfied(&w, false) {
                 return (w, Ok(()));
             }
             if !w.step() {
@@ -410,7 +616,7 @@ fn wait_until(
             }
         }
     };
-    if cond.satisfied(&w) {
+    if cond.key.is_none() && cond.satisfied(&w, false) {
         return (w, Ok(()));
     }
     w.sched.block_on(me, cond);
@@ -425,22 +631,59 @@ fn wait_until(
     }
 }
 
-/// An unproductive poll of a process: the other processes that can run go first (in
-/// round-robin order; this one gets the baton back in its turn), and when none can, the
-/// timeline runs its next action. Outside `Fabric::run` it does nothing.
+/// Whether the key process `me` last blocked on was woken (rather than its deadline passing).
+pub(crate) fn was_notified(w: &World, me: usize) -> bool {
+    w.sched.procs[me].notified
+}
+
+/// Hands the baton from process `me` to process `next` and waits until it comes back.
+fn switch_to(mut w: MutexGuard<'_, World>, me: usize, next: usize) -> MutexGuard<'_, World> {
+    w.sched.current = Some(next);
+    w.sched.notify_current();
+    wait_for_baton(w, me)
+}
+
+/// An unproductive poll of a process: another process that can run goes first (this one gets
+/// the baton back when it is picked again), and when none can, the timeline runs its next
+/// action. Outside `Fabric::run` it does nothing.
 pub(crate) fn yield_now(mut w: MutexGuard<'_, World>) -> MutexGuard<'_, World> {
     let Some(me) = current_process(w.fabric_no) else {
         return w;
     };
     match w.pick_next(Some(me)) {
-        Some(j) => {
-            w.sched.current = Some(j);
-            w.sched.notify_current();
-            wait_for_baton(w, me)
-        }
+        Some(j) => switch_to(w, me, j),
         None => {
             w.advance();
             w
         }
+    }
+}
+
+/// A yield point of a running process (a trait call, a primitive's operation): the schedule
+/// may preempt it here, handing the baton to another process that can run. Under PCT every
+/// yield point is a decision (the highest-priority runnable process runs); otherwise a
+/// preemption happens with the schedule's probability. Outside `Fabric::run` it does nothing.
+pub(crate) fn yield_point(mut w: MutexGuard<'_, World>) -> MutexGuard<'_, World> {
+    let pct = matches!(w.sched.config.policy, SchedPolicy::Pct { .. });
+    let preempt = w.sched.config.preempt;
+    if !pct && preempt == 0.0 {
+        return w;
+    }
+    let Some(me) = current_process(w.fabric_no) else {
+        return w;
+    };
+    if pct {
+        w.pct_change_point(me);
+        let Some(j) = w.pick_next(None) else {
+            return w;
+        };
+        return if j == me { w } else { switch_to(w, me, j) };
+    }
+    if !w.rng.chance(Stream::Sched, preempt) {
+        return w;
+    }
+    match w.pick_next(Some(me)) {
+        Some(j) => switch_to(w, me, j),
+        None => w,
     }
 }

@@ -15,6 +15,10 @@ pub(crate) enum Stream {
     Ports = 3,
     /// QP numbers and PSNs.
     Numbers = 4,
+    /// Scheduling decisions: which process runs, preemptions, wake-up latencies.
+    Sched = 5,
+    /// Random numbers the application asks for (`cmtwin::thread::random_u64`).
+    User = 6,
 }
 
 /// One ChaCha generator per stream, all derived from one seed.
@@ -24,7 +28,7 @@ pub(crate) struct Streams {
 
 impl Streams {
     pub(crate) fn new(seed: u64) -> Self {
-        let gens = (0..5)
+        let gens = (0..7)
             .map(|i| {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 rng.set_stream(i);

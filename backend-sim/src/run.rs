@@ -10,6 +10,7 @@ use crate::backend::SimBackend;
 use crate::error::{FabricError, SimError};
 use crate::fabric::{Fabric, PendingProc};
 use crate::process::{current_process, enter_process, wait_for_baton, Proc, Shared};
+use crate::sim_runtime::SimRuntime;
 
 /// The spawned processes that can start, with their host, and the failures of those that
 /// cannot.
@@ -49,10 +50,12 @@ impl Fabric {
                 })
                 .collect()
         });
+        let spawned = self.join_spawned();
         self.lock().sched.finish();
         let failures: Vec<String> = not_started
             .into_iter()
             .chain(results.into_iter().filter_map(Result::err))
+            .chain(spawned.into_iter().filter_map(Result::err))
             .collect();
         if failures.is_empty() {
             Ok(())
@@ -61,6 +64,28 @@ impl Fabric {
                 failures,
                 replay: self.replay_line(),
             })
+        }
+    }
+
+    /// Joins the OS threads of the processes spawned during the run (a spawned process may
+    /// spawn more, so until none is left), in the order they were spawned.
+    fn join_spawned(&self) -> Vec<Result<(), String>> {
+        let mut outcomes = Vec::new();
+        loop {
+            let handles = std::mem::take(
+                &mut *self
+                    .shared
+                    .spawned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
+            if handles.is_empty() {
+                return outcomes;
+            }
+            outcomes.extend(handles.into_iter().map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("process thread died".into()))
+            }));
         }
     }
 
@@ -88,7 +113,9 @@ impl Fabric {
             .iter()
             .map(|(p, _)| Proc::new(p.name.clone()))
             .collect();
-        w.sched.start(procs);
+        let schedule = w.cfg.schedule;
+        w.sched.start(procs, schedule);
+        w.draw_priorities(0);
         w.pass_baton();
         Ok((runnable, not_started))
     }
@@ -105,6 +132,10 @@ fn run_process(
 ) -> Result<(), String> {
     enter_process(fabric_no, index);
     drop(wait_for_baton(shared.lock(), index));
+    let _runtime = cmtwin::runtime::enter(Arc::new(SimRuntime {
+        shared: Arc::clone(&shared),
+        fabric_no,
+    }));
     let backend = SimBackend {
         shared: Arc::clone(&shared),
         host,
@@ -125,7 +156,7 @@ fn run_process(
 
 /// The message of a panic, for the report: `": <text>"` for the usual string payloads, and a
 /// description for a payload of another type (from `std::panic::panic_any`).
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<String>() {
         format!(": {s}")
     } else if let Some(s) = payload.downcast_ref::<&str>() {

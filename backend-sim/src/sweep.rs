@@ -20,6 +20,7 @@ use crate::fabric::{Fabric, FabricBuilder};
 use crate::plan::{FaultPlan, SwarmSpace};
 use crate::process::Shared;
 use crate::replay::{plan_from_env, replay_line, seed_from_env, TestTarget};
+use crate::schedule::SchedConfig;
 use crate::trace::TraceRecord;
 
 /// The environment variable naming the shard of a sweep to run (`i/n`, `i` from 1).
@@ -33,17 +34,31 @@ pub type Outcome = Result<(), Box<dyn std::error::Error>>;
 pub struct RunContext {
     seed: u64,
     plan: FaultPlan,
+    schedule: Option<SchedConfig>,
     world: Mutex<Option<Arc<Shared>>>,
 }
 
 impl RunContext {
-    /// A context for one run of `seed` with `plan` (sweeps make these; a test may too).
+    /// A context for one run of `seed` with `plan`, whose fabrics keep the schedule of their
+    /// builder (sweeps make these; a test may too).
     pub fn new(seed: u64, plan: FaultPlan) -> Self {
         RunContext {
             seed,
             plan,
+            schedule: None,
             world: Mutex::new(None),
         }
+    }
+
+    /// This context with `schedule` given to every fabric it builds.
+    pub fn with_schedule(mut self, schedule: SchedConfig) -> Self {
+        self.schedule = Some(schedule);
+        self
+    }
+
+    /// The schedule the run's fabrics get, if the context sets one.
+    pub fn schedule(&self) -> Option<SchedConfig> {
+        self.schedule
     }
 
     /// The run's seed.
@@ -64,6 +79,10 @@ impl RunContext {
     /// Builds `builder` with the run's plan applied, and keeps the fabric's trace for the
     /// sweep's report.
     pub fn build(&self, builder: FabricBuilder) -> Result<Fabric, FabricError> {
+        let builder = match self.schedule {
+            Some(schedule) => builder.schedule(schedule),
+            None => builder,
+        };
         let fabric = builder.plan(self.plan.clone()).build()?;
         *self.world.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&fabric.shared));
         Ok(fabric)
@@ -134,6 +153,17 @@ enum Plans {
     Swarm(SwarmSpace),
 }
 
+/// Where each run's schedule comes from.
+#[derive(Clone, Copy, Debug)]
+enum Schedules {
+    /// Drawn from the seed ([`SchedConfig::drawn`]).
+    Drawn,
+    /// The same for every seed.
+    Fixed(SchedConfig),
+    /// The one of the scenario's own builder.
+    Builder,
+}
+
 /// A failing run, reduced.
 #[derive(Clone, Debug)]
 pub struct SweepFailure {
@@ -142,6 +172,8 @@ pub struct SweepFailure {
     /// The smallest plan found that still fails with this seed (the original one when the
     /// failure was not reduced, see [`Sweep::max_reduced`]).
     pub plan: FaultPlan,
+    /// The schedule the run's fabrics had (`None`: the scenario's own).
+    pub schedule: Option<SchedConfig>,
     /// Whether the plan was reduced and the run drawn (see [`Sweep::max_reduced`]).
     pub reduced: bool,
     /// How many faults the original plan had.
@@ -184,8 +216,12 @@ impl SweepReport {
                 .as_ref()
                 .map(|p| format!(", diagram: {}", p.display()))
                 .unwrap_or_default();
+            let schedule = f
+                .schedule
+                .map(|s| format!(", schedule {}", s.describe()))
+                .unwrap_or_default();
             out.push_str(&format!(
-                "\nseed {}: {}\n  {reduced}{svg}\n  replay: {}",
+                "\nseed {}: {}\n  {reduced}{schedule}{svg}\n  replay: {}",
                 f.seed, f.error, f.replay
             ));
         }
@@ -225,6 +261,7 @@ pub struct Sweep<F> {
     scenario: F,
     seeds: Range<u64>,
     plans: Plans,
+    schedules: Schedules,
     shard: Option<Shard>,
     threads: Option<usize>,
     svg_dir: Option<PathBuf>,
@@ -235,13 +272,15 @@ pub struct Sweep<F> {
 
 impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
     /// A sweep named `name` (it names the diagrams) of `scenario`, over seeds 0..100 with the
-    /// empty plan, on every core, with the shard of `CMTWIN_SHARD` if set.
+    /// empty plan and a schedule drawn from each seed ([`SchedConfig::drawn`]: policy,
+    /// preemption, wake-up latency), on every core, with the shard of `CMTWIN_SHARD` if set.
     pub fn new(name: &str, scenario: F) -> Self {
         Sweep {
             name: name.to_string(),
             scenario,
             seeds: 0..100,
             plans: Plans::Fixed(FaultPlan::new()),
+            schedules: Schedules::Drawn,
             shard: None,
             threads: None,
             svg_dir: None,
@@ -267,6 +306,27 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
     pub fn swarm(mut self, space: SwarmSpace) -> Self {
         self.plans = Plans::Swarm(space);
         self
+    }
+
+    /// Every run uses `schedule` instead of one drawn from its seed.
+    pub fn schedule(mut self, schedule: SchedConfig) -> Self {
+        self.schedules = Schedules::Fixed(schedule);
+        self
+    }
+
+    /// Every run keeps the schedule of the scenario's own builder (its `SimConfig`).
+    pub fn builder_schedule(mut self) -> Self {
+        self.schedules = Schedules::Builder;
+        self
+    }
+
+    /// The schedule the run of `seed` gives its fabrics.
+    fn schedule_for(&self, seed: u64) -> Option<SchedConfig> {
+        match self.schedules {
+            Schedules::Drawn => Some(SchedConfig::drawn(seed)),
+            Schedules::Fixed(s) => Some(s),
+            Schedules::Builder => None,
+        }
     }
 
     /// Runs only `shard` of the seeds (overrides `CMTWIN_SHARD`).
@@ -320,7 +380,8 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
         seed: u64,
         plan: &FaultPlan,
     ) -> (Result<(), String>, Option<Vec<TraceRecord>>) {
-        let ctx = RunContext::new(seed, plan.clone());
+        let mut ctx = RunContext::new(seed, plan.clone());
+        ctx.schedule = self.schedule_for(seed);
         let result = match catch_unwind(AssertUnwindSafe(|| (self.scenario)(&ctx))) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(e.to_string()),
@@ -430,6 +491,7 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
         SweepFailure {
             seed,
             replay: replay_line(&self.command(), seed, &plan),
+            schedule: self.schedule_for(seed),
             reduced: false,
             faults_before: plan.faults.len(),
             plan,
@@ -472,6 +534,7 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
         SweepFailure {
             seed,
             replay: replay_line(&self.command(), seed, &plan),
+            schedule: self.schedule_for(seed),
             plan,
             reduced: true,
             faults_before,

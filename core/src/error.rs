@@ -29,11 +29,11 @@ macro_rules! errnos {
 
 errnos! {
     EPERM = 1, ENOENT = 2, EINTR = 4, EIO = 5, ENXIO = 6, EBADF = 9, EAGAIN = 11, ENOMEM = 12,
-    EACCES = 13, EFAULT = 14, EBUSY = 16, ENODEV = 19, EINVAL = 22, ENOSPC = 28, EDEADLK = 35,
+    EACCES = 13, EFAULT = 14, EBUSY = 16, ENODEV = 19, EINVAL = 22, ENOSPC = 28, EPIPE = 32, EDEADLK = 35,
     ENOSYS = 38, EBADE = 52, ENODATA = 61, EPROTONOSUPPORT = 93, EOPNOTSUPP = 95,
     EAFNOSUPPORT = 97, EADDRINUSE = 98, EADDRNOTAVAIL = 99, ENETUNREACH = 101, ENETRESET = 102,
     ECONNABORTED = 103, ECONNRESET = 104, EISCONN = 106, ETIMEDOUT = 110, ECONNREFUSED = 111,
-    EHOSTUNREACH = 113, EALREADY = 114, ENOTSUPP = 524,
+    EHOSTUNREACH = 113, EALREADY = 114, ECANCELED = 125, ENOTSUPP = 524,
 }
 
 impl fmt::Debug for Errno {
@@ -52,7 +52,9 @@ impl fmt::Display for Errno {
 }
 
 /// The librdmacm call an error came from; `name()` gives the C function's name (or, for a
-/// field of `struct rdma_cm_id` read or written directly in C, the field).
+/// field of `struct rdma_cm_id` read or written directly in C, the field). The calls of the
+/// threads and sync primitives of [`crate::thread`] and [`crate::sync`] are named after their
+/// Rust methods, and [`Call::Application`] marks an error of the application itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[allow(missing_docs)] // each variant is the call of the same name in librdmacm
 #[non_exhaustive]
@@ -99,6 +101,14 @@ pub enum Call {
     /// `poll(2)` on event channels' file descriptors.
     Poll,
     Sleep,
+    Spawn,
+    Join,
+    MutexLock,
+    CondvarWait,
+    SemaphoreAcquire,
+    ChannelSend,
+    ChannelRecv,
+    Application,
 }
 
 impl Call {
@@ -140,6 +150,14 @@ impl Call {
             Call::SyncEvent => "id->event",
             Call::Poll => "poll",
             Call::Sleep => "sleep",
+            Call::Spawn => "thread::spawn",
+            Call::Join => "JoinHandle::join",
+            Call::MutexLock => "Mutex::lock",
+            Call::CondvarWait => "Condvar::wait",
+            Call::SemaphoreAcquire => "Semaphore::acquire",
+            Call::ChannelSend => "Sender::send",
+            Call::ChannelRecv => "Receiver::recv",
+            Call::Application => "application",
         }
     }
 }
@@ -150,9 +168,9 @@ impl fmt::Display for Call {
     }
 }
 
-/// A failed call: which call, which errno, and a sentence saying why.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{call}: {errno}: {detail}")]
+/// A failed call: which call, which errno, and a sentence saying why. An application's own
+/// failure ([`CmError::application`]) carries no errno and prints as such.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CmError {
     /// The call that failed.
     pub call: Call,
@@ -171,7 +189,31 @@ impl CmError {
             detail: detail.into(),
         }
     }
+
+    /// An error of the application itself (a failed check of protocol code, say), not of a
+    /// call: it has no errno (`Errno(0)`) and prints as `application error: <detail>`, so that
+    /// a process's own failure does not read as a CM call's errno.
+    pub fn application(detail: impl Into<String>) -> Self {
+        CmError::new(Call::Application, Errno(0), detail)
+    }
+
+    /// Whether this is an application's own error ([`CmError::application`]).
+    pub fn is_application(&self) -> bool {
+        self.call == Call::Application
+    }
 }
+
+impl fmt::Display for CmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_application() {
+            write!(f, "application error: {}", self.detail)
+        } else {
+            write!(f, "{}: {}: {}", self.call, self.errno, self.detail)
+        }
+    }
+}
+
+impl std::error::Error for CmError {}
 
 /// The result of every cmtwin call.
 pub type Result<T, E = CmError> = std::result::Result<T, E>;

@@ -37,7 +37,10 @@ pub mod guide;
 mod handle;
 mod params;
 mod port_space;
+pub mod runtime;
 mod status;
+pub mod sync;
+pub mod thread;
 mod transport;
 
 pub use backend::CmBackend;

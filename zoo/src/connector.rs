@@ -108,7 +108,7 @@ fn drive<B: CmBackend>(
 
 /// A call refused because the device was removed (its DEVICE_REMOVAL is queued) ends the
 /// attempt; any other error is returned.
-fn gone(e: CmError) -> Result<EventKind, CmError> {
+pub(crate) fn gone(e: CmError) -> Result<EventKind, CmError> {
     if e.errno == Errno::ENXIO {
         Ok(EventKind::DeviceRemoval)
     } else {

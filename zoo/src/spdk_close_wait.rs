@@ -68,13 +68,23 @@ impl<'a, B: CmBackend> Qpair<'a, B> {
             let event = cm.get_cm_event(channel, Wait::Block)?;
             let kind = event.kind();
             cm.ack_cm_event(event)?;
+            // A call refused because the device went away (its DEVICE_REMOVAL is queued)
+            // fails the attempt as the event would.
+            let step = match kind {
+                EventKind::AddrResolved => cm.resolve_route(id, RESOLVE_TIMEOUT),
+                EventKind::RouteResolved => cm
+                    .create_qp(id, &QpInitAttr::new(QpType::Rc))
+                    .and_then(|_| {
+                        qpair.qp = true;
+                        cm.connect(id, None)
+                    }),
+                _ => Ok(()),
+            };
+            if let Err(e) = step {
+                qpair.state = QpairState::ConnectFailed(crate::connector::gone(e)?);
+                continue;
+            }
             match kind {
-                EventKind::AddrResolved => cm.resolve_route(id, RESOLVE_TIMEOUT)?,
-                EventKind::RouteResolved => {
-                    cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
-                    qpair.qp = true;
-                    cm.connect(id, None)?;
-                }
                 EventKind::Established => qpair.state = QpairState::Connected,
                 EventKind::AddrError
                 | EventKind::RouteError

@@ -114,13 +114,23 @@ impl<B: CmBackend> Ctrlr<'_, B> {
             let event = self.next_event(context)?;
             let kind = event.kind();
             cm.ack_cm_event(event)?;
+            // A call refused because the device went away (its DEVICE_REMOVAL is queued)
+            // ends the attempt as the event would.
+            let step = match kind {
+                EventKind::AddrResolved => cm.resolve_route(id, RESOLVE_TIMEOUT),
+                EventKind::RouteResolved => cm
+                    .create_qp(id, &QpInitAttr::new(QpType::Rc))
+                    .and_then(|_| {
+                        self.record(context).qp = true;
+                        cm.connect(id, None)
+                    }),
+                _ => Ok(()),
+            };
+            if let Err(e) = step {
+                crate::connector::gone(e)?;
+                return Ok(false);
+            }
             match kind {
-                EventKind::AddrResolved => cm.resolve_route(id, RESOLVE_TIMEOUT)?,
-                EventKind::RouteResolved => {
-                    cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
-                    self.record(context).qp = true;
-                    cm.connect(id, None)?;
-                }
                 EventKind::Established => {
                     self.record(context).connected = true;
                     return Ok(true);
