@@ -100,6 +100,38 @@ impl SimBackend {
         r
     }
 
+    /// As librdmacm's `rdma_destroy_id`, waits while fetched events of `id` are
+    /// unacknowledged and another process of the run could still acknowledge them (a thread
+    /// handing the event to another). When none can, or the caller is alone, it returns and
+    /// the call itself fails with EBUSY naming the events (librdmacm would block forever).
+    fn await_acks(&self, id: IdHandle) -> Result<()> {
+        let call = Call::DestroyId;
+        let mut w = self.lock(call)?;
+        loop {
+            let Ok(key) = w.id_key(self.host, call, id) else {
+                return Ok(()); // the call reports the bad handle
+            };
+            let me = current_process(w.fabric_no);
+            let waits = w.id(key).unacked > 0
+                && !w.id(key).sync
+                && me.is_some_and(|me| crate::process::others_live(&w, me));
+            if !waits {
+                return Ok(());
+            }
+            let cond = Cond {
+                channels: Vec::new(),
+                deadline: None,
+                key: Some(crate::process::acks_key(key)),
+                what: Waiting::Acks(id),
+            };
+            let (woken, r) = block(w, cond);
+            if r.is_err() {
+                return Ok(()); // nothing can acknowledge them: the call fails with EBUSY
+            }
+            w = woken;
+        }
+    }
+
     /// For a synchronous id: waits for its next event, keeps it as the current event, and
     /// turns it into the call's result as librdmacm's `ucma_complete` does.
     fn complete_sync(&self, call: Call, h: IdHandle) -> Result<()> {
@@ -395,6 +427,7 @@ impl CmBackend for SimBackend {
     }
 
     fn destroy_id(&self, id: IdHandle) -> Result<()> {
+        self.await_acks(id)?;
         self.call(
             Call::DestroyId,
             || Args::Id(id),

@@ -58,6 +58,14 @@ pub(crate) enum Waiting {
     Sleep(std::time::Duration),
     /// An operation of a `cmtwin::sync` primitive or a join, described by the primitive.
     Primitive(Describe),
+    /// `rdma_destroy_id` waiting for the acknowledgement of the id's fetched events.
+    Acks(cmtwin::IdHandle),
+}
+
+/// The key a process waiting in `rdma_destroy_id` for the acknowledgements of id `id`'s
+/// events blocks on (apart from every key of `cmtwin::sync`, which count up from 1).
+pub(crate) fn acks_key(id: crate::kernel::IdKey) -> u64 {
+    (1 << 63) | id
 }
 
 impl Cond {
@@ -80,6 +88,9 @@ impl Cond {
             Waiting::Polling => format!("poll on {}", channels()),
             Waiting::Sleep(d) => format!("sleep({d:?})"),
             Waiting::Primitive(describe) => describe(),
+            Waiting::Acks(id) => {
+                format!("rdma_destroy_id on {id}, waiting for the acknowledgement of its events")
+            }
         }
     }
 
@@ -252,6 +263,11 @@ impl Scheduler {
         self.candidates.remove(&index);
         self.procs[index].notified = false;
         self.procs[index].state = ProcState::Blocked(cond);
+    }
+
+    /// Wakes every process blocked on `key`.
+    pub(crate) fn wake_all(&mut self, key: u64) {
+        self.wake_key(key, usize::MAX);
     }
 
     /// Wakes up to `count` of the processes blocked on `key`, in the order they blocked.
@@ -629,6 +645,12 @@ fn wait_until(
         ProcState::Deadlocked(msg) => (w, Err(msg)),
         _ => (w, Ok(())),
     }
+}
+
+/// Whether process `me` shares the run with another live process (one that could still
+/// acknowledge an event, release a lock, ...).
+pub(crate) fn others_live(w: &World, me: usize) -> bool {
+    w.sched.running() && w.sched.live > 1 && w.sched.current == Some(me)
 }
 
 /// Whether the key process `me` last blocked on was woken (rather than its deadline passing).

@@ -11,8 +11,8 @@ use cmtwin::{Call, CmError, Errno};
 use rand::RngCore;
 
 use crate::process::{
-    block, current_process, enter_process, wait_for_baton, was_notified, yield_point, Cond, Shared,
-    Waiting,
+    block, current_process, enter_process, wait_for_baton, was_notified, yield_now, yield_point,
+    Cond, Shared, Waiting,
 };
 use crate::rng::Stream;
 use crate::run::panic_message;
@@ -50,6 +50,10 @@ impl Runtime for SimRuntime {
 
     fn yield_point(&self) {
         drop(yield_point(self.shared.lock()));
+    }
+
+    fn yield_now(&self) {
+        drop(yield_now(self.shared.lock()));
     }
 
     fn block(

@@ -334,6 +334,11 @@ impl World {
         let o = self.kernel.outstanding.remove(&ticket)?;
         if let Some(id) = self.kernel.ids.get_mut(&o.counted_against) {
             id.unacked -= 1;
+            if id.unacked == 0 {
+                // A process waiting in rdma_destroy_id for these acknowledgements may go on.
+                self.sched
+                    .wake_all(crate::process::acks_key(o.counted_against));
+            }
         }
         Some(o)
     }

@@ -44,6 +44,11 @@ pub trait Runtime: Send + Sync {
     /// A scheduling point: the runtime may run another thread before returning.
     fn yield_point(&self);
 
+    /// Gives way: another thread that can run goes first; when none can, the runtime moves
+    /// on (a simulator runs its next timed action), so that a thread spinning on a flag
+    /// cannot stall the others.
+    fn yield_now(&self);
+
     /// Blocks the caller until [`Runtime::wake`] names `key`, or until `timeout` (virtual
     /// time on a simulator) passes. Fails with EDEADLK (naming `call` and what `what` says)
     /// when nothing can ever wake it.

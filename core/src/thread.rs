@@ -123,11 +123,12 @@ impl<T> JoinHandle<T> {
     }
 }
 
-/// A scheduling point: in a simulated process, the fabric's scheduler may run another process
-/// first; in an ordinary thread, std's `yield_now`.
+/// Gives way: in a simulated process, another process that can run goes first (when none can,
+/// virtual time moves to the fabric's next action, so a thread spinning on a flag cannot stall
+/// the simulation); in an ordinary thread, std's `yield_now`.
 pub fn yield_now() {
     match crate::runtime::current() {
-        Some(rt) => rt.yield_point(),
+        Some(rt) => rt.yield_now(),
         None => std::thread::yield_now(),
     }
 }

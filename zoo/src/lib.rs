@@ -12,6 +12,10 @@
 //!   delivers reads the freed endpoint (ovis-hpc/ldms PR 556).
 //! * [`libfabric_reject_leak`]: one id leaked per rejected connection request
 //!   (ofiwg/libfabric PR 9622).
+//! * [`rping`]: `rping -P` accepts one request twice when a second arrives before the server
+//!   thread took the first (rdma-core commit 6f8e0056e), and its main thread waits forever
+//!   after a device removal (rdma-core commit d27efd53f); both are races between a CM thread
+//!   and the threads it wakes, ported with `cmtwin::thread` and `cmtwin::sync`.
 //!
 //! Each port is written generically against `CmBackend`; [`harness`] runs it on a two-host
 //! simulated fabric against a well-behaved peer ([`peer`]), with the seed and fault plan of a
@@ -27,6 +31,7 @@ pub mod ldms_timewait;
 pub mod libfabric_reject_leak;
 pub mod peer;
 pub mod perftest;
+pub mod rping;
 pub mod spdk_close_wait;
 pub mod spdk_freed_qpair;
 
