@@ -130,8 +130,11 @@ use registry::{lock, ChannelObj, IdObj, Registry};
 /// The real RDMA connection manager: librdmacm, with checked handles and owned events.
 ///
 /// One value is one independent set of channels and ids; its handles are foreign to any other
-/// value. It may be shared between threads (`&self` methods). Dropping it destroys what is left
-/// (QPs, ids, then channels), so a test that fails half-way leaks nothing.
+/// value. It may be shared between threads (`&self` methods) and cloned (a clone is the same
+/// set: threads of a program hold clones, as with the simulator's `SimBackend`). Dropping the
+/// last clone destroys what is left (QPs, ids, then channels), so a test that fails half-way
+/// leaks nothing.
+#[derive(Clone)]
 pub struct VerbsBackend {
     shared: Arc<Shared>,
     start: Instant,
@@ -158,11 +161,12 @@ impl Default for VerbsBackend {
     }
 }
 
-impl Drop for VerbsBackend {
+impl Drop for Shared {
     fn drop(&mut self) {
-        let (ids, channels) = lock(&self.shared.registry).drain();
-        // `&mut self`: no call is in progress, so every Arc is the registry's only one, except
-        // that each id holds its channel (dropped with the id, before the channels below).
+        let (ids, channels) = lock(&self.registry).drain();
+        // The last clone of the backend is gone and `&mut self`: no call is in progress, so
+        // every Arc is the registry's only one, except that each id holds its channel (dropped
+        // with the id, before the channels below).
         for obj in ids {
             if let Ok(obj) = Arc::try_unwrap(obj) {
                 let state = obj.state.into_inner().unwrap_or_else(|p| p.into_inner());

@@ -10,10 +10,18 @@ use cmtwin_verbs::VerbsBackend;
 
 /// A program with a server side and a client side, written once for every backend.
 pub trait Program: Clone + Send + 'static {
-    /// The server, listening on `addr`.
-    fn server<B: CmBackend>(&self, cm: &B, addr: SocketAddr) -> Result<(), CmError>;
+    /// The server, listening on `addr` (it may start threads with clones of `cm`).
+    fn server<B: CmBackend + Clone + 'static>(
+        &self,
+        cm: &B,
+        addr: SocketAddr,
+    ) -> Result<(), CmError>;
     /// The client, connecting to the server at `server`.
-    fn client<B: CmBackend>(&self, cm: &B, server: SocketAddr) -> Result<(), CmError>;
+    fn client<B: CmBackend + Clone + 'static>(
+        &self,
+        cm: &B,
+        server: SocketAddr,
+    ) -> Result<(), CmError>;
 }
 
 /// How long the client lets the server start listening (virtual time on the simulator).
