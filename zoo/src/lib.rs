@@ -12,6 +12,8 @@
 //!   delivers reads the freed endpoint (ovis-hpc/ldms PR 556).
 //! * [`libfabric_reject_leak`]: one id leaked per rejected connection request
 //!   (ofiwg/libfabric PR 9622).
+//! * [`libfabric_unreachable`]: an assertion fails when a spontaneous UNREACHABLE follows the
+//!   endpoint's DISCONNECTED (ofiwg/libfabric issue 12362, PR 12378).
 //!
 //! Each port is written generically against `CmBackend`; [`harness`] runs it on a two-host
 //! simulated fabric against a well-behaved peer ([`peer`]), with the seed and fault plan of a
@@ -25,6 +27,7 @@ pub mod connector;
 pub mod harness;
 pub mod ldms_timewait;
 pub mod libfabric_reject_leak;
+pub mod libfabric_unreachable;
 pub mod peer;
 pub mod perftest;
 pub mod spdk_close_wait;
