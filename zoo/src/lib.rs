@@ -10,6 +10,9 @@
 //!   (spdk/spdk issue 3592).
 //! * [`ldms_timewait`]: a passive endpoint freed on DISCONNECTED; the TIMEWAIT_EXIT its id still
 //!   delivers reads the freed endpoint (ovis-hpc/ldms PR 556).
+//! * [`libevpl_close`]: a locally closed connection's bind is recycled while its DISCONNECTED
+//!   is still owed; the event's handler closes the recycled bind again (chimera-nas/libevpl
+//!   PR 52).
 //! * [`libfabric_reject_leak`]: one id leaked per rejected connection request
 //!   (ofiwg/libfabric PR 9622).
 //! * [`libfabric_unreachable`]: an assertion fails when a spontaneous UNREACHABLE follows the
@@ -26,6 +29,7 @@ pub mod caught;
 pub mod connector;
 pub mod harness;
 pub mod ldms_timewait;
+pub mod libevpl_close;
 pub mod libfabric_reject_leak;
 pub mod libfabric_unreachable;
 pub mod peer;
