@@ -8,6 +8,8 @@
 //!   on the freed record (spdk/spdk issue 2515).
 //! * [`spdk_close_wait`]: the close path waits for a DISCONNECTED that can never come
 //!   (spdk/spdk issue 3592).
+//! * [`spdk_listener_removal`]: DEVICE_REMOVAL on the target's listening id handled as if its
+//!   context were a qpair (spdk/spdk issue 1184).
 //! * [`ldms_timewait`]: a passive endpoint freed on DISCONNECTED; the TIMEWAIT_EXIT its id still
 //!   delivers reads the freed endpoint (ovis-hpc/ldms PR 556).
 //! * [`libevpl_close`]: a locally closed connection's bind is recycled while its DISCONNECTED
@@ -36,6 +38,7 @@ pub mod peer;
 pub mod perftest;
 pub mod spdk_close_wait;
 pub mod spdk_freed_qpair;
+pub mod spdk_listener_removal;
 
 /// Which logic of a ported bug runs: the one that shipped, or the one that fixed it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
