@@ -19,6 +19,9 @@
 //!   (ofiwg/libfabric PR 9622).
 //! * [`libfabric_unreachable`]: an assertion fails when a spontaneous UNREACHABLE follows the
 //!   endpoint's DISCONNECTED (ofiwg/libfabric issue 12362, PR 12378).
+//! * [`ucx_connected_reject`]: a REJECTED on a QP-less client that already had its
+//!   CONNECT_RESPONSE leaves an endpoint that cannot be disconnected (openucx/ucx commit
+//!   8083e99).
 //!
 //! Each port is written generically against `CmBackend`; [`harness`] runs it on a two-host
 //! simulated fabric against a well-behaved peer ([`peer`]), with the seed and fault plan of a
@@ -39,6 +42,7 @@ pub mod perftest;
 pub mod spdk_close_wait;
 pub mod spdk_freed_qpair;
 pub mod spdk_listener_removal;
+pub mod ucx_connected_reject;
 
 /// Which logic of a ported bug runs: the one that shipped, or the one that fixed it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
