@@ -15,6 +15,8 @@
 //! * [`libevpl_close`]: a locally closed connection's bind is recycled while its DISCONNECTED
 //!   is still owed; the event's handler closes the recycled bind again (chimera-nas/libevpl
 //!   PR 52).
+//! * [`libfabric_reject_closed`]: `fi_reject` through an id already destroyed with the
+//!   endpoint opened on the request (ofiwg/libfabric commit de5b92d00).
 //! * [`libfabric_reject_leak`]: one id leaked per rejected connection request
 //!   (ofiwg/libfabric PR 9622).
 //! * [`libfabric_unreachable`]: an assertion fails when a spontaneous UNREACHABLE follows the
@@ -35,6 +37,7 @@ pub mod connector;
 pub mod harness;
 pub mod ldms_timewait;
 pub mod libevpl_close;
+pub mod libfabric_reject_closed;
 pub mod libfabric_reject_leak;
 pub mod libfabric_unreachable;
 pub mod peer;
