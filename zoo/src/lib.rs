@@ -24,6 +24,8 @@
 //! * [`ucx_connected_reject`]: a REJECTED on a QP-less client that already had its
 //!   CONNECT_RESPONSE leaves an endpoint that cannot be disconnected (openucx/ucx commit
 //!   8083e99).
+//! * [`disni_route_error`]: ROUTE_ERROR is not handled, so `connect` waits forever
+//!   (zrlio/disni issue 41).
 //!
 //! Each port is written generically against `CmBackend`; [`harness`] runs it on a two-host
 //! simulated fabric against a well-behaved peer ([`peer`]), with the seed and fault plan of a
@@ -34,6 +36,7 @@
 
 pub mod caught;
 pub mod connector;
+pub mod disni_route_error;
 pub mod harness;
 pub mod ldms_timewait;
 pub mod libevpl_close;
