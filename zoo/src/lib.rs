@@ -26,6 +26,9 @@
 //!   8083e99).
 //! * [`disni_route_error`]: ROUTE_ERROR is not handled, so `connect` waits forever
 //!   (zrlio/disni issue 41).
+//! * [`cmtime_disconnect`]: a lost DREQ leaves rdma-core's `cmtime` server waiting forever; a
+//!   lost DREP stalls its client for a whole DREQ timeout (rdma-core commits 737ac31fd and
+//!   1dd867d6c).
 //!
 //! Each port is written generically against `CmBackend`; [`harness`] runs it on a two-host
 //! simulated fabric against a well-behaved peer ([`peer`]), with the seed and fault plan of a
@@ -35,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod caught;
+pub mod cmtime_disconnect;
 pub mod connector;
 pub mod disni_route_error;
 pub mod harness;
