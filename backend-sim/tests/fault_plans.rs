@@ -6,8 +6,8 @@ use cmtwin::{EventKind, Transport};
 use cmtwin_sim::scenarios::{connect_teardown, space};
 use cmtwin_sim::sweep::RunContext;
 use cmtwin_sim::{
-    Fabric, FabricError, FaultAction, FaultPlan, MessageChance, MessageKind, PlanError, TraceKind,
-    Trigger,
+    Fabric, FabricError, Fault, FaultAction, FaultPlan, MessageChance, MessageKind, PlanError,
+    TraceKind, Trigger,
 };
 
 /// Runs the bundled connect-teardown scenario on RoCE with `seed` and `plan`; its trace.
@@ -410,6 +410,31 @@ fn swarm_plans_vary_with_the_seed_and_repeat_for_it() {
             .count();
         assert!(n > 0 && n < 200, "{needle}: in {n} of 200 plans");
     }
+}
+
+#[test]
+fn path_query_faults_are_drawn_only_when_asked_for_and_leave_the_rest_unchanged() {
+    let with = space().path_queries(true);
+    let mut drawn = 0;
+    for seed in 0..200 {
+        let plain = FaultPlan::swarm(seed, &space());
+        assert!(!plain.to_json().contains("fail_path_queries"));
+        let plan = FaultPlan::swarm(seed, &with);
+        // The same faults, and at most one more: a path query fault at the end.
+        assert_eq!(plan.faults[..plain.faults.len()], plain.faults[..]);
+        match &plan.faults[plain.faults.len()..] {
+            [] => {}
+            [Fault::Scheduled {
+                when: Trigger::Time { at_ms: 0 },
+                action: FaultAction::FailPathQueries { count, .. },
+            }] => {
+                assert!((1..=3).contains(count));
+                drawn += 1;
+            }
+            more => panic!("seed {seed}: unexpected faults {more:?}"),
+        }
+    }
+    assert!((30..=90).contains(&drawn), "{drawn} of 200 plans");
 }
 
 #[test]

@@ -1,10 +1,11 @@
-//! What a ported run ran into: a CM call's error, or an event on a freed record.
+//! What a ported run ran into: a CM call's error, an event on a freed record, or an event
+//! whose record is taken for one of another type.
 
 use std::fmt;
 
 use cmtwin::{CmError, EventKind};
 
-/// What the run ran into: a CM call's error, or the use after free.
+/// What the run ran into: a CM call's error, the use after free, or the type confusion.
 #[derive(Debug)]
 pub enum Caught {
     /// A CM call failed.
@@ -16,6 +17,18 @@ pub enum Caught {
         /// The freed record's context.
         context: u64,
     },
+    /// An event's handler took the record its id's context names for a record of another
+    /// type (in C, a cast of the context pointer to the wrong struct).
+    ContextOfAnotherType {
+        /// The event.
+        kind: EventKind,
+        /// The context.
+        context: u64,
+        /// What the record is.
+        is: &'static str,
+        /// What the handler took it for.
+        taken_for: &'static str,
+    },
 }
 
 impl fmt::Display for Caught {
@@ -25,6 +38,15 @@ impl fmt::Display for Caught {
             Caught::EventOnFreedRecord { kind, context } => write!(
                 f,
                 "{kind:?} delivered for context {context}, whose record was freed"
+            ),
+            Caught::ContextOfAnotherType {
+                kind,
+                context,
+                is,
+                taken_for,
+            } => write!(
+                f,
+                "{kind:?} delivered for context {context}, a {is} taken for a {taken_for}"
             ),
         }
     }

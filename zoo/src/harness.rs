@@ -45,6 +45,12 @@ pub fn swarm_space() -> SwarmSpace {
     cmtwin_sim::scenarios::space()
 }
 
+/// The swarm space for InfiniBand runs: [`swarm_space`] with failing SA path queries too
+/// (ROUTE_ERROR).
+pub fn infiniband_swarm_space() -> SwarmSpace {
+    swarm_space().path_queries(true)
+}
+
 /// Swarm plans of message faults only: loss, delay and duplication of every RC message kind,
 /// and targeted drops (no device, address or neighbour changes, no rejects).
 pub fn message_swarm_space() -> SwarmSpace {
@@ -71,10 +77,34 @@ pub fn run_both<S: Send + 'static, T: Send + 'static>(
     passive: impl FnOnce(SimBackend) -> S + Send + 'static,
     active: impl FnOnce(SimBackend) -> T + Send + 'static,
 ) -> Result<(S, T), Box<dyn std::error::Error>> {
+    run_both_on(ctx, Transport::Roce, passive, active)
+}
+
+/// Runs `active` on the client host and the peer on the server host, both over `transport`
+/// (see [`run_pair`]).
+pub fn run_pair_on<T: Send + 'static>(
+    ctx: &RunContext,
+    transport: Transport,
+    peer: PeerConfig,
+    active: impl FnOnce(SimBackend) -> T + Send + 'static,
+) -> Result<T, Box<dyn std::error::Error>> {
+    let (served, out) = run_both_on(ctx, transport, move |cm| serve(&cm, &peer), active)?;
+    served?;
+    Ok(out)
+}
+
+/// Runs `passive` on the server host and `active` on the client host, both over `transport`
+/// (see [`run_both`]).
+pub fn run_both_on<S: Send + 'static, T: Send + 'static>(
+    ctx: &RunContext,
+    transport: Transport,
+    passive: impl FnOnce(SimBackend) -> S + Send + 'static,
+    active: impl FnOnce(SimBackend) -> T + Send + 'static,
+) -> Result<(S, T), Box<dyn std::error::Error>> {
     let fabric = ctx.build(
         ctx.builder()
-            .host(SERVER, Transport::Roce, &[IpAddr::from(SERVER_IP)])
-            .host(CLIENT, Transport::Roce, &[IpAddr::from(CLIENT_IP)]),
+            .host(SERVER, transport, &[IpAddr::from(SERVER_IP)])
+            .host(CLIENT, transport, &[IpAddr::from(CLIENT_IP)]),
     )?;
     let passive_out = Arc::new(Mutex::new(None));
     let active_out = Arc::new(Mutex::new(None));

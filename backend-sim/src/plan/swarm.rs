@@ -43,6 +43,9 @@ pub struct SwarmSpace {
     pub messages: Vec<MessageKind>,
     /// Timed faults fall in `0..horizon` of virtual time.
     pub horizon: Duration,
+    /// Whether SA path queries of the hosts may fail (InfiniBand: ROUTE_ERROR). Off by
+    /// default; when off, plans are drawn exactly as before the option existed.
+    pub path_queries: bool,
 }
 
 impl SwarmSpace {
@@ -63,6 +66,7 @@ impl SwarmSpace {
                 MessageKind::Drep,
             ],
             horizon: Duration::from_secs(10),
+            path_queries: false,
         }
     }
 
@@ -87,6 +91,12 @@ impl SwarmSpace {
     /// The span of virtual time in which timed faults fall.
     pub fn horizon(mut self, horizon: Duration) -> Self {
         self.horizon = horizon;
+        self
+    }
+
+    /// Lets plans make the hosts' SA path queries fail (for InfiniBand fabrics).
+    pub fn path_queries(mut self, on: bool) -> Self {
+        self.path_queries = on;
         self
     }
 }
@@ -205,6 +215,19 @@ impl FaultPlan {
                 nth: d.0.gen_range(1..=2),
             };
             plan = plan.scheduled(when, d.world_action(space));
+        }
+        // Drawn last, and only when asked for, so that the other faults' draws are unchanged.
+        if space.path_queries {
+            if let Some(host) = d.pick(&space.hosts).filter(|_| d.coin(0.3)) {
+                let count = d.0.gen_range(1..=3);
+                let timeout = d.coin(0.5);
+                let action = FaultAction::FailPathQueries {
+                    host,
+                    count,
+                    timeout,
+                };
+                plan = plan.scheduled(Trigger::Time { at_ms: 0 }, action);
+            }
         }
         plan
     }
