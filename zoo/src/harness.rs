@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use cmtwin::Transport;
 use cmtwin_sim::sweep::{Outcome, RunContext, Sweep};
-use cmtwin_sim::{Fabric, SimBackend, SwarmSpace};
+use cmtwin_sim::{Fabric, SchedConfig, SimBackend, SwarmSpace};
 
 use crate::peer::{serve, PeerConfig};
 
@@ -157,14 +157,26 @@ pub fn sweep_passes<F: Fn(&RunContext) -> Outcome + Sync>(
     space: SwarmSpace,
     scenario: F,
 ) {
+    sweep_passes_on(name, seeds, space, None, scenario);
+}
+
+/// As [`sweep_passes`], with every run on `schedule` instead of the one each seed draws
+/// (`None`: drawn), for a fix that holds only when its threads are not slowed down.
+pub fn sweep_passes_on<F: Fn(&RunContext) -> Outcome + Sync>(
+    name: &str,
+    seeds: Range<u64>,
+    space: SwarmSpace,
+    schedule: Option<SchedConfig>,
+    scenario: F,
+) {
     let started = Instant::now();
     let count = seeds.end - seeds.start;
-    Sweep::new(name, scenario)
-        .seeds(seeds)
-        .swarm(space)
-        .quiet()
-        .run()
-        .assert_ok();
+    let sweep = Sweep::new(name, scenario).seeds(seeds).swarm(space).quiet();
+    let sweep = match schedule {
+        Some(s) => sweep.schedule(s),
+        None => sweep,
+    };
+    sweep.run().assert_ok();
     eprintln!(
         "{name}: {count} swarm seeds passed in {:?}",
         started.elapsed()

@@ -4,9 +4,10 @@ use std::time::{Duration, Instant};
 
 use cmtwin_sim::sweep::{Outcome, RunContext};
 use cmtwin_sim::FaultPlan;
+use cmtwin_sim::SchedConfig;
 use cmtwin_zoo::harness::{
     default_peer, outcome, run_both, run_pair, server_addr, swarm_space, sweep_catches,
-    sweep_passes,
+    sweep_passes, sweep_passes_on,
 };
 use cmtwin_zoo::ucx_connected_reject::{client, closing_server, ClientEnd, UcsStatus, UctError};
 use cmtwin_zoo::Variant;
@@ -80,12 +81,19 @@ fn swept_default(variant: Variant) -> impl Fn(&RunContext) -> Outcome + Sync {
     }
 }
 
+/// Against the closing server the fix holds only while the user confirms the connection
+/// (`rdma_establish`) before the server's REJ arrives: with the seed's drawn wake-up latency
+/// the confirmation can come after it, `rdma_establish` fails, and UCX (at the fix) sets the
+/// endpoint failed with IO_ERROR, so the user's `uct_ep_disconnect` fails again (see
+/// `a_late_confirmation_still_fails_the_fixed_logic`). The sweep of the fix therefore runs
+/// on the default schedule (no latency); the sweep against the server that stays draws one.
 #[test]
 fn fixed_survives_a_thousand_swarm_worlds() {
-    sweep_passes(
+    sweep_passes_on(
         "ucx-connected-reject-fixed",
         0..1000,
         swarm_space(),
+        Some(SchedConfig::default()),
         swept(Variant::Fixed),
     );
     sweep_passes(
@@ -94,6 +102,24 @@ fn fixed_survives_a_thousand_swarm_worlds() {
         swarm_space(),
         swept_default(Variant::Fixed),
     );
+}
+
+/// What the simulator found beyond the upstream fix: a user that confirms the connection after
+/// the server's REJ (its thread woken late) gets IO_ERROR from `uct_ep_disconnect` with the
+/// fixed logic too. Seed 2 with its drawn schedule and no fault shows it.
+#[test]
+fn a_late_confirmation_still_fails_the_fixed_logic() {
+    let ctx = RunContext::new(2, cmtwin_sim::FaultPlan::new()).with_schedule(SchedConfig::drawn(2));
+    assert!(SchedConfig::drawn(2).wake_latency > Duration::ZERO);
+    let (server, client) = run(&ctx, Variant::Fixed);
+    server.expect("the server side runs as usual");
+    match client {
+        Err(UctError::Ucs {
+            call: "uct_ep_disconnect",
+            status: UcsStatus::IoError,
+        }) => {}
+        other => panic!("expected uct_ep_disconnect's IO_ERROR, got {other:?}"),
+    }
 }
 
 #[test]
