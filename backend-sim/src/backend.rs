@@ -645,6 +645,19 @@ impl CmBackend for SimBackend {
         }
     }
 
+    fn try_get_cm_event(
+        &self,
+        channels: &[ChannelHandle],
+    ) -> Result<Option<(ChannelHandle, CmEvent)>> {
+        let call = Call::GetCmEvent;
+        let found = {
+            let mut w = self.lock(call)?;
+            self.fetch_first(&mut w, call, channels)?
+        };
+        // Armed only now that the world is unlocked: dropping it locks the world.
+        Ok(found.map(|(channel, event)| (channel, event.with_release(self.release_path()))))
+    }
+
     fn poll_channels(&self, channels: &[ChannelHandle], wait: Wait) -> Result<Vec<ChannelHandle>> {
         let r = self.wait_ready(channels, wait);
         if let Ok(mut w) = self.lock(Call::Poll) {

@@ -190,6 +190,24 @@ pub trait CmBackend: Send + Sync {
         wait: Wait,
     ) -> Result<(ChannelHandle, CmEvent)>;
 
+    /// The first event queued on any of `channels`, or `None`, never waiting: the fetch of a
+    /// program whose channel fds are non-blocking, after its own `poll(2)` said they were
+    /// readable (the async helpers of [`crate::task`] fetch this way). Unlike a
+    /// `Wait::NonBlocking` get, an empty look is no unproductive poll: the simulator does not
+    /// let other processes run or time pass for it, and traces nothing for it.
+    ///
+    /// * EINVAL: no channel given. EBADF: any of them is not a live channel.
+    fn try_get_cm_event(
+        &self,
+        channels: &[ChannelHandle],
+    ) -> Result<Option<(ChannelHandle, CmEvent)>> {
+        match self.get_cm_event_any(channels, Wait::NonBlocking) {
+            Ok(found) => Ok(Some(found)),
+            Err(e) if e.errno == crate::Errno::EAGAIN => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Which of `channels` have an event to fetch, without taking any (`poll(2)` on their fds).
     /// Waits as `wait` says for at least one; at the end of the wait, an empty list (as
     /// `poll(2)` returns 0), never EAGAIN or ETIMEDOUT. On cmtwin-verbs a channel is ready when

@@ -40,6 +40,7 @@ mod port_space;
 pub mod runtime;
 mod status;
 pub mod sync;
+pub mod task;
 pub mod thread;
 mod transport;
 
