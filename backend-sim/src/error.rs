@@ -45,6 +45,12 @@ pub enum FabricError {
         /// The rule it broke.
         rule: &'static str,
     },
+    /// `reorder_next` of a message that rides TCP (iWARP), which a network never reorders.
+    #[error(
+        "{0:?} rides a TCP stream (iWARP), which never reorders: only the IB CM's messages \
+         can be reordered"
+    )]
+    InOrderOnly(crate::MessageKind),
     /// A fault plan with a value the fabric cannot use.
     #[error("invalid fault plan: {0}")]
     InvalidPlan(#[from] crate::plan::PlanError),

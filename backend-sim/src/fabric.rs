@@ -389,12 +389,15 @@ impl Fabric {
             kind,
             count,
             delay: None,
+            overtaken: false,
         });
         Ok(())
     }
 
     /// Delays the next `count` CM messages of `kind` by `delay` beyond the usual latency; a
     /// delay past the end of virtual time (≈ 584 years) saturates there: never delivered.
+    /// Links are FIFO: every later message of the same link waits behind a delayed one (see
+    /// [`Fabric::reorder_next`] for a message that later ones overtake).
     pub fn delay_next(
         &self,
         kind: MessageKind,
@@ -405,6 +408,30 @@ impl Fabric {
             kind,
             count,
             delay: Some(delay.min(MAX_SIM_DURATION)),
+            overtaken: false,
+        });
+        Ok(())
+    }
+
+    /// Reorders: delays the next `count` CM messages of `kind` by `delay` beyond the usual
+    /// latency without holding back the messages sent after them on the same link, which
+    /// overtake them (CM MADs are datagrams; a real network may deliver them out of order).
+    /// Refused for messages that ride TCP (iWARP's MPA messages, FIN, RST), which a real
+    /// network never reorders.
+    pub fn reorder_next(
+        &self,
+        kind: MessageKind,
+        count: u32,
+        delay: Duration,
+    ) -> Result<(), FabricError> {
+        if kind.rides_tcp() {
+            return Err(FabricError::InOrderOnly(kind));
+        }
+        self.lock_for("reorder_next")?.net.faults.push(WireFault {
+            kind,
+            count,
+            delay: Some(delay.min(MAX_SIM_DURATION)),
+            overtaken: true,
         });
         Ok(())
     }

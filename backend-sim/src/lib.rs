@@ -55,6 +55,21 @@
 //!   (`Wait::NonBlocking`, a zero timeout, a zero sleep) yields: the other processes run first,
 //!   or, if none can, the timeline runs its next action.
 //!
+//! Threads and tasks. A process may start more processes of its host with
+//! `cmtwin::thread::spawn` while the run is in progress, and use `cmtwin::sync`'s mutex,
+//! condition variable, semaphore and channel: each operation is a yield point, a wait lets the
+//! others run, and a deadlock names who waits for what and who holds it. Which runnable process
+//! goes next is the scheduler's seeded choice ([`SchedConfig`]: random, PCT or round-robin),
+//! with optional preemption at yield points (every trait call, every primitive operation) and a
+//! seeded wake-up latency for woken processes; sweeps draw one schedule per seed
+//! ([`SchedConfig::drawn`]). `cmtwin::task` runs many connections as async tasks of one
+//! process, waiting through the fabric in virtual time.
+//!
+//! The link model (`wire.rs`): each ordered pair of hosts is a FIFO link; jitter never
+//! reorders it; a delayed message ([`Fabric::delay_next`]) holds back every later message of
+//! its link; a reordered one ([`Fabric::reorder_next`]) is overtaken by them, which only the IB
+//! CM's messages (datagrams) can be, never iWARP's (TCP).
+//!
 //! Determinism: one queue ordered by (virtual time, sequence number); randomness only from
 //! ChaCha streams seeded from the run's seed; hash tables only for lookups, never iterated in
 //! their own order; no wall clock. The same seed

@@ -1,6 +1,15 @@
-//! The wire: CM messages travelling between hosts with latency, jitter (never reordering a
-//! link: links are FIFO), random loss and targeted faults, and their delivery to the host that
-//! owns the address or to the endpoint they name.
+//! The wire: CM messages travelling between hosts with latency, jitter, random loss and
+//! targeted faults, and their delivery to the host that owns the address or to the endpoint
+//! they name.
+//!
+//! The link model: each ordered pair of hosts is one FIFO link. Jitter never reorders it: a
+//! message is delivered no earlier than the one sent before it on the same link. A delayed
+//! message (`delay_next`, a plan's `DelayMessages` or a chance's delay) therefore holds back
+//! every later message of its link until it is delivered, as a slow path would. A reordered
+//! message (`reorder_next`, a plan's `ReorderMessages`) is delayed without holding anything
+//! back: later messages overtake it, as CM MADs (datagrams) can on a real network; messages
+//! that ride TCP (iWARP's MPA messages and the close) cannot be reordered. Loss and
+//! duplication keep the order of what is delivered.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +26,8 @@ pub(crate) struct WireFault {
     pub count: u32,
     /// `None`: lost; `Some(d)`: delivered `d` later than usual.
     pub delay: Option<std::time::Duration>,
+    /// Whether later messages of the link may overtake the delayed one (a reordering).
+    pub overtaken: bool,
 }
 
 /// A message in flight.
@@ -73,6 +84,7 @@ impl World {
             port,
         };
         let mut extra = std::time::Duration::ZERO;
+        let mut overtaken = false;
         let kind = msg.body.kind();
         if self.plan.is_some() {
             self.plan_message_sent(kind);
@@ -93,7 +105,10 @@ impl World {
                     self.record(Some(from_host), TraceKind::Loss, entry);
                     return;
                 }
-                Some(d) => extra = d,
+                Some(d) => {
+                    extra = d;
+                    overtaken = f.overtaken;
+                }
             }
         }
         let planned = match self.plan.is_some() {
@@ -120,7 +135,7 @@ impl World {
             Dest::Ep(ep) => self.cm.eps.get(&ep).map(|e| e.host),
         };
         let mut at = self.now.after(delay);
-        if let Some(to_host) = to_host {
+        if let Some(to_host) = to_host.filter(|_| !overtaken) {
             let last = self.net.link_clock.entry((from_host, to_host)).or_default();
             at = at.max(*last);
             *last = at;

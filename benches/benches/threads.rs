@@ -34,7 +34,11 @@ fn fabric(schedule: SchedConfig) -> Fabric {
             schedule,
             ..SimConfig::default()
         })
-        .host("a", Transport::Roce, &["10.0.0.1".parse().expect("literal")])
+        .host(
+            "a",
+            Transport::Roce,
+            &["10.0.0.1".parse().expect("literal")],
+        )
         .build()
         .expect("a valid configuration")
 }
@@ -141,10 +145,7 @@ fn main() {
         .unwrap_or(200_000);
     let procs = 8;
     let pct = SchedConfig {
-        policy: SchedPolicy::Pct {
-            depth: 1,
-            steps: 1,
-        },
+        policy: SchedPolicy::Pct { depth: 1, steps: 1 },
         ..SchedConfig::default()
     };
     let total = ops * procs as u64;

@@ -295,3 +295,89 @@ fn neighbour_change_makes_connected_ids_unreachable() {
     // Only ids routed to the changed neighbour are affected.
     expect_no_event(bed.server(), server.channel);
 }
+
+// ----- the link model: FIFO links, delays that hold back, reorders that are overtaken --------
+
+/// Two connection requests sent back to back on one link, the first one held by `fault`:
+/// the requests' private data in the order the server gets them, with the instant of each.
+fn two_requests(fault: impl FnOnce(&SimBed)) -> Vec<(Vec<u8>, Duration)> {
+    let bed = SimBed::new(21);
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let first = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    let second = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    fault(&bed);
+    for (ep, data) in [(first, b"first"), (second, b"other")] {
+        add_qp(bed.client(), ep.id, QpType::Rc);
+        let param = cmtwin::ConnParam::with_private_data(data);
+        ok(bed.client().connect(ep.id, Some(&param)), "connect");
+    }
+    (0..2)
+        .map(|_| {
+            let req = expect_request(bed.server(), &listener);
+            (req.private_data[..5].to_vec(), bed.server().now())
+        })
+        .collect()
+}
+
+/// A delayed REQ holds back the REQ sent after it on the same link (links are FIFO): both
+/// arrive, in order, at the same instant, 1 ms late.
+#[test]
+fn a_delayed_message_holds_back_the_rest_of_its_link() {
+    let got = two_requests(|bed| {
+        bed.fabric
+            .delay_next(MessageKind::Req, 1, Duration::from_millis(1))
+            .expect("not during a run");
+    });
+    assert_eq!(got[0].0, b"first");
+    assert_eq!(got[1].0, b"other");
+    assert_eq!(got[0].1, got[1].1, "the second waited behind the first");
+    assert!(got[0].1 >= Duration::from_millis(1));
+}
+
+/// A reordered REQ is overtaken: the REQ sent after it arrives first, no later than without the
+/// fault (where the FIFO link may hold it behind the first: here it does, by 1.459 µs of
+/// jitter), and the reordered one exactly 1 ms later than its own time without the fault.
+#[test]
+fn a_reordered_message_is_overtaken() {
+    let unfaulted = two_requests(|_| {});
+    let got = two_requests(|bed| {
+        bed.fabric
+            .reorder_next(MessageKind::Req, 1, Duration::from_millis(1))
+            .expect("an IB CM message may be reordered");
+    });
+    assert_eq!(got[0].0, b"other");
+    assert_eq!(got[1].0, b"first");
+    assert_eq!(
+        unfaulted[1].1, unfaulted[0].1,
+        "unfaulted, FIFO held the second"
+    );
+    assert_eq!(
+        got[0].1,
+        Duration::from_nanos(26_600),
+        "the overtaker's own time"
+    );
+    assert_eq!(got[1].1, unfaulted[0].1 + Duration::from_millis(1));
+}
+
+/// What rides TCP (iWARP) is never reordered: refused, by the call and in a plan.
+#[test]
+fn messages_that_ride_tcp_cannot_be_reordered() {
+    let bed = SimBed::new(1);
+    for kind in [MessageKind::MpaReq, MessageKind::Fin] {
+        let e = bed
+            .fabric
+            .reorder_next(kind, 1, Duration::from_millis(1))
+            .expect_err("TCP never reorders");
+        assert!(e.to_string().contains("never reorders"), "{e}");
+    }
+    let plan = cmtwin_sim::FaultPlan::new().scheduled(
+        cmtwin_sim::Trigger::Time { at_ms: 0 },
+        cmtwin_sim::FaultAction::ReorderMessages {
+            kind: MessageKind::MpaRep,
+            count: 1,
+            delay_ms: 1,
+        },
+    );
+    let e = plan.validate().expect_err("refused");
+    assert!(e.to_string().contains("MPA_REP rides TCP"), "{e}");
+}

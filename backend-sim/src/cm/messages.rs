@@ -149,6 +149,19 @@ impl MessageKind {
         MessageKind::Rst,
     ];
 
+    /// Whether the message rides a TCP stream (iWARP's MPA messages and the TCP close), which
+    /// delivers in order whatever happens: only the IB CM's MADs, datagrams, can be reordered.
+    pub fn rides_tcp(self) -> bool {
+        matches!(
+            self,
+            MessageKind::MpaReq
+                | MessageKind::MpaRep
+                | MessageKind::MpaRej
+                | MessageKind::Fin
+                | MessageKind::Rst
+        )
+    }
+
     /// The message's name on the wire.
     pub(crate) fn name(self) -> &'static str {
         match self {

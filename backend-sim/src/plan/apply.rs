@@ -103,6 +103,7 @@ fn resolve(w: &World, fault: &Fault) -> Result<Resolved, FabricError> {
             kind: *kind,
             count: *count,
             delay: None,
+            overtaken: false,
         }),
         FaultAction::DelayMessages {
             kind,
@@ -112,6 +113,17 @@ fn resolve(w: &World, fault: &Fault) -> Result<Resolved, FabricError> {
             kind: *kind,
             count: *count,
             delay: Some(Duration::from_millis(*delay_ms).min(MAX_SIM_DURATION)),
+            overtaken: false,
+        }),
+        FaultAction::ReorderMessages {
+            kind,
+            count,
+            delay_ms,
+        } => Act::Wire(WireFault {
+            kind: *kind,
+            count: *count,
+            delay: Some(Duration::from_millis(*delay_ms).min(MAX_SIM_DURATION)),
+            overtaken: true,
         }),
         FaultAction::RejectRequests { host, count } => Act::Reject {
             host: host_key(w, host)?,

@@ -163,6 +163,18 @@ pub enum FaultAction {
         /// The extra delay in milliseconds of virtual time.
         delay_ms: u64,
     },
+    /// Delay the next `count` messages of `kind` by `delay_ms` without holding back the later
+    /// messages of their link, which overtake them ([`crate::Fabric::reorder_next`]). Invalid
+    /// for messages that ride TCP (iWARP).
+    ReorderMessages {
+        /// The message kind (an IB CM message).
+        #[serde(with = "names::message_kind")]
+        kind: MessageKind,
+        /// How many.
+        count: u32,
+        /// The extra delay in milliseconds of virtual time.
+        delay_ms: u64,
+    },
     /// The CM of `host` rejects the next `count` connection requests (REQ, SIDR REQ) that reach
     /// it, as a listener's consumer reject would: REJ with reason 28 (consumer defined), or a
     /// SIDR REP with status REJECT. The listener never sees them.
@@ -313,12 +325,19 @@ impl FaultPlan {
                         }
                     }
                 }
-                Fault::Scheduled { when, .. } => match when {
-                    Trigger::Message { nth: 0, .. } | Trigger::Event { nth: 0, .. } => {
+                Fault::Scheduled { when, action } => {
+                    if let Trigger::Message { nth: 0, .. } | Trigger::Event { nth: 0, .. } = when {
                         return Err(invalid("nth counts from 1; 0 never fires".into()));
                     }
-                    _ => {}
-                },
+                    if let FaultAction::ReorderMessages { kind, .. } = action {
+                        if kind.rides_tcp() {
+                            return Err(invalid(format!(
+                                "{} rides TCP (iWARP), which never reorders",
+                                kind.name()
+                            )));
+                        }
+                    }
+                }
             }
         }
         Ok(())
@@ -350,6 +369,15 @@ impl std::fmt::Display for FaultAction {
                 count,
                 delay_ms,
             } => write!(f, "delay the next {count} {} by {delay_ms} ms", kind.name()),
+            FaultAction::ReorderMessages {
+                kind,
+                count,
+                delay_ms,
+            } => write!(
+                f,
+                "reorder the next {count} {} (delayed {delay_ms} ms, overtaken)",
+                kind.name()
+            ),
             FaultAction::RejectRequests { host, count } => {
                 write!(f, "{host} rejects the next {count} requests")
             }
