@@ -316,3 +316,48 @@
 //! Run the real-backend tests on such a machine with the interface's address:
 //! `CMTWIN_RDMA_ADDR=<ip> cargo test -p cmtwin-verbs -p cmtwin-tests -- --ignored
 //! --test-threads=1`.
+//!
+//! # 6. Threads, and async
+//!
+//! Real RDMA programs run a CM thread that hands ids to worker threads. Write them with
+//! [`crate::thread::spawn`] and the primitives of [`crate::sync`] (mutex, condition variable,
+//! semaphore, channel): on the simulator each thread is a simulated process of the host,
+//! scheduled by the fabric's seeded scheduler, and a deadlock is reported naming who waits for
+//! what and who holds it; on the real backend they are OS threads and std's primitives. A sweep
+//! of seeds draws a schedule per seed (random or PCT choice, preemption at every call, wake-up
+//! latency), so races between threads show without a hand-inserted sleep (the bug zoo's
+//! `rping -P` port is caught that way in most seeds).
+//!
+//! Or write the protocol with `async`/`await`: [`crate::task::CmAsync`] awaits events and
+//! sleeps, and [`crate::task::Executor`] runs many connections as tasks of one thread, waiting
+//! through the backend (virtual time on the simulator, `poll(2)` on the channel fds on
+//! librdmacm):
+//!
+//! ```
+//! use std::time::Duration;
+//! use cmtwin::task::{block_on, CmAsync};
+//! use cmtwin::{CmBackend, EventKind, PortSpace};
+//!
+//! /// Resolves `server`'s address and route, awaiting each event.
+//! async fn resolve<B: CmBackend>(cm: &B, server: std::net::SocketAddr) -> cmtwin::Result<()> {
+//!     let ch = cm.create_event_channel()?;
+//!     let id = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+//!     cm.resolve_addr(id, None, server, Duration::from_secs(2))?;
+//!     cm.expect(ch, EventKind::AddrResolved).await?;
+//!     cm.resolve_route(id, Duration::from_secs(2))?;
+//!     cm.expect(ch, EventKind::RouteResolved).await?;
+//!     cm.destroy_id(id)?;
+//!     cm.destroy_event_channel(ch)
+//! }
+//!
+//! let fabric = cmtwin_sim::Fabric::builder(1)
+//!     .host("a", cmtwin::Transport::Roce, &["10.0.0.1".parse()?])
+//!     .host("b", cmtwin::Transport::Roce, &["10.0.0.2".parse()?])
+//!     .build()?;
+//! let cm = fabric.backend("a");
+//! block_on(&cm, resolve(&cm, "10.0.0.2:7471".parse()?))??;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The examples `thread_per_connection` and `pingpong_async` (`tests/examples/`) run both
+//! forms on the simulator and, with `CMTWIN_RDMA_ADDR`, on librdmacm.
