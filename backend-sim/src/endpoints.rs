@@ -26,6 +26,9 @@ pub(crate) struct EpRecord {
     /// The machine's one pending timer.
     pub timer: Option<TimerKey>,
     pub cm: Endpoint,
+    /// For a passive IB CM endpoint: the requester's device and QP number, under which the
+    /// CM's remote-QPN table holds the connection until its timewait ends (stale check).
+    pub remote_qpn: Option<(DevKey, u32)>,
 }
 
 /// Every CM endpoint of the fabric, and how to find a passive one from its peer.
@@ -35,6 +38,10 @@ pub(crate) struct Endpoints {
     pub eps: Store<Box<EpRecord>>,
     /// Passive endpoints by (host, the active endpoint they answer): finds duplicate REQs.
     pub passive_by_peer: BTreeMap<(HostKey, EpKey), EpKey>,
+    /// The CM's remote-QPN table: passive IB CM endpoints by (host, requester's device,
+    /// requester's QP number), from the REQ until the end of their timewait (cm.c's
+    /// `cm_insert_remote_qpn`): a REQ that matches one is from a stale connection.
+    pub by_remote_qpn: BTreeMap<(HostKey, DevKey, u32), EpKey>,
     /// Reused buffer for an endpoint's outputs.
     pub outputs: Vec<Output>,
 }
@@ -57,6 +64,7 @@ impl World {
             device: id.device.expect("endpoint ids have a device"),
             timer: None,
             cm,
+            remote_qpn: None,
         };
         self.cm.eps.insert(key, Box::new(record));
         self.id_mut(owner).ep = Some(key);
@@ -194,14 +202,29 @@ impl World {
         self.drive(ep, |e, out| e.on_timer(out));
     }
 
-    /// Forgets an endpoint that has nothing left to do.
-    fn forget_endpoint(&mut self, ep: EpKey) {
+    /// Forgets an endpoint that has nothing left to do (or whose host lost it: power-off).
+    pub(crate) fn forget_endpoint(&mut self, ep: EpKey) {
         self.cancel_ep_timer(ep);
         if let Some(e) = self.cm.eps.remove(&ep) {
             if let (false, Some(peer)) = (e.cm.is_active(), e.cm.peer()) {
                 self.cm.passive_by_peer.remove(&(e.host, peer));
             }
+            if let Some((dev, qpn)) = e.remote_qpn {
+                let key = (e.host, dev, qpn);
+                if self.cm.by_remote_qpn.get(&key) == Some(&ep) {
+                    self.cm.by_remote_qpn.remove(&key);
+                }
+            }
         }
+    }
+
+    /// Enters passive endpoint `ep` in its CM's remote-QPN table under the requester's device
+    /// and QP number.
+    pub(crate) fn hold_remote_qpn(&mut self, ep: EpKey, remote: (DevKey, u32)) {
+        let e = self.cm.eps.get_mut(&ep).expect("live endpoint");
+        e.remote_qpn = Some(remote);
+        let host = e.host;
+        self.cm.by_remote_qpn.insert((host, remote.0, remote.1), ep);
     }
 
     /// The state of endpoint `ep`.

@@ -121,6 +121,7 @@ impl FabricBuilder {
                     transport,
                     ips,
                     present: true,
+                    qpns: Default::default(),
                 });
             }
             world.trace.name_host(host, &name);
@@ -380,6 +381,25 @@ impl Fabric {
         let h = self.host_key(host)?;
         self.lock_for("fail_path_queries")?
             .fail_path_queries(h, count, how);
+        Ok(())
+    }
+
+    /// Host `host` loses power: its devices vanish without a word (no DEVICE_REMOVAL, no
+    /// message to any peer), everything its kernel held (ids, connections, channels, queued
+    /// events) is gone, and its peers keep their side of its connections until something
+    /// tells them. A process of the host finds its handles dead (EBADF, ENOENT). The host's
+    /// devices give out their QP numbers again from the start once it is back
+    /// ([`Fabric::power_on`]): its first connections reuse the numbers of its last life.
+    pub fn power_off(&self, host: &str) -> Result<(), FabricError> {
+        let h = self.host_key(host)?;
+        self.lock_for("power_off")?.power_off(h);
+        Ok(())
+    }
+
+    /// Host `host` is back up after [`Fabric::power_off`]: its devices are present, empty.
+    pub fn power_on(&self, host: &str) -> Result<(), FabricError> {
+        let h = self.host_key(host)?;
+        self.lock_for("power_on")?.power_on(h);
         Ok(())
     }
 

@@ -82,6 +82,52 @@ impl World {
         }
     }
 
+    /// Host `host` loses power: its devices go away without a word (no DEVICE_REMOVAL, no
+    /// message to any peer), and everything its kernel held (ids, endpoints, channels, events)
+    /// is gone; a process of the host finds its handles dead. Its devices will give out their
+    /// QP numbers again from the start when it comes back ([`World::power_on`]).
+    pub(crate) fn power_off(&mut self, host: HostKey) {
+        self.record_text(Some(host), TraceKind::Fault, |w| {
+            format!("{} powered off", w.topo.hosts[host].name)
+        });
+        for &dev in &self.topo.hosts[host].devices.clone() {
+            self.topo.devices[dev].present = false;
+            self.topo.devices[dev].qpns.restart();
+        }
+        let ids: Vec<_> = (self.kernel.ids.keys_sorted().into_iter())
+            .filter(|k| self.id(*k).host == host)
+            .collect();
+        for key in ids {
+            if let Some(ep) = self.id_mut(key).ep.take() {
+                self.forget_endpoint(ep);
+            }
+            self.remove_id(key);
+        }
+        let eps: Vec<_> = (self.cm.eps.keys_sorted().into_iter())
+            .filter(|ep| self.cm.eps[ep].host == host)
+            .collect();
+        for ep in eps {
+            self.forget_endpoint(ep);
+        }
+        let channels: Vec<_> = (self.kernel.channels.keys_sorted().into_iter())
+            .filter(|c| self.kernel.channels[c].host == host)
+            .collect();
+        for chan in channels {
+            self.kernel.channels.remove(&chan);
+            self.sched.channel_changed(chan);
+        }
+    }
+
+    /// Host `host` is back up: its devices are present again, with nothing on them.
+    pub(crate) fn power_on(&mut self, host: HostKey) {
+        self.record_text(Some(host), TraceKind::Fault, |w| {
+            format!("{} powered on", w.topo.hosts[host].name)
+        });
+        for &dev in &self.topo.hosts[host].devices.clone() {
+            self.topo.devices[dev].present = true;
+        }
+    }
+
     /// Brings a removed device back (as `rdma link add` does).
     pub(crate) fn restore_device(&mut self, dev: DevKey) {
         self.topo.devices[dev].present = true;

@@ -60,6 +60,32 @@ impl World {
             };
             w.send(host, 0, Dest::Ep(from), body);
         };
+        // The IB CM's stale-connection check (cm.c, cm_match_req): a REQ from a requester
+        // (device and QP number) that a connection of this CM still holds, established or in
+        // timewait, is rejected with STALE_CONN, and an established holder is disconnected
+        // (the CM sends its DREQ itself), so that the requester's retry can find it gone.
+        let ib_cm = !sidr && self.topo.devices[dev].transport != Transport::Iwarp;
+        let requester = self
+            .cm
+            .eps
+            .get(&from)
+            .map(|e| (e.device, req.conn.qp_num))
+            .filter(|_| ib_cm);
+        if let Some((rdev, qpn)) = requester {
+            if let Some(&holder) = self.cm.by_remote_qpn.get(&(host, rdev, qpn)) {
+                self.record_text(Some(host), TraceKind::Drop, |w| {
+                    format!(
+                        "stale connection: QP {qpn:#x} of {} is still held",
+                        w.topo.devices[rdev].name
+                    )
+                });
+                reply_rej(self, IbRejReason::STALE_CONN);
+                if self.ep_state(holder) == crate::cm::endpoint::EpState::Established {
+                    self.drive(holder, |e, out| e.disconnect(out));
+                }
+                return;
+            }
+        }
         let Some(listener) = self.find_listener(host, dev, &req) else {
             reply_rej(self, IbRejReason::INVALID_SERVICE_ID);
             return;
@@ -120,6 +146,9 @@ impl World {
         self.kernel.ids.insert(child_key, Box::new(child));
         let ep = self.new_passive_endpoint(child_key, from, &req, sidr);
         self.cm.passive_by_peer.insert((host, from), ep);
+        if let Some(remote) = requester {
+            self.hold_remote_qpn(ep, remote);
+        }
         self.id_mut(listener)
             .listen
             .as_mut()

@@ -27,6 +27,35 @@ pub(crate) struct Device {
     pub transport: Transport,
     pub ips: Vec<IpAddr>,
     pub present: bool,
+    /// QP numbers, in the order the device gave them out since it last came up.
+    pub qpns: QpnAllocator,
+}
+
+/// A device's QP numbers. Drawn from the seed; after a power cycle the device gives out the
+/// numbers of its previous life again, in the same order, before drawing new ones, as a
+/// hardware allocator restarting from its base does (what makes a rebooted host's first
+/// connection look like one its peers still hold: a stale connection).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct QpnAllocator {
+    /// Given out since the device came up.
+    pub given: Vec<u32>,
+    /// The previous life's numbers still to give out again.
+    pub again: std::collections::VecDeque<u32>,
+}
+
+impl QpnAllocator {
+    /// The next number: a previous life's, or `draw()`.
+    pub(crate) fn next(&mut self, draw: impl FnOnce() -> u32) -> u32 {
+        let qpn = self.again.pop_front().unwrap_or_else(draw);
+        self.given.push(qpn);
+        qpn
+    }
+
+    /// The device went down: its numbers will be given out again.
+    pub(crate) fn restart(&mut self) {
+        let given = std::mem::take(&mut self.given);
+        self.again = given.into();
+    }
 }
 
 /// Every host and device of a fabric.

@@ -381,3 +381,82 @@ fn messages_that_ride_tcp_cannot_be_reordered() {
     let e = plan.validate().expect_err("refused");
     assert!(e.to_string().contains("MPA_REP rides TCP"), "{e}");
 }
+
+// ----- a host's power-off: silence, QP numbers that come back, the stale-connection check ----
+
+/// A connection from the client, established on both sides; the client's QP number.
+fn established(bed: &SimBed, listener: &cmtwin_tests::steps::Listener) -> (Endpoint, u32) {
+    let client = resolved_client(bed, PortSpace::TCP, listener.addr);
+    let qpn = add_qp(bed.client(), client.id, QpType::Rc);
+    ok(bed.client().connect(client.id, None), "connect");
+    let req = expect_request(bed.server(), listener);
+    add_qp(bed.server(), req.id, QpType::Rc);
+    ok(bed.server().accept(req.id, None), "accept");
+    expect_event_for(
+        bed.client(),
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
+    expect_event_for(
+        bed.server(),
+        listener.channel,
+        EventKind::Established,
+        req.id,
+        0,
+    );
+    (client, qpn)
+}
+
+/// The client loses power while connected: the server is told nothing. Back up, the
+/// client's first QP gets its old number again, so its REQ matches the connection the
+/// server's CM still holds: REJECTED with status 10 (stale connection), and the server's CM
+/// disconnects the old connection itself (the rebooted CM answers its DREQ): DISCONNECTED on
+/// the server. The next QP has a new number and connects.
+#[test]
+fn a_rebooted_hosts_first_connection_is_stale_and_its_next_one_connects() {
+    let bed = SimBed::new(31);
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let (old, old_qpn) = established(&bed, &listener);
+    bed.fabric.power_off("client").expect("not during a run");
+    expect_errno(
+        bed.client()
+            .get_cm_event(old.channel, cmtwin::Wait::NonBlocking),
+        Call::GetCmEvent,
+        Errno::EBADF,
+    );
+    bed.fabric
+        .run_for(Duration::from_secs(5))
+        .expect("not during a run");
+    expect_no_event(bed.server(), listener.channel);
+    bed.fabric.power_on("client").expect("not during a run");
+
+    let again = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    assert_eq!(
+        add_qp(bed.client(), again.id, QpType::Rc),
+        old_qpn,
+        "QP numbers start over"
+    );
+    ok(bed.client().connect(again.id, None), "connect");
+    let rejected = expect_event_for(
+        bed.client(),
+        again.channel,
+        EventKind::Rejected,
+        again.id,
+        10,
+    );
+    assert_eq!(rejected.status, cmtwin::IbRejReason::STALE_CONN);
+    let rejected_at = bed.client().now();
+    let gone = expect_event(bed.server(), listener.channel, EventKind::Disconnected);
+    assert!(
+        bed.server().now() > rejected_at,
+        "the DREQ goes out with the REJ, its DREP after"
+    );
+
+    let fresh = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    assert_ne!(add_qp(bed.client(), fresh.id, QpType::Rc), old_qpn);
+    ok(bed.client().connect(fresh.id, None), "connect");
+    let req = expect_request(bed.server(), &listener);
+    assert_ne!(req.id, gone.id);
+}

@@ -8,6 +8,8 @@
 //!   on the freed record (spdk/spdk issue 2515).
 //! * [`spdk_close_wait`]: the close path waits for a DISCONNECTED that can never come
 //!   (spdk/spdk issue 3592).
+//! * [`spdk_stale_conn`]: after a host power-off, the reconnect is rejected as a stale
+//!   connection and the controller gives up for good (spdk/spdk issue 450).
 //! * [`spdk_listener_removal`]: DEVICE_REMOVAL on the target's listening id handled as if its
 //!   context were a qpair (spdk/spdk issue 1184).
 //! * [`ldms_timewait`]: a passive endpoint freed on DISCONNECTED; the TIMEWAIT_EXIT its id still
@@ -57,6 +59,7 @@ pub mod rping;
 pub mod spdk_close_wait;
 pub mod spdk_freed_qpair;
 pub mod spdk_listener_removal;
+pub mod spdk_stale_conn;
 pub mod ucx_connected_reject;
 
 /// Which logic of a ported bug runs: the one that shipped, or the one that fixed it.

@@ -40,7 +40,10 @@ impl World {
                 format!("{:?} QPs do not exist on iWARP", attr.qp_type),
             ));
         }
-        let qpn = self.rng.range(Stream::Numbers, 0x10, 0xFF_FFFE) as u32;
+        let dev = self.id(key).device.expect("an id with a QP has a device");
+        let rng = &mut self.rng;
+        let draw = || rng.range(Stream::Numbers, 0x10, 0xFF_FFFE) as u32;
+        let qpn = self.topo.devices[dev].qpns.next(draw);
         self.id_mut(key).qp = Some(qpn);
         Ok(qpn)
     }

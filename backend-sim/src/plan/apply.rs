@@ -96,6 +96,8 @@ fn resolve(w: &World, fault: &Fault) -> Result<Resolved, FabricError> {
     let act = match action {
         FaultAction::RemoveDevice { host } => Act::RemoveDevice(device_of(w, host)?),
         FaultAction::RestoreDevice { host } => Act::RestoreDevice(device_of(w, host)?),
+        FaultAction::PowerOff { host } => Act::PowerOff(host_key(w, host)?),
+        FaultAction::PowerOn { host } => Act::PowerOn(host_key(w, host)?),
         FaultAction::AddressChange { host } => Act::AddressChange(device_of(w, host)?),
         FaultAction::NeighbourChange { ip } => Act::NeighbourChange(*ip),
         FaultAction::MulticastLoss { group } => Act::MulticastLoss(*group),

@@ -44,6 +44,8 @@ pub(crate) enum When {
 pub(crate) enum Act {
     RemoveDevice(DevKey),
     RestoreDevice(DevKey),
+    PowerOff(HostKey),
+    PowerOn(HostKey),
     AddressChange(DevKey),
     NeighbourChange(IpAddr),
     MulticastLoss(IpAddr),
@@ -176,7 +178,10 @@ impl World {
             Act::RemoveDevice(d) | Act::RestoreDevice(d) | Act::AddressChange(d) => {
                 Some(self.topo.devices[d].host)
             }
-            Act::Reject { host, .. } | Act::FailPaths { host, .. } => Some(host),
+            Act::Reject { host, .. }
+            | Act::FailPaths { host, .. }
+            | Act::PowerOff(host)
+            | Act::PowerOn(host) => Some(host),
             _ => None,
         };
         self.record_text(host, TraceKind::Fault, |w| {
@@ -186,6 +191,8 @@ impl World {
         match act {
             Act::RemoveDevice(d) => self.remove_device(d),
             Act::RestoreDevice(d) => self.restore_device(d),
+            Act::PowerOff(h) => self.power_off(h),
+            Act::PowerOn(h) => self.power_on(h),
             Act::AddressChange(d) => self.address_change(d),
             Act::NeighbourChange(ip) => self.neighbour_change(ip),
             Act::MulticastLoss(group) => self.multicast_lost(group),

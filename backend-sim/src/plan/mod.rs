@@ -129,6 +129,16 @@ pub enum FaultAction {
         /// The host.
         host: String,
     },
+    /// `host` loses power ([`crate::Fabric::power_off`]): its RDMA state vanishes silently.
+    PowerOff {
+        /// The host.
+        host: String,
+    },
+    /// `host` is back up after a power-off ([`crate::Fabric::power_on`]).
+    PowerOn {
+        /// The host.
+        host: String,
+    },
     /// ADDR_CHANGE for every id on the (first) device of `host`.
     AddressChange {
         /// The host.
@@ -358,6 +368,8 @@ impl std::fmt::Display for FaultAction {
         match self {
             FaultAction::RemoveDevice { host } => write!(f, "remove the device of {host}"),
             FaultAction::RestoreDevice { host } => write!(f, "restore the device of {host}"),
+            FaultAction::PowerOff { host } => write!(f, "{host} loses power"),
+            FaultAction::PowerOn { host } => write!(f, "{host} powers back on"),
             FaultAction::AddressChange { host } => write!(f, "address change on {host}"),
             FaultAction::NeighbourChange { ip } => write!(f, "neighbour {ip} changes"),
             FaultAction::MulticastLoss { group } => write!(f, "multicast group {group} lost"),
