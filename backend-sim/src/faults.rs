@@ -118,6 +118,34 @@ impl World {
         }
     }
 
+    /// The top-level process named `name` crashes (it and every thread it spawned): as on any
+    /// process exit, the kernel closes its channel files, destroying each of its ids as
+    /// `rdma_destroy_id` does (peers get a DREQ or a REJ), and the process's threads unwind as
+    /// soon as they would run again. Nothing happens when no running process has that name.
+    pub(crate) fn crash_process(&mut self, name: &str) {
+        let group = self
+            .sched
+            .running()
+            .then(|| self.sched.top_level(name))
+            .flatten();
+        self.record_text(None, TraceKind::Fault, |_| match group {
+            Some(_) => format!("process {name} crashes"),
+            None => format!("no running process {name} to crash"),
+        });
+        let Some(group) = group else {
+            return;
+        };
+        let files: Vec<_> = (self.kernel.channels.keys_sorted().into_iter())
+            .filter(|c| self.kernel.channels[c].owner == Some(group))
+            .collect();
+        for chan in files {
+            if self.kernel.channels.contains_key(&chan) {
+                self.close_channel_file(chan);
+            }
+        }
+        self.sched.crash_group(group);
+    }
+
     /// Host `host` is back up: its devices are present again, with nothing on them.
     pub(crate) fn power_on(&mut self, host: HostKey) {
         self.record_text(Some(host), TraceKind::Fault, |w| {

@@ -60,6 +60,9 @@ pub(crate) struct Queued {
 /// An event channel: one FIFO.
 pub(crate) struct Channel {
     pub host: HostKey,
+    /// The simulated process (its group: a top-level process and the threads it spawned) that
+    /// made the channel, which a crash of that process closes (`None`: made outside a run).
+    pub owner: Option<usize>,
     pub queue: VecDeque<Queued>,
     /// For the private channel of a synchronous id: that id.
     pub private_for: Option<IdKey>,

@@ -126,20 +126,30 @@ pub(crate) struct Proc {
     notified: bool,
     /// Its PCT priority (higher runs first).
     priority: u64,
+    /// The top-level process it belongs to (itself, or the one whose thread spawned it):
+    /// what a process crash takes down together, and what owns its channels.
+    group: usize,
+    /// Whether its process crashed: it unwinds as soon as it runs again.
+    crashed: bool,
 }
 
 impl Proc {
-    /// A runnable process named `name`.
-    pub(crate) fn new(name: String) -> Self {
+    /// A runnable process named `name`, of group `group`.
+    pub(crate) fn new(name: String, group: usize) -> Self {
         Proc {
             name,
             state: ProcState::Runnable,
             wake: Arc::new(Condvar::new()),
             notified: false,
             priority: 0,
+            group,
+            crashed: false,
         }
     }
 }
+
+/// The payload a crashed process unwinds with (its run reports a crash, not a failure).
+pub(crate) struct Crashed;
 
 /// The baton and the processes.
 #[derive(Default)]
@@ -183,6 +193,30 @@ impl Scheduler {
             running: true,
             ..Scheduler::default()
         };
+    }
+
+    /// The group of process `index`.
+    pub(crate) fn group_of(&self, index: usize) -> usize {
+        self.procs[index].group
+    }
+
+    /// The top-level process named `name`, if the run has one.
+    pub(crate) fn top_level(&self, name: &str) -> Option<usize> {
+        (0..self.procs.len()).find(|&i| self.procs[i].group == i && self.procs[i].name == name)
+    }
+
+    /// Marks every live process of `group` crashed; a blocked one is woken to unwind.
+    pub(crate) fn crash_group(&mut self, group: usize) {
+        for j in 0..self.procs.len() {
+            let p = &self.procs[j];
+            if p.group != group || matches!(p.state, ProcState::Done) {
+                continue;
+            }
+            self.unregister_wait(j);
+            self.procs[j].crashed = true;
+            self.procs[j].state = ProcState::Runnable;
+            self.candidates.insert(j);
+        }
     }
 
     /// Registers one more process (a thread spawned while the run is in progress); its
@@ -570,9 +604,17 @@ impl World {
         self.sched.wake_key(key, count);
     }
 
-    /// Registers a process named `name` spawned by a running process; its index.
-    pub(crate) fn register_process(&mut self, name: String) -> usize {
-        let index = self.sched.register(Proc::new(name));
+    /// The group of the process calling in, if it is one of a running fabric's processes.
+    pub(crate) fn caller_group(&self) -> Option<usize> {
+        let me = current_process(self.fabric_no)?;
+        self.sched.running().then(|| self.sched.group_of(me))
+    }
+
+    /// Registers a process named `name` spawned by running process `parent` (a thread of its
+    /// group); its index.
+    pub(crate) fn register_process(&mut self, name: String, parent: usize) -> usize {
+        let group = self.sched.group_of(parent);
+        let index = self.sched.register(Proc::new(name, group));
         self.draw_priorities(index);
         index
     }
@@ -585,13 +627,34 @@ impl World {
     }
 }
 
-/// Waits on the process's own condition variable until it holds the baton.
+/// Waits until process `me` holds the baton for the first time; whether its process crashed
+/// before it ever ran (its body is then not run).
+pub(crate) fn wait_for_first_baton(mut w: MutexGuard<'_, World>, me: usize) -> bool {
+    let wake = w.sched.wake_of(me);
+    while w.sched.current != Some(me) {
+        w = wake.wait(w).unwrap_or_else(|e| e.into_inner());
+    }
+    w.sched.procs[me].crashed
+}
+
+/// Waits on the process's own condition variable until it holds the baton; a process whose
+/// process crashed meanwhile unwinds from here (see [`unwind_if_crashed`]).
 pub(crate) fn wait_for_baton(mut w: MutexGuard<'_, World>, me: usize) -> MutexGuard<'_, World> {
     let wake = w.sched.wake_of(me);
     while w.sched.current != Some(me) {
         w = wake.wait(w).unwrap_or_else(|e| e.into_inner());
     }
-    w
+    unwind_if_crashed(w, me)
+}
+
+/// A process whose process crashed stops here: the world is unlocked and the thread unwinds
+/// with [`Crashed`] (its destructors run; its run reports the crash).
+pub(crate) fn unwind_if_crashed(w: MutexGuard<'_, World>, me: usize) -> MutexGuard<'_, World> {
+    if !w.sched.procs[me].crashed {
+        return w;
+    }
+    drop(w);
+    std::panic::resume_unwind(Box::new(Crashed))
 }
 
 /// Blocks the caller until `cond` holds. In a simulated process the baton goes to the others;
@@ -641,6 +704,7 @@ fn wait_until(
         w.sched.notify_current();
         w = wait_for_baton(w, me);
     }
+    let mut w = unwind_if_crashed(w, me);
     match std::mem::replace(&mut w.sched.procs[me].state, ProcState::Runnable) {
         ProcState::Deadlocked(msg) => (w, Err(msg)),
         _ => (w, Ok(())),
@@ -676,7 +740,7 @@ pub(crate) fn yield_now(mut w: MutexGuard<'_, World>) -> MutexGuard<'_, World> {
         Some(j) => switch_to(w, me, j),
         None => {
             w.advance();
-            w
+            unwind_if_crashed(w, me)
         }
     }
 }

@@ -122,7 +122,13 @@ impl World {
         // The new child id, in CONNECT, bound to the receiving device, not yet owned by user space.
         let child_key = self.fresh_key();
         let (channel, sync) = if l_sync {
-            (self.new_private_channel(host, child_key), true)
+            let private = self.new_private_channel(host, child_key);
+            // The child's channel belongs to whoever owns the listener's.
+            let owner = self.kernel.channels.get(&l_channel).and_then(|c| c.owner);
+            if let Some(c) = self.kernel.channels.get_mut(&private) {
+                c.owner = owner;
+            }
+            (private, true)
         } else {
             (l_channel, false)
         };

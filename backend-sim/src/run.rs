@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::backend::SimBackend;
 use crate::error::{FabricError, SimError};
 use crate::fabric::{Fabric, PendingProc};
-use crate::process::{current_process, enter_process, wait_for_baton, Proc, Shared};
+use crate::process::{current_process, enter_process, wait_for_first_baton, Crashed, Proc, Shared};
 use crate::sim_runtime::SimRuntime;
 
 /// The spawned processes that can start, with their host, and the failures of those that
@@ -111,7 +111,8 @@ impl Fabric {
         }
         let procs = runnable
             .iter()
-            .map(|(p, _)| Proc::new(p.name.clone()))
+            .enumerate()
+            .map(|(i, (p, _))| Proc::new(p.name.clone(), i))
             .collect();
         let schedule = w.cfg.schedule;
         w.sched.start(procs, schedule);
@@ -131,7 +132,10 @@ fn run_process(
     host: usize,
 ) -> Result<(), String> {
     enter_process(fabric_no, index);
-    drop(wait_for_baton(shared.lock(), index));
+    if wait_for_first_baton(shared.lock(), index) {
+        shared.lock().exit_process(index);
+        return Ok(());
+    }
     let _runtime = cmtwin::runtime::enter(Arc::new(SimRuntime {
         shared: Arc::clone(&shared),
         fabric_no,
@@ -143,6 +147,7 @@ fn run_process(
     let body = p.body;
     let outcome = match catch_unwind(AssertUnwindSafe(move || body(backend))) {
         Ok(Ok(())) => Ok(()),
+        Err(payload) if payload.is::<Crashed>() => Ok(()),
         Ok(Err(e)) => Err(format!("process {} failed: {e}", p.name)),
         Err(payload) => Err(format!(
             "process {} panicked{}",

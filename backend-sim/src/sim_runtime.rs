@@ -11,8 +11,8 @@ use cmtwin::{Call, CmError, Errno};
 use rand::RngCore;
 
 use crate::process::{
-    block, current_process, enter_process, wait_for_baton, was_notified, yield_now, yield_point,
-    Cond, Shared, Waiting,
+    block, current_process, enter_process, wait_for_first_baton, was_notified, yield_now,
+    yield_point, Cond, Crashed, Shared, Waiting,
 };
 use crate::rng::Stream;
 use crate::run::panic_message;
@@ -94,7 +94,8 @@ impl Runtime for SimRuntime {
                 "only a process of a running fabric may spawn a simulated thread",
             ));
         }
-        let index = w.register_process(name.to_string());
+        let parent = self.me(&w).expect("checked above");
+        let index = w.register_process(name.to_string(), parent);
         w.record_text(None, TraceKind::Sched, |_| format!("spawn process {name}"));
         let child = SimRuntime {
             shared: Arc::clone(&self.shared),
@@ -131,14 +132,20 @@ impl SimRuntime {
     fn run_spawned(self, index: usize, body: Box<dyn FnOnce() + Send>) -> Result<(), String> {
         enter_process(self.fabric_no, index);
         let shared = Arc::clone(&self.shared);
-        let name = {
-            let w = wait_for_baton(shared.lock(), index);
-            w.sched.name_of(index).to_string()
-        };
+        if wait_for_first_baton(shared.lock(), index) {
+            shared.lock().exit_process(index);
+            return Ok(());
+        }
+        let name = shared.lock().sched.name_of(index).to_string();
         let _runtime = cmtwin::runtime::enter(Arc::new(self));
-        let outcome = catch_unwind(AssertUnwindSafe(body)).map_err(|payload| {
-            format!("process {name} panicked{}", panic_message(payload.as_ref()))
-        });
+        let outcome = match catch_unwind(AssertUnwindSafe(body)) {
+            Ok(()) => Ok(()),
+            Err(payload) if payload.is::<Crashed>() => Ok(()),
+            Err(payload) => Err(format!(
+                "process {name} panicked{}",
+                panic_message(payload.as_ref())
+            )),
+        };
         shared.lock().exit_process(index);
         outcome
     }

@@ -455,3 +455,104 @@ fn outside_a_fabric_the_primitives_are_std() {
     let e = rx.recv().expect_err("closed");
     assert_eq!(e.errno, Errno::EPIPE);
 }
+
+// ----- a process crash ---------------------------------------------------------------------
+
+/// A client process (and the thread it spawned) crashes 5 ms into the run, connected: the
+/// kernel closes its channel, destroying its id as `rdma_destroy_id` would, so the server gets
+/// DISCONNECTED (the crashed side's DREQ); the client's threads stop where they were blocked,
+/// their destructors run, and the run counts the crash as a fault, not a failure.
+fn crash_run(seed: u64) -> (Duration, String, bool) {
+    use cmtwin::{ConnParam, EventKind, PortSpace, QpInitAttr, QpType, Wait};
+    use cmtwin_sim::{FaultAction, FaultPlan, Trigger};
+    let f = Fabric::builder(seed)
+        .host("server", Transport::Roce, &[ip("10.0.0.1")])
+        .host("client", Transport::Roce, &[ip("10.0.0.2")])
+        .plan(FaultPlan::new().scheduled(
+            Trigger::Time { at_ms: 5 },
+            FaultAction::CrashProcess {
+                process: "client".into(),
+            },
+        ))
+        .build()
+        .expect("a valid configuration");
+    let addr: std::net::SocketAddr = "10.0.0.1:7000".parse().expect("literal");
+    let disconnected_at = Arc::new(Mutex::new(Duration::ZERO));
+    let out = Arc::clone(&disconnected_at);
+    f.spawn("server", "server", move |cm| {
+        let ch = cm.create_event_channel()?;
+        let l = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+        cm.bind_addr(l, addr)?;
+        cm.listen(l, 1)?;
+        let req = cmtwin::expect_event(&cm, ch, EventKind::ConnectRequest, Wait::Block)
+            .map_err(|e| CmError::application(e.to_string()))?;
+        cm.create_qp(req.id, &QpInitAttr::new(QpType::Rc))?;
+        cm.accept(req.id, None)?;
+        for kind in [EventKind::Established, EventKind::Disconnected] {
+            cmtwin::expect_event(&cm, ch, kind, Wait::Block)
+                .map_err(|e| CmError::application(e.to_string()))?;
+        }
+        *out.lock()? = cm.now();
+        cm.disconnect(req.id)?;
+        cm.destroy_qp(req.id)?;
+        cm.destroy_id(req.id)?;
+        cm.destroy_id(l)
+    });
+    let unwound = Arc::new(Mutex::new(false));
+    let flag = Arc::clone(&unwound);
+    f.spawn("client", "client", move |cm| {
+        /// Sets its flag when dropped: the crashed thread's destructors run.
+        struct Unwound(Arc<Mutex<bool>>);
+        impl Drop for Unwound {
+            fn drop(&mut self) {
+                if let Ok(mut f) = self.0.lock() {
+                    *f = true;
+                }
+            }
+        }
+        let _guard = Unwound(flag);
+        let helper = thread::spawn("client-helper", || {
+            let never = Semaphore::named("never posted", 0);
+            never.acquire()
+        })?;
+        cm.sleep(Duration::from_millis(1))?;
+        let ch = cm.create_event_channel()?;
+        let id = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+        cm.resolve_addr(id, None, addr, Duration::from_secs(2))?;
+        cm.get_cm_event(ch, Wait::Block)
+            .and_then(|e| cm.ack_cm_event(e))?;
+        cm.resolve_route(id, Duration::from_secs(2))?;
+        cm.get_cm_event(ch, Wait::Block)
+            .and_then(|e| cm.ack_cm_event(e))?;
+        cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+        cm.connect(id, Some(&ConnParam::default()))?;
+        cm.get_cm_event(ch, Wait::Block)
+            .and_then(|e| cm.ack_cm_event(e))?;
+        // Blocks until the crash: nothing else will come.
+        let _ = cm.get_cm_event(ch, Wait::Block);
+        helper.join()??;
+        Err(CmError::application("the crashed client went on"))
+    });
+    f.run().expect("a crash is a fault, not a failure");
+    let at = *disconnected_at.lock().expect("run over");
+    let unwound = *unwound.lock().expect("run over");
+    (at, f.trace_text(), unwound)
+}
+
+#[test]
+fn a_crashed_process_is_closed_by_the_kernel_and_its_threads_stop() {
+    let (at, trace, unwound) = crash_run(1);
+    assert!(unwound, "the crashed thread's destructors ran");
+    assert!(
+        at > Duration::from_millis(5),
+        "DISCONNECTED after the crash: {at:?}"
+    );
+    let crash = trace
+        .find("process client crashes")
+        .expect("the crash is traced");
+    let dreq = trace[crash..]
+        .find("DREQ")
+        .expect("the closed id's DREQ follows");
+    assert!(dreq > 0);
+    assert_eq!(crash_run(1), (at, trace, true), "same seed, same run");
+}

@@ -11,10 +11,12 @@ impl World {
     /// `rdma_create_event_channel`.
     pub(crate) fn create_event_channel(&mut self, host: HostKey) -> Result<ChannelHandle> {
         let key = self.fresh_key();
+        let owner = self.caller_group();
         self.kernel.channels.insert(
             key,
             Channel {
                 host,
+                owner,
                 queue: Default::default(),
                 private_for: None,
             },
@@ -25,10 +27,12 @@ impl World {
     /// The private channel of a synchronous id.
     pub(crate) fn new_private_channel(&mut self, host: HostKey, id: IdKey) -> ChanKey {
         let key = self.fresh_key();
+        let owner = self.caller_group();
         self.kernel.channels.insert(
             key,
             Channel {
                 host,
+                owner,
                 queue: Default::default(),
                 private_for: Some(id),
             },

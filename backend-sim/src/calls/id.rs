@@ -2,7 +2,7 @@
 
 use cmtwin::{Call, ChannelHandle, CmError, Errno, IdHandle, PortSpace, Result};
 
-use crate::world::{CmState, HostKey, Id, World};
+use crate::world::{ChanKey, CmState, HostKey, Id, IdKey, World};
 
 impl World {
     /// `rdma_create_id`: without a channel the id is synchronous, with a private channel.
@@ -52,6 +52,40 @@ impl World {
                 ),
             ));
         }
+        self.destroy_id_now(key);
+        Ok(())
+    }
+
+    /// What the kernel does for a process's channel file closed under its ids (the process
+    /// exited or crashed: ucma's close): each id is destroyed as by `rdma_destroy_id`, its
+    /// fetched events freed with the file rather than waited for.
+    pub(crate) fn close_channel_file(&mut self, chan: ChanKey) {
+        let ids: Vec<IdKey> = (self.kernel.ids.keys_sorted().into_iter())
+            .filter(|k| self.id(*k).channel == chan)
+            .collect();
+        for key in ids {
+            if !self.kernel.ids.contains_key(&key) {
+                continue; // a listener's child, gone with its listener
+            }
+            if let Some(held) = self.id_mut(key).sync_event.take() {
+                self.release_ticket(held.ticket);
+            }
+            if self.id(key).unacked > 0 {
+                for ticket in self.kernel.outstanding.keys_sorted() {
+                    if self.kernel.outstanding[&ticket].counted_against == key {
+                        self.release_ticket(ticket);
+                    }
+                }
+            }
+            self.destroy_id_now(key);
+        }
+        self.kernel.channels.remove(&chan);
+        self.sched.channel_changed(chan);
+    }
+
+    /// `rdma_destroy_id`'s side effects once nothing holds it back: a listener's unfetched
+    /// requests are refused, the connection is ended as the CM ends it, the id is gone.
+    fn destroy_id_now(&mut self, key: IdKey) {
         // Unfetched requests of a listener: their children are destroyed, initiators get REJ 28.
         if self.id(key).listen.is_some() {
             let chan = self.id(key).channel;
@@ -70,7 +104,6 @@ impl World {
         }
         self.id_mut(key).state = CmState::Idle;
         self.remove_id(key);
-        Ok(())
     }
 
     /// Removes an id with every side effect: protocol, port, queued events, private channel.

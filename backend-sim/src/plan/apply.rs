@@ -97,6 +97,7 @@ fn resolve(w: &World, fault: &Fault) -> Result<Resolved, FabricError> {
         FaultAction::RemoveDevice { host } => Act::RemoveDevice(device_of(w, host)?),
         FaultAction::RestoreDevice { host } => Act::RestoreDevice(device_of(w, host)?),
         FaultAction::PowerOff { host } => Act::PowerOff(host_key(w, host)?),
+        FaultAction::CrashProcess { process } => Act::CrashProcess(process.clone()),
         FaultAction::PowerOn { host } => Act::PowerOn(host_key(w, host)?),
         FaultAction::AddressChange { host } => Act::AddressChange(device_of(w, host)?),
         FaultAction::NeighbourChange { ip } => Act::NeighbourChange(*ip),

@@ -139,6 +139,13 @@ pub enum FaultAction {
         /// The host.
         host: String,
     },
+    /// The top-level simulated process named `process` crashes, with every thread it spawned:
+    /// the kernel closes its channel files (its ids destroyed, peers told with DREQ or REJ),
+    /// and its threads stop. No effect when no running process has that name.
+    CrashProcess {
+        /// The process's name (as given to `Fabric::spawn`).
+        process: String,
+    },
     /// ADDR_CHANGE for every id on the (first) device of `host`.
     AddressChange {
         /// The host.
@@ -369,6 +376,7 @@ impl std::fmt::Display for FaultAction {
             FaultAction::RemoveDevice { host } => write!(f, "remove the device of {host}"),
             FaultAction::RestoreDevice { host } => write!(f, "restore the device of {host}"),
             FaultAction::PowerOff { host } => write!(f, "{host} loses power"),
+            FaultAction::CrashProcess { process } => write!(f, "process {process} crashes"),
             FaultAction::PowerOn { host } => write!(f, "{host} powers back on"),
             FaultAction::AddressChange { host } => write!(f, "address change on {host}"),
             FaultAction::NeighbourChange { ip } => write!(f, "neighbour {ip} changes"),
