@@ -265,6 +265,7 @@ impl VerbsBackend {
         let ticket = event.ticket();
         let acked = self.reg().ack(ticket).is_some();
         if acked {
+            self.notify_acked();
             event.disarm();
             return Ok(());
         }

@@ -936,6 +936,32 @@ pub(crate) fn getaddrinfo(
 // libc: O_NONBLOCK, poll, eventfd.
 // ---------------------------------------------------------------------------------------------
 
+/// A duplicate of `fd`, owned (close-on-exec): readiness of the same open file, which stays
+/// open as long as the duplicate does, whatever becomes of `fd`.
+#[cfg(feature = "tokio")]
+pub(crate) fn dup_fd(fd: RawFd) -> CResult<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC only reads `fd` (the caller holds the channel it belongs to, so
+    // it is open) and returns a new descriptor or -1.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if new < 0 {
+        return Err(last_errno());
+    }
+    // SAFETY: `new` was just created for us and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Registers `fd` with the current tokio runtime's reactor (the caller checked that there is
+/// one: registering outside a runtime panics).
+#[cfg(feature = "tokio")]
+pub(crate) fn register_with_tokio(
+    fd: OwnedFd,
+) -> std::io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: an `OwnedFd` keeps its descriptor open, referring to the same file description,
+    // until it is dropped, which happens only with the `AsyncFd` that owns it; its
+    // `as_raw_fd` always returns that descriptor.
+    unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(std::io::Error::from)
+}
+
 /// Sets O_NONBLOCK on `fd`.
 fn set_nonblocking(fd: RawFd) -> CResult<()> {
     // SAFETY: fcntl on an fd owned by a live channel; F_GETFL/F_SETFL only change flags.

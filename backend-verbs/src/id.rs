@@ -7,7 +7,7 @@
 //! the kernel's errno, then calls librdmacm under the id's call lock.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cmtwin::{
     AsyncEvent, Call, ChannelHandle, CmOption, ConnParam, IdHandle, PortSpace, PrivateDataOp,
@@ -147,6 +147,16 @@ impl VerbsBackend {
                 drop(reg);
                 return self.id_obj(call, id).map(|_| ());
             }
+            // As librdmacm, wait for the acknowledgement of the id's fetched events (another
+            // thread may hold them), but not for ever: see `ACK_WAIT`.
+            let deadline = Instant::now() + crate::ACK_WAIT;
+            while !reg.outstanding_of(id).is_empty() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                reg = self.wait_acked(reg, left);
+            }
             let outstanding = reg.outstanding_of(id);
             if !outstanding.is_empty() {
                 let names: Vec<String> = outstanding
@@ -157,10 +167,11 @@ impl VerbsBackend {
                     call,
                     libc::EBUSY,
                     format!(
-                        "{id} has {} unacknowledged event(s): {}; acknowledge them first \
-                         (librdmacm would block forever)",
+                        "{id} has {} unacknowledged event(s): {}, still unacknowledged after \
+                         {:?}; acknowledge them first (librdmacm would block until then)",
                         names.len(),
-                        names.join(", ")
+                        names.join(", "),
+                        crate::ACK_WAIT
                     ),
                 ));
             }

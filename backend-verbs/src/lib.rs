@@ -86,6 +86,10 @@
 //!   SA mode needs the real call: EOPNOTSUPP.
 //! * `get_request` on a listener that is not synchronous or not listening: EINVAL (librdmacm
 //!   would block forever on the latter). `destroy_qp` without a QP: EINVAL.
+//! * `destroy_id` with fetched events unacknowledged waits up to [`ACK_WAIT`] for other threads
+//!   to acknowledge them (librdmacm waits without bound, for ever if the caller holds them),
+//!   then fails with EBUSY naming them; the simulator waits while another of its processes
+//!   could acknowledge them, which it knows exactly.
 //! * Calls on one id are serialised: while a thread blocks in a call on a synchronous id, other
 //!   calls on that id (even `local_addr`) wait; `write_cm_event` does not. Every call on an id
 //!   of a channel (queries such as `local_addr` and `qp_num` included, `resolve_addrinfo`
@@ -112,6 +116,8 @@ mod private_data;
 mod qp;
 mod registry;
 mod sync_ids;
+#[cfg(feature = "tokio")]
+mod tokio_channel;
 mod user_events;
 
 use std::net::SocketAddr;
@@ -126,6 +132,8 @@ use cmtwin::{
 };
 
 use registry::{lock, ChannelObj, IdObj, Registry};
+#[cfg(feature = "tokio")]
+pub use tokio_channel::AsyncChannel;
 
 /// The real RDMA connection manager: librdmacm, with checked handles and owned events.
 ///
@@ -144,7 +152,13 @@ pub struct VerbsBackend {
 /// dropped unacknowledged releases its ticket here, if the backend still exists.
 struct Shared {
     registry: Mutex<Registry>,
+    /// Signalled at every acknowledgement (a `destroy_id` waiting for another thread's acks).
+    acked: std::sync::Condvar,
 }
+
+/// How long `destroy_id` waits for other threads to acknowledge the id's fetched events before
+/// it fails with EBUSY (librdmacm would wait forever: for ever, if the caller holds them).
+pub const ACK_WAIT: Duration = Duration::from_secs(2);
 
 /// An event dropped unacknowledged: its C event was acked when it was fetched, so only the
 /// backend's ticket is left to release (any thread, any time; a ticket already released or
@@ -152,6 +166,7 @@ struct Shared {
 impl EventRelease for Shared {
     fn release_dropped(&self, _info: &EventInfo, ticket: AckTicket) {
         lock(&self.registry).ack(ticket);
+        self.acked.notify_all();
     }
 }
 
@@ -195,6 +210,7 @@ impl VerbsBackend {
         VerbsBackend {
             shared: Arc::new(Shared {
                 registry: Mutex::new(Registry::new()),
+                acked: std::sync::Condvar::new(),
             }),
             start: Instant::now(),
         }
@@ -258,6 +274,25 @@ impl VerbsBackend {
 
     fn reg(&self) -> MutexGuard<'_, Registry> {
         lock(&self.shared.registry)
+    }
+
+    /// Wakes the calls waiting for an acknowledgement (`destroy_id`).
+    fn notify_acked(&self) {
+        self.shared.acked.notify_all();
+    }
+
+    /// Waits, the registry unlocked, until an acknowledgement or until `at_most` passes.
+    fn wait_acked<'a>(
+        &'a self,
+        reg: MutexGuard<'a, Registry>,
+        at_most: Duration,
+    ) -> MutexGuard<'a, Registry> {
+        let (reg, _) = self
+            .shared
+            .acked
+            .wait_timeout(reg, at_most)
+            .unwrap_or_else(|e| e.into_inner());
+        reg
     }
 
     /// The live id `h`, or ENOENT (unknown, destroyed, or issued by another backend value).

@@ -1467,3 +1467,44 @@ fn send_only_join_on_soft_roce() {
     cm.destroy_id(id).unwrap();
     cm.destroy_event_channel(ch).unwrap();
 }
+
+/// `destroy_id` waits, as librdmacm does, for another thread to acknowledge the id's fetched
+/// event (here 300 ms later), then destroys it; alone with its unacknowledged event, it fails
+/// with EBUSY after `ACK_WAIT`.
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn destroy_id_waits_for_another_threads_acknowledgement() {
+    let cm = VerbsBackend::new();
+    let ch = cm.create_event_channel().unwrap();
+    let id = cm.create_id(Some(ch), 0, PortSpace::UDP).unwrap();
+    cm.bind_addr(id, fresh_addr()).unwrap();
+    cm.write_cm_event(id, EventKind::User, 0, 1).unwrap();
+    let event = cm.get_cm_event(ch, Wait::Timeout(STEP)).unwrap();
+    let holder = {
+        let cm = cm.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            cm.ack_cm_event(event).unwrap();
+        })
+    };
+    let started = std::time::Instant::now();
+    cm.destroy_id(id).unwrap();
+    let waited = started.elapsed();
+    holder.join().unwrap();
+    assert!(
+        waited >= Duration::from_millis(250) && waited < cmtwin_verbs::ACK_WAIT,
+        "{waited:?}"
+    );
+
+    let id = cm.create_id(Some(ch), 0, PortSpace::UDP).unwrap();
+    cm.bind_addr(id, fresh_addr()).unwrap();
+    cm.write_cm_event(id, EventKind::User, 0, 2).unwrap();
+    let event = cm.get_cm_event(ch, Wait::Timeout(STEP)).unwrap();
+    let started = std::time::Instant::now();
+    let e = cm.destroy_id(id).unwrap_err();
+    assert_eq!(e.errno, Errno::EBUSY, "{e}");
+    assert!(started.elapsed() >= cmtwin_verbs::ACK_WAIT);
+    cm.ack_cm_event(event).unwrap();
+    cm.destroy_id(id).unwrap();
+    cm.destroy_event_channel(ch).unwrap();
+}

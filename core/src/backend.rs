@@ -64,9 +64,12 @@ pub trait CmBackend: Send + Sync {
     /// `rdma_destroy_id` (destroying the id's QP too, if the application did not).
     ///
     /// * EBUSY: events of this id (or, for a listener, CONNECT_REQUESTs it delivered) are
-    ///   fetched and not yet acknowledged, naming them: librdmacm would block forever (§4.15,
-    ///   §16.7). Drop or acknowledge them first. cmtwin-verbs: also while another thread is
-    ///   inside a call on the id.
+    ///   fetched and not yet acknowledged, naming them: librdmacm blocks until they are
+    ///   (§4.15, §16.7), for ever if nobody else will. As librdmacm, the call first waits for
+    ///   other threads to acknowledge them: on the simulator while another process of the run
+    ///   could (EBUSY once none can: a deadlock), on cmtwin-verbs for at most
+    ///   `cmtwin_verbs::ACK_WAIT` (2 s). Drop or acknowledge them first. cmtwin-verbs: also
+    ///   while another thread is inside a call on the id.
     fn destroy_id(&self, id: IdHandle) -> Result<()>;
 
     /// `rdma_bind_addr`.

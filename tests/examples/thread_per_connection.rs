@@ -88,6 +88,9 @@ fn cm_thread<B: CmBackend + Clone + 'static>(
             })?);
         } else {
             let n = cm.context(id)?;
+            // Acknowledged before the hand-over (only its kind travels): the connection
+            // thread's destroy_id would otherwise wait for this thread's ack.
+            cm.ack_cm_event(event)?;
             let tx = conns.get(&n).ok_or_else(|| {
                 CmError::application(format!("{kind} for unknown connection {n}"))
             })?;
@@ -95,9 +98,8 @@ fn cm_thread<B: CmBackend + Clone + 'static>(
             if kind == EventKind::Disconnected {
                 closed += 1;
             }
+            continue;
         }
-        // Acknowledged only after the hand-over: the connection thread's destroy_id waits
-        // for it (as librdmacm's does).
         cm.ack_cm_event(event)?;
     }
     Ok(threads)
