@@ -112,6 +112,8 @@ pub mod scenarios;
 mod schedule;
 mod sim_runtime;
 mod store;
+#[cfg(feature = "proptest")]
+pub mod strategies;
 pub mod sweep;
 mod topology;
 mod trace;
