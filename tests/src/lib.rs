@@ -30,6 +30,7 @@ pub mod bed_verbs;
 pub mod capability;
 pub mod conformance;
 pub mod device_link;
+pub mod fuzzing;
 pub mod harness;
 pub mod random_calls;
 pub mod steps;

@@ -86,8 +86,7 @@ const PORT_SPACES: [PortSpace; 6] = [
 /// One random call. Handles are indices into the pools of every id / channel ever created
 /// (stale ones included), modulo the pool's size; `owner` false uses the other host's backend
 /// (a foreign handle). An op on an empty pool does nothing.
-#[derive(Clone, Debug)]
-#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[derive(Clone, Debug, arbitrary::Arbitrary)]
 pub enum Op {
     /// `rdma_create_event_channel` on one host.
     CreateChannel {
