@@ -1,0 +1,156 @@
+//! The `DataPath` trait: libibverbs' objects and work requests, one method each.
+
+use crate::verbs::{
+    AccessFlags, MemoryRegion, QpInitAttrEx, QpState, RecvWr, SendWr, VerbsAsyncEvent,
+    WorkCompletion,
+};
+use crate::{CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, Result, Wait};
+
+/// The verbs data path of a connection manager backend: protection domains, memory regions,
+/// completion queues and channels, QPs with chosen CQs on ids, work requests and their
+/// completions, as libibverbs has them (`ibv_` calls, named without the prefix).
+///
+/// Implemented by the simulator (`cmtwin-sim`); the real backend (`cmtwin-verbs`) does not
+/// implement it yet.
+///
+/// * Errors carry the call and the errno libibverbs gives for the misuse. Every method taking
+///   an id fails with **ENOENT** for an id that is not live in this backend, and every method
+///   taking a PD, MR, CQ or completion channel with **EBADF** for one that is not (destroyed,
+///   never created, or another backend's); these are not repeated below. Objects live on the
+///   device of the id they were created through; an id whose device was removed gives
+///   **ENXIO**.
+/// * Memory is safe by construction: a region owns its buffer from `reg_mr` until `dereg_mr`
+///   hands it back, and is read and written only through `mr_read` and `mr_write`;
+///   deregistration is refused (EBUSY) while a posted request uses the region. So no sequence
+///   of safe calls can free, move or alias memory the device may touch.
+/// * QPs follow the CM as librdmacm and the kernel drive them: INIT at creation, RTR and RTS
+///   on the passive side in `accept` and on the active side when librdmacm processes the
+///   CONNECT_RESPONSE, ERROR (every outstanding request flushed) in `disconnect`, when a
+///   REJECTED is fetched, and when the device is removed. Receiving a DREQ does not touch the
+///   QP (the application's `disconnect` does).
+/// * Blocking waits (`get_cq_event`, `get_async_event`) on the simulator advance virtual time
+///   and fail with **EDEADLK** when nothing left could end them; an unproductive `poll_cq` of
+///   a simulated process yields, so that a polling loop lets time advance.
+pub trait DataPath: CmBackend {
+    /// `ibv_alloc_pd(id->verbs)`: a protection domain on the id's device (it outlives the id).
+    ///
+    /// * EINVAL: the id has no device yet (bind or resolve it first).
+    fn alloc_pd(&self, id: IdHandle) -> Result<PdHandle>;
+
+    /// `ibv_dealloc_pd`.
+    ///
+    /// * EBUSY: regions or QPs of the PD still exist.
+    fn dealloc_pd(&self, pd: PdHandle) -> Result<()>;
+
+    /// `ibv_reg_mr` over `buffer`, which the backend owns until `dereg_mr` returns it.
+    ///
+    /// * EINVAL: an empty buffer, or REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE (as
+    ///   libibverbs refuses them), or unknown access bits.
+    fn reg_mr(&self, pd: PdHandle, buffer: Vec<u8>, access: AccessFlags) -> Result<MemoryRegion>;
+
+    /// `ibv_dereg_mr`: invalidates the keys and hands the buffer back.
+    ///
+    /// * EBUSY: a posted request that has not completed uses the region (libibverbs would let
+    ///   the device write freed memory).
+    fn dereg_mr(&self, mr: MrHandle) -> Result<Vec<u8>>;
+
+    /// Copies `out.len()` bytes of the region from `offset` into `out`.
+    ///
+    /// * EINVAL: the range is not inside the region.
+    fn mr_read(&self, mr: MrHandle, offset: usize, out: &mut [u8]) -> Result<()>;
+
+    /// Copies `data` into the region at `offset`.
+    ///
+    /// * EINVAL: the range is not inside the region.
+    fn mr_write(&self, mr: MrHandle, offset: usize, data: &[u8]) -> Result<()>;
+
+    /// `ibv_create_comp_channel(id->verbs)`.
+    ///
+    /// * EINVAL: the id has no device.
+    fn create_comp_channel(&self, id: IdHandle) -> Result<CompChannelHandle>;
+
+    /// `ibv_destroy_comp_channel`.
+    ///
+    /// * EBUSY: CQs still report to the channel.
+    fn destroy_comp_channel(&self, channel: CompChannelHandle) -> Result<()>;
+
+    /// `ibv_create_cq(id->verbs, cqe, ..., channel, 0)`: a CQ of at least `cqe` entries,
+    /// reporting to `channel` when armed.
+    ///
+    /// * EINVAL: `cqe` is 0 or above the device's maximum (65536 on the simulator), or the
+    ///   channel is on another device.
+    fn create_cq(
+        &self,
+        id: IdHandle,
+        cqe: u32,
+        channel: Option<CompChannelHandle>,
+    ) -> Result<CqHandle>;
+
+    /// `ibv_destroy_cq`.
+    ///
+    /// * EBUSY: QPs still complete into it, or CQ events fetched from its channel are not
+    ///   acknowledged (libibverbs would block forever).
+    fn destroy_cq(&self, cq: CqHandle) -> Result<()>;
+
+    /// `ibv_req_notify_cq`: arms the CQ once: its next completion (with `solicited_only`, the
+    /// next solicited receive or error) queues one CQ event on its channel.
+    ///
+    /// * EINVAL: the CQ has no completion channel.
+    fn req_notify_cq(&self, cq: CqHandle, solicited_only: bool) -> Result<()>;
+
+    /// `ibv_get_cq_event`: the CQ whose event is at the head of the channel, waiting as `wait`
+    /// says. Each event must be acknowledged with `ack_cq_events`.
+    ///
+    /// * EAGAIN: `Wait::NonBlocking` and no event. ETIMEDOUT: the timeout passed.
+    /// * EDEADLK (simulator): a blocking wait nothing can end.
+    fn get_cq_event(&self, channel: CompChannelHandle, wait: Wait) -> Result<CqHandle>;
+
+    /// `ibv_ack_cq_events`: acknowledges `count` fetched events of the CQ.
+    ///
+    /// * EINVAL: more than are fetched and unacknowledged.
+    fn ack_cq_events(&self, cq: CqHandle, count: u32) -> Result<()>;
+
+    /// `ibv_poll_cq`: moves up to `wc.len()` completions, oldest first, into `wc`; returns
+    /// how many.
+    fn poll_cq(&self, cq: CqHandle, wc: &mut [WorkCompletion]) -> Result<usize>;
+
+    /// `rdma_create_qp` with a PD and chosen CQs (`rdma_create_qp_ex`); returns the QP number.
+    /// The QP is in INIT (a UD QP in RTS).
+    ///
+    /// * The errnos of `CmBackend::create_qp`.
+    /// * EINVAL: the PD or a CQ is on another device than the id, or a capacity is 0 (send
+    ///   or receive queue) or above the device's maximum (16384 requests, 32 entries, 256
+    ///   inline bytes on the simulator).
+    fn create_qp_ex(&self, id: IdHandle, attr: &QpInitAttrEx) -> Result<u32>;
+
+    /// The CQs of the id's QP (`id->send_cq`, `id->recv_cq`); for a QP made by `create_qp`,
+    /// the CQs the backend made for it (each with its own completion channel, as librdmacm
+    /// makes them). `None` without QP.
+    fn qp_cqs(&self, id: IdHandle) -> Result<Option<(CqHandle, CqHandle)>>;
+
+    /// `ibv_query_qp(id->qp, ...)` for the QP's state.
+    ///
+    /// * EINVAL: the id has no QP.
+    fn query_qp_state(&self, id: IdHandle) -> Result<QpState>;
+
+    /// `ibv_post_send(id->qp, wr, ...)`. The local bytes are checked when the device takes the
+    /// request: a bad key or range completes it with LOC_PROT_ERR and the QP enters ERROR.
+    ///
+    /// * EINVAL: the id has no QP, the QP is in RESET, more entries than `max_send_sge`, inline
+    ///   bytes above `max_inline_data` or for an RDMA read, or a UD QP (UD requests need an
+    ///   address handle, which this trait does not have yet).
+    /// * ENOMEM: the send queue holds `max_send_wr` requests.
+    fn post_send(&self, id: IdHandle, wr: &SendWr<'_>) -> Result<()>;
+
+    /// `ibv_post_recv(id->qp, wr, ...)`.
+    ///
+    /// * EINVAL: the id has no QP, the QP is in RESET, or more entries than `max_recv_sge`.
+    /// * ENOMEM: the receive queue holds `max_recv_wr` requests.
+    fn post_recv(&self, id: IdHandle, wr: &RecvWr<'_>) -> Result<()>;
+
+    /// `ibv_get_async_event` on the devices of this backend (then `ibv_ack_async_event`):
+    /// COMM_EST when a QP receives its first message, CQ_ERR when a CQ overflows.
+    ///
+    /// * EAGAIN, ETIMEDOUT, EDEADLK: as `get_cq_event`.
+    fn get_async_event(&self, wait: Wait) -> Result<VerbsAsyncEvent>;
+}
