@@ -117,13 +117,22 @@ impl World {
         {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
             let ep = self.id(q.owner).ep.expect("connected id has an endpoint");
-            if self.drive(ep, |e, out| e.send_rtu(out)) {
+            let rep = match &info.param {
+                cmtwin::EventParam::Conn(c) => *c,
+                _ => cmtwin::ConnData::default(),
+            };
+            if self.connect_active_qp(q.owner, &rep) && self.drive(ep, |e, out| e.send_rtu(out)) {
                 info.kind = EventKind::Established;
             } else {
                 info.kind = EventKind::ConnectError;
                 info.status = -1;
+                self.qp_to_error(q.owner);
                 self.id_mut(q.owner).connect_error = true;
             }
+        }
+        if info.kind == EventKind::Rejected {
+            // librdmacm moves the QP to ERROR as it hands out a REJECTED.
+            self.qp_to_error(q.owner);
         }
         if info.kind == EventKind::AddrinfoError {
             // librdmacm's processing of ADDRINFO_ERROR ends the resolution (§10.3).

@@ -1,0 +1,660 @@
+//! QPs on ids: creation (with chosen CQs, or with CQs made for them as librdmacm makes
+//! them), the transitions the CM drives, posts, and carrying out the RC machine's outputs.
+
+use std::time::Duration;
+
+use cmtwin::verbs::{
+    AccessFlags, Payload, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge, WcStatus,
+};
+use cmtwin::{
+    AsyncEvent, Call, CmError, ConnData, CqHandle, Errno, IdHandle, QpCap, QpInitAttr, Result,
+};
+
+use super::rc::{Memory, PostError, QpOutput, Queue, RcParams, RecvEntry, SendEntry, SendKind};
+use super::{Mr, ObjKey, Qp, RcQp, Verbs, VerbsAction, VerbsAsyncEvent};
+use crate::store::Store;
+use crate::trace::TraceKind;
+use crate::world::{Action, DevKey, HostKey, IdKey, World};
+
+/// The most requests per queue, entries per request and inline bytes of a simulated QP.
+const MAX_QP_WR: u32 = 16384;
+const MAX_SGE: u32 = 32;
+const MAX_INLINE: u32 = 256;
+
+/// What `min_rnr_timer` 0 means (IB's encoding): 655.36 ms. The kernel's CM programs 0 into
+/// the RTR attributes of every QP it connects (CM-SEMANTICS.md §2).
+pub(crate) const MIN_RNR_TIMER_0: Duration = Duration::from_micros(655_360);
+
+/// The regions of one device and PD, as an RC machine reaches them.
+struct RegionMemory<'a> {
+    mrs: &'a mut Store<Mr>,
+    by_key: &'a std::collections::BTreeMap<(DevKey, u32), ObjKey>,
+    dev: DevKey,
+    pd: ObjKey,
+}
+
+impl RegionMemory<'_> {
+    /// The region of key `key` of this PD whose bytes `addr..addr + len` it holds and which
+    /// grants `access`; the offset of `addr` in it.
+    fn find(
+        &mut self,
+        key: u32,
+        addr: u64,
+        len: u64,
+        access: AccessFlags,
+    ) -> Option<(&mut Mr, usize)> {
+        let k = self.by_key.get(&(self.dev, key))?;
+        let mr = self.mrs.get_mut(k)?;
+        let offset = addr.checked_sub(mr.addr)?;
+        let fits = offset
+            .checked_add(len)
+            .is_some_and(|end| end <= mr.buf.len() as u64);
+        (mr.pd == self.pd && fits && mr.access.contains(access)).then_some((mr, offset as usize))
+    }
+}
+
+impl Memory for RegionMemory<'_> {
+    fn scatter(&mut self, sges: &[Sge], data: &[u8]) -> Result<(), WcStatus> {
+        let mut rest = data;
+        for s in sges {
+            if rest.is_empty() {
+                break;
+            }
+            let n = rest.len().min(s.length as usize);
+            let (mr, off) = self
+                .find(s.lkey, s.addr, n as u64, AccessFlags::LOCAL_WRITE)
+                .ok_or(WcStatus::LOC_PROT_ERR)?;
+            mr.buf[off..off + n].copy_from_slice(&rest[..n]);
+            rest = &rest[n..];
+        }
+        Ok(())
+    }
+
+    fn remote_write(&mut self, rkey: u32, addr: u64, data: &[u8]) -> bool {
+        let len = data.len() as u64;
+        match self.find(rkey, addr, len, AccessFlags::REMOTE_WRITE) {
+            Some((mr, off)) => {
+                mr.buf[off..off + data.len()].copy_from_slice(data);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn remote_read(&mut self, rkey: u32, addr: u64, len: u32) -> Option<Vec<u8>> {
+        let (mr, off) = self.find(rkey, addr, u64::from(len), AccessFlags::REMOTE_READ)?;
+        Some(mr.buf[off..off + len as usize].to_vec())
+    }
+}
+
+impl World {
+    // ----- creation and destruction ------------------------------------------------------
+
+    /// A QP number not in use on `host` (drawn from the numbers stream).
+    pub(crate) fn draw_qp_number(&mut self, host: HostKey) -> u32 {
+        loop {
+            let qpn = self.rng.range(crate::rng::Stream::Numbers, 0x10, 0xFF_FFFE) as u32;
+            if !self.verbs.qp_by_num.contains_key(&(host, qpn)) {
+                return qpn;
+            }
+        }
+    }
+
+    /// Gives id `id` the verbs QP `qpn` of `rdma_create_qp` without CQs: librdmacm makes a
+    /// send and a receive CQ, each with its own completion channel, sized by the capacities.
+    pub(crate) fn attach_qp(&mut self, id: IdKey, qpn: u32, attr: &QpInitAttr) {
+        let (host, dev) = (
+            self.id(id).host,
+            self.id(id).device.expect("checked by create_qp"),
+        );
+        let pd = self.new_pd(host, dev);
+        let send_channel = self.new_comp_channel(host, dev);
+        let recv_channel = self.new_comp_channel(host, dev);
+        let cap = attr.cap;
+        let send_cq = self.new_cq(host, dev, cap.max_send_wr.max(1), Some(send_channel), true);
+        let recv_cq = self.new_cq(host, dev, cap.max_recv_wr.max(1), Some(recv_channel), true);
+        let machine = RcQp::new(qpn, cap, attr.sq_sig_all);
+        self.insert_qp(id, qpn, pd, send_cq, recv_cq, true, machine);
+    }
+
+    /// Records QP `qpn` of id `id` and counts its users of the PD and CQs.
+    #[allow(clippy::too_many_arguments)]
+    fn insert_qp(
+        &mut self,
+        id: IdKey,
+        qpn: u32,
+        pd: ObjKey,
+        send_cq: ObjKey,
+        recv_cq: ObjKey,
+        implicit: bool,
+        mut machine: RcQp,
+    ) {
+        let (host, dev) = (
+            self.id(id).host,
+            self.id(id).device.expect("a QP's id has a device"),
+        );
+        if !self.id(id).qp_type.is_connected() {
+            machine.ready_unconnected();
+        }
+        self.verbs.pds.get_mut(&pd).expect("live PD").users += 1;
+        for cq in [send_cq, recv_cq] {
+            self.verbs.cqs.get_mut(&cq).expect("live CQ").users += 1;
+        }
+        let key = self.verbs.fresh();
+        let qp = Qp {
+            host,
+            dev,
+            id,
+            pd,
+            send_cq,
+            recv_cq,
+            implicit,
+            connected: false,
+            peer: None,
+            timer: None,
+            machine,
+        };
+        self.verbs.qps.insert(key, qp);
+        self.verbs.qp_by_num.insert((host, qpn), key);
+        self.verbs.qp_of_id.insert(id, key);
+    }
+
+    /// `rdma_create_qp_ex`: a QP with chosen PD and CQs.
+    pub(crate) fn create_qp_ex(
+        &mut self,
+        host: HostKey,
+        h: IdHandle,
+        attr: &QpInitAttrEx,
+    ) -> Result<u32> {
+        let call = Call::CreateQpEx;
+        let (key, dev) = self.id_device(host, call, h)?;
+        self.check_qp_allowed(call, key, attr.qp_type)?;
+        let pd = self.pd_key(host, call, attr.pd)?;
+        let send_cq = self.cq_key(host, call, attr.send_cq)?;
+        let recv_cq = self.cq_key(host, call, attr.recv_cq)?;
+        let same_device = self.verbs.pds[&pd].dev == dev
+            && self.verbs.cqs[&send_cq].dev == dev
+            && self.verbs.cqs[&recv_cq].dev == dev;
+        if !same_device {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the PD or a CQ is on another device than the id",
+            ));
+        }
+        check_cap(call, &attr.cap)?;
+        let qpn = self.draw_qp_number(host);
+        self.id_mut(key).qp = Some(qpn);
+        let machine = RcQp::new(qpn, attr.cap, attr.sq_sig_all);
+        self.insert_qp(key, qpn, pd, send_cq, recv_cq, false, machine);
+        Ok(qpn)
+    }
+
+    /// Destroys id `id`'s verbs QP, if any: its outstanding requests are discarded without
+    /// completions, and the objects made for it go with it.
+    pub(crate) fn remove_qp_of(&mut self, id: IdKey) {
+        let Some(key) = self.verbs.qp_of_id.remove(&id) else {
+            return;
+        };
+        let mut qp = self.verbs.qps.remove(&key).expect("indexed QP");
+        if let Some(t) = qp.timer.take() {
+            self.timeline.cancel(t);
+        }
+        let qpn = self.id(id).qp.unwrap_or_default();
+        self.verbs.qp_by_num.remove(&(qp.host, qpn));
+        for s in qp.machine.discard() {
+            self.release_entry(qp.dev, &s);
+        }
+        self.verbs.pds.get_mut(&qp.pd).expect("live PD").users -= 1;
+        for cq in [qp.send_cq, qp.recv_cq] {
+            self.verbs.cqs.get_mut(&cq).expect("live CQ").users -= 1;
+        }
+        if qp.implicit {
+            for cq in [qp.send_cq, qp.recv_cq] {
+                let channel = self.verbs.cqs[&cq].channel;
+                self.remove_cq(cq);
+                if let Some(c) = channel {
+                    self.verbs.channels.remove(&c);
+                    self.sched.wake_all(super::comp_channel_wait_key(c));
+                }
+            }
+            self.verbs.pds.remove(&qp.pd);
+        }
+    }
+
+    /// The QP of id `h` (EINVAL without one).
+    fn qp_of(&self, host: HostKey, call: Call, h: IdHandle) -> Result<ObjKey> {
+        let key = self.id_key(host, call, h)?;
+        self.verbs
+            .qp_of_id
+            .get(&key)
+            .copied()
+            .ok_or_else(|| CmError::new(call, Errno::EINVAL, "the id has no QP"))
+    }
+
+    /// `id->send_cq`, `id->recv_cq`.
+    pub(crate) fn qp_cqs(
+        &self,
+        host: HostKey,
+        h: IdHandle,
+    ) -> Result<Option<(CqHandle, CqHandle)>> {
+        let key = self.id_key(host, Call::QpCqs, h)?;
+        Ok(self.verbs.qp_of_id.get(&key).map(|q| {
+            let qp = &self.verbs.qps[q];
+            (self.cq_handle(qp.send_cq), self.cq_handle(qp.recv_cq))
+        }))
+    }
+
+    /// The state of id `h`'s QP.
+    pub(crate) fn query_qp_state(&self, host: HostKey, h: IdHandle) -> Result<QpState> {
+        let q = self.qp_of(host, Call::QueryQp, h)?;
+        Ok(self.verbs.qps[&q].machine.state())
+    }
+
+    // ----- the CM's transitions ----------------------------------------------------------
+
+    /// INIT → RTR → RTS of id `id`'s QP towards the peer's QP `peer_qpn`, with the retry
+    /// counts the CM negotiated (`rdma_init_qp_attr`): the timeout is the id's ACK timeout
+    /// (the ACK_TIMEOUT option, else the one computed from the path's packet life time), the
+    /// RNR timer 0 (655.36 ms). Returns false when the QP could not be moved.
+    pub(crate) fn connect_qp(
+        &mut self,
+        id: IdKey,
+        peer_qpn: u32,
+        retry_count: u8,
+        rnr_retry: u8,
+    ) -> bool {
+        let Some(&q) = self.verbs.qp_of_id.get(&id) else {
+            return true; // no QP (the application drives its own)
+        };
+        let i = self.id(id);
+        let plt = i.path_plt.unwrap_or(self.cfg.packet_life_time);
+        let timeout = i
+            .ack_timeout
+            .unwrap_or_else(|| crate::config::ack_timeout(self.cfg.ca_ack_delay, plt));
+        let Some((peer_host, _)) = i.peer.and_then(|a| self.topo.owner_of_ip(a.ip())) else {
+            return false;
+        };
+        let params = RcParams {
+            timeout,
+            retry_count: retry_count.min(7),
+            rnr_retry: rnr_retry.min(7),
+            min_rnr_timer: MIN_RNR_TIMER_0,
+        };
+        let qp = self.verbs.qps.get_mut(&q).expect("indexed QP");
+        if !qp.machine.state().eq(&QpState::Init) {
+            return false;
+        }
+        qp.peer = Some((peer_host, peer_qpn));
+        qp.connected = true;
+        self.drive_qp(q, |m, _, out| m.connect(params, out))
+    }
+
+    /// The passive side's `rdma_accept`: librdmacm moves the QP to RTR and RTS with the REQ's
+    /// QP number and retry counts before the REP is sent.
+    pub(crate) fn connect_passive_qp(&mut self, id: IdKey, req: &ConnData) -> bool {
+        self.connect_qp(id, req.qp_num, req.retry_count, req.rnr_retry_count)
+    }
+
+    /// The active side's processing of CONNECT_RESPONSE: its own retry count, the REP's QP
+    /// number and RNR retry count.
+    pub(crate) fn connect_active_qp(&mut self, id: IdKey, rep: &ConnData) -> bool {
+        let retry = self.id(id).req_conn.map_or(7, |c| c.retry_count);
+        self.connect_qp(id, rep.qp_num, retry, rep.rnr_retry_count)
+    }
+
+    /// Moves id `id`'s QP to ERROR, flushing its outstanding requests.
+    pub(crate) fn qp_to_error(&mut self, id: IdKey) {
+        if let Some(&q) = self.verbs.qp_of_id.get(&id) {
+            self.drive_qp(q, |m, _, out| m.enter_error(out));
+        }
+    }
+
+    /// Device `dev` is gone: its QPs enter ERROR.
+    pub(crate) fn verbs_device_removed(&mut self, dev: DevKey) {
+        let on_dev: Vec<ObjKey> = self
+            .verbs
+            .qps
+            .iter()
+            .filter(|(_, q)| q.dev == dev)
+            .map(|(k, _)| *k)
+            .collect();
+        for q in on_dev {
+            self.drive_qp(q, |m, _, out| m.enter_error(out));
+        }
+    }
+
+    // ----- posts -------------------------------------------------------------------------
+
+    /// `ibv_post_send`.
+    pub(crate) fn post_send(&mut self, host: HostKey, h: IdHandle, wr: &SendWr<'_>) -> Result<()> {
+        let call = Call::PostSend;
+        let q = self.qp_of(host, call, h)?;
+        let qp = &self.verbs.qps[&q];
+        let (dev, pd, cap) = (qp.dev, qp.pd, qp.machine.cap());
+        if !self.id(qp.id).qp_type.is_connected() {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "UD requests need an address handle, which is not modelled yet",
+            ));
+        }
+        let kind = send_kind(wr);
+        let is_read = matches!(kind, SendKind::Read { .. });
+        let (data, sges, fault) = match wr.payload {
+            Payload::Inline(_) if is_read => {
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    "an RDMA read cannot be inline",
+                ));
+            }
+            Payload::Inline(bytes) if bytes.len() > cap.max_inline_data as usize => {
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    format!(
+                        "{} inline bytes exceed max_inline_data {}",
+                        bytes.len(),
+                        cap.max_inline_data
+                    ),
+                ));
+            }
+            Payload::Inline(bytes) => (bytes.to_vec(), Vec::new(), None),
+            Payload::Sges(sges) if sges.len() > cap.max_send_sge as usize => {
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    format!(
+                        "{} entries exceed max_send_sge {}",
+                        sges.len(),
+                        cap.max_send_sge
+                    ),
+                ));
+            }
+            Payload::Sges(sges) if is_read => {
+                let fault = (!self.sges_valid(dev, pd, sges, AccessFlags::LOCAL_WRITE))
+                    .then_some(WcStatus::LOC_PROT_ERR);
+                (Vec::new(), sges.to_vec(), fault)
+            }
+            Payload::Sges(sges) => match self.gather(dev, pd, sges) {
+                Some(data) => (data, sges.to_vec(), None),
+                None => (Vec::new(), sges.to_vec(), Some(WcStatus::LOC_PROT_ERR)),
+            },
+        };
+        let kind = match kind {
+            SendKind::Read { addr, rkey, .. } => SendKind::Read {
+                addr,
+                rkey,
+                len: sges.iter().map(|s| s.length).sum(),
+            },
+            k => k,
+        };
+        self.hold_entries(dev, &sges);
+        let mut entry = SendEntry::new(wr.wr_id, kind, data, sges);
+        entry.signaled = wr.signaled;
+        entry.solicited = wr.solicited;
+        entry.fault = fault;
+        let held = entry.sges.clone();
+        match self.drive_qp(q, |m, _, out| m.post_send(entry, out)) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                for s in &held {
+                    self.release_entry(dev, s);
+                }
+                Err(post_error(call, e, cap.max_send_wr))
+            }
+        }
+    }
+
+    /// `ibv_post_recv`.
+    pub(crate) fn post_recv(&mut self, host: HostKey, h: IdHandle, wr: &RecvWr<'_>) -> Result<()> {
+        let call = Call::PostRecv;
+        let q = self.qp_of(host, call, h)?;
+        let qp = &self.verbs.qps[&q];
+        let (dev, cap) = (qp.dev, qp.machine.cap());
+        if wr.sg_list.len() > cap.max_recv_sge as usize {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!(
+                    "{} entries exceed max_recv_sge {}",
+                    wr.sg_list.len(),
+                    cap.max_recv_sge
+                ),
+            ));
+        }
+        self.hold_entries(dev, wr.sg_list);
+        let entry = RecvEntry {
+            wr_id: wr.wr_id,
+            sges: wr.sg_list.to_vec(),
+        };
+        match self.drive_qp(q, |m, _, out| m.post_recv(entry, out)) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                for s in wr.sg_list {
+                    self.release_entry(dev, s);
+                }
+                Err(post_error(call, e, cap.max_recv_wr))
+            }
+        }
+    }
+
+    /// Whether every entry lies in a region of `pd` on `dev` granting `access`.
+    fn sges_valid(&self, dev: DevKey, pd: ObjKey, sges: &[Sge], access: AccessFlags) -> bool {
+        sges.iter()
+            .all(|s| self.region_of(dev, pd, s, access).is_some())
+    }
+
+    /// The region holding entry `s` and its offset there.
+    fn region_of(
+        &self,
+        dev: DevKey,
+        pd: ObjKey,
+        s: &Sge,
+        access: AccessFlags,
+    ) -> Option<(&Mr, usize)> {
+        let mr = self
+            .verbs
+            .mrs
+            .get(self.verbs.mr_by_key.get(&(dev, s.lkey))?)?;
+        let off = s.addr.checked_sub(mr.addr)?;
+        let fits = off
+            .checked_add(u64::from(s.length))
+            .is_some_and(|e| e <= mr.buf.len() as u64);
+        (mr.pd == pd && fits && mr.access.contains(access)).then_some((mr, off as usize))
+    }
+
+    /// The bytes of `sges`, in order; `None` if one is not in a region of `pd`.
+    fn gather(&self, dev: DevKey, pd: ObjKey, sges: &[Sge]) -> Option<Vec<u8>> {
+        let mut data = Vec::with_capacity(sges.iter().map(|s| s.length as usize).sum());
+        for s in sges {
+            let (mr, off) = self.region_of(dev, pd, s, AccessFlags::NONE)?;
+            data.extend_from_slice(&mr.buf[off..off + s.length as usize]);
+        }
+        Some(data)
+    }
+
+    /// Counts `sges` against the regions their keys name (dereg is refused meanwhile).
+    fn hold_entries(&mut self, dev: DevKey, sges: &[Sge]) {
+        for s in sges {
+            if let Some(mr) = self
+                .verbs
+                .mr_by_key
+                .get(&(dev, s.lkey))
+                .and_then(|k| self.verbs.mrs.get_mut(k))
+            {
+                mr.busy += 1;
+            }
+        }
+    }
+
+    /// Releases what [`World::hold_entries`] counted for `s`.
+    fn release_entry(&mut self, dev: DevKey, s: &Sge) {
+        if let Some(mr) = self
+            .verbs
+            .mr_by_key
+            .get(&(dev, s.lkey))
+            .and_then(|k| self.verbs.mrs.get_mut(k))
+        {
+            mr.busy -= 1;
+        }
+    }
+
+    // ----- driving the machine -----------------------------------------------------------
+
+    /// Gives QP `q`'s machine an input and carries out what it answers.
+    pub(crate) fn drive_qp<R>(
+        &mut self,
+        q: ObjKey,
+        input: impl FnOnce(&mut RcQp, &mut dyn Memory, &mut Vec<QpOutput>) -> R,
+    ) -> R {
+        let mut out = std::mem::take(&mut self.verbs.outputs);
+        let r = {
+            let Verbs {
+                qps,
+                mrs,
+                mr_by_key,
+                ..
+            } = &mut self.verbs;
+            let qp = qps.get_mut(&q).expect("live QP");
+            let mut mem = RegionMemory {
+                mrs,
+                by_key: mr_by_key,
+                dev: qp.dev,
+                pd: qp.pd,
+            };
+            input(&mut qp.machine, &mut mem, &mut out)
+        };
+        for o in out.drain(..) {
+            self.carry_out_qp(q, o);
+        }
+        self.verbs.outputs = out;
+        r
+    }
+
+    fn carry_out_qp(&mut self, q: ObjKey, output: QpOutput) {
+        let Some(qp) = self.verbs.qps.get(&q) else {
+            return;
+        };
+        let (host, dev, id) = (qp.host, qp.dev, qp.id);
+        let (send_cq, recv_cq) = (qp.send_cq, qp.recv_cq);
+        match output {
+            QpOutput::Packet(pkt) => self.send_data(q, pkt),
+            QpOutput::Complete {
+                queue,
+                wc,
+                solicited,
+                sges,
+            } => {
+                for s in &sges {
+                    self.release_entry(dev, s);
+                }
+                let cq = match queue {
+                    Queue::Send => send_cq,
+                    Queue::Recv => recv_cq,
+                };
+                if let Some(wc) = wc {
+                    self.push_completion(cq, wc, solicited);
+                }
+            }
+            QpOutput::SetTimer(after) => {
+                self.cancel_qp_timer(q);
+                let key = self.after(after, Action::Verbs(VerbsAction::QpTimer { qp: q }));
+                self.verbs.qps.get_mut(&q).expect("live QP").timer = Some(key);
+            }
+            QpOutput::CancelTimer => self.cancel_qp_timer(q),
+            QpOutput::CommEst => {
+                let event = VerbsAsyncEvent {
+                    kind: AsyncEvent::COMM_EST,
+                    qp_num: self.id(id).qp,
+                    id: Some(self.id_handle(id)),
+                    cq: None,
+                };
+                self.queue_async_event(host, event);
+            }
+        }
+    }
+
+    fn cancel_qp_timer(&mut self, q: ObjKey) {
+        if let Some(t) = self.verbs.qps.get_mut(&q).and_then(|qp| qp.timer.take()) {
+            self.timeline.cancel(t);
+        }
+    }
+
+    /// Runs an action of the data path's timeline.
+    pub(crate) fn verbs_action(&mut self, action: VerbsAction) {
+        match action {
+            VerbsAction::Deliver { from, to, packet } => self.deliver_data(from, to, *packet),
+            VerbsAction::QpTimer { qp } => {
+                let Some(record) = self.verbs.qps.get_mut(&qp) else {
+                    return;
+                };
+                record.timer = None;
+                if self.trace.is_on() {
+                    let (host, id) = (record.host, record.id);
+                    self.record_text(Some(host), TraceKind::Fault, |w| {
+                        format!("qp timer of {} fires", w.id_handle(id))
+                    });
+                }
+                self.drive_qp(qp, |m, _, out| m.on_timer(out));
+            }
+        }
+    }
+}
+
+/// The machine's kind of request for `wr` (a read's length is filled in from its entries).
+fn send_kind(wr: &SendWr<'_>) -> SendKind {
+    match wr.op {
+        SendOp::Send => SendKind::Send { imm: None },
+        SendOp::SendWithImm(imm) => SendKind::Send { imm: Some(imm) },
+        SendOp::RdmaWrite { remote_addr, rkey } => SendKind::Write {
+            addr: remote_addr,
+            rkey,
+            imm: None,
+        },
+        SendOp::RdmaWriteWithImm {
+            remote_addr,
+            rkey,
+            imm,
+        } => SendKind::Write {
+            addr: remote_addr,
+            rkey,
+            imm: Some(imm),
+        },
+        SendOp::RdmaRead { remote_addr, rkey } => SendKind::Read {
+            addr: remote_addr,
+            rkey,
+            len: 0,
+        },
+    }
+}
+
+/// The errno of a refused post.
+fn post_error(call: Call, e: PostError, depth: u32) -> CmError {
+    match e {
+        PostError::Reset => CmError::new(call, Errno::EINVAL, "the QP is in RESET"),
+        PostError::Full => CmError::new(
+            call,
+            Errno::ENOMEM,
+            format!("the queue holds its {depth} requests"),
+        ),
+    }
+}
+
+/// EINVAL for capacities a simulated device does not have.
+fn check_cap(call: Call, cap: &QpCap) -> Result<()> {
+    let ok = (1..=MAX_QP_WR).contains(&cap.max_send_wr)
+        && (1..=MAX_QP_WR).contains(&cap.max_recv_wr)
+        && cap.max_send_sge <= MAX_SGE
+        && cap.max_recv_sge <= MAX_SGE
+        && cap.max_inline_data <= MAX_INLINE;
+    if ok {
+        return Ok(());
+    }
+    Err(CmError::new(
+        call,
+        Errno::EINVAL,
+        format!("capacities {cap:?} outside the device's (1..={MAX_QP_WR} requests, {MAX_SGE} entries, {MAX_INLINE} inline bytes)"),
+    ))
+}
