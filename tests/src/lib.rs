@@ -12,6 +12,8 @@
 //! * [`conformance`]: the scenarios, one file per area, with what each needs;
 //!   [`harness`]: one trial per bed and scenario (libtest-mimic), ignored with its reason
 //!   where the bed lacks a need.
+//! * [`datapath`]: steps of data path scenarios (connections with PDs, CQs and completion
+//!   channels, regions, waiting for completions), generic over `cmtwin::verbs::DataPath`.
 //! * [`random_calls`]: random call sequences on the simulator ([`random_calls::Op`]) and the
 //!   model of the CM's contract they are checked against ([`random_calls::Model`]), shared by
 //!   `tests/sim_proptest.rs` and the cargo-fuzz target in `fuzz/` (feature `arbitrary`).
@@ -29,6 +31,7 @@ pub mod bed;
 pub mod bed_verbs;
 pub mod capability;
 pub mod conformance;
+pub mod datapath;
 pub mod device_link;
 pub mod harness;
 pub mod random_calls;
