@@ -107,7 +107,12 @@ pub(crate) struct Qp {
     pub connected: bool,
     /// The peer QP: (host, QP number), once connected.
     pub peer: Option<(HostKey, u32)>,
-    pub timer: Option<TimerKey>,
+    /// The timeline entry of the machine's timer, and when that entry runs.
+    pub timer: Option<(TimerKey, SimTime)>,
+    /// When the machine's timer is due: a restart to a later time only moves this, and the
+    /// entry, when it runs early, is put off to it (progress restarts the transport timer on
+    /// every acknowledgement, which would otherwise cancel and schedule an entry each time).
+    pub timer_due: SimTime,
     pub machine: RcQp,
 }
 
@@ -124,7 +129,7 @@ pub(crate) enum VerbsAction {
     Deliver {
         from: (HostKey, u32),
         to: (HostKey, u32),
-        packet: Box<Packet>,
+        packet: Packet,
     },
     /// QP `qp`'s timer fires.
     QpTimer { qp: ObjKey },

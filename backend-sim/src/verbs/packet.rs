@@ -4,6 +4,7 @@
 //! modelled). PSNs are 24-bit and wrap; every QP starts at PSN 0.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// PSNs are 24 bits.
@@ -49,7 +50,7 @@ pub(crate) enum Nak {
 pub(crate) enum Body {
     /// A send (with immediate data, solicited or not).
     Send {
-        data: Vec<u8>,
+        data: Arc<[u8]>,
         imm: Option<u32>,
         solicited: bool,
     },
@@ -57,7 +58,7 @@ pub(crate) enum Body {
     Write {
         addr: u64,
         rkey: u32,
-        data: Vec<u8>,
+        data: Arc<[u8]>,
         imm: Option<u32>,
         solicited: bool,
     },
@@ -71,7 +72,8 @@ pub(crate) enum Body {
     Nak(Nak),
 }
 
-/// One RC packet.
+/// One RC packet (the bytes of a send or write are shared with the request that carries
+/// them, so that a retransmission copies nothing).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Packet {
     pub psn: u32,

@@ -1,6 +1,7 @@
 //! QPs on ids: creation (with chosen CQs, or with CQs made for them as librdmacm makes
 //! them), the transitions the CM drives, posts, and carrying out the RC machine's outputs.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use cmtwin::verbs::{
@@ -10,8 +11,11 @@ use cmtwin::{
     AsyncEvent, Call, CmError, ConnData, CqHandle, Errno, IdHandle, QpCap, QpInitAttr, Result,
 };
 
-use super::rc::{Memory, PostError, QpOutput, Queue, RcParams, RecvEntry, SendEntry, SendKind};
+use super::rc::{
+    Memory, PostError, QpOutput, Queue, RcParams, RecvEntry, SendEntry, SendKind, Sges,
+};
 use super::{Mr, ObjKey, Qp, RcQp, Verbs, VerbsAction, VerbsAsyncEvent};
+use crate::engine::timeline::SimTime;
 use crate::store::Store;
 use crate::trace::TraceKind;
 use crate::world::{Action, DevKey, HostKey, IdKey, World};
@@ -152,6 +156,7 @@ impl World {
             connected: false,
             peer: None,
             timer: None,
+            timer_due: SimTime(0),
             machine,
         };
         self.verbs.qps.insert(key, qp);
@@ -197,7 +202,7 @@ impl World {
             return;
         };
         let mut qp = self.verbs.qps.remove(&key).expect("indexed QP");
-        if let Some(t) = qp.timer.take() {
+        if let Some((t, _)) = qp.timer.take() {
             self.timeline.cancel(t);
         }
         let qpn = self.id(id).qp.unwrap_or_default();
@@ -360,7 +365,7 @@ impl World {
                     ),
                 ));
             }
-            Payload::Inline(bytes) => (bytes.to_vec(), Vec::new(), None),
+            Payload::Inline(bytes) => (Arc::from(bytes), Sges::Many(Vec::new()), None),
             Payload::Sges(sges) if sges.len() > cap.max_send_sge as usize => {
                 return Err(CmError::new(
                     call,
@@ -375,11 +380,15 @@ impl World {
             Payload::Sges(sges) if is_read => {
                 let fault = (!self.sges_valid(dev, pd, sges, AccessFlags::LOCAL_WRITE))
                     .then_some(WcStatus::LOC_PROT_ERR);
-                (Vec::new(), sges.to_vec(), fault)
+                (Arc::from(&[][..]), Sges::from(sges), fault)
             }
             Payload::Sges(sges) => match self.gather(dev, pd, sges) {
-                Some(data) => (data, sges.to_vec(), None),
-                None => (Vec::new(), sges.to_vec(), Some(WcStatus::LOC_PROT_ERR)),
+                Some(data) => (Arc::from(data), Sges::from(sges), None),
+                None => (
+                    Arc::from(&[][..]),
+                    Sges::from(sges),
+                    Some(WcStatus::LOC_PROT_ERR),
+                ),
             },
         };
         let kind = match kind {
@@ -395,11 +404,10 @@ impl World {
         entry.signaled = wr.signaled;
         entry.solicited = wr.solicited;
         entry.fault = fault;
-        let held = entry.sges.clone();
         match self.drive_qp(q, |m, _, out| m.post_send(entry, out)) {
             Ok(()) => Ok(()),
-            Err(e) => {
-                for s in &held {
+            Err((e, entry)) => {
+                for s in entry.sges.iter() {
                     self.release_entry(dev, s);
                 }
                 Err(post_error(call, e, cap.max_send_wr))
@@ -427,11 +435,11 @@ impl World {
         self.hold_entries(dev, wr.sg_list);
         let entry = RecvEntry {
             wr_id: wr.wr_id,
-            sges: wr.sg_list.to_vec(),
+            sges: Sges::from(wr.sg_list),
         };
         match self.drive_qp(q, |m, _, out| m.post_recv(entry, out)) {
             Ok(()) => Ok(()),
-            Err(e) => {
+            Err((e, _)) => {
                 for s in wr.sg_list {
                     self.release_entry(dev, s);
                 }
@@ -547,7 +555,7 @@ impl World {
                 solicited,
                 sges,
             } => {
-                for s in &sges {
+                for s in sges.iter() {
                     self.release_entry(dev, s);
                 }
                 let cq = match queue {
@@ -558,11 +566,7 @@ impl World {
                     self.push_completion(cq, wc, solicited);
                 }
             }
-            QpOutput::SetTimer(after) => {
-                self.cancel_qp_timer(q);
-                let key = self.after(after, Action::Verbs(VerbsAction::QpTimer { qp: q }));
-                self.verbs.qps.get_mut(&q).expect("live QP").timer = Some(key);
-            }
+            QpOutput::SetTimer(after) => self.set_qp_timer(q, self.now.after(after)),
             QpOutput::CancelTimer => self.cancel_qp_timer(q),
             QpOutput::CommEst => {
                 let event = VerbsAsyncEvent {
@@ -576,8 +580,24 @@ impl World {
         }
     }
 
+    /// Makes QP `q`'s timer due at `due`, keeping its timeline entry if that runs no later.
+    fn set_qp_timer(&mut self, q: ObjKey, due: SimTime) {
+        let qp = self.verbs.qps.get_mut(&q).expect("live QP");
+        qp.timer_due = due;
+        match qp.timer {
+            Some((_, at)) if at <= due => {}
+            _ => {
+                self.cancel_qp_timer(q);
+                let key = self
+                    .timeline
+                    .schedule(due, Action::Verbs(VerbsAction::QpTimer { qp: q }));
+                self.verbs.qps.get_mut(&q).expect("live QP").timer = Some((key, due));
+            }
+        }
+    }
+
     fn cancel_qp_timer(&mut self, q: ObjKey) {
-        if let Some(t) = self.verbs.qps.get_mut(&q).and_then(|qp| qp.timer.take()) {
+        if let Some((t, _)) = self.verbs.qps.get_mut(&q).and_then(|qp| qp.timer.take()) {
             self.timeline.cancel(t);
         }
     }
@@ -585,12 +605,17 @@ impl World {
     /// Runs an action of the data path's timeline.
     pub(crate) fn verbs_action(&mut self, action: VerbsAction) {
         match action {
-            VerbsAction::Deliver { from, to, packet } => self.deliver_data(from, to, *packet),
+            VerbsAction::Deliver { from, to, packet } => self.deliver_data(from, to, packet),
             VerbsAction::QpTimer { qp } => {
                 let Some(record) = self.verbs.qps.get_mut(&qp) else {
                     return;
                 };
                 record.timer = None;
+                if record.timer_due > self.now {
+                    let due = record.timer_due;
+                    self.set_qp_timer(qp, due);
+                    return;
+                }
                 if self.trace.is_on() {
                     let (host, id) = (record.host, record.id);
                     self.record_text(Some(host), TraceKind::Fault, |w| {

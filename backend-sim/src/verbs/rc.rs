@@ -17,6 +17,7 @@
 //! invalid request moves to ERROR too.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cmtwin::verbs::{QpState, Sge, WcOpcode, WcStatus, WorkCompletion};
@@ -32,6 +33,33 @@ pub(crate) trait Memory {
     fn remote_write(&mut self, rkey: u32, addr: u64, data: &[u8]) -> bool;
     /// A peer's RDMA read: `None` for a bad rkey, range or access.
     fn remote_read(&mut self, rkey: u32, addr: u64, len: u32) -> Option<Vec<u8>>;
+}
+
+/// A request's scatter/gather entries, without an allocation for the usual single one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Sges {
+    One(Sge),
+    Many(Vec<Sge>),
+}
+
+impl From<&[Sge]> for Sges {
+    fn from(sges: &[Sge]) -> Self {
+        match sges {
+            [one] => Sges::One(*one),
+            _ => Sges::Many(sges.to_vec()),
+        }
+    }
+}
+
+impl std::ops::Deref for Sges {
+    type Target = [Sge];
+
+    fn deref(&self) -> &[Sge] {
+        match self {
+            Sges::One(s) => std::slice::from_ref(s),
+            Sges::Many(v) => v,
+        }
+    }
 }
 
 /// What a send-queue request does, with its remote part.
@@ -68,9 +96,9 @@ pub(crate) struct SendEntry {
     pub wr_id: u64,
     pub kind: SendKind,
     /// The bytes to send or write, gathered at post time.
-    pub data: Vec<u8>,
+    pub data: Arc<[u8]>,
     /// The local entries (the read's target; held for the regions' busy counts).
-    pub sges: Vec<Sge>,
+    pub sges: Sges,
     pub signaled: bool,
     pub solicited: bool,
     /// A local error found when the bytes were gathered: completes the request when the
@@ -84,7 +112,7 @@ pub(crate) struct SendEntry {
 
 impl SendEntry {
     /// A request not yet transmitted.
-    pub(crate) fn new(wr_id: u64, kind: SendKind, data: Vec<u8>, sges: Vec<Sge>) -> Self {
+    pub(crate) fn new(wr_id: u64, kind: SendKind, data: Arc<[u8]>, sges: Sges) -> Self {
         SendEntry {
             wr_id,
             kind,
@@ -103,7 +131,7 @@ impl SendEntry {
 #[derive(Clone, Debug)]
 pub(crate) struct RecvEntry {
     pub wr_id: u64,
-    pub sges: Vec<Sge>,
+    pub sges: Sges,
 }
 
 impl RecvEntry {
@@ -131,9 +159,9 @@ pub(crate) enum QpOutput {
         queue: Queue,
         wc: Option<WorkCompletion>,
         solicited: bool,
-        sges: Vec<Sge>,
+        sges: Sges,
     },
-    /// (Re)start the QP's timer.
+    /// (Re)start the QP's timer: it fires this long from now, unless set again or cancelled.
     SetTimer(Duration),
     /// Cancel the QP's timer.
     CancelTimer,
@@ -232,8 +260,13 @@ impl RcQp {
     /// Every outstanding request's entries, for a QP destroyed with work posted (no
     /// completion is made, as for a destroyed QP).
     pub(crate) fn discard(&mut self) -> Vec<Sge> {
-        let mut sges: Vec<Sge> = self.sq.drain(..).flat_map(|e| e.sges).collect();
-        sges.extend(self.rq.drain(..).flat_map(|e| e.sges));
+        let mut sges: Vec<Sge> = Vec::new();
+        for e in self.sq.drain(..) {
+            sges.extend_from_slice(&e.sges);
+        }
+        for r in self.rq.drain(..) {
+            sges.extend_from_slice(&r.sges);
+        }
         self.sent = 0;
         self.state = QpState::Reset;
         sges
@@ -285,22 +318,32 @@ impl RcQp {
         }
     }
 
-    /// `ibv_post_send` of `entry`.
+    /// Whether a post to `queue` would be taken (ERROR takes it, to flush it at once).
+    pub(crate) fn check_post(&self, queue: Queue) -> Result<(), PostError> {
+        let (len, depth) = match queue {
+            Queue::Send => (self.sq.len(), self.cap.max_send_wr),
+            Queue::Recv => (self.rq.len(), self.cap.max_recv_wr),
+        };
+        match self.state {
+            QpState::Reset => Err(PostError::Reset),
+            QpState::Error => Ok(()),
+            _ if len >= depth as usize => Err(PostError::Full),
+            _ => Ok(()),
+        }
+    }
+
+    /// `ibv_post_send` of `entry` (given back when refused).
     pub(crate) fn post_send(
         &mut self,
         mut entry: SendEntry,
         out: &mut Vec<QpOutput>,
-    ) -> Result<(), PostError> {
-        match self.state {
-            QpState::Reset => return Err(PostError::Reset),
-            QpState::Error => {
-                self.complete_send(entry, WcStatus::WR_FLUSH_ERR, out);
-                return Ok(());
-            }
-            _ => {}
+    ) -> Result<(), (PostError, SendEntry)> {
+        if let Err(e) = self.check_post(Queue::Send) {
+            return Err((e, entry));
         }
-        if self.sq.len() >= self.cap.max_send_wr as usize {
-            return Err(PostError::Full);
+        if self.state == QpState::Error {
+            self.complete_send(entry, WcStatus::WR_FLUSH_ERR, out);
+            return Ok(());
         }
         entry.signaled |= self.sq_sig_all;
         self.sq.push_back(entry);
@@ -308,23 +351,19 @@ impl RcQp {
         Ok(())
     }
 
-    /// `ibv_post_recv` of `entry`.
+    /// `ibv_post_recv` of `entry` (given back when refused).
     pub(crate) fn post_recv(
         &mut self,
         entry: RecvEntry,
         out: &mut Vec<QpOutput>,
-    ) -> Result<(), PostError> {
-        match self.state {
-            QpState::Reset => return Err(PostError::Reset),
-            QpState::Error => {
-                let (op, st) = (WcOpcode::Recv, WcStatus::WR_FLUSH_ERR);
-                self.complete_recv(entry, st, op, 0, None, false, out);
-                return Ok(());
-            }
-            _ => {}
+    ) -> Result<(), (PostError, RecvEntry)> {
+        if let Err(e) = self.check_post(Queue::Recv) {
+            return Err((e, entry));
         }
-        if self.rq.len() >= self.cap.max_recv_wr as usize {
-            return Err(PostError::Full);
+        if self.state == QpState::Error {
+            let (op, st) = (WcOpcode::Recv, WcStatus::WR_FLUSH_ERR);
+            self.complete_recv(entry, st, op, 0, None, false, out);
+            return Ok(());
         }
         self.rq.push_back(entry);
         Ok(())
@@ -436,11 +475,17 @@ impl RcQp {
             self.retries_left = p.retry_count;
             self.rnr_left = p.rnr_retry;
         }
-        if self.timer == Timer::Retransmit {
-            self.timer = Timer::Off;
-            out.push(QpOutput::CancelTimer);
+        match self.params.and_then(|p| p.retry_timeout()) {
+            // Progress restarts a running transport timer (or stops it when nothing is left).
+            Some(t) if self.timer == Timer::Retransmit && self.sent > 0 => {
+                out.push(QpOutput::SetTimer(t));
+            }
+            _ if self.timer == Timer::Retransmit => {
+                self.timer = Timer::Off;
+                out.push(QpOutput::CancelTimer);
+            }
+            _ => self.arm_retransmit(out),
         }
-        self.arm_retransmit(out);
         self.pump(out);
     }
 
@@ -611,7 +656,7 @@ impl RcQp {
     /// A send: consumes the oldest receive.
     fn receive_send(
         &mut self,
-        data: Vec<u8>,
+        data: Arc<[u8]>,
         imm: Option<u32>,
         solicited: bool,
         mem: &mut dyn Memory,
@@ -657,7 +702,7 @@ impl RcQp {
         &mut self,
         addr: u64,
         rkey: u32,
-        data: Vec<u8>,
+        data: Arc<[u8]>,
         imm: Option<u32>,
         solicited: bool,
         mem: &mut dyn Memory,
@@ -714,14 +759,14 @@ impl RcQp {
 fn request_packet(e: &SendEntry) -> Packet {
     let body = match e.kind {
         SendKind::Send { imm } => Body::Send {
-            data: e.data.clone(),
+            data: Arc::clone(&e.data),
             imm,
             solicited: e.solicited,
         },
         SendKind::Write { addr, rkey, imm } => Body::Write {
             addr,
             rkey,
-            data: e.data.clone(),
+            data: Arc::clone(&e.data),
             imm,
             solicited: e.solicited,
         },
@@ -773,8 +818,8 @@ mod tests {
         SendEntry::new(
             wr_id,
             SendKind::Send { imm: None },
-            data.to_vec(),
-            Vec::new(),
+            data.into(),
+            Sges::Many(Vec::new()),
         )
     }
 
@@ -870,18 +915,18 @@ mod tests {
         for wr_id in [1, 2] {
             let r = RecvEntry {
                 wr_id,
-                sges: vec![Sge {
+                sges: Sges::One(Sge {
                     addr: 0,
                     length: 8,
                     lkey: 1,
-                }],
+                }),
             };
             qp.post_recv(r, &mut out).unwrap();
         }
         let send = |psn: u32, byte: u8| Packet {
             psn,
             body: Body::Send {
-                data: vec![byte],
+                data: vec![byte].into(),
                 imm: None,
                 solicited: false,
             },

@@ -55,7 +55,7 @@ impl World {
         let action = VerbsAction::Deliver {
             from,
             to,
-            packet: Box::new(pkt),
+            packet: pkt,
         };
         self.timeline.schedule(at, Action::Verbs(action));
     }
