@@ -123,6 +123,8 @@ pub enum Call {
     GetAsyncEvent,
     /// Reading `id->send_cq` and `id->recv_cq`.
     QpCqs,
+    /// Reading `id->pd`.
+    IdPd,
     Sleep,
     Spawn,
     Join,
@@ -192,6 +194,7 @@ impl Call {
             Call::PostRecv => "ibv_post_recv",
             Call::GetAsyncEvent => "ibv_get_async_event",
             Call::QpCqs => "id->send_cq/recv_cq",
+            Call::IdPd => "id->pd",
             Call::Sleep => "sleep",
             Call::Spawn => "thread::spawn",
             Call::Join => "JoinHandle::join",

@@ -23,7 +23,9 @@
 //!   `tests/sim_only.rs`: what only the simulator can check (exact times derived independently
 //!   of its timer code, deadlocks, processes, faults at an exact moment, kernel profiles);
 //!   `tests/sim_determinism.rs`: a seed replays byte for byte;
-//!   `tests/sim_proptest.rs`: random call sequences keep the CM's contract.
+//!   `tests/sim_proptest.rs`: random call sequences keep the CM's contract;
+//!   `tests/sim_datapath.rs`: the verbs data path on the simulator (example:
+//!   `tests/examples/request_response.rs`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -936,8 +936,11 @@ fn create_qp_gives_the_id_cqs_with_their_own_channels() {
     let bed = bed(23);
     let (s, c) = (bed.server(), bed.client());
     let pair = cmtwin_tests::steps::connect_pair(&bed);
-    let (send_cq, recv_cq) = ok(c.qp_cqs(pair.client.id), "qp_cqs").expect("the id has a QP");
-    assert_ne!(send_cq, recv_cq);
+    let cqs = ok(c.qp_cqs(pair.client.id), "qp_cqs").expect("the id has a QP");
+    let send_cq = cqs.send_cq;
+    assert_ne!(cqs.send_cq, cqs.recv_cq);
+    assert!(cqs.send_channel.is_some() && cqs.recv_channel.is_some());
+    assert_ne!(cqs.send_channel, cqs.recv_channel);
     assert_eq!(ok(c.query_qp_state(pair.client.id), "query"), QpState::Rts);
     assert_eq!(ok(s.query_qp_state(pair.server.id), "query"), QpState::Rts);
     assert_eq!(ok(s.qp_cqs(pair.listener.id), "qp_cqs"), None);
@@ -1062,4 +1065,69 @@ fn a_seed_replays_the_data_path_byte_for_byte() {
         "the seed loses data packets:\n{first}"
     );
     assert_eq!(first, run(26), "same seed, same trace");
+}
+
+/// librdmacm's `rdma_verbs.h` helpers, built on the objects: regions in the id's PD, posts
+/// over a region's bytes (checked), and completions waited for on the CQs `create_qp` made.
+#[test]
+fn the_rdma_verbs_helpers_work_on_the_qps_create_qp_makes() {
+    let bed = bed(27);
+    let (s, c) = (bed.server(), bed.client());
+    let pair = cmtwin_tests::steps::connect_pair(&bed);
+    let (sid, cid) = (pair.server.id, pair.client.id);
+    // Before and after a QP, an id's PD is its device's default one.
+    let pd = ok(s.pd(sid), "pd");
+    assert_eq!(ok(s.pd(pair.listener.id), "listener pd"), pd);
+    let rx = ok(s.reg_msgs(sid, vec![0; 16]), "reg_msgs");
+    assert_eq!(rx.access, LW);
+    let readable = ok(s.reg_read(sid, b"remote bytes".to_vec()), "reg_read");
+    let writable = ok(s.reg_write(sid, vec![0; 8]), "reg_write");
+    expect_errno(s.dealloc_pd(pd), Call::DeallocPd, Errno::EBUSY);
+    expect_errno(
+        s.post_recv_msg(sid, 1, &rx, 8, 9),
+        Call::PostRecv,
+        Errno::EINVAL,
+    );
+    ok(s.post_recv_msg(sid, 1, &rx, 0, 16), "post_recv_msg");
+
+    let tx = ok(c.reg_msgs(cid, b"request".to_vec()), "reg_msgs");
+    let t0 = c.now();
+    ok(c.post_send_msg(cid, 2, &tx, 0, 7, false), "post_send_msg");
+    let wc = ok(c.get_send_comp(cid), "get_send_comp");
+    assert_eq!(
+        (wc.wr_id, wc.status, c.now() - t0),
+        (2, WcStatus::SUCCESS, 10 * US)
+    );
+    let wc = ok(s.get_recv_comp(sid), "get_recv_comp");
+    assert_eq!((wc.wr_id, wc.byte_len), (1, 7));
+
+    let local = ok(c.reg_msgs(cid, vec![0; 6]), "reg_msgs");
+    ok(
+        c.post_read(cid, 3, &local, 0, 5, readable.addr_at(7), readable.rkey),
+        "post_read",
+    );
+    assert_eq!(ok(c.get_send_comp(cid), "read").status, WcStatus::SUCCESS);
+    let mut got = [0u8; 6];
+    ok(c.mr_read(local.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"bytes\0");
+    ok(
+        c.post_write(cid, 4, &tx, 0, 7, writable.addr, writable.rkey),
+        "post_write",
+    );
+    assert_eq!(ok(c.get_send_comp(cid), "write").status, WcStatus::SUCCESS);
+    let mut got = [0u8; 7];
+    ok(s.mr_read(writable.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"request");
+
+    // Without QP, or with a CQ that has no channel, there is nothing to wait on.
+    expect_errno(
+        s.get_send_comp(pair.listener.id),
+        Call::PollCq,
+        Errno::EINVAL,
+    );
+    expect_errno(
+        s.post_write(cid, 5, &tx, 4, 7, writable.addr, writable.rkey),
+        Call::PostSend,
+        Errno::EINVAL,
+    );
 }

@@ -7,7 +7,7 @@
 use std::sync::{Arc, MutexGuard};
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, Payload, QpInitAttrEx, QpState, RecvWr, SendWr,
+    AccessFlags, DataPath, MemoryRegion, Payload, QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr,
     VerbsAsyncEvent, WorkCompletion,
 };
 use cmtwin::{
@@ -277,9 +277,14 @@ impl DataPath for SimBackend {
         )
     }
 
-    fn qp_cqs(&self, id: IdHandle) -> Result<Option<(CqHandle, CqHandle)>> {
+    fn qp_cqs(&self, id: IdHandle) -> Result<Option<QpCqs>> {
         let w = self.verbs_lock(Call::QpCqs)?;
         w.qp_cqs(self.host, id)
+    }
+
+    fn pd(&self, id: IdHandle) -> Result<PdHandle> {
+        let mut w = self.verbs_lock(Call::IdPd)?;
+        w.id_pd(self.host, id)
     }
 
     fn query_qp_state(&self, id: IdHandle) -> Result<QpState> {

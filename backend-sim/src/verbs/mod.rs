@@ -102,7 +102,7 @@ pub(crate) struct Qp {
     pub pd: ObjKey,
     pub send_cq: ObjKey,
     pub recv_cq: ObjKey,
-    /// Whether the PD and CQs were made for it by `create_qp`.
+    /// Whether the CQs were made for it by `create_qp` (its PD is then its device's default).
     pub implicit: bool,
     pub connected: bool,
     /// The peer QP: (host, QP number), once connected.
@@ -152,6 +152,9 @@ pub(crate) struct Verbs {
     pub qp_by_num: BTreeMap<(HostKey, u32), ObjKey>,
     /// QPs by their id.
     pub qp_of_id: BTreeMap<IdKey, ObjKey>,
+    /// Each device's default PD (librdmacm's `id->pd` for ids without a QP of their own PD),
+    /// made when first needed and kept.
+    pub default_pd: BTreeMap<DevKey, ObjKey>,
     /// Each host's asynchronous events, oldest first.
     pub async_events: BTreeMap<HostKey, VecDeque<VerbsAsyncEvent>>,
     /// The latest delivery time on each (from host, to host) data link.
@@ -176,6 +179,7 @@ impl Default for Verbs {
             qps: Store::default(),
             qp_by_num: BTreeMap::new(),
             qp_of_id: BTreeMap::new(),
+            default_pd: BTreeMap::new(),
             async_events: BTreeMap::new(),
             link_clock: BTreeMap::new(),
             faults: VecDeque::new(),

@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, Payload, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge, WcStatus,
+    AccessFlags, Payload, QpCqs, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge, WcStatus,
 };
 use cmtwin::{
-    AsyncEvent, Call, CmError, ConnData, CqHandle, Errno, IdHandle, QpCap, QpInitAttr, Result,
+    AsyncEvent, Call, CmError, CompChannelHandle, ConnData, Errno, IdHandle, QpCap, QpInitAttr,
+    Result,
 };
 
 use super::rc::{
@@ -17,7 +18,6 @@ use super::rc::{
 use super::{Mr, ObjKey, Qp, RcQp, Verbs, VerbsAction, VerbsAsyncEvent};
 use crate::engine::timeline::SimTime;
 use crate::store::Store;
-use crate::trace::TraceKind;
 use crate::world::{Action, DevKey, HostKey, IdKey, World};
 
 /// The most requests per queue, entries per request and inline bytes of a simulated QP.
@@ -104,14 +104,37 @@ impl World {
         }
     }
 
-    /// Gives id `id` the verbs QP `qpn` of `rdma_create_qp` without CQs: librdmacm makes a
-    /// send and a receive CQ, each with its own completion channel, sized by the capacities.
+    /// The default PD of device `dev` of `host`, made when first needed.
+    pub(crate) fn default_pd(&mut self, host: HostKey, dev: DevKey) -> ObjKey {
+        if let Some(&pd) = self.verbs.default_pd.get(&dev) {
+            return pd;
+        }
+        let pd = self.new_pd(host, dev);
+        // Held by the device itself: never deallocated by the application.
+        self.verbs.pds.get_mut(&pd).expect("new PD").users += 1;
+        self.verbs.default_pd.insert(dev, pd);
+        pd
+    }
+
+    /// `id->pd`: the PD of the id's QP, else its device's default.
+    pub(crate) fn id_pd(&mut self, host: HostKey, h: IdHandle) -> Result<cmtwin::PdHandle> {
+        let (key, dev) = self.id_device(host, Call::IdPd, h)?;
+        let pd = match self.verbs.qp_of_id.get(&key) {
+            Some(q) => self.verbs.qps[q].pd,
+            None => self.default_pd(host, dev),
+        };
+        Ok(cmtwin::PdHandle::from_raw(self.stamp(pd)))
+    }
+
+    /// Gives id `id` the verbs QP `qpn` of `rdma_create_qp` without PD and CQs: librdmacm
+    /// takes the device's default PD and makes a send and a receive CQ, each with its own
+    /// completion channel, sized by the capacities.
     pub(crate) fn attach_qp(&mut self, id: IdKey, qpn: u32, attr: &QpInitAttr) {
         let (host, dev) = (
             self.id(id).host,
             self.id(id).device.expect("checked by create_qp"),
         );
-        let pd = self.new_pd(host, dev);
+        let pd = self.default_pd(host, dev);
         let send_channel = self.new_comp_channel(host, dev);
         let recv_channel = self.new_comp_channel(host, dev);
         let cap = attr.cap;
@@ -223,7 +246,6 @@ impl World {
                     self.sched.wake_all(super::comp_channel_wait_key(c));
                 }
             }
-            self.verbs.pds.remove(&qp.pd);
         }
     }
 
@@ -237,16 +259,22 @@ impl World {
             .ok_or_else(|| CmError::new(call, Errno::EINVAL, "the id has no QP"))
     }
 
-    /// `id->send_cq`, `id->recv_cq`.
-    pub(crate) fn qp_cqs(
-        &self,
-        host: HostKey,
-        h: IdHandle,
-    ) -> Result<Option<(CqHandle, CqHandle)>> {
+    /// `id->send_cq`, `id->recv_cq` and their channels.
+    pub(crate) fn qp_cqs(&self, host: HostKey, h: IdHandle) -> Result<Option<QpCqs>> {
         let key = self.id_key(host, Call::QpCqs, h)?;
         Ok(self.verbs.qp_of_id.get(&key).map(|q| {
             let qp = &self.verbs.qps[q];
-            (self.cq_handle(qp.send_cq), self.cq_handle(qp.recv_cq))
+            let channel = |cq: ObjKey| {
+                self.verbs.cqs[&cq]
+                    .channel
+                    .map(|c| CompChannelHandle::from_raw(self.stamp(c)))
+            };
+            QpCqs {
+                send_cq: self.cq_handle(qp.send_cq),
+                send_channel: channel(qp.send_cq),
+                recv_cq: self.cq_handle(qp.recv_cq),
+                recv_channel: channel(qp.recv_cq),
+            }
         }))
     }
 
@@ -615,12 +643,6 @@ impl World {
                     let due = record.timer_due;
                     self.set_qp_timer(qp, due);
                     return;
-                }
-                if self.trace.is_on() {
-                    let (host, id) = (record.host, record.id);
-                    self.record_text(Some(host), TraceKind::Fault, |w| {
-                        format!("qp timer of {} fires", w.id_handle(id))
-                    });
                 }
                 self.drive_qp(qp, |m, _, out| m.on_timer(out));
             }

@@ -1,7 +1,7 @@
 //! The `DataPath` trait: libibverbs' objects and work requests, one method each.
 
 use crate::verbs::{
-    AccessFlags, MemoryRegion, QpInitAttrEx, QpState, RecvWr, SendWr, VerbsAsyncEvent,
+    AccessFlags, MemoryRegion, QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr, VerbsAsyncEvent,
     WorkCompletion,
 };
 use crate::{CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, Result, Wait};
@@ -123,10 +123,17 @@ pub trait DataPath: CmBackend {
     ///   inline bytes on the simulator).
     fn create_qp_ex(&self, id: IdHandle, attr: &QpInitAttrEx) -> Result<u32>;
 
-    /// The CQs of the id's QP (`id->send_cq`, `id->recv_cq`); for a QP made by `create_qp`,
-    /// the CQs the backend made for it (each with its own completion channel, as librdmacm
-    /// makes them). `None` without QP.
-    fn qp_cqs(&self, id: IdHandle) -> Result<Option<(CqHandle, CqHandle)>>;
+    /// The CQs of the id's QP and their channels (`id->send_cq`, `id->send_cq_channel`, ...):
+    /// for a QP made by `create_qp`, the CQs the backend made for it, each with its own
+    /// completion channel as librdmacm makes them; for one made by `create_qp_ex`, the CQs
+    /// given and their channels. `None` without QP.
+    fn qp_cqs(&self, id: IdHandle) -> Result<Option<QpCqs>>;
+
+    /// The id's protection domain (`id->pd`): its QP's, else the default PD of its device
+    /// (librdmacm's, shared by the ids of the device and kept while the device is open).
+    ///
+    /// * EINVAL: the id has no device.
+    fn pd(&self, id: IdHandle) -> Result<PdHandle>;
 
     /// `ibv_query_qp(id->qp, ...)` for the QP's state.
     ///
@@ -153,4 +160,162 @@ pub trait DataPath: CmBackend {
     ///
     /// * EAGAIN, ETIMEDOUT, EDEADLK: as `get_cq_event`.
     fn get_async_event(&self, wait: Wait) -> Result<VerbsAsyncEvent>;
+
+    // ----- librdmacm's rdma_verbs.h helpers, built on the calls above ---------------------
+
+    /// `rdma_reg_msgs`: registers `buffer` in the id's PD for sends and receives.
+    ///
+    /// * The errnos of `pd` and `reg_mr`.
+    fn reg_msgs(&self, id: IdHandle, buffer: Vec<u8>) -> Result<MemoryRegion> {
+        let pd = self.pd(id)?;
+        self.reg_mr(pd, buffer, AccessFlags::LOCAL_WRITE)
+    }
+
+    /// `rdma_reg_read`: registers `buffer` in the id's PD for the peer's RDMA reads.
+    ///
+    /// * The errnos of `pd` and `reg_mr`.
+    fn reg_read(&self, id: IdHandle, buffer: Vec<u8>) -> Result<MemoryRegion> {
+        let pd = self.pd(id)?;
+        self.reg_mr(
+            pd,
+            buffer,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ,
+        )
+    }
+
+    /// `rdma_reg_write`: registers `buffer` in the id's PD for the peer's RDMA writes.
+    ///
+    /// * The errnos of `pd` and `reg_mr`.
+    fn reg_write(&self, id: IdHandle, buffer: Vec<u8>) -> Result<MemoryRegion> {
+        let pd = self.pd(id)?;
+        self.reg_mr(
+            pd,
+            buffer,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+    }
+
+    /// `rdma_post_recv`: a receive into `len` bytes of `mr` from `offset` (named apart from
+    /// `post_recv`, which is `ibv_post_recv`).
+    ///
+    /// * EINVAL: the bytes are not inside the region (librdmacm asserts it).
+    /// * The errnos of `post_recv`.
+    fn post_recv_msg(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: u32,
+    ) -> Result<()> {
+        let sge = [super::helpers::sge_in(
+            crate::Call::PostRecv,
+            mr,
+            offset,
+            len,
+        )?];
+        self.post_recv(
+            id,
+            &RecvWr {
+                wr_id,
+                sg_list: &sge,
+            },
+        )
+    }
+
+    /// `rdma_post_send`: a signaled send of `len` bytes of `mr` from `offset` (named apart
+    /// from `post_send`, which is `ibv_post_send`); `solicited` sets `IBV_SEND_SOLICITED`.
+    ///
+    /// * EINVAL: the bytes are not inside the region.
+    /// * The errnos of `post_send`.
+    fn post_send_msg(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: u32,
+        solicited: bool,
+    ) -> Result<()> {
+        let sge = [super::helpers::sge_in(
+            crate::Call::PostSend,
+            mr,
+            offset,
+            len,
+        )?];
+        let mut wr = SendWr::new(wr_id, super::SendOp::Send, super::Payload::Sges(&sge));
+        wr.solicited = solicited;
+        self.post_send(id, &wr)
+    }
+
+    /// `rdma_post_read`: reads `len` bytes of the peer's memory at `remote_addr` (its region's
+    /// `rkey`) into `mr` from `offset`.
+    ///
+    /// * EINVAL: the local bytes are not inside the region.
+    /// * The errnos of `post_send`.
+    #[allow(clippy::too_many_arguments)]
+    fn post_read(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: u32,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<()> {
+        let sge = [super::helpers::sge_in(
+            crate::Call::PostSend,
+            mr,
+            offset,
+            len,
+        )?];
+        let op = super::SendOp::RdmaRead { remote_addr, rkey };
+        self.post_send(id, &SendWr::new(wr_id, op, super::Payload::Sges(&sge)))
+    }
+
+    /// `rdma_post_write`: writes `len` bytes of `mr` from `offset` to the peer's memory at
+    /// `remote_addr` (its region's `rkey`).
+    ///
+    /// * EINVAL: the local bytes are not inside the region.
+    /// * The errnos of `post_send`.
+    #[allow(clippy::too_many_arguments)]
+    fn post_write(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: u32,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<()> {
+        let sge = [super::helpers::sge_in(
+            crate::Call::PostSend,
+            mr,
+            offset,
+            len,
+        )?];
+        let op = super::SendOp::RdmaWrite { remote_addr, rkey };
+        self.post_send(id, &SendWr::new(wr_id, op, super::Payload::Sges(&sge)))
+    }
+
+    /// `rdma_get_send_comp`: the next completion of the id's send CQ, waiting on its channel
+    /// (poll, arm, poll again, wait for the CQ event and acknowledge it).
+    ///
+    /// * EINVAL: the id has no QP, or its send CQ has no completion channel.
+    /// * The errnos of `poll_cq`, `req_notify_cq`, `get_cq_event` (blocking).
+    fn get_send_comp(&self, id: IdHandle) -> Result<WorkCompletion> {
+        let cqs = super::helpers::cqs_of(self, crate::Call::PollCq, id)?;
+        super::helpers::next_completion(self, cqs.send_cq, cqs.send_channel)
+    }
+
+    /// `rdma_get_recv_comp`: the next completion of the id's receive CQ, waiting as
+    /// `get_send_comp` does.
+    ///
+    /// * The errnos of `get_send_comp`.
+    fn get_recv_comp(&self, id: IdHandle) -> Result<WorkCompletion> {
+        let cqs = super::helpers::cqs_of(self, crate::Call::PollCq, id)?;
+        super::helpers::next_completion(self, cqs.recv_cq, cqs.recv_channel)
+    }
 }

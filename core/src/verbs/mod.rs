@@ -28,6 +28,7 @@
 
 mod completion;
 mod datapath;
+mod helpers;
 mod memory;
 mod qp;
 mod work;
@@ -35,5 +36,5 @@ mod work;
 pub use completion::{WcOpcode, WcStatus, WorkCompletion};
 pub use datapath::DataPath;
 pub use memory::{AccessFlags, MemoryRegion};
-pub use qp::{QpInitAttrEx, QpState, VerbsAsyncEvent};
+pub use qp::{QpCqs, QpInitAttrEx, QpState, VerbsAsyncEvent};
 pub use work::{Payload, RecvWr, SendOp, SendWr, Sge};

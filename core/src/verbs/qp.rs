@@ -1,6 +1,6 @@
 //! QP creation attributes with chosen CQs, QP states, and the device's asynchronous events.
 
-use crate::{AsyncEvent, CqHandle, IdHandle, PdHandle, QpCap, QpType};
+use crate::{AsyncEvent, CompChannelHandle, CqHandle, IdHandle, PdHandle, QpCap, QpType};
 
 /// `enum ibv_qp_state`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -67,4 +67,18 @@ pub struct VerbsAsyncEvent {
     pub id: Option<IdHandle>,
     /// The CQ it concerns, for CQ events.
     pub cq: Option<CqHandle>,
+}
+
+/// The CQs of an id's QP and their completion channels (`id->send_cq`, `id->recv_cq`,
+/// `id->send_cq_channel`, `id->recv_cq_channel`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpCqs {
+    /// Where send completions go.
+    pub send_cq: CqHandle,
+    /// The send CQ's completion channel, if it has one.
+    pub send_channel: Option<CompChannelHandle>,
+    /// Where receive completions go.
+    pub recv_cq: CqHandle,
+    /// The receive CQ's completion channel, if it has one.
+    pub recv_channel: Option<CompChannelHandle>,
 }
