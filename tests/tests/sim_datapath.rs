@@ -1131,3 +1131,48 @@ fn the_rdma_verbs_helpers_work_on_the_qps_create_qp_makes() {
         Errno::EINVAL,
     );
 }
+
+/// A delayed data packet holds back the packets behind it on its link (links are FIFO), and
+/// nothing else: a packet to a QP in ERROR is dropped, so its sender exhausts its retries.
+#[test]
+fn delayed_packets_keep_their_order_and_a_peer_in_error_is_silent() {
+    let bed = bed(28);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.id, 1, &rx);
+    post_recv_all(s, conn.server.id, 2, &rx);
+    bed.fabric
+        .delay_data_packets(1, Duration::from_millis(1))
+        .expect("outside a run");
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 10, SendOp::Send, b"first");
+    send_bytes(c, &conn.client, 11, SendOp::Send, b"second");
+    assert_eq!(next_completion(s, &conn.server).wr_id, 1);
+    assert_eq!(s.now() - t0, Duration::from_millis(1) + 5 * US);
+    assert_eq!(next_completion(s, &conn.server).wr_id, 2);
+    assert_eq!(
+        s.now() - t0,
+        Duration::from_millis(1) + 5 * US,
+        "right behind it"
+    );
+    for wr_id in [10, 11] {
+        assert_eq!(next_completion(c, &conn.client).wr_id, wr_id);
+    }
+    assert_eq!(c.now() - t0, Duration::from_millis(1) + 10 * US);
+
+    // The server's QP enters ERROR (its own disconnect); the client's next send is dropped
+    // there until the client's retries run out.
+    ok(s.disconnect(conn.server.id), "server disconnect");
+    let t1 = c.now();
+    send_bytes(c, &conn.client, 12, SendOp::Send, b"anyone?");
+    let wc = next_completion(c, &conn.client);
+    assert_wc(
+        wc,
+        &conn.client,
+        12,
+        WcStatus::RETRY_EXC_ERR,
+        WcOpcode::Send,
+    );
+    assert_eq!(c.now() - t1, 8 * RETRY);
+}

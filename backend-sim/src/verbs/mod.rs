@@ -24,6 +24,7 @@
 
 mod backend;
 mod faults;
+mod invariants;
 mod objects;
 mod packet;
 mod qps;

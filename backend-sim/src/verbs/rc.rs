@@ -257,6 +257,13 @@ impl RcQp {
         self.cap
     }
 
+    /// The entries of every outstanding request, send queue first.
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
+    pub(crate) fn posted_sges(&self) -> impl Iterator<Item = &Sge> {
+        let sends = self.sq.iter().flat_map(|e| e.sges.iter());
+        sends.chain(self.rq.iter().flat_map(|r| r.sges.iter()))
+    }
+
     /// Every outstanding request's entries, for a QP destroyed with work posted (no
     /// completion is made, as for a destroyed QP).
     pub(crate) fn discard(&mut self) -> Vec<Sge> {

@@ -62,12 +62,19 @@ impl World {
 
     /// A data packet arrives at QP `to`.
     pub(crate) fn deliver_data(&mut self, from: (HostKey, u32), to: (HostKey, u32), pkt: Packet) {
-        let target = self.verbs.qp_by_num.get(&to).copied().filter(|q| {
-            let qp = &self.verbs.qps[q];
-            qp.peer == Some(from) && self.topo.devices[qp.dev].present
-        });
-        let Some(q) = target else {
-            self.trace_packet(to.0, TraceKind::Drop, from, to, &pkt, "no such QP");
+        let target = self
+            .verbs
+            .qp_by_num
+            .get(&to)
+            .map(|q| (*q, &self.verbs.qps[q]));
+        let why = match target {
+            None => "no such QP",
+            Some((_, qp)) if !self.topo.devices[qp.dev].present => "device removed",
+            Some((_, qp)) if qp.peer != Some(from) => "not connected to the sender",
+            Some(_) => "",
+        };
+        let Some((q, _)) = target.filter(|_| why.is_empty()) else {
+            self.trace_packet(to.0, TraceKind::Drop, from, to, &pkt, why);
             return;
         };
         self.trace_packet(to.0, TraceKind::Recv, from, to, &pkt, "");
