@@ -10,7 +10,8 @@ use cmtwin::verbs::{
     WorkCompletion,
 };
 use cmtwin::{
-    ChannelHandle, CmBackend, ConnParam, CqHandle, EventKind, IdHandle, PortSpace, QpCap, Result,
+    ChannelHandle, CmBackend, ConnParam, CqHandle, EventKind, IdHandle, PortSpace, QpCap, QpHandle,
+    Result,
 };
 use cmtwin_sim::{Fabric, SimBackend};
 
@@ -21,10 +22,10 @@ pub const WINDOW: u32 = 256;
 /// Bytes per message.
 pub const MESSAGE_LEN: usize = 8;
 
-/// One side of the connection: its id and the one CQ of both its queues.
+/// One side of the connection: its QP and the one CQ of both its queues.
 #[derive(Clone, Copy, Debug)]
 struct Side {
-    id: IdHandle,
+    qp: QpHandle,
     cq: CqHandle,
 }
 
@@ -51,7 +52,10 @@ fn side(cm: &SimBackend, id: IdHandle) -> Result<(Side, cmtwin::PdHandle)> {
         max_inline_data: MESSAGE_LEN as u32,
     };
     cm.create_qp_ex(id, &attr)?;
-    Ok((Side { id, cq }, pd))
+    let qp = cm
+        .qp(id)?
+        .ok_or_else(|| cmtwin::CmError::application("the id has no QP"))?;
+    Ok((Side { qp, cq }, pd))
 }
 
 /// Connects "client" of `fabric` to a listener of "server" at `addr`.
@@ -103,12 +107,12 @@ impl RcPair {
                     wr_id: u64::from(slot),
                     sg_list: &sge,
                 };
-                self.server.post_recv(self.s.id, &wr)?;
+                self.server.post_recv(self.s.qp, &wr)?;
             }
             for slot in 0..WINDOW {
                 let bytes = (sent + u64::from(slot)).to_le_bytes();
                 let wr = SendWr::new(u64::from(slot), SendOp::Send, Payload::Inline(&bytes));
-                self.client.post_send(self.c.id, &wr)?;
+                self.client.post_send(self.c.qp, &wr)?;
             }
             self.fabric
                 .run_until_idle()

@@ -125,6 +125,14 @@ pub enum Call {
     QpCqs,
     /// Reading `id->pd`.
     IdPd,
+    /// Reading `id->qp`.
+    IdQp,
+    /// Reading `qp->qp_num`.
+    QpNumber,
+    CreateExternalQp,
+    DestroyExternalQp,
+    InitQpAttr,
+    ModifyQp,
     Sleep,
     Spawn,
     Join,
@@ -195,6 +203,12 @@ impl Call {
             Call::GetAsyncEvent => "ibv_get_async_event",
             Call::QpCqs => "id->send_cq/recv_cq",
             Call::IdPd => "id->pd",
+            Call::IdQp => "id->qp",
+            Call::QpNumber => "qp->qp_num",
+            Call::CreateExternalQp => "ibv_create_qp",
+            Call::DestroyExternalQp => "ibv_destroy_qp",
+            Call::InitQpAttr => "rdma_init_qp_attr",
+            Call::ModifyQp => "ibv_modify_qp",
             Call::Sleep => "sleep",
             Call::Spawn => "thread::spawn",
             Call::Join => "JoinHandle::join",

@@ -27,6 +27,10 @@ pub struct MrHandle(u64);
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CqHandle(u64);
 
+/// A handle to a QP (`struct ibv_qp`): an id's (`id->qp`) or one made apart from any id.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QpHandle(u64);
+
 /// A handle to a completion channel (`struct ibv_comp_channel`).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CompChannelHandle(u64);
@@ -66,4 +70,5 @@ handle_impls!(ChannelHandle, "ch");
 handle_impls!(PdHandle, "pd");
 handle_impls!(MrHandle, "mr");
 handle_impls!(CqHandle, "cq");
+handle_impls!(QpHandle, "qp");
 handle_impls!(CompChannelHandle, "cc");

@@ -52,7 +52,9 @@ pub use event::{
 };
 pub use event_kind::EventKind;
 pub use expect::{expect_event, ExpectError};
-pub use handle::{ChannelHandle, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle};
+pub use handle::{
+    ChannelHandle, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpHandle,
+};
 pub use params::{
     rai, AddrInfo, AddrInfoHints, AsyncEvent, CmOption, ConnParam, JoinFlags, QpCap, QpInitAttr,
     Wait, IB_PATH_RECORD_LEN, RDMA_MAX_RESP_RES, RDMA_UDP_QKEY,

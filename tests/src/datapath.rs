@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, RecvWr, WorkCompletion};
 use cmtwin::{
     ChannelHandle, CompChannelHandle, ConnParam, CqHandle, EventKind, IdHandle, PdHandle,
-    PortSpace, QpCap, Wait,
+    PortSpace, QpCap, QpHandle, Wait,
 };
 
 use crate::steps::{expect_event_for, expect_request, ok, Listener, RESOLVE_TIMEOUT};
@@ -27,6 +27,8 @@ pub struct Side {
     pub cq: CqHandle,
     /// The QP's number.
     pub qpn: u32,
+    /// The QP (`id->qp`).
+    pub qp: QpHandle,
 }
 
 /// A connection: the server's listener and both sides.
@@ -69,6 +71,7 @@ pub fn verbs_side<B: DataPath>(
     let mut attr = QpInitAttrEx::rc(objects.pd, objects.cq, objects.cq);
     attr.cap = cap;
     let qpn = ok(cm.create_qp_ex(id, &attr), "create_qp_ex");
+    let qp = ok(cm.qp(id), "id->qp").expect("the id has its QP");
     Side {
         channel,
         id,
@@ -76,6 +79,7 @@ pub fn verbs_side<B: DataPath>(
         comp: objects.comp,
         cq: objects.cq,
         qpn,
+        qp,
     }
 }
 
@@ -164,12 +168,12 @@ pub fn region<B: DataPath>(
     ok(cm.reg_mr(pd, vec![fill; len], access), "reg_mr")
 }
 
-/// Posts a receive of the whole of `mr` on `id`.
-pub fn post_recv_all<B: DataPath>(cm: &B, id: IdHandle, wr_id: u64, mr: &MemoryRegion) {
+/// Posts a receive of the whole of `mr` on `qp`.
+pub fn post_recv_all<B: DataPath>(cm: &B, qp: QpHandle, wr_id: u64, mr: &MemoryRegion) {
     let sge = [mr.sge(0, mr.length as u32)];
     ok(
         cm.post_recv(
-            id,
+            qp,
             &RecvWr {
                 wr_id,
                 sg_list: &sge,

@@ -13,8 +13,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, Payload, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus,
-    WorkCompletion,
+    AccessFlags, DataPath, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge,
+    WcOpcode, WcStatus, WorkCompletion,
 };
 use cmtwin::{
     AsyncEvent, Call, CmBackend, CmError, ConnParam, Errno, EventKind, QpCap, QpInitAttr, QpType,
@@ -61,7 +61,7 @@ fn send_bytes(cm: &SimBackend, side: &Side, wr_id: u64, op: SendOp, data: &[u8])
     );
     let sge = [mr.sge(0, data.len() as u32)];
     ok(
-        cm.post_send(side.id, &SendWr::new(wr_id, op, Payload::Sges(&sge))),
+        cm.post_send(side.qp, &SendWr::new(wr_id, op, Payload::Sges(&sge))),
         "post_send",
     );
 }
@@ -84,7 +84,7 @@ fn a_send_with_immediate_data_reaches_the_posted_receive_and_is_acknowledged() {
     let (s, c) = (bed.server(), bed.client());
     let conn = connected(&bed);
     let rx = region(s, conn.server.pd, 64, 0, LW);
-    post_recv_all(s, conn.server.id, 10, &rx);
+    post_recv_all(s, conn.server.qp, 10, &rx);
     let t0 = c.now();
     send_bytes(
         c,
@@ -125,14 +125,14 @@ fn inline_sends_need_no_region_and_are_bounded_by_max_inline_data() {
     };
     let conn = connect_with(s, c, addr(7472), &setup);
     let rx = region(s, conn.server.pd, 32, 0, LW);
-    post_recv_all(s, conn.server.id, 1, &rx);
+    post_recv_all(s, conn.server.qp, 1, &rx);
     let wr = SendWr::new(2, SendOp::Send, Payload::Inline(b"inline bytes"));
-    ok(c.post_send(conn.client.id, &wr), "inline send");
+    ok(c.post_send(conn.client.qp, &wr), "inline send");
     let wc = next_completion(s, &conn.server);
     assert_eq!((wc.status, wc.byte_len), (WcStatus::SUCCESS, 12));
     let too_long = SendWr::new(3, SendOp::Send, Payload::Inline(&[0u8; 17]));
     expect_errno(
-        c.post_send(conn.client.id, &too_long),
+        c.post_send(conn.client.qp, &too_long),
         Call::PostSend,
         Errno::EINVAL,
     );
@@ -145,7 +145,7 @@ fn inline_sends_need_no_region_and_are_bounded_by_max_inline_data() {
         Payload::Inline(b"x"),
     );
     expect_errno(
-        c.post_send(conn.client.id, &read),
+        c.post_send(conn.client.qp, &read),
         Call::PostSend,
         Errno::EINVAL,
     );
@@ -158,7 +158,7 @@ fn rdma_write_with_and_without_immediate_data_lands_in_the_peer_region() {
     let conn = connected(&bed);
     let target = region(s, conn.server.pd, 32, 0, LW | AccessFlags::REMOTE_WRITE);
     let rx = region(s, conn.server.pd, 8, 0, LW);
-    post_recv_all(s, conn.server.id, 7, &rx);
+    post_recv_all(s, conn.server.qp, 7, &rx);
     let t0 = c.now();
     let op = SendOp::RdmaWrite {
         remote_addr: target.addr_at(4),
@@ -219,7 +219,7 @@ fn rdma_read_fetches_the_peer_bytes_and_a_bad_rkey_is_a_remote_access_error() {
     };
     let t0 = c.now();
     ok(
-        c.post_send(conn.client.id, &read(1, source.addr_at(3), source.rkey)),
+        c.post_send(conn.client.qp, &read(1, source.addr_at(3), source.rkey)),
         "read",
     );
     let wc = next_completion(c, &conn.client);
@@ -237,7 +237,7 @@ fn rdma_read_fetches_the_peer_bytes_and_a_bad_rkey_is_a_remote_access_error() {
     // Past the region's end: the responder refuses it, both QPs enter ERROR.
     let t1 = c.now();
     ok(
-        c.post_send(conn.client.id, &read(2, source.addr_at(8), source.rkey)),
+        c.post_send(conn.client.qp, &read(2, source.addr_at(8), source.rkey)),
         "read",
     );
     let wc = next_completion(c, &conn.client);
@@ -250,11 +250,11 @@ fn rdma_read_fetches_the_peer_bytes_and_a_bad_rkey_is_a_remote_access_error() {
         WcOpcode::RdmaRead,
     );
     assert_eq!(
-        ok(c.query_qp_state(conn.client.id), "query"),
+        ok(c.query_qp_state(conn.client.qp), "query"),
         QpState::Error
     );
     assert_eq!(
-        ok(s.query_qp_state(conn.server.id), "query"),
+        ok(s.query_qp_state(conn.server.qp), "query"),
         QpState::Error
     );
 }
@@ -266,7 +266,7 @@ fn rdma_write_to_a_bad_rkey_is_refused_and_flushes_the_responder() {
     let conn = connected(&bed);
     let target = region(s, conn.server.pd, 16, 0, LW | AccessFlags::REMOTE_WRITE);
     let rx = region(s, conn.server.pd, 16, 0, LW);
-    post_recv_all(s, conn.server.id, 9, &rx);
+    post_recv_all(s, conn.server.qp, 9, &rx);
     let t0 = c.now();
     let op = SendOp::RdmaWrite {
         remote_addr: target.addr,
@@ -310,7 +310,7 @@ fn a_message_longer_than_the_receive_is_a_local_length_error_there() {
     let (s, c) = (bed.server(), bed.client());
     let conn = connected(&bed);
     let rx = region(s, conn.server.pd, 8, 0, LW);
-    post_recv_all(s, conn.server.id, 1, &rx);
+    post_recv_all(s, conn.server.qp, 1, &rx);
     let t0 = c.now();
     send_bytes(c, &conn.client, 2, SendOp::Send, &[7u8; 9]);
     let wc = next_completion(s, &conn.server);
@@ -326,11 +326,11 @@ fn a_message_longer_than_the_receive_is_a_local_length_error_there() {
         WcOpcode::Send,
     );
     assert_eq!(
-        ok(s.query_qp_state(conn.server.id), "query"),
+        ok(s.query_qp_state(conn.server.qp), "query"),
         QpState::Error
     );
     assert_eq!(
-        ok(c.query_qp_state(conn.client.id), "query"),
+        ok(c.query_qp_state(conn.client.qp), "query"),
         QpState::Error
     );
 }
@@ -350,14 +350,14 @@ fn a_bad_lkey_is_a_local_protection_error_and_flushes_what_follows() {
     let t0 = c.now();
     ok(
         c.post_send(
-            conn.client.id,
+            conn.client.qp,
             &SendWr::new(1, SendOp::Send, Payload::Sges(&bad)),
         ),
         "post",
     );
     ok(
         c.post_send(
-            conn.client.id,
+            conn.client.qp,
             &SendWr::new(2, SendOp::Send, Payload::Sges(&good)),
         ),
         "post",
@@ -384,7 +384,7 @@ fn a_bad_lkey_is_a_local_protection_error_and_flushes_what_follows() {
         WcOpcode::Send,
     );
     assert_eq!(
-        ok(c.query_qp_state(conn.client.id), "query"),
+        ok(c.query_qp_state(conn.client.qp), "query"),
         QpState::Error
     );
     assert!(
@@ -399,7 +399,7 @@ fn a_bad_lkey_is_a_local_protection_error_and_flushes_what_follows() {
     let mr = region(c, conn.client.pd, 8, 1, AccessFlags::NONE);
     let outside = [mr.sge(4, 8)];
     let wr = SendWr::new(1, SendOp::Send, Payload::Sges(&outside));
-    ok(c.post_send(conn.client.id, &wr), "post");
+    ok(c.post_send(conn.client.qp, &wr), "post");
     assert_eq!(
         next_completion(c, &conn.client).status,
         WcStatus::LOC_PROT_ERR
@@ -412,7 +412,7 @@ fn a_receive_with_a_bad_lkey_fails_there_and_the_sender_sees_a_remote_operation_
     let (s, c) = (bed.server(), bed.client());
     let conn = connected(&bed);
     let readonly = region(s, conn.server.pd, 8, 0, AccessFlags::NONE);
-    post_recv_all(s, conn.server.id, 1, &readonly);
+    post_recv_all(s, conn.server.qp, 1, &readonly);
     send_bytes(c, &conn.client, 2, SendOp::Send, b"data");
     assert_wc(
         next_completion(s, &conn.server),
@@ -456,11 +456,11 @@ fn without_a_receive_the_sender_retries_after_rnr_naks_then_fails() {
         WcOpcode::Send,
     );
     assert_eq!(
-        ok(c.query_qp_state(conn.client.id), "query"),
+        ok(c.query_qp_state(conn.client.qp), "query"),
         QpState::Error
     );
     // The responder is not in error: an RNR NAK is not a fault of its QP.
-    assert_eq!(ok(s.query_qp_state(conn.server.id), "query"), QpState::Rts);
+    assert_eq!(ok(s.query_qp_state(conn.server.qp), "query"), QpState::Rts);
 }
 
 #[test]
@@ -472,7 +472,7 @@ fn a_receive_posted_during_the_rnr_wait_takes_the_retransmission() {
     send_bytes(c, &conn.client, 1, SendOp::Send, b"late");
     ok(s.sleep(100 * US), "sleep");
     let rx = region(s, conn.server.pd, 8, 0, LW);
-    post_recv_all(s, conn.server.id, 5, &rx);
+    post_recv_all(s, conn.server.qp, 5, &rx);
     let wc = next_completion(s, &conn.server);
     assert_eq!(
         s.now() - t0,
@@ -491,8 +491,8 @@ fn a_lost_request_is_retransmitted_after_the_timeout_and_delivered_once() {
     let (s, c) = (bed.server(), bed.client());
     let conn = connected(&bed);
     let rx = region(s, conn.server.pd, 8, 0, LW);
-    post_recv_all(s, conn.server.id, 1, &rx);
-    post_recv_all(s, conn.server.id, 2, &rx);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    post_recv_all(s, conn.server.qp, 2, &rx);
     bed.fabric.drop_data_packets(1).expect("outside a run");
     let t0 = c.now();
     send_bytes(c, &conn.client, 3, SendOp::Send, b"once");
@@ -533,7 +533,7 @@ fn a_silent_peer_exhausts_the_transport_retries() {
     assert_eq!(c.now() - t0, 8 * RETRY);
     assert_wc(wc, &conn.client, 1, WcStatus::RETRY_EXC_ERR, WcOpcode::Send);
     assert_eq!(
-        ok(c.query_qp_state(conn.client.id), "query"),
+        ok(c.query_qp_state(conn.client.qp), "query"),
         QpState::Error
     );
 }
@@ -573,9 +573,9 @@ fn disconnect_flushes_each_side_when_its_own_disconnect_moves_its_qp_to_error() 
     let srx = region(s, conn.server.pd, 8, 0, LW);
     let crx = region(c, conn.client.pd, 8, 0, LW);
     for wr_id in [1, 2] {
-        post_recv_all(s, conn.server.id, wr_id, &srx);
+        post_recv_all(s, conn.server.qp, wr_id, &srx);
     }
-    post_recv_all(c, conn.client.id, 3, &crx);
+    post_recv_all(c, conn.client.qp, 3, &crx);
     ok(c.disconnect(conn.client.id), "client disconnect");
     let wc = drain(c, &conn.client);
     assert_eq!(wc.len(), 1);
@@ -587,7 +587,7 @@ fn disconnect_flushes_each_side_when_its_own_disconnect_moves_its_qp_to_error() 
         WcOpcode::Recv,
     );
     assert_eq!(
-        ok(c.query_qp_state(conn.client.id), "query"),
+        ok(c.query_qp_state(conn.client.qp), "query"),
         QpState::Error
     );
     // The DREQ does not touch the server's QP (CM-SEMANTICS.md §5.2 S10)...
@@ -598,7 +598,7 @@ fn disconnect_flushes_each_side_when_its_own_disconnect_moves_its_qp_to_error() 
         conn.server.id,
         0,
     );
-    assert_eq!(ok(s.query_qp_state(conn.server.id), "query"), QpState::Rts);
+    assert_eq!(ok(s.query_qp_state(conn.server.qp), "query"), QpState::Rts);
     assert!(drain(s, &conn.server).is_empty());
     // ...its own disconnect does, flushing both receives in order.
     ok(s.disconnect(conn.server.id), "server disconnect");
@@ -609,7 +609,7 @@ fn disconnect_flushes_each_side_when_its_own_disconnect_moves_its_qp_to_error() 
         [(1, WcStatus::WR_FLUSH_ERR), (2, WcStatus::WR_FLUSH_ERR)]
     );
     // Work posted in ERROR is flushed at once.
-    post_recv_all(s, conn.server.id, 4, &srx);
+    post_recv_all(s, conn.server.qp, 4, &srx);
     assert_eq!(drain(s, &conn.server)[0].status, WcStatus::WR_FLUSH_ERR);
 }
 
@@ -619,7 +619,7 @@ fn device_removal_flushes_the_outstanding_work() {
     let c = bed.client();
     let conn = connected(&bed);
     let crx = region(c, conn.client.pd, 8, 0, LW);
-    post_recv_all(c, conn.client.id, 1, &crx);
+    post_recv_all(c, conn.client.qp, 1, &crx);
     ok(
         bed.fabric
             .remove_device("client")
@@ -660,7 +660,7 @@ fn a_cq_shared_by_two_qps_reports_through_its_channel_only_when_armed() {
         (&a.server, 3),
         (&a.server, 4),
     ] {
-        post_recv_all(s, side.id, wr_id, &rx);
+        post_recv_all(s, side.qp, wr_id, &rx);
     }
     // Not armed: the completion is queued, no CQ event.
     send_bytes(c, &a.client, 10, SendOp::Send, b"a");
@@ -710,8 +710,8 @@ fn a_cq_shared_by_two_qps_reports_through_its_channel_only_when_armed() {
     let sge = [mr.sge(0, 1)];
     wr.payload = Payload::Sges(&sge);
     // a's fourth receive took "d"; post one more for the solicited send.
-    post_recv_all(s, a.server.id, 5, &rx);
-    ok(c.post_send(a.client.id, &wr), "solicited send");
+    post_recv_all(s, a.server.qp, 5, &rx);
+    ok(c.post_send(a.client.qp, &wr), "solicited send");
     let t1 = s.now();
     assert_eq!(
         ok(
@@ -749,7 +749,7 @@ fn comm_est_before_the_rtu_then_notify_establishes_once() {
     let mut rx = None;
     let conn = start_connection(s, c, addr(7493), &Setup::default(), |side| {
         let mr = region(s, side.pd, 16, 0, LW);
-        post_recv_all(s, side.id, 1, &mr);
+        post_recv_all(s, side.qp, 1, &mr);
         rx = Some(mr);
     });
     let t0 = c.now();
@@ -793,7 +793,7 @@ fn comm_est_after_the_rtu_makes_notify_fail_with_eisconn() {
     let (s, c) = (bed.server(), bed.client());
     let conn = connected(&bed);
     let rx = region(s, conn.server.pd, 16, 0, LW);
-    post_recv_all(s, conn.server.id, 1, &rx);
+    post_recv_all(s, conn.server.qp, 1, &rx);
     send_bytes(c, &conn.client, 2, SendOp::Send, b"second");
     assert_eq!(next_completion(s, &conn.server).status, WcStatus::SUCCESS);
     let event = ok(s.get_async_event(Wait::NonBlocking), "async event");
@@ -812,7 +812,7 @@ fn a_region_stays_registered_while_work_uses_it_and_comes_back_with_its_bytes() 
     let (s, c) = (bed.server(), bed.client());
     let conn = connected(&bed);
     let rx = region(s, conn.server.pd, 8, 0, LW);
-    post_recv_all(s, conn.server.id, 1, &rx);
+    post_recv_all(s, conn.server.qp, 1, &rx);
     expect_errno(s.dereg_mr(rx.handle), Call::DeregMr, Errno::EBUSY);
     expect_errno(s.dealloc_pd(conn.server.pd), Call::DeallocPd, Errno::EBUSY);
     expect_errno(
@@ -843,7 +843,7 @@ fn a_region_stays_registered_while_work_uses_it_and_comes_back_with_its_bytes() 
     );
     // A destroyed QP releases what its requests held.
     let rx2 = region(s, conn.server.pd, 8, 0, LW);
-    post_recv_all(s, conn.server.id, 3, &rx2);
+    post_recv_all(s, conn.server.qp, 3, &rx2);
     ok(s.destroy_qp(conn.server.id), "destroy_qp");
     ok(s.dereg_mr(rx2.handle), "dereg_mr after destroy_qp");
 }
@@ -861,15 +861,15 @@ fn posts_are_checked_against_the_qp_capacities_and_state() {
     };
     let conn = connect_with(s, c, addr(7495), &setup);
     let rx = region(s, conn.server.pd, 8, 0, LW);
-    post_recv_all(s, conn.server.id, 1, &rx);
-    post_recv_all(s, conn.server.id, 2, &rx);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    post_recv_all(s, conn.server.qp, 2, &rx);
     let sge = [rx.sge(0, 8)];
     let wr = RecvWr {
         wr_id: 3,
         sg_list: &sge,
     };
     expect_errno(
-        s.post_recv(conn.server.id, &wr),
+        s.post_recv(conn.server.qp, &wr),
         Call::PostRecv,
         Errno::ENOMEM,
     );
@@ -879,22 +879,24 @@ fn posts_are_checked_against_the_qp_capacities_and_state() {
         sg_list: &two,
     };
     expect_errno(
-        s.post_recv(conn.server.id, &wr),
+        s.post_recv(conn.server.qp, &wr),
         Call::PostRecv,
         Errno::EINVAL,
     );
     let send = SendWr::new(5, SendOp::Send, Payload::Sges(&two));
     expect_errno(
-        s.post_send(conn.server.id, &send),
+        s.post_send(conn.server.qp, &send),
         Call::PostSend,
         Errno::EINVAL,
     );
+    // Another host's QP is not a QP of this host.
     let one = SendWr::new(6, SendOp::Send, Payload::Sges(&sge));
     expect_errno(
-        s.post_send(conn.listener, &one),
+        c.post_send(conn.server.qp, &one),
         Call::PostSend,
-        Errno::EINVAL,
+        Errno::EBADF,
     );
+    assert_eq!(ok(s.qp(conn.listener), "id->qp"), None);
     let attr = cmtwin::verbs::QpInitAttrEx::rc(conn.server.pd, conn.server.cq, conn.server.cq);
     expect_errno(
         s.create_qp_ex(conn.server.id, &attr),
@@ -941,8 +943,15 @@ fn create_qp_gives_the_id_cqs_with_their_own_channels() {
     assert_ne!(cqs.send_cq, cqs.recv_cq);
     assert!(cqs.send_channel.is_some() && cqs.recv_channel.is_some());
     assert_ne!(cqs.send_channel, cqs.recv_channel);
-    assert_eq!(ok(c.query_qp_state(pair.client.id), "query"), QpState::Rts);
-    assert_eq!(ok(s.query_qp_state(pair.server.id), "query"), QpState::Rts);
+    let qp_of = |cm: &SimBackend, id| ok(cm.qp(id), "id->qp").expect("a QP");
+    assert_eq!(
+        ok(c.query_qp_state(qp_of(c, pair.client.id)), "query"),
+        QpState::Rts
+    );
+    assert_eq!(
+        ok(s.query_qp_state(qp_of(s, pair.server.id)), "query"),
+        QpState::Rts
+    );
     assert_eq!(ok(s.qp_cqs(pair.listener.id), "qp_cqs"), None);
     expect_errno(c.destroy_cq(send_cq), Call::DestroyCq, Errno::EBUSY);
     // A UD QP is ready to send at once, as librdmacm leaves it.
@@ -953,7 +962,7 @@ fn create_qp_gives_the_id_cqs_with_their_own_channels() {
         "bind",
     );
     ok(c.create_qp(ud, &QpInitAttr::new(QpType::Ud)), "UD QP");
-    assert_eq!(ok(c.query_qp_state(ud), "query"), QpState::Rts);
+    assert_eq!(ok(c.query_qp_state(qp_of(c, ud)), "query"), QpState::Rts);
 }
 
 /// Two processes exchange a request and a reply, each blocking in `get_cq_event` through the
@@ -965,7 +974,7 @@ fn processes_block_on_completion_channels() {
     let t0 = bed.fabric.now();
     bed.fabric.spawn("server", "server", move |s| {
         let rx = region(&s, conn.server.pd, 16, 0, LW);
-        post_recv_all(&s, conn.server.id, 1, &rx);
+        post_recv_all(&s, conn.server.qp, 1, &rx);
         let wc = next_completion(&s, &conn.server);
         assert_eq!((wc.status, wc.byte_len), (WcStatus::SUCCESS, 7));
         send_bytes(&s, &conn.server, 2, SendOp::Send, b"pong");
@@ -974,7 +983,7 @@ fn processes_block_on_completion_channels() {
     });
     bed.fabric.spawn("client", "client", move |c| {
         let rx = region(&c, conn.client.pd, 16, 0, LW);
-        post_recv_all(&c, conn.client.id, 3, &rx);
+        post_recv_all(&c, conn.client.qp, 3, &rx);
         c.sleep(Duration::from_millis(1))?;
         send_bytes(&c, &conn.client, 4, SendOp::Send, b"ping!!!");
         let mut got = Vec::new();
@@ -1026,7 +1035,7 @@ fn a_seed_replays_the_data_path_byte_for_byte() {
             let sge = [rx.sge(i as usize * 8, 8)];
             ok(
                 s.post_recv(
-                    conn.server.id,
+                    conn.server.qp,
                     &RecvWr {
                         wr_id: i,
                         sg_list: &sge,
@@ -1140,8 +1149,8 @@ fn delayed_packets_keep_their_order_and_a_peer_in_error_is_silent() {
     let (s, c) = (bed.server(), bed.client());
     let conn = connected(&bed);
     let rx = region(s, conn.server.pd, 8, 0, LW);
-    post_recv_all(s, conn.server.id, 1, &rx);
-    post_recv_all(s, conn.server.id, 2, &rx);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    post_recv_all(s, conn.server.qp, 2, &rx);
     bed.fabric
         .delay_data_packets(1, Duration::from_millis(1))
         .expect("outside a run");
@@ -1175,4 +1184,142 @@ fn delayed_packets_keep_their_order_and_a_peer_in_error_is_silent() {
         WcOpcode::Send,
     );
     assert_eq!(c.now() - t1, 8 * RETRY);
+}
+
+/// The external-QP path: QPs made apart from the ids, announced by number in `connect`'s and
+/// `accept`'s parameters, moved INIT → RTR → RTS with the attributes `init_qp_attr` gives,
+/// the connection completed with `establish`; then they carry data like any other.
+#[test]
+fn external_qps_follow_the_cms_attributes_and_carry_data() {
+    let bed = bed(29);
+    let (s, c) = (bed.server(), bed.client());
+    let lch = ok(s.create_event_channel(), "channel");
+    let lid = ok(
+        s.create_id(Some(lch), 0, cmtwin::PortSpace::TCP),
+        "listener",
+    );
+    ok(s.bind_addr(lid, addr(7501)), "bind");
+    ok(s.listen(lid, 1), "listen");
+    let cch = ok(c.create_event_channel(), "channel");
+    let cid = ok(c.create_id(Some(cch), 0, cmtwin::PortSpace::TCP), "id");
+    ok(
+        c.resolve_addr(cid, None, addr(7501), Duration::from_secs(2)),
+        "resolve_addr",
+    );
+    expect_event_for(c, cch, EventKind::AddrResolved, cid, 0);
+    ok(
+        c.resolve_route(cid, Duration::from_secs(2)),
+        "resolve_route",
+    );
+    expect_event_for(c, cch, EventKind::RouteResolved, cid, 0);
+
+    let external = |cm: &SimBackend, id| {
+        let pd = ok(cm.alloc_pd(id), "alloc_pd");
+        let cq = ok(cm.create_cq(id, 16, None), "create_cq");
+        let qp = ok(
+            cm.create_external_qp(&QpInitAttrEx::rc(pd, cq, cq)),
+            "ibv_create_qp",
+        );
+        (pd, cq, qp)
+    };
+    let (cpd, ccq, cqp) = external(c, cid);
+    assert_eq!(ok(c.query_qp_state(cqp), "query"), QpState::Reset);
+    assert_eq!(ok(c.qp(cid), "id->qp"), None, "the id has no QP of its own");
+    expect_errno(
+        c.init_qp_attr(cid, QpState::Rtr),
+        Call::InitQpAttr,
+        Errno::EINVAL,
+    );
+    let cqpn = ok(c.qp_number(cqp), "qp_num");
+    let with_qp = |qp_num| ConnParam {
+        qp_num,
+        ..ConnParam::default()
+    };
+    ok(c.connect(cid, Some(&with_qp(cqpn))), "connect");
+
+    let child = ok(s.get_cm_event(lch, Wait::Block), "request");
+    assert_eq!(child.kind(), EventKind::ConnectRequest);
+    let sid = child.id();
+    ok(s.ack_cm_event(child), "ack");
+    let (spd, scq, sqp) = external(s, sid);
+    let move_to = |cm: &SimBackend, id, qp, state| {
+        let attr = ok(cm.init_qp_attr(id, state), "init_qp_attr");
+        ok(cm.modify_qp(qp, &attr), "modify_qp");
+        attr
+    };
+    move_to(s, sid, sqp, QpState::Init);
+    let rtr = move_to(s, sid, sqp, QpState::Rtr);
+    assert_eq!(rtr.dest_qp_num, cqpn, "the REQ's QP number");
+    let rts = move_to(s, sid, sqp, QpState::Rts);
+    assert_eq!((rts.timeout, rts.retry_cnt, rts.rnr_retry), (19, 7, 7));
+    let rx = region(s, spd, 16, 0, LW);
+    post_recv_all(s, sqp, 1, &rx);
+    let sqpn = ok(s.qp_number(sqp), "qp_num");
+    ok(s.accept(sid, Some(&with_qp(sqpn))), "accept");
+
+    // No QP on the id: librdmacm hands out the CONNECT_RESPONSE; the application moves its
+    // QP and sends the RTU itself.
+    expect_event_for(c, cch, EventKind::ConnectResponse, cid, 0);
+    move_to(c, cid, cqp, QpState::Init);
+    assert_eq!(
+        move_to(c, cid, cqp, QpState::Rtr).dest_qp_num,
+        sqpn,
+        "the REP's"
+    );
+    let rts = ok(c.init_qp_attr(cid, QpState::Rts), "init_qp_attr");
+    let init_again = QpAttr {
+        qp_state: Some(QpState::Init),
+        ..rts
+    };
+    expect_errno(c.modify_qp(cqp, &init_again), Call::ModifyQp, Errno::EINVAL);
+    ok(c.modify_qp(cqp, &rts), "modify_qp");
+    expect_errno(c.modify_qp(cqp, &rts), Call::ModifyQp, Errno::EINVAL);
+    expect_errno(
+        c.init_qp_attr(cid, QpState::Sqd),
+        Call::InitQpAttr,
+        Errno::EINVAL,
+    );
+    ok(c.establish(cid), "establish");
+    expect_event_for(s, lch, EventKind::Established, sid, 0);
+
+    let t0 = c.now();
+    let tx = ok(
+        c.reg_mr(cpd, b"external".to_vec(), AccessFlags::NONE),
+        "reg_mr",
+    );
+    let sge = [tx.sge(0, 8)];
+    let wr = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
+    ok(c.post_send(cqp, &wr), "post_send");
+    ok(s.sleep(20 * US), "sleep");
+    let mut wc = [WorkCompletion::default()];
+    assert_eq!(ok(s.poll_cq(scq, &mut wc), "poll"), 1);
+    assert_eq!(
+        (wc[0].wr_id, wc[0].status, wc[0].byte_len, wc[0].qp_num),
+        (1, WcStatus::SUCCESS, 8, sqpn)
+    );
+    assert_eq!(ok(c.poll_cq(ccq, &mut wc), "poll"), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (2, WcStatus::SUCCESS));
+    assert_eq!(s.now() - t0, 20 * US);
+
+    // ERROR flushes, RESET discards, destroy frees; an id's own QP is not destroyed here.
+    post_recv_all(s, sqp, 3, &rx);
+    let error = QpAttr {
+        qp_state: Some(QpState::Error),
+        ..QpAttr::default()
+    };
+    ok(s.modify_qp(sqp, &error), "to ERROR");
+    assert_eq!(ok(s.poll_cq(scq, &mut wc), "poll"), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (3, WcStatus::WR_FLUSH_ERR));
+    ok(s.destroy_external_qp(sqp), "ibv_destroy_qp");
+    expect_errno(
+        s.destroy_external_qp(sqp),
+        Call::DestroyExternalQp,
+        Errno::EBADF,
+    );
+    let conn = connect(s, c, addr(7502));
+    expect_errno(
+        s.destroy_external_qp(conn.server.qp),
+        Call::DestroyExternalQp,
+        Errno::EINVAL,
+    );
 }

@@ -108,6 +108,11 @@ impl World {
                 l.pending = l.pending.saturating_sub(1);
             }
         }
+        if let (EventKind::ConnectResponse, cmtwin::EventParam::Conn(rep)) = (info.kind, info.param)
+        {
+            // What rdma_init_qp_attr will take the peer's QP number from.
+            self.verbs.rep_conn.insert(q.owner, rep);
+        }
         if info.kind == EventKind::ConnectResponse
             && self
                 .kernel
@@ -117,11 +122,7 @@ impl World {
         {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
             let ep = self.id(q.owner).ep.expect("connected id has an endpoint");
-            let rep = match &info.param {
-                cmtwin::EventParam::Conn(c) => *c,
-                _ => cmtwin::ConnData::default(),
-            };
-            if self.connect_active_qp(q.owner, &rep) && self.drive(ep, |e, out| e.send_rtu(out)) {
+            if self.connect_qp(q.owner) && self.drive(ep, |e, out| e.send_rtu(out)) {
                 info.kind = EventKind::Established;
             } else {
                 info.kind = EventKind::ConnectError;

@@ -275,8 +275,7 @@ impl World {
             delivered_private_data_len(transport, PrivateDataOp::Accept),
         );
         // librdmacm moves the QP to RTR and RTS before the kernel sends the REP.
-        let req = self.id(key).req_conn.unwrap_or_default();
-        if !self.connect_passive_qp(key, &req) {
+        if !self.connect_qp(key) {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,

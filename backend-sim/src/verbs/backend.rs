@@ -7,11 +7,12 @@
 use std::sync::{Arc, MutexGuard};
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, Payload, QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr,
-    VerbsAsyncEvent, WorkCompletion,
+    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpCqs, QpInitAttrEx, QpState, RecvWr,
+    SendWr, VerbsAsyncEvent, WorkCompletion,
 };
 use cmtwin::{
-    Call, CmError, CompChannelHandle, CqHandle, Errno, IdHandle, MrHandle, PdHandle, Result, Wait,
+    Call, CmError, CompChannelHandle, CqHandle, Errno, IdHandle, MrHandle, PdHandle, QpHandle,
+    Result, Wait,
 };
 
 use super::wait::wait_for;
@@ -87,7 +88,7 @@ fn zero<T>(_: &T) -> String {
 }
 
 /// A send request as the trace shows it.
-fn describe_send(id: IdHandle, wr: &SendWr<'_>) -> String {
+fn describe_send(qp: QpHandle, wr: &SendWr<'_>) -> String {
     let payload = match wr.payload {
         Payload::Sges(s) => format!(
             "{} sges {} bytes",
@@ -96,7 +97,7 @@ fn describe_send(id: IdHandle, wr: &SendWr<'_>) -> String {
         ),
         Payload::Inline(b) => format!("inline {} bytes", b.len()),
     };
-    format!("{id}, wr {} {:?} {payload}", wr.wr_id, wr.op)
+    format!("{qp}, wr {} {:?} {payload}", wr.wr_id, wr.op)
 }
 
 impl DataPath for SimBackend {
@@ -287,26 +288,83 @@ impl DataPath for SimBackend {
         w.id_pd(self.host, id)
     }
 
-    fn query_qp_state(&self, id: IdHandle) -> Result<QpState> {
-        let w = self.verbs_lock(Call::QueryQp)?;
-        w.query_qp_state(self.host, id)
+    fn qp(&self, id: IdHandle) -> Result<Option<QpHandle>> {
+        let w = self.verbs_lock(Call::IdQp)?;
+        w.id_qp(self.host, id)
     }
 
-    fn post_send(&self, id: IdHandle, wr: &SendWr<'_>) -> Result<()> {
+    fn create_external_qp(&self, attr: &QpInitAttrEx) -> Result<QpHandle> {
         self.verbs_call(
-            Call::PostSend,
-            || describe_send(id, wr),
-            zero,
-            |w, h| w.post_send(h, id, wr),
+            Call::CreateExternalQp,
+            || {
+                format!(
+                    "{}, send {}, recv {}, {:?}",
+                    attr.pd, attr.send_cq, attr.recv_cq, attr.qp_type
+                )
+            },
+            |qp: &QpHandle| qp.to_string(),
+            |w, h| w.create_external_qp(h, attr),
         )
     }
 
-    fn post_recv(&self, id: IdHandle, wr: &RecvWr<'_>) -> Result<()> {
+    fn destroy_external_qp(&self, qp: QpHandle) -> Result<()> {
+        self.verbs_call(
+            Call::DestroyExternalQp,
+            || qp.to_string(),
+            zero,
+            |w, h| w.destroy_external_qp(h, qp),
+        )
+    }
+
+    fn init_qp_attr(&self, id: IdHandle, state: QpState) -> Result<QpAttr> {
+        self.verbs_call(
+            Call::InitQpAttr,
+            || format!("{id}, {state:?}"),
+            |a: &QpAttr| {
+                format!(
+                    "dest qp {:#x} timeout {} retry {} rnr_retry {}",
+                    a.dest_qp_num, a.timeout, a.retry_cnt, a.rnr_retry
+                )
+            },
+            |w, h| w.init_qp_attr(h, id, state),
+        )
+    }
+
+    fn modify_qp(&self, qp: QpHandle, attr: &QpAttr) -> Result<()> {
+        self.verbs_call(
+            Call::ModifyQp,
+            || format!("{qp}, {:?}", attr.qp_state),
+            zero,
+            |w, h| w.modify_qp(h, qp, attr),
+        )
+    }
+
+    fn qp_number(&self, qp: QpHandle) -> Result<u32> {
+        let w = self.verbs_lock(Call::QpNumber)?;
+        let key = w.qp_key(self.host, Call::QpNumber, qp)?;
+        Ok(w.verbs.qps[&key].qpn)
+    }
+
+    fn query_qp_state(&self, qp: QpHandle) -> Result<QpState> {
+        let w = self.verbs_lock(Call::QueryQp)?;
+        w.query_qp_state(self.host, qp)
+    }
+
+    fn post_send(&self, qp: QpHandle, wr: &SendWr<'_>) -> Result<()> {
+        self.verbs_call(
+            Call::PostSend,
+            || describe_send(qp, wr),
+            zero,
+            |w, h| w.post_send(h, qp, wr),
+        )
+    }
+
+    fn post_recv(&self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()> {
         self.verbs_call(
             Call::PostRecv,
-            || format!("{id}, wr {} {} sges", wr.wr_id, wr.sg_list.len()),
+            || format!("{qp}, wr {} {} sges", wr.wr_id, wr.sg_list.len()),
             zero,
-            |w, h| w.post_recv(h, id, wr),
+            |w, h| w.post_recv(h, qp, wr),
         )
     }
 

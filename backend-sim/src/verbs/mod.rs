@@ -11,6 +11,8 @@
 //! * `qps.rs`: QPs on ids: creation, the CM's transitions (INIT at creation, RTR/RTS at
 //!   `accept` and at the CONNECT_RESPONSE's processing, ERROR at `disconnect`, a fetched
 //!   REJECTED and device removal), posts, and carrying out the machine's outputs.
+//! * `modify.rs`: the external-QP path: QPs made apart from ids (`ibv_create_qp`), the CM's
+//!   attributes for them (`rdma_init_qp_attr`) and explicit transitions (`ibv_modify_qp`).
 //! * `wire.rs`: data packets between QPs, a path parallel to the CM's messages: the same
 //!   latency and jitter (their own random streams), the fabric's random loss probability,
 //!   their own FIFO links (a delayed CM message does not hold data back), targeted losses and
@@ -19,12 +21,13 @@
 //! * `backend.rs`: [`cmtwin::verbs::DataPath`] for `SimBackend`; `wait.rs` its blocking
 //!   waits (CQ events, asynchronous events) through the scheduler.
 //!
-//! Not modelled (yet): UD and multicast work requests, SRQs, atomics, memory windows,
-//! explicit `modify_qp` and `rdma_init_qp_attr`, path-MTU segmentation.
+//! Not modelled (yet): UD and multicast work requests, SRQs, atomics, memory windows, SQD,
+//! path-MTU segmentation.
 
 mod backend;
 mod faults;
 mod invariants;
+mod modify;
 mod objects;
 mod packet;
 mod qps;
@@ -95,17 +98,20 @@ pub(crate) struct Cq {
     pub implicit: bool,
 }
 
-/// A QP on an id: the machine and where it lives.
+/// A QP (on an id, or made apart for the external-QP path): the machine and where it lives.
 pub(crate) struct Qp {
     pub host: HostKey,
     pub dev: DevKey,
-    pub id: IdKey,
+    /// The id whose QP it is (`None`: made by `create_external_qp`).
+    pub id: Option<IdKey>,
+    pub qpn: u32,
+    /// A UD QP (no requests: they need address handles).
+    pub ud: bool,
     pub pd: ObjKey,
     pub send_cq: ObjKey,
     pub recv_cq: ObjKey,
     /// Whether the CQs were made for it by `create_qp` (its PD is then its device's default).
     pub implicit: bool,
-    pub connected: bool,
     /// The peer QP: (host, QP number), once connected.
     pub peer: Option<(HostKey, u32)>,
     /// The timeline entry of the machine's timer, and when that entry runs.
@@ -153,6 +159,9 @@ pub(crate) struct Verbs {
     pub qp_by_num: BTreeMap<(HostKey, u32), ObjKey>,
     /// QPs by their id.
     pub qp_of_id: BTreeMap<IdKey, ObjKey>,
+    /// The REP's connection data of active ids, once librdmacm processed their
+    /// CONNECT_RESPONSE (what `rdma_init_qp_attr` takes the peer's QP number from).
+    pub rep_conn: BTreeMap<IdKey, cmtwin::ConnData>,
     /// Each device's default PD (librdmacm's `id->pd` for ids without a QP of their own PD),
     /// made when first needed and kept.
     pub default_pd: BTreeMap<DevKey, ObjKey>,
@@ -180,6 +189,7 @@ impl Default for Verbs {
             qps: Store::default(),
             qp_by_num: BTreeMap::new(),
             qp_of_id: BTreeMap::new(),
+            rep_conn: BTreeMap::new(),
             default_pd: BTreeMap::new(),
             async_events: BTreeMap::new(),
             link_clock: BTreeMap::new(),

@@ -8,13 +8,11 @@ use cmtwin::verbs::{
     AccessFlags, Payload, QpCqs, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge, WcStatus,
 };
 use cmtwin::{
-    AsyncEvent, Call, CmError, CompChannelHandle, ConnData, Errno, IdHandle, QpCap, QpInitAttr,
+    AsyncEvent, Call, CmError, CompChannelHandle, Errno, IdHandle, QpCap, QpHandle, QpInitAttr,
     Result,
 };
 
-use super::rc::{
-    Memory, PostError, QpOutput, Queue, RcParams, RecvEntry, SendEntry, SendKind, Sges,
-};
+use super::rc::{Memory, PostError, QpOutput, Queue, RecvEntry, SendEntry, SendKind, Sges};
 use super::{Mr, ObjKey, Qp, RcQp, Verbs, VerbsAction, VerbsAsyncEvent};
 use crate::engine::timeline::SimTime;
 use crate::store::Store;
@@ -140,43 +138,43 @@ impl World {
         let cap = attr.cap;
         let send_cq = self.new_cq(host, dev, cap.max_send_wr.max(1), Some(send_channel), true);
         let recv_cq = self.new_cq(host, dev, cap.max_recv_wr.max(1), Some(recv_channel), true);
-        let machine = RcQp::new(qpn, cap, attr.sq_sig_all);
-        self.insert_qp(id, qpn, pd, send_cq, recv_cq, true, machine);
-    }
-
-    /// Records QP `qpn` of id `id` and counts its users of the PD and CQs.
-    #[allow(clippy::too_many_arguments)]
-    fn insert_qp(
-        &mut self,
-        id: IdKey,
-        qpn: u32,
-        pd: ObjKey,
-        send_cq: ObjKey,
-        recv_cq: ObjKey,
-        implicit: bool,
-        mut machine: RcQp,
-    ) {
-        let (host, dev) = (
-            self.id(id).host,
-            self.id(id).device.expect("a QP's id has a device"),
-        );
-        if !self.id(id).qp_type.is_connected() {
+        let mut machine = RcQp::new(qpn, cap, attr.sq_sig_all);
+        let ud = !attr.qp_type.is_connected();
+        if ud {
             machine.ready_unconnected();
         }
+        let where_ = (host, dev, Some(id));
+        self.insert_qp(where_, pd, (send_cq, recv_cq), true, ud, machine);
+    }
+
+    /// Records QP `machine` of host, device and id `where_` and counts its users of the PD
+    /// and CQs; its key.
+    pub(crate) fn insert_qp(
+        &mut self,
+        where_: (HostKey, DevKey, Option<IdKey>),
+        pd: ObjKey,
+        (send_cq, recv_cq): (ObjKey, ObjKey),
+        implicit: bool,
+        ud: bool,
+        machine: RcQp,
+    ) -> ObjKey {
+        let (host, dev, id) = where_;
         self.verbs.pds.get_mut(&pd).expect("live PD").users += 1;
         for cq in [send_cq, recv_cq] {
             self.verbs.cqs.get_mut(&cq).expect("live CQ").users += 1;
         }
         let key = self.verbs.fresh();
+        let qpn = machine.qpn();
         let qp = Qp {
             host,
             dev,
             id,
+            qpn,
+            ud,
             pd,
             send_cq,
             recv_cq,
             implicit,
-            connected: false,
             peer: None,
             timer: None,
             timer_due: SimTime(0),
@@ -184,7 +182,32 @@ impl World {
         };
         self.verbs.qps.insert(key, qp);
         self.verbs.qp_by_num.insert((host, qpn), key);
-        self.verbs.qp_of_id.insert(id, key);
+        if let Some(id) = id {
+            self.verbs.qp_of_id.insert(id, key);
+        }
+        key
+    }
+
+    /// The live PD and CQs of `attr`, all on one device: that device.
+    pub(crate) fn qp_objects(
+        &self,
+        host: HostKey,
+        call: Call,
+        attr: &QpInitAttrEx,
+    ) -> Result<(DevKey, ObjKey, (ObjKey, ObjKey))> {
+        let pd = self.pd_key(host, call, attr.pd)?;
+        let send_cq = self.cq_key(host, call, attr.send_cq)?;
+        let recv_cq = self.cq_key(host, call, attr.recv_cq)?;
+        let dev = self.verbs.pds[&pd].dev;
+        if self.verbs.cqs[&send_cq].dev != dev || self.verbs.cqs[&recv_cq].dev != dev {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the CQs are on another device than the PD",
+            ));
+        }
+        check_cap(call, &attr.cap)?;
+        Ok((dev, pd, (send_cq, recv_cq)))
     }
 
     /// `rdma_create_qp_ex`: a QP with chosen PD and CQs.
@@ -197,39 +220,51 @@ impl World {
         let call = Call::CreateQpEx;
         let (key, dev) = self.id_device(host, call, h)?;
         self.check_qp_allowed(call, key, attr.qp_type)?;
-        let pd = self.pd_key(host, call, attr.pd)?;
-        let send_cq = self.cq_key(host, call, attr.send_cq)?;
-        let recv_cq = self.cq_key(host, call, attr.recv_cq)?;
-        let same_device = self.verbs.pds[&pd].dev == dev
-            && self.verbs.cqs[&send_cq].dev == dev
-            && self.verbs.cqs[&recv_cq].dev == dev;
-        if !same_device {
+        let (objects_dev, pd, cqs) = self.qp_objects(host, call, attr)?;
+        if objects_dev != dev {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
-                "the PD or a CQ is on another device than the id",
+                "the PD and CQs are on another device than the id",
             ));
         }
-        check_cap(call, &attr.cap)?;
         let qpn = self.draw_qp_number(host);
         self.id_mut(key).qp = Some(qpn);
-        let machine = RcQp::new(qpn, attr.cap, attr.sq_sig_all);
-        self.insert_qp(key, qpn, pd, send_cq, recv_cq, false, machine);
+        let mut machine = RcQp::new(qpn, attr.cap, attr.sq_sig_all);
+        let ud = !attr.qp_type.is_connected();
+        if ud {
+            machine.ready_unconnected();
+        }
+        self.insert_qp((host, dev, Some(key)), pd, cqs, false, ud, machine);
         Ok(qpn)
     }
 
-    /// Destroys id `id`'s verbs QP, if any: its outstanding requests are discarded without
-    /// completions, and the objects made for it go with it.
+    /// What the data path keeps of id `id` goes with it: its QP, its REP's data.
+    pub(crate) fn verbs_forget_id(&mut self, id: IdKey) {
+        self.remove_qp_of(id);
+        self.verbs.rep_conn.remove(&id);
+    }
+
+    /// Destroys id `id`'s verbs QP, if any.
     pub(crate) fn remove_qp_of(&mut self, id: IdKey) {
-        let Some(key) = self.verbs.qp_of_id.remove(&id) else {
+        if let Some(key) = self.verbs.qp_of_id.get(&id).copied() {
+            self.remove_qp(key);
+        }
+    }
+
+    /// Destroys QP `key`: its outstanding requests are discarded without completions, and
+    /// the CQs made for it go with it.
+    pub(crate) fn remove_qp(&mut self, key: ObjKey) {
+        let Some(mut qp) = self.verbs.qps.remove(&key) else {
             return;
         };
-        let mut qp = self.verbs.qps.remove(&key).expect("indexed QP");
+        if let Some(id) = qp.id {
+            self.verbs.qp_of_id.remove(&id);
+        }
         if let Some((t, _)) = qp.timer.take() {
             self.timeline.cancel(t);
         }
-        let qpn = self.id(id).qp.unwrap_or_default();
-        self.verbs.qp_by_num.remove(&(qp.host, qpn));
+        self.verbs.qp_by_num.remove(&(qp.host, qp.qpn));
         for s in qp.machine.discard() {
             self.release_entry(qp.dev, &s);
         }
@@ -249,14 +284,27 @@ impl World {
         }
     }
 
-    /// The QP of id `h` (EINVAL without one).
-    fn qp_of(&self, host: HostKey, call: Call, h: IdHandle) -> Result<ObjKey> {
-        let key = self.id_key(host, call, h)?;
-        self.verbs
+    /// The live QP behind `h`.
+    pub(crate) fn qp_key(&self, host: HostKey, call: Call, h: QpHandle) -> Result<ObjKey> {
+        self.unstamp(h.raw())
+            .filter(|k| self.verbs.qps.get(k).is_some_and(|q| q.host == host))
+            .ok_or_else(|| {
+                CmError::new(
+                    call,
+                    Errno::EBADF,
+                    format!("{h} is not a live QP of this host"),
+                )
+            })
+    }
+
+    /// `id->qp`.
+    pub(crate) fn id_qp(&self, host: HostKey, h: IdHandle) -> Result<Option<QpHandle>> {
+        let key = self.id_key(host, Call::IdQp, h)?;
+        Ok(self
+            .verbs
             .qp_of_id
             .get(&key)
-            .copied()
-            .ok_or_else(|| CmError::new(call, Errno::EINVAL, "the id has no QP"))
+            .map(|q| QpHandle::from_raw(self.stamp(*q))))
     }
 
     /// `id->send_cq`, `id->recv_cq` and their channels.
@@ -278,62 +326,25 @@ impl World {
         }))
     }
 
-    /// The state of id `h`'s QP.
-    pub(crate) fn query_qp_state(&self, host: HostKey, h: IdHandle) -> Result<QpState> {
-        let q = self.qp_of(host, Call::QueryQp, h)?;
+    /// The state of QP `h`.
+    pub(crate) fn query_qp_state(&self, host: HostKey, h: QpHandle) -> Result<QpState> {
+        let q = self.qp_key(host, Call::QueryQp, h)?;
         Ok(self.verbs.qps[&q].machine.state())
     }
 
     // ----- the CM's transitions ----------------------------------------------------------
 
-    /// INIT → RTR → RTS of id `id`'s QP towards the peer's QP `peer_qpn`, with the retry
-    /// counts the CM negotiated (`rdma_init_qp_attr`): the timeout is the id's ACK timeout
-    /// (the ACK_TIMEOUT option, else the one computed from the path's packet life time), the
-    /// RNR timer 0 (655.36 ms). Returns false when the QP could not be moved.
-    pub(crate) fn connect_qp(
-        &mut self,
-        id: IdKey,
-        peer_qpn: u32,
-        retry_count: u8,
-        rnr_retry: u8,
-    ) -> bool {
+    /// INIT → RTR → RTS of id `id`'s QP with the attributes `rdma_init_qp_attr` gives (see
+    /// [`World::connection_attrs`]). Returns false when the QP could not be moved.
+    pub(crate) fn connect_qp(&mut self, id: IdKey) -> bool {
         let Some(&q) = self.verbs.qp_of_id.get(&id) else {
             return true; // no QP (the application drives its own)
         };
-        let i = self.id(id);
-        let plt = i.path_plt.unwrap_or(self.cfg.packet_life_time);
-        let timeout = i
-            .ack_timeout
-            .unwrap_or_else(|| crate::config::ack_timeout(self.cfg.ca_ack_delay, plt));
-        let Some((peer_host, _)) = i.peer.and_then(|a| self.topo.owner_of_ip(a.ip())) else {
+        let Some(c) = self.connection_attrs(id) else {
             return false;
         };
-        let params = RcParams {
-            timeout,
-            retry_count: retry_count.min(7),
-            rnr_retry: rnr_retry.min(7),
-            min_rnr_timer: MIN_RNR_TIMER_0,
-        };
-        let qp = self.verbs.qps.get_mut(&q).expect("indexed QP");
-        if !qp.machine.state().eq(&QpState::Init) {
-            return false;
-        }
-        qp.peer = Some((peer_host, peer_qpn));
-        qp.connected = true;
-        self.drive_qp(q, |m, _, out| m.connect(params, out))
-    }
-
-    /// The passive side's `rdma_accept`: librdmacm moves the QP to RTR and RTS with the REQ's
-    /// QP number and retry counts before the REP is sent.
-    pub(crate) fn connect_passive_qp(&mut self, id: IdKey, req: &ConnData) -> bool {
-        self.connect_qp(id, req.qp_num, req.retry_count, req.rnr_retry_count)
-    }
-
-    /// The active side's processing of CONNECT_RESPONSE: its own retry count, the REP's QP
-    /// number and RNR retry count.
-    pub(crate) fn connect_active_qp(&mut self, id: IdKey, rep: &ConnData) -> bool {
-        let retry = self.id(id).req_conn.map_or(7, |c| c.retry_count);
-        self.connect_qp(id, rep.qp_num, retry, rep.rnr_retry_count)
+        self.verbs.qps.get_mut(&q).expect("indexed QP").peer = Some(c.peer);
+        self.drive_qp(q, |m, _, out| m.connect(MIN_RNR_TIMER_0, c.params, out))
     }
 
     /// Moves id `id`'s QP to ERROR, flushing its outstanding requests.
@@ -360,12 +371,12 @@ impl World {
     // ----- posts -------------------------------------------------------------------------
 
     /// `ibv_post_send`.
-    pub(crate) fn post_send(&mut self, host: HostKey, h: IdHandle, wr: &SendWr<'_>) -> Result<()> {
+    pub(crate) fn post_send(&mut self, host: HostKey, h: QpHandle, wr: &SendWr<'_>) -> Result<()> {
         let call = Call::PostSend;
-        let q = self.qp_of(host, call, h)?;
+        let q = self.qp_key(host, call, h)?;
         let qp = &self.verbs.qps[&q];
         let (dev, pd, cap) = (qp.dev, qp.pd, qp.machine.cap());
-        if !self.id(qp.id).qp_type.is_connected() {
+        if qp.ud {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
@@ -444,9 +455,9 @@ impl World {
     }
 
     /// `ibv_post_recv`.
-    pub(crate) fn post_recv(&mut self, host: HostKey, h: IdHandle, wr: &RecvWr<'_>) -> Result<()> {
+    pub(crate) fn post_recv(&mut self, host: HostKey, h: QpHandle, wr: &RecvWr<'_>) -> Result<()> {
         let call = Call::PostRecv;
-        let q = self.qp_of(host, call, h)?;
+        let q = self.qp_key(host, call, h)?;
         let qp = &self.verbs.qps[&q];
         let (dev, cap) = (qp.dev, qp.machine.cap());
         if wr.sg_list.len() > cap.max_recv_sge as usize {
@@ -526,7 +537,7 @@ impl World {
     }
 
     /// Releases what [`World::hold_entries`] counted for `s`.
-    fn release_entry(&mut self, dev: DevKey, s: &Sge) {
+    pub(crate) fn release_entry(&mut self, dev: DevKey, s: &Sge) {
         if let Some(mr) = self
             .verbs
             .mr_by_key
@@ -573,7 +584,7 @@ impl World {
         let Some(qp) = self.verbs.qps.get(&q) else {
             return;
         };
-        let (host, dev, id) = (qp.host, qp.dev, qp.id);
+        let (host, dev, id, qpn) = (qp.host, qp.dev, qp.id, qp.qpn);
         let (send_cq, recv_cq) = (qp.send_cq, qp.recv_cq);
         match output {
             QpOutput::Packet(pkt) => self.send_data(q, pkt),
@@ -599,8 +610,8 @@ impl World {
             QpOutput::CommEst => {
                 let event = VerbsAsyncEvent {
                     kind: AsyncEvent::COMM_EST,
-                    qp_num: self.id(id).qp,
-                    id: Some(self.id_handle(id)),
+                    qp_num: Some(qpn),
+                    id: id.map(|i| self.id_handle(i)),
                     cq: None,
                 };
                 self.queue_async_event(host, event);

@@ -169,7 +169,7 @@ pub(crate) enum QpOutput {
     CommEst,
 }
 
-/// The connection attributes of RTR and RTS.
+/// The connection attributes of RTS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RcParams {
     /// The transport timeout exponent (`timeout`): 4.096 µs × 2^timeout; 0: no timeout.
@@ -178,8 +178,6 @@ pub(crate) struct RcParams {
     pub retry_count: u8,
     /// RNR retries (`rnr_retry`, 0..=7; 7: without limit).
     pub rnr_retry: u8,
-    /// How long a requester waits after this QP's RNR NAK (`min_rnr_timer`).
-    pub min_rnr_timer: Duration,
 }
 
 impl RcParams {
@@ -224,6 +222,8 @@ pub(crate) struct RcQp {
     /// The PSN the responder expects next.
     epsn: u32,
     comm_est: bool,
+    /// How long a requester waits after this QP's RNR NAK (`min_rnr_timer`, set at RTR).
+    rnr_timer: Duration,
 }
 
 impl RcQp {
@@ -244,7 +244,19 @@ impl RcQp {
             rq: VecDeque::new(),
             epsn: 0,
             comm_est: false,
+            rnr_timer: Duration::ZERO,
         }
+    }
+
+    /// The same QP in RESET, as `ibv_create_qp` leaves it.
+    pub(crate) fn in_reset(mut self) -> Self {
+        self.state = QpState::Reset;
+        self
+    }
+
+    /// The QP's number.
+    pub(crate) fn qpn(&self) -> u32 {
+        self.qpn
     }
 
     /// The QP's state.
@@ -279,10 +291,39 @@ impl RcQp {
         sges
     }
 
-    /// INIT → RTR → RTS with `params` (the CM's `rdma_init_qp_attr` values); false from any
-    /// other state.
-    pub(crate) fn connect(&mut self, params: RcParams, out: &mut Vec<QpOutput>) -> bool {
-        if self.state != QpState::Init {
+    /// INIT → RTR → RTS with the CM's attributes; false from any other state.
+    pub(crate) fn connect(
+        &mut self,
+        rnr_timer: Duration,
+        params: RcParams,
+        out: &mut Vec<QpOutput>,
+    ) -> bool {
+        self.rtr(rnr_timer) && self.rts(params, out)
+    }
+
+    /// RESET → INIT; false from any other state.
+    pub(crate) fn init(&mut self) -> bool {
+        let ok = self.state == QpState::Reset;
+        if ok {
+            self.state = QpState::Init;
+        }
+        ok
+    }
+
+    /// INIT → RTR, answering RNR NAKs with `rnr_timer`; false from any other state.
+    pub(crate) fn rtr(&mut self, rnr_timer: Duration) -> bool {
+        let ok = self.state == QpState::Init;
+        if ok {
+            self.rnr_timer = rnr_timer;
+            self.state = QpState::Rtr;
+        }
+        ok
+    }
+
+    /// RTR → RTS with `params`, sending what was posted meanwhile; false from any other
+    /// state.
+    pub(crate) fn rts(&mut self, params: RcParams, out: &mut Vec<QpOutput>) -> bool {
+        if self.state != QpState::Rtr {
             return false;
         }
         self.params = Some(params);
@@ -731,7 +772,7 @@ impl RcQp {
 
     /// The RNR NAK this QP answers with when no receive is posted.
     fn rnr(&self) -> Nak {
-        Nak::Rnr(self.params.map_or(Duration::ZERO, |p| p.min_rnr_timer))
+        Nak::Rnr(self.rnr_timer)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -810,13 +851,12 @@ mod tests {
         timeout: 14,
         retry_count: 2,
         rnr_retry: 1,
-        min_rnr_timer: Duration::from_millis(1),
     };
 
     fn connected(qpn: u32) -> RcQp {
         let mut qp = RcQp::new(qpn, QpCap::default(), true);
         let mut out = Vec::new();
-        assert!(qp.connect(PARAMS, &mut out));
+        assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
         assert!(out.is_empty());
         qp
     }
@@ -854,7 +894,7 @@ mod tests {
         let mut out = Vec::new();
         qp.post_send(send(1, b"a"), &mut out).unwrap();
         assert!(out.is_empty(), "nothing is sent before RTS");
-        assert!(qp.connect(PARAMS, &mut out));
+        assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
         let sent = packets(&out);
         assert_eq!(sent.len(), 1);
         assert_eq!(sent[0].psn, 0);

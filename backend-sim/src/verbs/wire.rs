@@ -16,7 +16,7 @@ impl World {
     pub(crate) fn send_data(&mut self, q: ObjKey, pkt: Packet) {
         let qp = &self.verbs.qps[&q];
         let (host, dev) = (qp.host, qp.dev);
-        let (Some(to), Some(qpn)) = (qp.peer, self.id(qp.id).qp) else {
+        let (Some(to), qpn) = (qp.peer, qp.qpn) else {
             return;
         };
         if !self.topo.devices[dev].present {

@@ -1,10 +1,12 @@
 //! The `DataPath` trait: libibverbs' objects and work requests, one method each.
 
 use crate::verbs::{
-    AccessFlags, MemoryRegion, QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr, VerbsAsyncEvent,
-    WorkCompletion,
+    AccessFlags, MemoryRegion, QpAttr, QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr,
+    VerbsAsyncEvent, WorkCompletion,
 };
-use crate::{CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, Result, Wait};
+use crate::{
+    CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpHandle, Result, Wait,
+};
 
 /// The verbs data path of a connection manager backend: protection domains, memory regions,
 /// completion queues and channels, QPs with chosen CQs on ids, work requests and their
@@ -15,8 +17,8 @@ use crate::{CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle
 ///
 /// * Errors carry the call and the errno libibverbs gives for the misuse. Every method taking
 ///   an id fails with **ENOENT** for an id that is not live in this backend, and every method
-///   taking a PD, MR, CQ or completion channel with **EBADF** for one that is not (destroyed,
-///   never created, or another backend's); these are not repeated below. Objects live on the
+///   taking a PD, MR, CQ, completion channel or QP with **EBADF** for one that is not
+///   (destroyed, never created, or another backend's); these are not repeated below. Objects live on the
 ///   device of the id they were created through; an id whose device was removed gives
 ///   **ENXIO**.
 /// * Memory is safe by construction: a region owns its buffer from `reg_mr` until `dereg_mr`
@@ -135,25 +137,60 @@ pub trait DataPath: CmBackend {
     /// * EINVAL: the id has no device.
     fn pd(&self, id: IdHandle) -> Result<PdHandle>;
 
-    /// `ibv_query_qp(id->qp, ...)` for the QP's state.
-    ///
-    /// * EINVAL: the id has no QP.
-    fn query_qp_state(&self, id: IdHandle) -> Result<QpState>;
+    /// The id's QP (`id->qp`), if it has one.
+    fn qp(&self, id: IdHandle) -> Result<Option<QpHandle>>;
 
-    /// `ibv_post_send(id->qp, wr, ...)`. The local bytes are checked when the device takes the
+    /// `ibv_create_qp`: an RC QP apart from any id, in RESET, for the external-QP path: the
+    /// application announces its number in `connect`'s or `accept`'s parameters (`qp_num`)
+    /// and drives it with `init_qp_attr` and `modify_qp`.
+    ///
+    /// * EINVAL: a QP type other than RC, the CQs on another device than the PD, or
+    ///   capacities as for `create_qp_ex`.
+    fn create_external_qp(&self, attr: &QpInitAttrEx) -> Result<QpHandle>;
+
+    /// `ibv_destroy_qp` of a QP made by `create_external_qp` (outstanding requests are
+    /// discarded without completions).
+    ///
+    /// * EINVAL: the QP belongs to an id (`destroy_qp` destroys it).
+    fn destroy_external_qp(&self, qp: QpHandle) -> Result<()>;
+
+    /// `rdma_init_qp_attr`: the attributes the CM computed for moving a QP of this connection
+    /// to `state` (INIT, RTR or RTS): the peer's QP number and path, PSNs, the RNR timer 0,
+    /// the id's ACK timeout, the retry counts of the REQ (and, on the active side, the RNR
+    /// retry count of the REP).
+    ///
+    /// * EINVAL: another state, an id without device, or RTR/RTS before the peer's QP number
+    ///   is known (a passive id before its request, an active id before the REP).
+    fn init_qp_attr(&self, id: IdHandle, state: QpState) -> Result<QpAttr>;
+
+    /// `ibv_modify_qp` to `attr.qp_state`: RESET → INIT → RTR → RTS, any state → ERROR
+    /// (flushing outstanding requests) or RESET (discarding them).
+    ///
+    /// * EINVAL: no state, a transition the QP's state does not allow, or an RTR whose
+    ///   `ah_attr` leads to no host of the fabric.
+    fn modify_qp(&self, qp: QpHandle, attr: &QpAttr) -> Result<()>;
+
+    /// `ibv_query_qp(qp, ...)` for the QP's state.
+    fn query_qp_state(&self, qp: QpHandle) -> Result<QpState>;
+
+    /// The QP's number (`qp->qp_num`), what `connect` and `accept` announce for an external
+    /// QP.
+    fn qp_number(&self, qp: QpHandle) -> Result<u32>;
+
+    /// `ibv_post_send(qp, wr, ...)`. The local bytes are checked when the device takes the
     /// request: a bad key or range completes it with LOC_PROT_ERR and the QP enters ERROR.
     ///
-    /// * EINVAL: the id has no QP, the QP is in RESET, more entries than `max_send_sge`, inline
-    ///   bytes above `max_inline_data` or for an RDMA read, or a UD QP (UD requests need an
-    ///   address handle, which this trait does not have yet).
+    /// * EINVAL: the QP is in RESET, more entries than `max_send_sge`, inline bytes above
+    ///   `max_inline_data` or for an RDMA read, or a UD QP (UD requests need an address
+    ///   handle, which this trait does not have yet).
     /// * ENOMEM: the send queue holds `max_send_wr` requests.
-    fn post_send(&self, id: IdHandle, wr: &SendWr<'_>) -> Result<()>;
+    fn post_send(&self, qp: QpHandle, wr: &SendWr<'_>) -> Result<()>;
 
-    /// `ibv_post_recv(id->qp, wr, ...)`.
+    /// `ibv_post_recv(qp, wr, ...)`.
     ///
-    /// * EINVAL: the id has no QP, the QP is in RESET, or more entries than `max_recv_sge`.
+    /// * EINVAL: the QP is in RESET, or more entries than `max_recv_sge`.
     /// * ENOMEM: the receive queue holds `max_recv_wr` requests.
-    fn post_recv(&self, id: IdHandle, wr: &RecvWr<'_>) -> Result<()>;
+    fn post_recv(&self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()>;
 
     /// `ibv_get_async_event` on the devices of this backend (then `ibv_ack_async_event`):
     /// COMM_EST when a QP receives its first message, CQ_ERR when a CQ overflows.
@@ -198,7 +235,8 @@ pub trait DataPath: CmBackend {
     /// `rdma_post_recv`: a receive into `len` bytes of `mr` from `offset` (named apart from
     /// `post_recv`, which is `ibv_post_recv`).
     ///
-    /// * EINVAL: the bytes are not inside the region (librdmacm asserts it).
+    /// * EINVAL: the id has no QP, or the bytes are not inside the region (librdmacm asserts
+    ///   it).
     /// * The errnos of `post_recv`.
     fn post_recv_msg(
         &self,
@@ -214,8 +252,9 @@ pub trait DataPath: CmBackend {
             offset,
             len,
         )?];
+        let qp = super::helpers::qp_of(self, crate::Call::PostRecv, id)?;
         self.post_recv(
-            id,
+            qp,
             &RecvWr {
                 wr_id,
                 sg_list: &sge,
@@ -226,7 +265,7 @@ pub trait DataPath: CmBackend {
     /// `rdma_post_send`: a signaled send of `len` bytes of `mr` from `offset` (named apart
     /// from `post_send`, which is `ibv_post_send`); `solicited` sets `IBV_SEND_SOLICITED`.
     ///
-    /// * EINVAL: the bytes are not inside the region.
+    /// * EINVAL: the id has no QP, or the bytes are not inside the region.
     /// * The errnos of `post_send`.
     fn post_send_msg(
         &self,
@@ -245,13 +284,13 @@ pub trait DataPath: CmBackend {
         )?];
         let mut wr = SendWr::new(wr_id, super::SendOp::Send, super::Payload::Sges(&sge));
         wr.solicited = solicited;
-        self.post_send(id, &wr)
+        self.post_send(super::helpers::qp_of(self, crate::Call::PostSend, id)?, &wr)
     }
 
     /// `rdma_post_read`: reads `len` bytes of the peer's memory at `remote_addr` (its region's
     /// `rkey`) into `mr` from `offset`.
     ///
-    /// * EINVAL: the local bytes are not inside the region.
+    /// * EINVAL: the id has no QP, or the local bytes are not inside the region.
     /// * The errnos of `post_send`.
     #[allow(clippy::too_many_arguments)]
     fn post_read(
@@ -271,13 +310,14 @@ pub trait DataPath: CmBackend {
             len,
         )?];
         let op = super::SendOp::RdmaRead { remote_addr, rkey };
-        self.post_send(id, &SendWr::new(wr_id, op, super::Payload::Sges(&sge)))
+        let qp = super::helpers::qp_of(self, crate::Call::PostSend, id)?;
+        self.post_send(qp, &SendWr::new(wr_id, op, super::Payload::Sges(&sge)))
     }
 
     /// `rdma_post_write`: writes `len` bytes of `mr` from `offset` to the peer's memory at
     /// `remote_addr` (its region's `rkey`).
     ///
-    /// * EINVAL: the local bytes are not inside the region.
+    /// * EINVAL: the id has no QP, or the local bytes are not inside the region.
     /// * The errnos of `post_send`.
     #[allow(clippy::too_many_arguments)]
     fn post_write(
@@ -297,7 +337,8 @@ pub trait DataPath: CmBackend {
             len,
         )?];
         let op = super::SendOp::RdmaWrite { remote_addr, rkey };
-        self.post_send(id, &SendWr::new(wr_id, op, super::Payload::Sges(&sge)))
+        let qp = super::helpers::qp_of(self, crate::Call::PostSend, id)?;
+        self.post_send(qp, &SendWr::new(wr_id, op, super::Payload::Sges(&sge)))
     }
 
     /// `rdma_get_send_comp`: the next completion of the id's send CQ, waiting on its channel

@@ -2,7 +2,7 @@
 //! an id's CQs, and waiting for a CQ's next completion through its channel.
 
 use crate::verbs::{DataPath, MemoryRegion, QpCqs, Sge, WorkCompletion};
-use crate::{Call, CmError, CompChannelHandle, CqHandle, Errno, IdHandle, Result, Wait};
+use crate::{Call, CmError, CompChannelHandle, CqHandle, Errno, IdHandle, QpHandle, Result, Wait};
 
 /// The entry over `len` bytes of `mr` from `offset`; EINVAL naming `call` if they are not
 /// inside it.
@@ -18,6 +18,12 @@ pub(crate) fn sge_in(call: Call, mr: &MemoryRegion, offset: usize, len: u32) -> 
             ),
         )),
     }
+}
+
+/// `id`'s QP (EINVAL naming `call` without one).
+pub(crate) fn qp_of<B: DataPath + ?Sized>(dp: &B, call: Call, id: IdHandle) -> Result<QpHandle> {
+    dp.qp(id)?
+        .ok_or_else(|| CmError::new(call, Errno::EINVAL, format!("{id} has no QP")))
 }
 
 /// The CQs of `id`'s QP (EINVAL without one).

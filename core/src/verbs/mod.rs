@@ -18,7 +18,8 @@
 //! ) -> Result<WcStatus> {
 //!     let mr = dp.reg_mr(pd, request.to_vec(), AccessFlags::NONE)?;
 //!     let sge = [mr.sge(0, request.len() as u32)];
-//!     dp.post_send(id, &SendWr::new(1, SendOp::Send, Payload::Sges(&sge)))?;
+//!     let qp = dp.qp(id)?.ok_or_else(|| cmtwin::CmError::application("no QP"))?;
+//!     dp.post_send(qp, &SendWr::new(1, SendOp::Send, Payload::Sges(&sge)))?;
 //!     let mut wc = [WorkCompletion::default()];
 //!     while dp.poll_cq(cq, &mut wc)? == 0 {}
 //!     dp.dereg_mr(mr.handle)?;
@@ -36,5 +37,5 @@ mod work;
 pub use completion::{WcOpcode, WcStatus, WorkCompletion};
 pub use datapath::DataPath;
 pub use memory::{AccessFlags, MemoryRegion};
-pub use qp::{QpCqs, QpInitAttrEx, QpState, VerbsAsyncEvent};
+pub use qp::{QpAttr, QpCqs, QpInitAttrEx, QpState, VerbsAsyncEvent};
 pub use work::{Payload, RecvWr, SendOp, SendWr, Sge};

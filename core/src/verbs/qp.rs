@@ -1,6 +1,8 @@
 //! QP creation attributes with chosen CQs, QP states, and the device's asynchronous events.
 
-use crate::{AsyncEvent, CompChannelHandle, CqHandle, IdHandle, PdHandle, QpCap, QpType};
+use crate::{AhAttr, AsyncEvent, CompChannelHandle, CqHandle, IdHandle, PdHandle, QpCap, QpType};
+
+use super::AccessFlags;
 
 /// `enum ibv_qp_state`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -81,4 +83,36 @@ pub struct QpCqs {
     pub recv_cq: CqHandle,
     /// The receive CQ's completion channel, if it has one.
     pub recv_channel: Option<CompChannelHandle>,
+}
+
+/// The attributes of a QP state transition (`struct ibv_qp_attr`, the fields RC connections
+/// use), as `init_qp_attr` gives them and `modify_qp` takes them: INIT uses `access`, RTR
+/// `dest_qp_num`, `ah_attr`, `rq_psn`, `min_rnr_timer` and `max_dest_rd_atomic`, RTS
+/// `timeout`, `retry_cnt`, `rnr_retry`, `sq_psn` and `max_rd_atomic`; ERROR and RESET nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpAttr {
+    /// The state to move to.
+    pub qp_state: Option<QpState>,
+    /// `qp_access_flags`: what the peer may do with this QP's regions.
+    pub access: AccessFlags,
+    /// The peer QP's number.
+    pub dest_qp_num: u32,
+    /// The path to the peer (its GID in `grh.dgid`).
+    pub ah_attr: AhAttr,
+    /// The first PSN expected from the peer.
+    pub rq_psn: u32,
+    /// The first PSN sent.
+    pub sq_psn: u32,
+    /// The RNR NAK timer this QP asks senders to wait (IB's encoding: 0 is 655.36 ms).
+    pub min_rnr_timer: u8,
+    /// The transport timeout exponent: 4.096 µs × 2^timeout (0: none).
+    pub timeout: u8,
+    /// Transport retries (0..=7).
+    pub retry_cnt: u8,
+    /// RNR retries (0..=7; 7 without limit).
+    pub rnr_retry: u8,
+    /// RDMA reads and atomics this QP answers at once (responder resources).
+    pub max_dest_rd_atomic: u8,
+    /// RDMA reads and atomics this QP has outstanding at once (initiator depth).
+    pub max_rd_atomic: u8,
 }
