@@ -1323,3 +1323,98 @@ fn external_qps_follow_the_cms_attributes_and_carry_data() {
         Errno::EINVAL,
     );
 }
+
+/// Unsignaled sends complete silently when they succeed, and loudly when they fail; a CQ too
+/// small for its completions loses the extra one and reports CQ_ERR.
+#[test]
+fn unsignaled_sends_and_an_overrun_cq() {
+    let bed = bed(30);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    for wr_id in [1, 2] {
+        post_recv_all(s, conn.server.qp, wr_id, &rx);
+    }
+    // The client's QP signals every send (sq_sig_all), marked or not.
+    let cqp = conn.client.qp;
+    let tx = region(c, conn.client.pd, 4, 9, AccessFlags::NONE);
+    let sge = [tx.sge(0, 4)];
+    let mut quiet = SendWr::new(5, SendOp::Send, Payload::Sges(&sge));
+    quiet.signaled = false;
+    ok(c.post_send(cqp, &quiet), "post_send");
+    ok(c.sleep(20 * US), "sleep");
+    assert_eq!(
+        drain(c, &conn.client).len(),
+        1,
+        "sq_sig_all signals it anyway"
+    );
+    assert_eq!(drain(s, &conn.server).len(), 1);
+
+    let small = ok(c.create_cq(conn.client.id, 1, None), "a CQ of one entry");
+    // A second connection whose client QP completes into `small` and signals on request only.
+    let lch = ok(s.create_event_channel(), "channel");
+    let lid = ok(
+        s.create_id(Some(lch), 0, cmtwin::PortSpace::TCP),
+        "listener",
+    );
+    ok(s.bind_addr(lid, addr(7504)), "bind");
+    ok(s.listen(lid, 1), "listen");
+    let cch = ok(c.create_event_channel(), "channel");
+    let cid = ok(c.create_id(Some(cch), 0, cmtwin::PortSpace::TCP), "id");
+    ok(
+        c.resolve_addr(cid, None, addr(7504), Duration::from_secs(2)),
+        "resolve",
+    );
+    expect_event_for(c, cch, EventKind::AddrResolved, cid, 0);
+    ok(c.resolve_route(cid, Duration::from_secs(2)), "route");
+    expect_event_for(c, cch, EventKind::RouteResolved, cid, 0);
+    let pd = ok(c.pd(cid), "id->pd");
+    let mut attr = QpInitAttrEx::rc(pd, small, small);
+    attr.sq_sig_all = false;
+    ok(c.create_qp_ex(cid, &attr), "create_qp_ex");
+    let qp = ok(c.qp(cid), "id->qp").expect("a QP");
+    ok(c.connect(cid, None), "connect");
+    let req = ok(s.get_cm_event(lch, Wait::Block), "request");
+    let sid = req.id();
+    ok(s.ack_cm_event(req), "ack");
+    ok(s.create_qp(sid, &QpInitAttr::new(QpType::Rc)), "server QP");
+    let srx = ok(s.reg_msgs(sid, vec![0; 8]), "reg_msgs");
+    for wr_id in [1, 2, 3] {
+        ok(s.post_recv_msg(sid, wr_id, &srx, 0, 8), "post_recv_msg");
+    }
+    ok(s.accept(sid, None), "accept");
+    expect_event_for(c, cch, EventKind::Established, cid, 0);
+    let tx = ok(c.reg_msgs(cid, vec![7; 4]), "reg_msgs");
+    let sge = [tx.sge(0, 4)];
+    let mut quiet = SendWr::new(10, SendOp::Send, Payload::Sges(&sge));
+    quiet.signaled = false;
+    ok(c.post_send(qp, &quiet), "unsignaled");
+    ok(c.sleep(20 * US), "sleep");
+    let mut wc = [WorkCompletion::default(); 2];
+    assert_eq!(ok(c.poll_cq(small, &mut wc), "poll"), 0, "a quiet success");
+    // Two signaled sends into a CQ of one entry: the second completion is lost.
+    for wr_id in [11, 12] {
+        ok(
+            c.post_send(qp, &SendWr::new(wr_id, SendOp::Send, Payload::Sges(&sge))),
+            "post",
+        );
+    }
+    let t0 = c.now();
+    let event = ok(
+        c.get_async_event(Wait::Timeout(Duration::from_millis(1))),
+        "CQ_ERR",
+    );
+    assert_eq!((event.kind, event.cq), (AsyncEvent::CQ_ERR, Some(small)));
+    assert_eq!(c.now() - t0, 10 * US, "when the second ACK came back");
+    assert_eq!(ok(c.poll_cq(small, &mut wc), "poll"), 1);
+    assert_eq!(wc[0].wr_id, 11);
+    // A failure of an unsignaled request is reported all the same.
+    ok(c.disconnect(cid), "disconnect");
+    ok(c.post_send(qp, &quiet), "unsignaled, flushed");
+    assert_eq!(ok(c.poll_cq(small, &mut wc), "poll"), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (10, WcStatus::WR_FLUSH_ERR));
+    let t1 = c.now();
+    let quiet_wait = c.get_async_event(Wait::Timeout(Duration::from_millis(2)));
+    expect_errno(quiet_wait, Call::GetAsyncEvent, Errno::ETIMEDOUT);
+    assert_eq!(c.now() - t1, Duration::from_millis(2));
+}
