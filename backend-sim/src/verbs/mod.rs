@@ -10,7 +10,8 @@
 //!   destroy them, and where completions and CQ events go).
 //! * `qps.rs`: QPs on ids: creation, the CM's transitions (INIT at creation, RTR/RTS at
 //!   `accept` and at the CONNECT_RESPONSE's processing, ERROR at `disconnect`, a fetched
-//!   REJECTED and device removal), posts, and carrying out the machine's outputs.
+//!   REJECTED and device removal); `posts.rs` the posts; `drive.rs` the machine's inputs
+//!   with the regions it may touch, and its outputs carried out.
 //! * `modify.rs`: the external-QP path: QPs made apart from ids (`ibv_create_qp`), the CM's
 //!   attributes for them (`rdma_init_qp_attr`) and explicit transitions (`ibv_modify_qp`).
 //! * `wire.rs`: data packets between QPs, a path parallel to the CM's messages: the same
@@ -25,11 +26,13 @@
 //! path-MTU segmentation.
 
 mod backend;
+mod drive;
 mod faults;
 mod invariants;
 mod modify;
 mod objects;
 mod packet;
+mod posts;
 mod qps;
 mod rc;
 mod wait;
