@@ -53,6 +53,8 @@ impl SimBackend {
     ) -> Result<T> {
         let mut w = self.verbs_lock(call)?;
         let r = f(&mut w, self.host);
+        #[cfg(debug_assertions)]
+        w.check_invariants_amortized();
         trace_call(&mut w, self.host, call, args, shown, &r);
         r
     }
