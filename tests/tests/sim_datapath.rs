@@ -1418,3 +1418,40 @@ fn unsignaled_sends_and_an_overrun_cq() {
     expect_errno(quiet_wait, Call::GetAsyncEvent, Errno::ETIMEDOUT);
     assert_eq!(c.now() - t1, Duration::from_millis(2));
 }
+
+/// Fault plans reach the data path: a plan that loses the next data packet and delays the one
+/// after costs the first send a transport timeout and the second its delay, and replays.
+#[test]
+fn fault_plans_lose_and_delay_data_packets() {
+    let run = || {
+        let bed = bed(31);
+        let (s, c) = (bed.server(), bed.client());
+        let conn = connected(&bed);
+        let at_ms = c.now().as_millis() as u64 + 1;
+        let plan = cmtwin_sim::FaultPlan::from_json(&format!(
+            r#"{{"faults": [
+                {{"type": "scheduled", "when": {{"on": "time", "at_ms": {at_ms}}},
+                  "action": {{"do": "drop_data_packets", "count": 1}}}},
+                {{"type": "scheduled", "when": {{"on": "time", "at_ms": {at_ms}}},
+                  "action": {{"do": "delay_data_packets", "count": 1, "delay_ms": 3}}}}
+            ]}}"#
+        ))
+        .expect("a valid plan");
+        bed.fabric.apply_plan(&plan).expect("outside a run");
+        let rx = region(s, conn.server.pd, 8, 0, LW);
+        post_recv_all(s, conn.server.qp, 1, &rx);
+        ok(c.sleep(Duration::from_millis(2)), "past the plan's time");
+        let t0 = c.now();
+        send_bytes(c, &conn.client, 2, SendOp::Send, b"x");
+        // Lost once; the retransmission is the next packet, delayed by 3 ms.
+        let wc = next_completion(s, &conn.server);
+        assert_eq!(wc.status, WcStatus::SUCCESS);
+        assert_eq!(s.now() - t0, RETRY + Duration::from_millis(3) + 5 * US);
+        assert_eq!(next_completion(c, &conn.client).status, WcStatus::SUCCESS);
+        assert_eq!(c.now() - t0, RETRY + Duration::from_millis(3) + 10 * US);
+        bed.fabric.trace_text()
+    };
+    let trace = run();
+    assert!(trace.contains("drop the next 1 data packets"), "{trace}");
+    assert_eq!(trace, run(), "same seed and plan, same trace");
+}

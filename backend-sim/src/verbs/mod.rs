@@ -17,8 +17,9 @@
 //! * `wire.rs`: data packets between QPs, a path parallel to the CM's messages: the same
 //!   latency and jitter (their own random streams), the fabric's random loss probability,
 //!   their own FIFO links (a delayed CM message does not hold data back), targeted losses and
-//!   delays (`Fabric::drop_data_packets`, `Fabric::delay_data_packets`), and nothing to or
-//!   from a removed device.
+//!   delays (`Fabric::drop_data_packets`, `Fabric::delay_data_packets`, and the fault plans'
+//!   `drop_data_packets` and `delay_data_packets` actions), and nothing to or from a removed
+//!   device. Fault plans' per-kind chances apply to CM messages only.
 //! * `backend.rs`: [`cmtwin::verbs::DataPath`] for `SimBackend`; `wait.rs` its blocking
 //!   waits (CQ events, asynchronous events) through the scheduler.
 //!
