@@ -30,6 +30,7 @@ impl World {
     pub(crate) fn remove_device(&mut self, dev: DevKey) {
         let host = self.topo.devices[dev].host;
         self.topo.devices[dev].present = false;
+        self.verbs_device_removed(dev);
         self.record_text(Some(host), TraceKind::Fault, |w| {
             format!("device {} removed", w.topo.devices[dev].name)
         });

@@ -28,6 +28,7 @@ impl World {
     /// Panics, naming the invariant, if the world is inconsistent.
     #[cfg_attr(not(debug_assertions), allow(dead_code))]
     pub(crate) fn check_invariants(&self) {
+        self.check_verbs_invariants();
         for (key, id) in self.kernel.ids.iter_unordered() {
             assert!(
                 self.kernel.channels.contains_key(&id.channel),

@@ -130,6 +130,10 @@ pub(crate) struct Id {
     /// librdmacm turned a CONNECT_RESPONSE of this id into CONNECT_ERROR: it swallows the
     /// REJECTED and DISCONNECTED that follow (cma.c, `connect_error`).
     pub connect_error: bool,
+    /// The connection data of the REQ this id sent (active) or received (passive child): the
+    /// QPs take their transport retry count from it (and the passive side its RNR retry count
+    /// and the peer's QP number).
+    pub req_conn: Option<cmtwin::ConnData>,
 }
 
 impl Id {
@@ -173,6 +177,7 @@ impl Id {
             request_queued_on: None,
             unacked: 0,
             connect_error: false,
+            req_conn: None,
         }
     }
 }

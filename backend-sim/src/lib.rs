@@ -27,6 +27,8 @@
 //!   failing test), [`sweep`] (many seeds over the cores, sharded, failing plans reduced),
 //!   [`scenarios`] (the ones the `cmtwin-sweep` command runs) and `diagram.rs`
 //!   ([`sequence_diagram`]: a trace as an SVG sequence diagram).
+//! * `verbs/`: the data path at the level of libibverbs' objects (see `verbs/mod.rs`): the RC
+//!   QP as a sans-IO machine (`verbs/rc.rs`), data packets on their own wire path.
 //! * `engine/timeline.rs`: virtual time and the timeline of cancellable actions (a slab with
 //!   generations under a (time, sequence) heap); `store.rs`: objects by never-reused serial
 //!   keys; `rng.rs`: the seeded random streams; `config.rs`: the CM's timing.
@@ -86,7 +88,13 @@
 //! timewait, no CONNECT_RESPONSE, exact-length private data, -ECONNREFUSED), multicast joins,
 //! librdmacm's processing at fetch time, synchronous ids, DNS-mode `resolve_addrinfo`, and the
 //! faults of `faults.rs` and of fault plans, the ACK_TIMEOUT option's effect on RoCE paths. Not modelled (yet):
-//! AF_IB addressing, alternate paths and LAP, the UD qkey-mismatch ADDR_ERROR, ECE, and the data path.
+//! AF_IB addressing, alternate paths and LAP, the UD qkey-mismatch ADDR_ERROR, ECE, and UD and
+//! multicast data.
+//!
+//! The data path ([`cmtwin::verbs::DataPath`], `verbs/`): PDs, memory regions, CQs shared by
+//! QPs with completion channels and arming, RC QPs whose states the CM drives, and RC
+//! delivery in order and exactly once over the simulated links with transport and RNR retries,
+//! with the completion statuses hardware reports.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -117,6 +125,7 @@ pub mod strategies;
 pub mod sweep;
 mod topology;
 mod trace;
+mod verbs;
 mod wire;
 mod world;
 

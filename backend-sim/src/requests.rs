@@ -147,6 +147,7 @@ impl World {
             path_plt: Some(req.plt),
             qkey: l.qkey,
             owned: false,
+            req_conn: Some(req.conn),
             ..Id::new(host, channel, sync, l.context, l.ps)
         };
         self.kernel.ids.insert(child_key, Box::new(child));

@@ -19,6 +19,10 @@ pub(crate) enum Stream {
     Sched = 5,
     /// Random numbers the application asks for (`cmtwin::thread::random_u64`).
     User = 6,
+    /// Data packets' latency jitter.
+    DataLatency = 7,
+    /// Data packets' loss decisions.
+    DataLoss = 8,
 }
 
 /// One ChaCha generator per stream, all derived from one seed.
@@ -28,7 +32,7 @@ pub(crate) struct Streams {
 
 impl Streams {
     pub(crate) fn new(seed: u64) -> Self {
-        let gens = (0..7)
+        let gens = (0..9)
             .map(|i| {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 rng.set_stream(i);

@@ -53,6 +53,8 @@ pub(crate) enum Action {
     Wake,
     /// Fault `n` of the armed fault plan (`plan/`) is due.
     PlanFault(usize),
+    /// A data packet arrives, or a QP's timer fires (`verbs/`).
+    Verbs(crate::verbs::VerbsAction),
 }
 
 /// The whole simulated fabric's state.
@@ -77,6 +79,8 @@ pub(crate) struct World {
     pub sched: Scheduler,
     /// The applied fault plans, if any (`plan/`).
     pub plan: Option<Box<crate::plan::ArmedPlan>>,
+    /// The verbs objects of the data path (`verbs/`).
+    pub verbs: crate::verbs::Verbs,
 }
 
 impl World {
@@ -97,6 +101,7 @@ impl World {
             trace: Trace::new(cfg_trace),
             sched: Scheduler::default(),
             plan: None,
+            verbs: Default::default(),
         }
     }
 
@@ -402,6 +407,7 @@ impl World {
             Action::AddrinfoDone { id, gen, status } => self.addrinfo_done(id, gen, status),
             Action::Wake => {}
             Action::PlanFault(n) => self.fire_planned(n),
+            Action::Verbs(action) => self.verbs_action(action),
         }
     }
 

@@ -7,6 +7,7 @@
 
 pub mod cpu;
 pub mod lifecycle;
+pub mod messages;
 pub mod switch;
 pub mod topology;
 

@@ -34,8 +34,9 @@ use crate::{
 /// * Time goes through the backend (`now`, `sleep`), so that protocol code using time is
 ///   deterministic on the simulator.
 ///
-/// The message data path (post send/receive, poll completions) will extend this trait; QP
-/// creation is already here so that connections reach ESTABLISHED as real applications do.
+/// The verbs data path (PDs, regions, CQs, work requests) is the companion trait
+/// [`crate::verbs::DataPath`]; QP creation is here so that connections reach ESTABLISHED as
+/// real applications do.
 pub trait CmBackend: Send + Sync {
     /// `rdma_create_event_channel`.
     ///

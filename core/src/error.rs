@@ -51,7 +51,7 @@ impl fmt::Display for Errno {
     }
 }
 
-/// The librdmacm call an error came from; `name()` gives the C function's name (or, for a
+/// The librdmacm or libibverbs call an error came from; `name()` gives the C function's name (or, for a
 /// field of `struct rdma_cm_id` read or written directly in C, the field). The calls of the
 /// threads and sync primitives of [`crate::thread`] and [`crate::sync`] are named after their
 /// Rust methods, and [`Call::Application`] marks an error of the application itself.
@@ -100,6 +100,39 @@ pub enum Call {
     SyncEvent,
     /// `poll(2)` on event channels' file descriptors.
     Poll,
+    AllocPd,
+    DeallocPd,
+    RegMr,
+    DeregMr,
+    /// Reading a region's memory (`memcpy` from `mr->addr` in C).
+    MrRead,
+    /// Writing a region's memory (`memcpy` to `mr->addr` in C).
+    MrWrite,
+    CreateCompChannel,
+    DestroyCompChannel,
+    CreateCq,
+    DestroyCq,
+    ReqNotifyCq,
+    GetCqEvent,
+    AckCqEvents,
+    PollCq,
+    CreateQpEx,
+    QueryQp,
+    PostSend,
+    PostRecv,
+    GetAsyncEvent,
+    /// Reading `id->send_cq` and `id->recv_cq`.
+    QpCqs,
+    /// Reading `id->pd`.
+    IdPd,
+    /// Reading `id->qp`.
+    IdQp,
+    /// Reading `qp->qp_num`.
+    QpNumber,
+    CreateExternalQp,
+    DestroyExternalQp,
+    InitQpAttr,
+    ModifyQp,
     Sleep,
     Spawn,
     Join,
@@ -149,6 +182,33 @@ impl Call {
             Call::QpNum => "id->qp->qp_num",
             Call::SyncEvent => "id->event",
             Call::Poll => "poll",
+            Call::AllocPd => "ibv_alloc_pd",
+            Call::DeallocPd => "ibv_dealloc_pd",
+            Call::RegMr => "ibv_reg_mr",
+            Call::DeregMr => "ibv_dereg_mr",
+            Call::MrRead => "mr->addr (read)",
+            Call::MrWrite => "mr->addr (write)",
+            Call::CreateCompChannel => "ibv_create_comp_channel",
+            Call::DestroyCompChannel => "ibv_destroy_comp_channel",
+            Call::CreateCq => "ibv_create_cq",
+            Call::DestroyCq => "ibv_destroy_cq",
+            Call::ReqNotifyCq => "ibv_req_notify_cq",
+            Call::GetCqEvent => "ibv_get_cq_event",
+            Call::AckCqEvents => "ibv_ack_cq_events",
+            Call::PollCq => "ibv_poll_cq",
+            Call::CreateQpEx => "rdma_create_qp_ex",
+            Call::QueryQp => "ibv_query_qp",
+            Call::PostSend => "ibv_post_send",
+            Call::PostRecv => "ibv_post_recv",
+            Call::GetAsyncEvent => "ibv_get_async_event",
+            Call::QpCqs => "id->send_cq/recv_cq",
+            Call::IdPd => "id->pd",
+            Call::IdQp => "id->qp",
+            Call::QpNumber => "qp->qp_num",
+            Call::CreateExternalQp => "ibv_create_qp",
+            Call::DestroyExternalQp => "ibv_destroy_qp",
+            Call::InitQpAttr => "rdma_init_qp_attr",
+            Call::ModifyQp => "ibv_modify_qp",
             Call::Sleep => "sleep",
             Call::Spawn => "thread::spawn",
             Call::Join => "JoinHandle::join",

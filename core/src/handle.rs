@@ -1,4 +1,4 @@
-//! Checked handles to ids and event channels.
+//! Checked handles to ids, event channels and the verbs objects of the data path.
 //!
 //! A handle is a plain number; the backend that issued it looks it up in its registry of live
 //! objects on every call, so a stale handle (its object destroyed) or a foreign one (issued by
@@ -13,6 +13,27 @@ pub struct IdHandle(u64);
 /// A handle to an event channel (`struct rdma_event_channel`).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ChannelHandle(u64);
+
+/// A handle to a protection domain (`struct ibv_pd`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PdHandle(u64);
+
+/// A handle to a registered memory region (`struct ibv_mr`); its memory is reached only
+/// through the backend (see [`crate::verbs::MemoryRegion`]).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MrHandle(u64);
+
+/// A handle to a completion queue (`struct ibv_cq`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CqHandle(u64);
+
+/// A handle to a QP (`struct ibv_qp`): an id's (`id->qp`) or one made apart from any id.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QpHandle(u64);
+
+/// A handle to a completion channel (`struct ibv_comp_channel`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CompChannelHandle(u64);
 
 macro_rules! handle_impls {
     ($ty:ident, $prefix:literal) => {
@@ -46,3 +67,8 @@ macro_rules! handle_impls {
 
 handle_impls!(IdHandle, "id");
 handle_impls!(ChannelHandle, "ch");
+handle_impls!(PdHandle, "pd");
+handle_impls!(MrHandle, "mr");
+handle_impls!(CqHandle, "cq");
+handle_impls!(QpHandle, "qp");
+handle_impls!(CompChannelHandle, "cc");

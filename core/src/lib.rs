@@ -4,8 +4,8 @@
 //!
 //! This crate holds what both share: the trait, the event taxonomy ([`EventKind`], numbered as
 //! librdmacm numbers it), event data ([`CmEvent`], [`EventParam`]), call parameters, port
-//! spaces, transports and their private-data limits, and the error type ([`CmError`], which
-//! names the call and the errno). It has no `unsafe` and does no I/O.
+//! spaces, transports and their private-data limits, the error type ([`CmError`], which
+//! names the call and the errno), and the verbs data path ([`verbs::DataPath`]). It has no `unsafe` and does no I/O.
 //!
 //! The [`guide`] shows the whole path: protocol code written once, tested on the simulator
 //! with faults and seeds, run on Soft-RoCE and on RDMA hardware.
@@ -43,6 +43,7 @@ pub mod sync;
 pub mod task;
 pub mod thread;
 mod transport;
+pub mod verbs;
 
 pub use backend::CmBackend;
 pub use dispatch::{Dispatcher, Flow, Routed};
@@ -52,7 +53,9 @@ pub use event::{
 };
 pub use event_kind::EventKind;
 pub use expect::{expect_event, ExpectError};
-pub use handle::{ChannelHandle, IdHandle};
+pub use handle::{
+    ChannelHandle, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpHandle,
+};
 pub use params::{
     rai, AddrInfo, AddrInfoHints, AsyncEvent, CmOption, ConnParam, JoinFlags, QpCap, QpInitAttr,
     Wait, IB_PATH_RECORD_LEN, RDMA_MAX_RESP_RES, RDMA_UDP_QKEY,

@@ -93,6 +93,8 @@ pub const IB_PATH_RECORD_LEN: usize = 72;
 pub struct AsyncEvent(pub i32);
 
 impl AsyncEvent {
+    /// `IBV_EVENT_CQ_ERR`: a CQ overflowed (a completion was lost).
+    pub const CQ_ERR: AsyncEvent = AsyncEvent(0);
     /// `IBV_EVENT_COMM_EST`: data arrived on the passive QP before the RTU.
     pub const COMM_EST: AsyncEvent = AsyncEvent(4);
     /// `IBV_EVENT_PATH_MIG`: switch to the alternate path.

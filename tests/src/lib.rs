@@ -12,6 +12,8 @@
 //! * [`conformance`]: the scenarios, one file per area, with what each needs;
 //!   [`harness`]: one trial per bed and scenario (libtest-mimic), ignored with its reason
 //!   where the bed lacks a need.
+//! * [`datapath`]: steps of data path scenarios (connections with PDs, CQs and completion
+//!   channels, regions, waiting for completions), generic over `cmtwin::verbs::DataPath`.
 //! * [`random_calls`]: random call sequences on the simulator ([`random_calls::Op`]) and the
 //!   model of the CM's contract they are checked against ([`random_calls::Model`]), shared by
 //!   `tests/sim_proptest.rs` and the cargo-fuzz target in `fuzz/` (feature `arbitrary`).
@@ -21,7 +23,9 @@
 //!   `tests/sim_only.rs`: what only the simulator can check (exact times derived independently
 //!   of its timer code, deadlocks, processes, faults at an exact moment, kernel profiles);
 //!   `tests/sim_determinism.rs`: a seed replays byte for byte;
-//!   `tests/sim_proptest.rs`: random call sequences keep the CM's contract.
+//!   `tests/sim_proptest.rs`: random call sequences keep the CM's contract;
+//!   `tests/sim_datapath.rs`: the verbs data path on the simulator (example:
+//!   `tests/examples/request_response.rs`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -29,6 +33,7 @@ pub mod bed;
 pub mod bed_verbs;
 pub mod capability;
 pub mod conformance;
+pub mod datapath;
 pub mod device_link;
 pub mod fuzzing;
 pub mod harness;

@@ -112,6 +112,11 @@ impl World {
                 l.pending = l.pending.saturating_sub(1);
             }
         }
+        if let (EventKind::ConnectResponse, cmtwin::EventParam::Conn(rep)) = (info.kind, info.param)
+        {
+            // What rdma_init_qp_attr will take the peer's QP number from.
+            self.verbs.rep_conn.insert(q.owner, rep);
+        }
         if info.kind == EventKind::ConnectResponse
             && self
                 .kernel
@@ -121,13 +126,18 @@ impl World {
         {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
             let ep = self.id(q.owner).ep.expect("connected id has an endpoint");
-            if self.drive(ep, |e, out| e.send_rtu(out)) {
+            if self.connect_qp(q.owner) && self.drive(ep, |e, out| e.send_rtu(out)) {
                 info.kind = EventKind::Established;
             } else {
                 info.kind = EventKind::ConnectError;
                 info.status = -1;
+                self.qp_to_error(q.owner);
                 self.id_mut(q.owner).connect_error = true;
             }
+        }
+        if info.kind == EventKind::Rejected {
+            // librdmacm moves the QP to ERROR as it hands out a REJECTED.
+            self.qp_to_error(q.owner);
         }
         if info.kind == EventKind::AddrinfoError {
             // librdmacm's processing of ADDRINFO_ERROR ends the resolution (§10.3).

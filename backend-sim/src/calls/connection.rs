@@ -161,6 +161,7 @@ impl World {
             plt,
         };
         self.id_mut(key).state = CmState::Connect;
+        self.id_mut(key).req_conn = Some(req.conn);
         let to = Dest::Ip(dst.ip());
         let body = if ud {
             Body::SidrReq(Box::new(req))
@@ -273,6 +274,14 @@ impl World {
             &p.private_data,
             delivered_private_data_len(transport, PrivateDataOp::Accept),
         );
+        // librdmacm moves the QP to RTR and RTS before the kernel sends the REP.
+        if !self.connect_qp(key) {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the QP cannot move to RTR (it is not in INIT)",
+            ));
+        }
         let plt = self.cm.eps[&ep].cm.plt();
         let ack = ack_timeout(self.cfg.ca_ack_delay, plt);
         self.id_mut(key).owned = true;
@@ -347,6 +356,9 @@ impl World {
             (CmState::Connect | CmState::Disconnect, Some(ep)) => ep,
             _ => return Err(self.wrong_state(call, key)),
         };
+        // librdmacm moves the QP to ERROR first (IB and RoCE; iWARP's graceful SQD close is
+        // modelled as ERROR too), flushing every outstanding request.
+        self.qp_to_error(key);
         self.drive(ep, |e, out| e.disconnect(out));
         Ok(())
     }

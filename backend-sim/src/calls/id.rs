@@ -108,6 +108,7 @@ impl World {
 
     /// Removes an id with every side effect: protocol, port, queued events, private channel.
     pub(crate) fn remove_id(&mut self, key: crate::world::IdKey) {
+        self.verbs_forget_id(key);
         if let Some(ep) = self.id(key).ep {
             self.destroy_endpoint(ep);
         }

@@ -1,12 +1,41 @@
 //! QPs on ids: `rdma_create_qp` and `rdma_destroy_qp`. A QP decides whether a REP becomes
-//! CONNECT_RESPONSE or, through librdmacm's processing, ESTABLISHED.
+//! CONNECT_RESPONSE or, through librdmacm's processing, ESTABLISHED. The QP itself, its CQs
+//! and its data path are in `verbs/`.
 
-use cmtwin::{Call, CmError, Errno, IdHandle, QpInitAttr, Result, Transport};
+use cmtwin::{Call, CmError, Errno, IdHandle, QpInitAttr, QpType, Result, Transport};
 
-use crate::rng::Stream;
-use crate::world::{HostKey, World};
+use crate::world::{HostKey, IdKey, World};
 
 impl World {
+    /// The checks `rdma_create_qp` makes on id `key` before creating a QP of `qp_type`.
+    pub(crate) fn check_qp_allowed(&self, call: Call, key: IdKey, qp_type: QpType) -> Result<()> {
+        self.check_not_removed(call, key)?;
+        let id = self.id(key);
+        if id.device.is_none() {
+            return Err(CmError::new(call, Errno::EINVAL, "the id has no device"));
+        }
+        if id.qp.is_some() {
+            return Err(CmError::new(call, Errno::EINVAL, "the id already has a QP"));
+        }
+        if qp_type.is_connected() != id.qp_type.is_connected() {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("{qp_type:?} QP on a {:?} id", id.ps),
+            ));
+        }
+        if !qp_type.is_connected() && self.transport_of(key) == Some(Transport::Iwarp) {
+            // iWARP devices have only connected QPs; their drivers refuse the rest (siw,
+            // cxgb4: -EOPNOTSUPP), so UD ids cannot get a QP, and their connect then fails too.
+            return Err(CmError::new(
+                call,
+                Errno::EOPNOTSUPP,
+                format!("{qp_type:?} QPs do not exist on iWARP"),
+            ));
+        }
+        Ok(())
+    }
+
     /// `rdma_create_qp`: returns the new QP's number.
     pub(crate) fn create_qp(
         &mut self,
@@ -16,35 +45,11 @@ impl World {
     ) -> Result<u32> {
         let call = Call::CreateQp;
         let key = self.id_key(host, call, h)?;
-        self.check_not_removed(call, key)?;
-        let id = self.id(key);
-        if id.device.is_none() {
-            return Err(CmError::new(call, Errno::EINVAL, "the id has no device"));
-        }
-        if id.qp.is_some() {
-            return Err(CmError::new(call, Errno::EINVAL, "the id already has a QP"));
-        }
-        if attr.qp_type.is_connected() != id.qp_type.is_connected() {
-            return Err(CmError::new(
-                call,
-                Errno::EINVAL,
-                format!("{:?} QP on a {:?} id", attr.qp_type, id.ps),
-            ));
-        }
-        if !attr.qp_type.is_connected() && self.transport_of(key) == Some(Transport::Iwarp) {
-            // iWARP devices have only connected QPs; their drivers refuse the rest (siw,
-            // cxgb4: -EOPNOTSUPP), so UD ids cannot get a QP, and their connect then fails too.
-            return Err(CmError::new(
-                call,
-                Errno::EOPNOTSUPP,
-                format!("{:?} QPs do not exist on iWARP", attr.qp_type),
-            ));
-        }
+        self.check_qp_allowed(call, key, attr.qp_type)?;
         let dev = self.id(key).device.expect("an id with a QP has a device");
-        let rng = &mut self.rng;
-        let draw = || rng.range(Stream::Numbers, 0x10, 0xFF_FFFE) as u32;
-        let qpn = self.topo.devices[dev].qpns.next(draw);
+        let qpn = self.draw_qp_number(host, dev);
         self.id_mut(key).qp = Some(qpn);
+        self.attach_qp(key, qpn, attr);
         Ok(qpn)
     }
 
@@ -52,9 +57,11 @@ impl World {
     pub(crate) fn destroy_qp(&mut self, host: HostKey, h: IdHandle) -> Result<()> {
         let call = Call::DestroyQp;
         let key = self.id_key(host, call, h)?;
-        if self.id_mut(key).qp.take().is_none() {
+        if self.id(key).qp.is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "the id has no QP"));
         }
+        self.remove_qp_of(key);
+        self.id_mut(key).qp = None;
         Ok(())
     }
 }

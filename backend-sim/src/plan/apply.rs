@@ -128,6 +128,14 @@ fn resolve(w: &World, fault: &Fault) -> Result<Resolved, FabricError> {
             delay: Some(Duration::from_millis(*delay_ms).min(MAX_SIM_DURATION)),
             overtaken: true,
         }),
+        FaultAction::DropDataPackets { count } => Act::Data(crate::verbs::DataFault {
+            count: *count,
+            delay: None,
+        }),
+        FaultAction::DelayDataPackets { count, delay_ms } => Act::Data(crate::verbs::DataFault {
+            count: *count,
+            delay: Some(Duration::from_millis(*delay_ms).min(MAX_SIM_DURATION)),
+        }),
         FaultAction::RejectRequests { host, count } => Act::Reject {
             host: host_key(w, host)?,
             count: *count,

@@ -51,6 +51,8 @@ pub(crate) enum Act {
     NeighbourChange(IpAddr),
     MulticastLoss(IpAddr),
     Wire(WireFault),
+    /// Lost or delayed data packets (`verbs/`).
+    Data(crate::verbs::DataFault),
     Reject {
         host: HostKey,
         count: u32,
@@ -68,7 +70,7 @@ impl Act {
     fn is_passive(&self) -> bool {
         matches!(
             self,
-            Act::Wire(_) | Act::Reject { .. } | Act::FailPaths { .. }
+            Act::Wire(_) | Act::Data(_) | Act::Reject { .. } | Act::FailPaths { .. }
         )
     }
 }
@@ -199,6 +201,9 @@ impl World {
             Act::NeighbourChange(ip) => self.neighbour_change(ip),
             Act::MulticastLoss(group) => self.multicast_lost(group),
             Act::Wire(f) => self.net.faults.push(f),
+            // A count of 0 arms nothing.
+            Act::Data(f) if f.count == 0 => {}
+            Act::Data(f) => self.verbs.faults.push_back(f),
             Act::Reject { host, count } => self.armed().rejects.push((host, count, number)),
             Act::FailPaths { host, count, how } => self.fail_path_queries(host, count, how),
         }

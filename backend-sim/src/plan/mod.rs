@@ -192,6 +192,20 @@ pub enum FaultAction {
         /// The extra delay in milliseconds of virtual time.
         delay_ms: u64,
     },
+    /// The next `count` data packets put on the wire anywhere (requests, acknowledgements and
+    /// responses alike) are lost: the RC transport retransmits or, out of retries, fails.
+    DropDataPackets {
+        /// How many.
+        count: u32,
+    },
+    /// The next `count` data packets arrive `delay_ms` later than usual (holding back what
+    /// follows them on their link).
+    DelayDataPackets {
+        /// How many.
+        count: u32,
+        /// The extra delay in milliseconds of virtual time.
+        delay_ms: u64,
+    },
     /// The CM of `host` rejects the next `count` connection requests (REQ, SIDR REQ) that reach
     /// it, as a listener's consumer reject would: REJ with reason 28 (consumer defined), or a
     /// SIDR REP with status REJECT. The listener never sees them.
@@ -398,6 +412,12 @@ impl std::fmt::Display for FaultAction {
                 "reorder the next {count} {} (delayed {delay_ms} ms, overtaken)",
                 kind.name()
             ),
+            FaultAction::DropDataPackets { count } => {
+                write!(f, "drop the next {count} data packets")
+            }
+            FaultAction::DelayDataPackets { count, delay_ms } => {
+                write!(f, "delay the next {count} data packets by {delay_ms} ms")
+            }
             FaultAction::RejectRequests { host, count } => {
                 write!(f, "{host} rejects the next {count} requests")
             }

@@ -1,0 +1,188 @@
+//! Driving a QP's machine: its inputs with the regions it may touch ([`Memory`] over the
+//! world's regions), and its outputs carried out: packets onto the data wire, completions into
+//! CQs, its one timer on the timeline, COMM_EST to the host's asynchronous events.
+
+use cmtwin::verbs::{AccessFlags, Sge, WcStatus};
+use cmtwin::AsyncEvent;
+
+use super::rc::{Memory, QpOutput, Queue};
+use super::{Mr, ObjKey, RcQp, Verbs, VerbsAction, VerbsAsyncEvent};
+use crate::engine::timeline::SimTime;
+use crate::store::Store;
+use crate::world::{Action, DevKey, World};
+
+/// The regions of one device and PD, as an RC machine reaches them.
+struct RegionMemory<'a> {
+    mrs: &'a mut Store<Mr>,
+    by_key: &'a std::collections::BTreeMap<(DevKey, u32), ObjKey>,
+    dev: DevKey,
+    pd: ObjKey,
+}
+
+impl RegionMemory<'_> {
+    /// The region of key `key` of this PD whose bytes `addr..addr + len` it holds and which
+    /// grants `access`; the offset of `addr` in it.
+    fn find(
+        &mut self,
+        key: u32,
+        addr: u64,
+        len: u64,
+        access: AccessFlags,
+    ) -> Option<(&mut Mr, usize)> {
+        let k = self.by_key.get(&(self.dev, key))?;
+        let mr = self.mrs.get_mut(k)?;
+        let offset = addr.checked_sub(mr.addr)?;
+        let fits = offset
+            .checked_add(len)
+            .is_some_and(|end| end <= mr.buf.len() as u64);
+        (mr.pd == self.pd && fits && mr.access.contains(access)).then_some((mr, offset as usize))
+    }
+}
+
+impl Memory for RegionMemory<'_> {
+    fn scatter(&mut self, sges: &[Sge], data: &[u8]) -> Result<(), WcStatus> {
+        let mut rest = data;
+        for s in sges {
+            if rest.is_empty() {
+                break;
+            }
+            let n = rest.len().min(s.length as usize);
+            let (mr, off) = self
+                .find(s.lkey, s.addr, n as u64, AccessFlags::LOCAL_WRITE)
+                .ok_or(WcStatus::LOC_PROT_ERR)?;
+            mr.buf[off..off + n].copy_from_slice(&rest[..n]);
+            rest = &rest[n..];
+        }
+        Ok(())
+    }
+
+    fn remote_write(&mut self, rkey: u32, addr: u64, data: &[u8]) -> bool {
+        let len = data.len() as u64;
+        match self.find(rkey, addr, len, AccessFlags::REMOTE_WRITE) {
+            Some((mr, off)) => {
+                mr.buf[off..off + data.len()].copy_from_slice(data);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn remote_read(&mut self, rkey: u32, addr: u64, len: u32) -> Option<Vec<u8>> {
+        let (mr, off) = self.find(rkey, addr, u64::from(len), AccessFlags::REMOTE_READ)?;
+        Some(mr.buf[off..off + len as usize].to_vec())
+    }
+}
+
+impl World {
+    // ----- driving the machine -----------------------------------------------------------
+
+    /// Gives QP `q`'s machine an input and carries out what it answers.
+    pub(crate) fn drive_qp<R>(
+        &mut self,
+        q: ObjKey,
+        input: impl FnOnce(&mut RcQp, &mut dyn Memory, &mut Vec<QpOutput>) -> R,
+    ) -> R {
+        let mut out = std::mem::take(&mut self.verbs.outputs);
+        let r = {
+            let Verbs {
+                qps,
+                mrs,
+                mr_by_key,
+                ..
+            } = &mut self.verbs;
+            let qp = qps.get_mut(&q).expect("live QP");
+            let mut mem = RegionMemory {
+                mrs,
+                by_key: mr_by_key,
+                dev: qp.dev,
+                pd: qp.pd,
+            };
+            input(&mut qp.machine, &mut mem, &mut out)
+        };
+        for o in out.drain(..) {
+            self.carry_out_qp(q, o);
+        }
+        self.verbs.outputs = out;
+        r
+    }
+
+    fn carry_out_qp(&mut self, q: ObjKey, output: QpOutput) {
+        let Some(qp) = self.verbs.qps.get(&q) else {
+            return;
+        };
+        let (host, dev, id, qpn) = (qp.host, qp.dev, qp.id, qp.qpn);
+        let (send_cq, recv_cq) = (qp.send_cq, qp.recv_cq);
+        match output {
+            QpOutput::Packet(pkt) => self.send_data(q, pkt),
+            QpOutput::Complete {
+                queue,
+                wc,
+                solicited,
+                sges,
+            } => {
+                for s in sges.iter() {
+                    self.release_entry(dev, s);
+                }
+                let cq = match queue {
+                    Queue::Send => send_cq,
+                    Queue::Recv => recv_cq,
+                };
+                if let Some(wc) = wc {
+                    self.push_completion(cq, wc, solicited);
+                }
+            }
+            QpOutput::SetTimer(after) => self.set_qp_timer(q, self.now.after(after)),
+            QpOutput::CancelTimer => self.cancel_qp_timer(q),
+            QpOutput::CommEst => {
+                let event = VerbsAsyncEvent {
+                    kind: AsyncEvent::COMM_EST,
+                    qp_num: Some(qpn),
+                    id: id.map(|i| self.id_handle(i)),
+                    cq: None,
+                };
+                self.queue_async_event(host, event);
+            }
+        }
+    }
+
+    /// Makes QP `q`'s timer due at `due`, keeping its timeline entry if that runs no later.
+    fn set_qp_timer(&mut self, q: ObjKey, due: SimTime) {
+        let qp = self.verbs.qps.get_mut(&q).expect("live QP");
+        qp.timer_due = due;
+        match qp.timer {
+            Some((_, at)) if at <= due => {}
+            _ => {
+                self.cancel_qp_timer(q);
+                let key = self
+                    .timeline
+                    .schedule(due, Action::Verbs(VerbsAction::QpTimer { qp: q }));
+                self.verbs.qps.get_mut(&q).expect("live QP").timer = Some((key, due));
+            }
+        }
+    }
+
+    fn cancel_qp_timer(&mut self, q: ObjKey) {
+        if let Some((t, _)) = self.verbs.qps.get_mut(&q).and_then(|qp| qp.timer.take()) {
+            self.timeline.cancel(t);
+        }
+    }
+
+    /// Runs an action of the data path's timeline.
+    pub(crate) fn verbs_action(&mut self, action: VerbsAction) {
+        match action {
+            VerbsAction::Deliver { from, to, packet } => self.deliver_data(from, to, packet),
+            VerbsAction::QpTimer { qp } => {
+                let Some(record) = self.verbs.qps.get_mut(&qp) else {
+                    return;
+                };
+                record.timer = None;
+                if record.timer_due > self.now {
+                    let due = record.timer_due;
+                    self.set_qp_timer(qp, due);
+                    return;
+                }
+                self.drive_qp(qp, |m, _, out| m.on_timer(out));
+            }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The data path's invariants, checked with the world's (`invariants.rs`): the indexes of QPs
+//! agree with their ids, and every count that guards a destroy (a region's busy count, the
+//! users of a PD, a CQ or a completion channel) equals what actually refers to the object.
+
+use std::collections::BTreeMap;
+
+use super::ObjKey;
+use crate::world::World;
+
+impl World {
+    /// Panics, naming the invariant, if the verbs objects are inconsistent.
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
+    pub(crate) fn check_verbs_invariants(&self) {
+        let v = &self.verbs;
+        let mut pd_users: BTreeMap<ObjKey, u32> = BTreeMap::new();
+        let mut cq_users: BTreeMap<ObjKey, u32> = BTreeMap::new();
+        let mut busy: BTreeMap<ObjKey, u32> = BTreeMap::new();
+        for &pd in v.default_pd.values() {
+            *pd_users.entry(pd).or_default() += 1;
+        }
+        for (key, qp) in v.qps.iter_unordered() {
+            if let Some(owner) = qp.id {
+                let id = self
+                    .kernel
+                    .ids
+                    .get(&owner)
+                    .unwrap_or_else(|| panic!("QP {key} belongs to dead id {owner}"));
+                assert_eq!(id.qp, Some(qp.qpn), "QP {key}'s id names another QP number");
+                assert_eq!(v.qp_of_id.get(&owner), Some(key), "QP {key} by id");
+            }
+            let by_num = v.qp_by_num.get(&(qp.host, qp.qpn));
+            assert_eq!(by_num, Some(key), "QP {key} by number");
+            *pd_users.entry(qp.pd).or_default() += 1;
+            *cq_users.entry(qp.send_cq).or_default() += 1;
+            *cq_users.entry(qp.recv_cq).or_default() += 1;
+            for s in qp.machine.posted_sges() {
+                if let Some(&mr) = v.mr_by_key.get(&(qp.dev, s.lkey)) {
+                    *busy.entry(mr).or_default() += 1;
+                }
+            }
+        }
+        let on_ids = v
+            .qps
+            .iter_unordered()
+            .filter(|(_, q)| q.id.is_some())
+            .count();
+        assert_eq!(v.qp_of_id.len(), on_ids, "QPs indexed by id");
+        for (key, mr) in v.mrs.iter_unordered() {
+            *pd_users.entry(mr.pd).or_default() += 1;
+            assert_eq!(
+                mr.busy,
+                busy.get(key).copied().unwrap_or(0),
+                "region {key}'s busy count"
+            );
+            assert_eq!(
+                v.mr_by_key.get(&(mr.dev, mr.key)),
+                Some(key),
+                "region {key} by key"
+            );
+        }
+        for (key, pd) in v.pds.iter_unordered() {
+            let users = pd_users.get(key).copied().unwrap_or(0);
+            assert_eq!(pd.users, users, "PD {key}'s users");
+        }
+        let mut channel_cqs: BTreeMap<ObjKey, u32> = BTreeMap::new();
+        for (key, cq) in v.cqs.iter_unordered() {
+            let users = cq_users.get(key).copied().unwrap_or(0);
+            assert_eq!(cq.users, users, "CQ {key}'s users");
+            if let Some(c) = cq.channel {
+                *channel_cqs.entry(c).or_default() += 1;
+            }
+        }
+        for (key, channel) in v.channels.iter_unordered() {
+            let cqs = channel_cqs.get(key).copied().unwrap_or(0);
+            assert_eq!(channel.cqs, cqs, "completion channel {key}'s CQs");
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The verbs data path, modelled at the level of libibverbs' objects: protection domains,
+//! memory regions (keys, device addresses, bounds, access, busy while work uses them),
+//! completion queues shared by QPs with completion channels and arming, and RC QPs whose
+//! state the CM drives as librdmacm and the kernel drive it.
+//!
+//! * `rc.rs`: one RC QP as a sans-IO state machine (posts, CM-driven state changes, packets,
+//!   its timer in; packets, completions, timers and COMM_EST out); `packet.rs` its wire
+//!   format.
+//! * `objects.rs`: PDs, regions, CQs and completion channels (the calls that make, use and
+//!   destroy them, and where completions and CQ events go).
+//! * `qps.rs`: QPs on ids: creation, the CM's transitions (INIT at creation, RTR/RTS at
+//!   `accept` and at the CONNECT_RESPONSE's processing, ERROR at `disconnect`, a fetched
+//!   REJECTED and device removal); `posts.rs` the posts; `drive.rs` the machine's inputs
+//!   with the regions it may touch, and its outputs carried out.
+//! * `modify.rs`: the external-QP path: QPs made apart from ids (`ibv_create_qp`), the CM's
+//!   attributes for them (`rdma_init_qp_attr`) and explicit transitions (`ibv_modify_qp`).
+//! * `wire.rs`: data packets between QPs, a path parallel to the CM's messages: the same
+//!   latency and jitter (their own random streams), the fabric's random loss probability,
+//!   their own FIFO links (a delayed CM message does not hold data back), targeted losses and
+//!   delays (`Fabric::drop_data_packets`, `Fabric::delay_data_packets`, and the fault plans'
+//!   `drop_data_packets` and `delay_data_packets` actions), and nothing to or from a removed
+//!   device. Fault plans' per-kind chances apply to CM messages only.
+//! * `backend.rs`: [`cmtwin::verbs::DataPath`] for `SimBackend`; `wait.rs` its blocking
+//!   waits (CQ events, asynchronous events) through the scheduler.
+//!
+//! Not modelled (yet): UD and multicast work requests, SRQs, atomics, memory windows, SQD,
+//! path-MTU segmentation.
+
+mod backend;
+mod drive;
+mod faults;
+mod invariants;
+mod modify;
+mod objects;
+mod packet;
+mod posts;
+mod qps;
+mod rc;
+mod wait;
+mod wire;
+
+use std::collections::{BTreeMap, VecDeque};
+
+use cmtwin::verbs::{AccessFlags, VerbsAsyncEvent, WorkCompletion};
+
+use crate::engine::timeline::{SimTime, TimerKey};
+use crate::store::Store;
+use crate::topology::{DevKey, HostKey};
+use crate::world::IdKey;
+
+pub(crate) use packet::Packet;
+pub(crate) use rc::RcQp;
+
+/// Key of a PD, region, CQ, completion channel or QP (one serial counter for all of them).
+pub(crate) type ObjKey = u64;
+
+/// A protection domain.
+pub(crate) struct Pd {
+    pub host: HostKey,
+    pub dev: DevKey,
+    /// Regions and QPs using it.
+    pub users: u32,
+}
+
+/// A registered memory region, owning its buffer.
+pub(crate) struct Mr {
+    pub host: HostKey,
+    pub dev: DevKey,
+    pub pd: ObjKey,
+    pub key: u32,
+    pub addr: u64,
+    pub buf: Vec<u8>,
+    pub access: AccessFlags,
+    /// Posted, uncompleted requests' entries naming it.
+    pub busy: u32,
+}
+
+/// A completion channel.
+pub(crate) struct CompChannel {
+    pub host: HostKey,
+    pub dev: DevKey,
+    /// CQ events not yet fetched, oldest first.
+    pub events: VecDeque<ObjKey>,
+    /// CQs reporting to it.
+    pub cqs: u32,
+}
+
+/// A completion queue.
+pub(crate) struct Cq {
+    pub host: HostKey,
+    pub dev: DevKey,
+    pub cqe: u32,
+    pub channel: Option<ObjKey>,
+    pub entries: VecDeque<WorkCompletion>,
+    /// Armed by `req_notify_cq` (`Some(solicited_only)`).
+    pub armed: Option<bool>,
+    /// CQ events fetched and not acknowledged.
+    pub unacked: u32,
+    /// QPs completing into it.
+    pub users: u32,
+    /// Made by `create_qp` for the id's QP, and destroyed with it.
+    pub implicit: bool,
+}
+
+/// A QP (on an id, or made apart for the external-QP path): the machine and where it lives.
+pub(crate) struct Qp {
+    pub host: HostKey,
+    pub dev: DevKey,
+    /// The id whose QP it is (`None`: made by `create_external_qp`).
+    pub id: Option<IdKey>,
+    pub qpn: u32,
+    /// A UD QP (no requests: they need address handles).
+    pub ud: bool,
+    pub pd: ObjKey,
+    pub send_cq: ObjKey,
+    pub recv_cq: ObjKey,
+    /// Whether the CQs were made for it by `create_qp` (its PD is then its device's default).
+    pub implicit: bool,
+    /// The peer QP: (host, QP number), once connected.
+    pub peer: Option<(HostKey, u32)>,
+    /// The timeline entry of the machine's timer, and when that entry runs.
+    pub timer: Option<(TimerKey, SimTime)>,
+    /// When the machine's timer is due: a restart to a later time only moves this, and the
+    /// entry, when it runs early, is put off to it (progress restarts the transport timer on
+    /// every acknowledgement, which would otherwise cancel and schedule an entry each time).
+    pub timer_due: SimTime,
+    pub machine: RcQp,
+}
+
+/// A targeted fault on data packets: the next `count` are lost, or delayed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DataFault {
+    pub count: u32,
+    pub delay: Option<std::time::Duration>,
+}
+
+/// Something the data path's timeline does.
+pub(crate) enum VerbsAction {
+    /// A data packet arrives at host `to.0`'s QP `to.1`, from QP `from.1` of host `from.0`.
+    Deliver {
+        from: (HostKey, u32),
+        to: (HostKey, u32),
+        packet: Packet,
+    },
+    /// QP `qp`'s timer fires.
+    QpTimer { qp: ObjKey },
+}
+
+/// Every verbs object of the fabric.
+pub(crate) struct Verbs {
+    next_serial: u64,
+    /// The next region's key and device address.
+    next_mr_key: u32,
+    next_addr: u64,
+    pub pds: Store<Pd>,
+    pub mrs: Store<Mr>,
+    /// Regions by (device, key).
+    pub mr_by_key: BTreeMap<(DevKey, u32), ObjKey>,
+    pub cqs: Store<Cq>,
+    pub channels: Store<CompChannel>,
+    pub qps: Store<Qp>,
+    /// QPs by (host, QP number).
+    pub qp_by_num: BTreeMap<(HostKey, u32), ObjKey>,
+    /// QPs by their id.
+    pub qp_of_id: BTreeMap<IdKey, ObjKey>,
+    /// The REP's connection data of active ids, once librdmacm processed their
+    /// CONNECT_RESPONSE (what `rdma_init_qp_attr` takes the peer's QP number from).
+    pub rep_conn: BTreeMap<IdKey, cmtwin::ConnData>,
+    /// Each device's default PD (librdmacm's `id->pd` for ids without a QP of their own PD),
+    /// made when first needed and kept.
+    pub default_pd: BTreeMap<DevKey, ObjKey>,
+    /// Each host's asynchronous events, oldest first.
+    pub async_events: BTreeMap<HostKey, VecDeque<VerbsAsyncEvent>>,
+    /// The latest delivery time on each (from host, to host) data link.
+    pub link_clock: BTreeMap<(HostKey, HostKey), SimTime>,
+    /// Targeted faults on the next data packets.
+    pub faults: VecDeque<DataFault>,
+    /// Reused buffer for a QP's outputs.
+    pub outputs: Vec<rc::QpOutput>,
+}
+
+impl Default for Verbs {
+    fn default() -> Self {
+        Verbs {
+            next_serial: 1,
+            next_mr_key: 0x1000,
+            next_addr: 0x7f00_0000_0000,
+            pds: Store::default(),
+            mrs: Store::default(),
+            mr_by_key: BTreeMap::new(),
+            cqs: Store::default(),
+            channels: Store::default(),
+            qps: Store::default(),
+            qp_by_num: BTreeMap::new(),
+            qp_of_id: BTreeMap::new(),
+            rep_conn: BTreeMap::new(),
+            default_pd: BTreeMap::new(),
+            async_events: BTreeMap::new(),
+            link_clock: BTreeMap::new(),
+            faults: VecDeque::new(),
+            outputs: Vec::new(),
+        }
+    }
+}
+
+impl Verbs {
+    /// A fresh serial for a verbs object.
+    fn fresh(&mut self) -> ObjKey {
+        let k = self.next_serial;
+        self.next_serial += 1;
+        k
+    }
+
+    /// The key and device address of a new region of `len` bytes (addresses page-aligned,
+    /// a guard page apart; keys never reused).
+    fn place_region(&mut self, len: usize) -> (u32, u64) {
+        let key = self.next_mr_key;
+        self.next_mr_key += 1;
+        let addr = self.next_addr;
+        let pages = (len as u64).div_ceil(4096) + 1;
+        self.next_addr += pages * 4096;
+        (key, addr)
+    }
+}
+
+/// The key a process waiting for completion channel `key`'s events blocks on (apart from
+/// the keys of `cmtwin::sync`, which count up from 1, and those of `rdma_destroy_id`).
+pub(crate) fn comp_channel_wait_key(key: ObjKey) -> u64 {
+    (1 << 62) | key
+}
+
+/// The key a process waiting for host `host`'s asynchronous events blocks on.
+pub(crate) fn async_wait_key(host: HostKey) -> u64 {
+    (1 << 62) | (1 << 61) | host as u64
+}

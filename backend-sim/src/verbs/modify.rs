@@ -1,0 +1,220 @@
+//! The external-QP path the CM supports: a QP made apart from any id (`ibv_create_qp`, in
+//! RESET), whose number the application announces in `rdma_connect`'s or `rdma_accept`'s
+//! parameters, driven through the attributes the CM computes (`rdma_init_qp_attr`) and
+//! explicit transitions (`ibv_modify_qp`). The QPs the CM drives itself take the same
+//! attributes ([`World::connection_attrs`]).
+
+use std::net::{IpAddr, Ipv6Addr};
+use std::time::Duration;
+
+use cmtwin::verbs::{AccessFlags, QpAttr, QpInitAttrEx, QpState};
+use cmtwin::{Call, CmError, Errno, IdHandle, QpHandle, QpType, Result};
+
+use super::rc::{RcParams, RcQp};
+use crate::world::{HostKey, IdKey, World};
+
+/// IB's encoding of `min_rnr_timer`, in units of 10 µs: 0 is 655.36 ms, 1 is 0.01 ms, ...
+/// 31 is 491.52 ms.
+const RNR_TIMER_10US: [u64; 32] = [
+    65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
+    2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+];
+
+/// The wait an RNR NAK asks for, from `min_rnr_timer`'s encoding (5 bits).
+pub(crate) fn rnr_timer(code: u8) -> Duration {
+    Duration::from_micros(10 * RNR_TIMER_10US[usize::from(code & 31)])
+}
+
+/// The attributes of a connection's QP as the CM computes them.
+pub(crate) struct ConnAttrs {
+    /// The peer QP: (host, number).
+    pub peer: (HostKey, u32),
+    /// The peer's address (its GID in the path).
+    pub peer_ip: IpAddr,
+    /// Timeout and retry counts.
+    pub params: RcParams,
+}
+
+impl World {
+    /// The attributes `rdma_init_qp_attr` gives id `id`'s QP for RTR and RTS: the peer's QP
+    /// number (the REQ's on the passive side, the REP's on the active side), the id's ACK
+    /// timeout (the ACK_TIMEOUT option, else the one computed from the path's packet life
+    /// time), the REQ's transport retry count, and the RNR retry count of the REQ (passive)
+    /// or REP (active). `None` while the peer's QP number is unknown.
+    pub(crate) fn connection_attrs(&self, id: IdKey) -> Option<ConnAttrs> {
+        let i = self.id(id);
+        let req = i.req_conn?;
+        let active = self.cm.eps.get(&i.ep?)?.cm.is_active();
+        let (dest, rnr_retry) = match active {
+            true => {
+                let rep = self.verbs.rep_conn.get(&id)?;
+                (rep.qp_num, rep.rnr_retry_count)
+            }
+            false => (req.qp_num, req.rnr_retry_count),
+        };
+        let peer_ip = i.peer?.ip();
+        let (peer_host, _) = self.topo.owner_of_ip(peer_ip)?;
+        let plt = i.path_plt.unwrap_or(self.cfg.packet_life_time);
+        let timeout = i
+            .ack_timeout
+            .unwrap_or_else(|| crate::config::ack_timeout(self.cfg.ca_ack_delay, plt));
+        Some(ConnAttrs {
+            peer: (peer_host, dest),
+            peer_ip,
+            params: RcParams {
+                timeout,
+                retry_count: req.retry_count.min(7),
+                rnr_retry: rnr_retry.min(7),
+            },
+        })
+    }
+
+    /// `ibv_create_qp`: an RC QP of `attr`'s PD and CQs, in RESET, on no id.
+    pub(crate) fn create_external_qp(
+        &mut self,
+        host: HostKey,
+        attr: &QpInitAttrEx,
+    ) -> Result<QpHandle> {
+        let call = Call::CreateExternalQp;
+        if attr.qp_type != QpType::Rc {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("{:?} QPs are not modelled apart from ids", attr.qp_type),
+            ));
+        }
+        let (dev, pd, cqs) = self.qp_objects(host, call, attr)?;
+        let qpn = self.draw_qp_number(host, dev);
+        let machine = RcQp::new(qpn, attr.cap, attr.sq_sig_all).in_reset();
+        let key = self.insert_qp((host, dev, None), pd, cqs, false, false, machine);
+        Ok(QpHandle::from_raw(self.stamp(key)))
+    }
+
+    /// `ibv_destroy_qp` of a QP on no id.
+    pub(crate) fn destroy_external_qp(&mut self, host: HostKey, h: QpHandle) -> Result<()> {
+        let call = Call::DestroyExternalQp;
+        let key = self.qp_key(host, call, h)?;
+        if self.verbs.qps[&key].id.is_some() {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the QP belongs to an id: rdma_destroy_qp destroys it",
+            ));
+        }
+        self.remove_qp(key);
+        Ok(())
+    }
+
+    /// `rdma_init_qp_attr`.
+    pub(crate) fn init_qp_attr(
+        &mut self,
+        host: HostKey,
+        h: IdHandle,
+        state: QpState,
+    ) -> Result<QpAttr> {
+        let call = Call::InitQpAttr;
+        let (key, dev) = self.id_device(host, call, h)?;
+        let mut attr = QpAttr {
+            qp_state: Some(state),
+            ..QpAttr::default()
+        };
+        match state {
+            QpState::Init => {
+                attr.access =
+                    AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE;
+                return Ok(attr);
+            }
+            QpState::Rtr | QpState::Rts => {}
+            other => {
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    format!("no attributes for {other:?} (INIT, RTR or RTS)"),
+                ))
+            }
+        }
+        let c = self.connection_attrs(key).ok_or_else(|| {
+            CmError::new(
+                call,
+                Errno::EINVAL,
+                "the peer's QP number is not known yet (no request, or no REP processed)",
+            )
+        })?;
+        attr.dest_qp_num = c.peer.1;
+        attr.ah_attr = self.ah_attr_to(dev, c.peer_ip);
+        attr.timeout = c.params.timeout;
+        attr.retry_cnt = c.params.retry_count;
+        attr.rnr_retry = c.params.rnr_retry;
+        Ok(attr)
+    }
+
+    /// `ibv_modify_qp` to `attr.qp_state`.
+    pub(crate) fn modify_qp(&mut self, host: HostKey, h: QpHandle, attr: &QpAttr) -> Result<()> {
+        let call = Call::ModifyQp;
+        let q = self.qp_key(host, call, h)?;
+        let from = self.verbs.qps[&q].machine.state();
+        let refused = |why: String| Err(CmError::new(call, Errno::EINVAL, why));
+        let Some(to) = attr.qp_state else {
+            return refused("no qp_state to move to".into());
+        };
+        let moved = match to {
+            QpState::Init => self.verbs.qps.get_mut(&q).expect("live QP").machine.init(),
+            QpState::Rtr => {
+                let Some((peer_host, _)) = self.topo.owner_of_ip(dgid_ip(&attr.ah_attr)) else {
+                    return refused("the path's destination GID is no host of the fabric".into());
+                };
+                let qp = self.verbs.qps.get_mut(&q).expect("live QP");
+                let moved = qp.machine.rtr(rnr_timer(attr.min_rnr_timer));
+                if moved {
+                    qp.peer = Some((peer_host, attr.dest_qp_num));
+                }
+                moved
+            }
+            QpState::Rts => {
+                let params = RcParams {
+                    timeout: attr.timeout.min(31),
+                    retry_count: attr.retry_cnt.min(7),
+                    rnr_retry: attr.rnr_retry.min(7),
+                };
+                self.drive_qp(q, |m, _, out| m.rts(params, out))
+            }
+            QpState::Error => {
+                self.drive_qp(q, |m, _, out| m.enter_error(out));
+                true
+            }
+            QpState::Reset => {
+                self.reset_qp(q);
+                true
+            }
+            QpState::Sqd | QpState::Sqe => return refused(format!("{to:?} is not modelled")),
+        };
+        if !moved {
+            return refused(format!("{from:?} cannot move to {to:?}"));
+        }
+        Ok(())
+    }
+
+    /// Any state → RESET: outstanding requests are discarded without completions.
+    fn reset_qp(&mut self, q: super::ObjKey) {
+        let qp = self.verbs.qps.get_mut(&q).expect("live QP");
+        let dev = qp.dev;
+        qp.peer = None;
+        let timer = qp.timer.take();
+        let discarded = qp.machine.discard();
+        if let Some((t, _)) = timer {
+            self.timeline.cancel(t);
+        }
+        for s in &discarded {
+            self.release_entry(dev, s);
+        }
+    }
+}
+
+/// The IP address a path's destination GID carries (IPv4-mapped or IPv6).
+fn dgid_ip(ah: &cmtwin::AhAttr) -> IpAddr {
+    let v6 = Ipv6Addr::from(ah.grh.dgid);
+    match v6.to_ipv4_mapped() {
+        Some(v4) => IpAddr::V4(v4),
+        None => IpAddr::V6(v6),
+    }
+}

@@ -1,0 +1,226 @@
+//! Posts: `ibv_post_send` and `ibv_post_recv` as the device takes them: the checks that
+//! refuse a request (EINVAL, ENOMEM), the bytes gathered at post time (a bad key or range
+//! becomes a LOC_PROT_ERR completion), and the busy counts that keep a region registered
+//! while requests name it.
+
+use std::sync::Arc;
+
+use cmtwin::verbs::{AccessFlags, Payload, RecvWr, SendOp, SendWr, Sge, WcStatus};
+use cmtwin::{Call, CmError, Errno, QpHandle, Result};
+
+use super::rc::{PostError, RecvEntry, SendEntry, SendKind, Sges};
+use super::{Mr, ObjKey};
+use crate::world::{DevKey, HostKey, World};
+
+impl World {
+    // ----- posts -------------------------------------------------------------------------
+
+    /// `ibv_post_send`.
+    pub(crate) fn post_send(&mut self, host: HostKey, h: QpHandle, wr: &SendWr<'_>) -> Result<()> {
+        let call = Call::PostSend;
+        let q = self.qp_key(host, call, h)?;
+        let qp = &self.verbs.qps[&q];
+        let (dev, pd, cap) = (qp.dev, qp.pd, qp.machine.cap());
+        if qp.ud {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "UD requests need an address handle, which is not modelled yet",
+            ));
+        }
+        let mut entry = self.send_entry(wr, dev, pd, &cap)?;
+        entry.signaled = wr.signaled;
+        entry.solicited = wr.solicited;
+        self.hold_entries(dev, &entry.sges);
+        match self.drive_qp(q, |m, _, out| m.post_send(entry, out)) {
+            Ok(()) => Ok(()),
+            Err((e, entry)) => {
+                for s in entry.sges.iter() {
+                    self.release_entry(dev, s);
+                }
+                Err(post_error(call, e, cap.max_send_wr))
+            }
+        }
+    }
+
+    /// The machine's request for `wr` on a QP of `dev`, `pd` and capacities `cap`: its bytes
+    /// gathered (a read's target checked), a bad key or range noted as its LOC_PROT_ERR;
+    /// EINVAL for what the QP cannot take at all.
+    fn send_entry(
+        &self,
+        wr: &SendWr<'_>,
+        dev: DevKey,
+        pd: ObjKey,
+        cap: &cmtwin::QpCap,
+    ) -> Result<SendEntry> {
+        let refuse = |why: String| Err(CmError::new(Call::PostSend, Errno::EINVAL, why));
+        let kind = send_kind(wr);
+        let read = matches!(kind, SendKind::Read { .. });
+        let sges = match wr.payload {
+            Payload::Inline(_) if read => return refuse("an RDMA read cannot be inline".into()),
+            Payload::Inline(bytes) if bytes.len() > cap.max_inline_data as usize => {
+                let max = cap.max_inline_data;
+                return refuse(format!(
+                    "{} inline bytes exceed max_inline_data {max}",
+                    bytes.len()
+                ));
+            }
+            Payload::Inline(bytes) => {
+                let no_entries = Sges::Many(Vec::new());
+                return Ok(SendEntry::new(wr.wr_id, kind, Arc::from(bytes), no_entries));
+            }
+            Payload::Sges(sges) if sges.len() > cap.max_send_sge as usize => {
+                let max = cap.max_send_sge;
+                return refuse(format!("{} entries exceed max_send_sge {max}", sges.len()));
+            }
+            Payload::Sges(sges) => sges,
+        };
+        let (kind, data, fault) = match kind {
+            SendKind::Read { addr, rkey, .. } => {
+                let len = sges.iter().map(|s| s.length).sum();
+                let ok = self.sges_valid(dev, pd, sges, AccessFlags::LOCAL_WRITE);
+                (SendKind::Read { addr, rkey, len }, Vec::new(), !ok)
+            }
+            kind => match self.gather(dev, pd, sges) {
+                Some(data) => (kind, data, false),
+                None => (kind, Vec::new(), true),
+            },
+        };
+        let mut entry = SendEntry::new(wr.wr_id, kind, Arc::from(data), Sges::from(sges));
+        entry.fault = fault.then_some(WcStatus::LOC_PROT_ERR);
+        Ok(entry)
+    }
+
+    /// `ibv_post_recv`.
+    pub(crate) fn post_recv(&mut self, host: HostKey, h: QpHandle, wr: &RecvWr<'_>) -> Result<()> {
+        let call = Call::PostRecv;
+        let q = self.qp_key(host, call, h)?;
+        let qp = &self.verbs.qps[&q];
+        let (dev, cap) = (qp.dev, qp.machine.cap());
+        if wr.sg_list.len() > cap.max_recv_sge as usize {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!(
+                    "{} entries exceed max_recv_sge {}",
+                    wr.sg_list.len(),
+                    cap.max_recv_sge
+                ),
+            ));
+        }
+        self.hold_entries(dev, wr.sg_list);
+        let entry = RecvEntry {
+            wr_id: wr.wr_id,
+            sges: Sges::from(wr.sg_list),
+        };
+        match self.drive_qp(q, |m, _, out| m.post_recv(entry, out)) {
+            Ok(()) => Ok(()),
+            Err((e, _)) => {
+                for s in wr.sg_list {
+                    self.release_entry(dev, s);
+                }
+                Err(post_error(call, e, cap.max_recv_wr))
+            }
+        }
+    }
+
+    /// Whether every entry lies in a region of `pd` on `dev` granting `access`.
+    fn sges_valid(&self, dev: DevKey, pd: ObjKey, sges: &[Sge], access: AccessFlags) -> bool {
+        sges.iter()
+            .all(|s| self.region_of(dev, pd, s, access).is_some())
+    }
+
+    /// The region holding entry `s` and its offset there.
+    fn region_of(
+        &self,
+        dev: DevKey,
+        pd: ObjKey,
+        s: &Sge,
+        access: AccessFlags,
+    ) -> Option<(&Mr, usize)> {
+        let mr = self
+            .verbs
+            .mrs
+            .get(self.verbs.mr_by_key.get(&(dev, s.lkey))?)?;
+        let off = s.addr.checked_sub(mr.addr)?;
+        let fits = off
+            .checked_add(u64::from(s.length))
+            .is_some_and(|e| e <= mr.buf.len() as u64);
+        (mr.pd == pd && fits && mr.access.contains(access)).then_some((mr, off as usize))
+    }
+
+    /// The bytes of `sges`, in order; `None` if one is not in a region of `pd`.
+    fn gather(&self, dev: DevKey, pd: ObjKey, sges: &[Sge]) -> Option<Vec<u8>> {
+        let mut data = Vec::with_capacity(sges.iter().map(|s| s.length as usize).sum());
+        for s in sges {
+            let (mr, off) = self.region_of(dev, pd, s, AccessFlags::NONE)?;
+            data.extend_from_slice(&mr.buf[off..off + s.length as usize]);
+        }
+        Some(data)
+    }
+
+    /// Counts `sges` against the regions their keys name (dereg is refused meanwhile).
+    fn hold_entries(&mut self, dev: DevKey, sges: &[Sge]) {
+        for s in sges {
+            if let Some(mr) = self
+                .verbs
+                .mr_by_key
+                .get(&(dev, s.lkey))
+                .and_then(|k| self.verbs.mrs.get_mut(k))
+            {
+                mr.busy += 1;
+            }
+        }
+    }
+
+    /// Releases what [`World::hold_entries`] counted for `s`.
+    pub(crate) fn release_entry(&mut self, dev: DevKey, s: &Sge) {
+        if let Some(mr) = self
+            .verbs
+            .mr_by_key
+            .get(&(dev, s.lkey))
+            .and_then(|k| self.verbs.mrs.get_mut(k))
+        {
+            mr.busy -= 1;
+        }
+    }
+}
+
+/// The machine's kind of request for `wr` (a read's length is filled in from its entries).
+fn send_kind(wr: &SendWr<'_>) -> SendKind {
+    match wr.op {
+        SendOp::Send => SendKind::Send { imm: None },
+        SendOp::SendWithImm(imm) => SendKind::Send { imm: Some(imm) },
+        SendOp::RdmaWrite { remote_addr, rkey } => SendKind::Write {
+            addr: remote_addr,
+            rkey,
+            imm: None,
+        },
+        SendOp::RdmaWriteWithImm {
+            remote_addr,
+            rkey,
+            imm,
+        } => SendKind::Write {
+            addr: remote_addr,
+            rkey,
+            imm: Some(imm),
+        },
+        SendOp::RdmaRead { remote_addr, rkey } => SendKind::Read {
+            addr: remote_addr,
+            rkey,
+            len: 0,
+        },
+    }
+}
+
+/// The errno of a refused post.
+fn post_error(call: Call, e: PostError, depth: u32) -> CmError {
+    match e {
+        PostError::Reset => CmError::new(call, Errno::EINVAL, "the QP is in RESET"),
+        PostError::Full => CmError::new(
+            call,
+            Errno::ENOMEM,
+            format!("the queue holds its {depth} requests"),
+        ),
+    }
+}

@@ -1,0 +1,322 @@
+//! QPs on ids: creation (with chosen CQs, or with CQs made for them as librdmacm makes
+//! them), destruction, lookups, and the transitions the CM drives.
+
+use std::time::Duration;
+
+use cmtwin::verbs::{QpCqs, QpInitAttrEx, QpState};
+use cmtwin::{
+    Call, CmError, CompChannelHandle, Errno, IdHandle, QpCap, QpHandle, QpInitAttr, Result,
+};
+
+use super::{ObjKey, Qp, RcQp};
+use crate::engine::timeline::SimTime;
+use crate::world::{DevKey, HostKey, IdKey, World};
+
+/// The most requests per queue, entries per request and inline bytes of a simulated QP.
+const MAX_QP_WR: u32 = 16384;
+const MAX_SGE: u32 = 32;
+const MAX_INLINE: u32 = 256;
+
+/// What `min_rnr_timer` 0 means (IB's encoding): 655.36 ms. The kernel's CM programs 0 into
+/// the RTR attributes of every QP it connects (CM-SEMANTICS.md §2).
+pub(crate) const MIN_RNR_TIMER_0: Duration = Duration::from_micros(655_360);
+
+impl World {
+    // ----- creation and destruction ------------------------------------------------------
+
+    /// A QP number of device `dev` not in use on `host`: the device's next (after a power
+    /// cycle, its previous life's numbers come first), drawn from the numbers stream.
+    pub(crate) fn draw_qp_number(&mut self, host: HostKey, dev: DevKey) -> u32 {
+        loop {
+            let rng = &mut self.rng;
+            let draw = || rng.range(crate::rng::Stream::Numbers, 0x10, 0xFF_FFFE) as u32;
+            let qpn = self.topo.devices[dev].qpns.next(draw);
+            if !self.verbs.qp_by_num.contains_key(&(host, qpn)) {
+                return qpn;
+            }
+        }
+    }
+
+    /// The default PD of device `dev` of `host`, made when first needed.
+    pub(crate) fn default_pd(&mut self, host: HostKey, dev: DevKey) -> ObjKey {
+        if let Some(&pd) = self.verbs.default_pd.get(&dev) {
+            return pd;
+        }
+        let pd = self.new_pd(host, dev);
+        // Held by the device itself: never deallocated by the application.
+        self.verbs.pds.get_mut(&pd).expect("new PD").users += 1;
+        self.verbs.default_pd.insert(dev, pd);
+        pd
+    }
+
+    /// `id->pd`: the PD of the id's QP, else its device's default.
+    pub(crate) fn id_pd(&mut self, host: HostKey, h: IdHandle) -> Result<cmtwin::PdHandle> {
+        let (key, dev) = self.id_device(host, Call::IdPd, h)?;
+        let pd = match self.verbs.qp_of_id.get(&key) {
+            Some(q) => self.verbs.qps[q].pd,
+            None => self.default_pd(host, dev),
+        };
+        Ok(cmtwin::PdHandle::from_raw(self.stamp(pd)))
+    }
+
+    /// Gives id `id` the verbs QP `qpn` of `rdma_create_qp` without PD and CQs: librdmacm
+    /// takes the device's default PD and makes a send and a receive CQ, each with its own
+    /// completion channel, sized by the capacities.
+    pub(crate) fn attach_qp(&mut self, id: IdKey, qpn: u32, attr: &QpInitAttr) {
+        let (host, dev) = (
+            self.id(id).host,
+            self.id(id).device.expect("checked by create_qp"),
+        );
+        let pd = self.default_pd(host, dev);
+        let send_channel = self.new_comp_channel(host, dev);
+        let recv_channel = self.new_comp_channel(host, dev);
+        let cap = attr.cap;
+        let send_cq = self.new_cq(host, dev, cap.max_send_wr.max(1), Some(send_channel), true);
+        let recv_cq = self.new_cq(host, dev, cap.max_recv_wr.max(1), Some(recv_channel), true);
+        let mut machine = RcQp::new(qpn, cap, attr.sq_sig_all);
+        let ud = !attr.qp_type.is_connected();
+        if ud {
+            machine.ready_unconnected();
+        }
+        let where_ = (host, dev, Some(id));
+        self.insert_qp(where_, pd, (send_cq, recv_cq), true, ud, machine);
+    }
+
+    /// Records QP `machine` of host, device and id `where_` and counts its users of the PD
+    /// and CQs; its key.
+    pub(crate) fn insert_qp(
+        &mut self,
+        where_: (HostKey, DevKey, Option<IdKey>),
+        pd: ObjKey,
+        (send_cq, recv_cq): (ObjKey, ObjKey),
+        implicit: bool,
+        ud: bool,
+        machine: RcQp,
+    ) -> ObjKey {
+        let (host, dev, id) = where_;
+        self.verbs.pds.get_mut(&pd).expect("live PD").users += 1;
+        for cq in [send_cq, recv_cq] {
+            self.verbs.cqs.get_mut(&cq).expect("live CQ").users += 1;
+        }
+        let key = self.verbs.fresh();
+        let qpn = machine.qpn();
+        let qp = Qp {
+            host,
+            dev,
+            id,
+            qpn,
+            ud,
+            pd,
+            send_cq,
+            recv_cq,
+            implicit,
+            peer: None,
+            timer: None,
+            timer_due: SimTime(0),
+            machine,
+        };
+        self.verbs.qps.insert(key, qp);
+        self.verbs.qp_by_num.insert((host, qpn), key);
+        if let Some(id) = id {
+            self.verbs.qp_of_id.insert(id, key);
+        }
+        key
+    }
+
+    /// The live PD and CQs of `attr`, all on one device: that device.
+    pub(crate) fn qp_objects(
+        &self,
+        host: HostKey,
+        call: Call,
+        attr: &QpInitAttrEx,
+    ) -> Result<(DevKey, ObjKey, (ObjKey, ObjKey))> {
+        let pd = self.pd_key(host, call, attr.pd)?;
+        let send_cq = self.cq_key(host, call, attr.send_cq)?;
+        let recv_cq = self.cq_key(host, call, attr.recv_cq)?;
+        let dev = self.verbs.pds[&pd].dev;
+        if self.verbs.cqs[&send_cq].dev != dev || self.verbs.cqs[&recv_cq].dev != dev {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the CQs are on another device than the PD",
+            ));
+        }
+        check_cap(call, &attr.cap)?;
+        Ok((dev, pd, (send_cq, recv_cq)))
+    }
+
+    /// `rdma_create_qp_ex`: a QP with chosen PD and CQs.
+    pub(crate) fn create_qp_ex(
+        &mut self,
+        host: HostKey,
+        h: IdHandle,
+        attr: &QpInitAttrEx,
+    ) -> Result<u32> {
+        let call = Call::CreateQpEx;
+        let (key, dev) = self.id_device(host, call, h)?;
+        self.check_qp_allowed(call, key, attr.qp_type)?;
+        let (objects_dev, pd, cqs) = self.qp_objects(host, call, attr)?;
+        if objects_dev != dev {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the PD and CQs are on another device than the id",
+            ));
+        }
+        let qpn = self.draw_qp_number(host, dev);
+        self.id_mut(key).qp = Some(qpn);
+        let mut machine = RcQp::new(qpn, attr.cap, attr.sq_sig_all);
+        let ud = !attr.qp_type.is_connected();
+        if ud {
+            machine.ready_unconnected();
+        }
+        self.insert_qp((host, dev, Some(key)), pd, cqs, false, ud, machine);
+        Ok(qpn)
+    }
+
+    /// What the data path keeps of id `id` goes with it: its QP, its REP's data.
+    pub(crate) fn verbs_forget_id(&mut self, id: IdKey) {
+        self.remove_qp_of(id);
+        self.verbs.rep_conn.remove(&id);
+    }
+
+    /// Destroys id `id`'s verbs QP, if any.
+    pub(crate) fn remove_qp_of(&mut self, id: IdKey) {
+        if let Some(key) = self.verbs.qp_of_id.get(&id).copied() {
+            self.remove_qp(key);
+        }
+    }
+
+    /// Destroys QP `key`: its outstanding requests are discarded without completions, and
+    /// the CQs made for it go with it.
+    pub(crate) fn remove_qp(&mut self, key: ObjKey) {
+        let Some(mut qp) = self.verbs.qps.remove(&key) else {
+            return;
+        };
+        if let Some(id) = qp.id {
+            self.verbs.qp_of_id.remove(&id);
+        }
+        if let Some((t, _)) = qp.timer.take() {
+            self.timeline.cancel(t);
+        }
+        self.verbs.qp_by_num.remove(&(qp.host, qp.qpn));
+        for s in qp.machine.discard() {
+            self.release_entry(qp.dev, &s);
+        }
+        self.verbs.pds.get_mut(&qp.pd).expect("live PD").users -= 1;
+        for cq in [qp.send_cq, qp.recv_cq] {
+            self.verbs.cqs.get_mut(&cq).expect("live CQ").users -= 1;
+        }
+        if qp.implicit {
+            for cq in [qp.send_cq, qp.recv_cq] {
+                let channel = self.verbs.cqs[&cq].channel;
+                self.remove_cq(cq);
+                if let Some(c) = channel {
+                    self.verbs.channels.remove(&c);
+                    self.sched.wake_all(super::comp_channel_wait_key(c));
+                }
+            }
+        }
+    }
+
+    /// The live QP behind `h`.
+    pub(crate) fn qp_key(&self, host: HostKey, call: Call, h: QpHandle) -> Result<ObjKey> {
+        self.unstamp(h.raw())
+            .filter(|k| self.verbs.qps.get(k).is_some_and(|q| q.host == host))
+            .ok_or_else(|| {
+                CmError::new(
+                    call,
+                    Errno::EBADF,
+                    format!("{h} is not a live QP of this host"),
+                )
+            })
+    }
+
+    /// `id->qp`.
+    pub(crate) fn id_qp(&self, host: HostKey, h: IdHandle) -> Result<Option<QpHandle>> {
+        let key = self.id_key(host, Call::IdQp, h)?;
+        Ok(self
+            .verbs
+            .qp_of_id
+            .get(&key)
+            .map(|q| QpHandle::from_raw(self.stamp(*q))))
+    }
+
+    /// `id->send_cq`, `id->recv_cq` and their channels.
+    pub(crate) fn qp_cqs(&self, host: HostKey, h: IdHandle) -> Result<Option<QpCqs>> {
+        let key = self.id_key(host, Call::QpCqs, h)?;
+        Ok(self.verbs.qp_of_id.get(&key).map(|q| {
+            let qp = &self.verbs.qps[q];
+            let channel = |cq: ObjKey| {
+                self.verbs.cqs[&cq]
+                    .channel
+                    .map(|c| CompChannelHandle::from_raw(self.stamp(c)))
+            };
+            QpCqs {
+                send_cq: self.cq_handle(qp.send_cq),
+                send_channel: channel(qp.send_cq),
+                recv_cq: self.cq_handle(qp.recv_cq),
+                recv_channel: channel(qp.recv_cq),
+            }
+        }))
+    }
+
+    /// The state of QP `h`.
+    pub(crate) fn query_qp_state(&self, host: HostKey, h: QpHandle) -> Result<QpState> {
+        let q = self.qp_key(host, Call::QueryQp, h)?;
+        Ok(self.verbs.qps[&q].machine.state())
+    }
+
+    // ----- the CM's transitions ----------------------------------------------------------
+
+    /// INIT → RTR → RTS of id `id`'s QP with the attributes `rdma_init_qp_attr` gives (see
+    /// [`World::connection_attrs`]). Returns false when the QP could not be moved.
+    pub(crate) fn connect_qp(&mut self, id: IdKey) -> bool {
+        let Some(&q) = self.verbs.qp_of_id.get(&id) else {
+            return true; // no QP (the application drives its own)
+        };
+        let Some(c) = self.connection_attrs(id) else {
+            return false;
+        };
+        self.verbs.qps.get_mut(&q).expect("indexed QP").peer = Some(c.peer);
+        self.drive_qp(q, |m, _, out| m.connect(MIN_RNR_TIMER_0, c.params, out))
+    }
+
+    /// Moves id `id`'s QP to ERROR, flushing its outstanding requests.
+    pub(crate) fn qp_to_error(&mut self, id: IdKey) {
+        if let Some(&q) = self.verbs.qp_of_id.get(&id) {
+            self.drive_qp(q, |m, _, out| m.enter_error(out));
+        }
+    }
+
+    /// Device `dev` is gone: its QPs enter ERROR.
+    pub(crate) fn verbs_device_removed(&mut self, dev: DevKey) {
+        let on_dev: Vec<ObjKey> = self
+            .verbs
+            .qps
+            .iter()
+            .filter(|(_, q)| q.dev == dev)
+            .map(|(k, _)| *k)
+            .collect();
+        for q in on_dev {
+            self.drive_qp(q, |m, _, out| m.enter_error(out));
+        }
+    }
+}
+
+/// EINVAL for capacities a simulated device does not have.
+fn check_cap(call: Call, cap: &QpCap) -> Result<()> {
+    let ok = (1..=MAX_QP_WR).contains(&cap.max_send_wr)
+        && (1..=MAX_QP_WR).contains(&cap.max_recv_wr)
+        && cap.max_send_sge <= MAX_SGE
+        && cap.max_recv_sge <= MAX_SGE
+        && cap.max_inline_data <= MAX_INLINE;
+    if ok {
+        return Ok(());
+    }
+    Err(CmError::new(
+        call,
+        Errno::EINVAL,
+        format!("capacities {cap:?} outside the device's (1..={MAX_QP_WR} requests, {MAX_SGE} entries, {MAX_INLINE} inline bytes)"),
+    ))
+}

@@ -1,0 +1,1008 @@
+//! One RC QP as a sans-IO state machine, as `cm/endpoint.rs` is for the CM: inputs are the
+//! application's posts, a state change the CM drives, a packet from the peer QP and the QP's
+//! one timer; outputs are packets to the peer, completions, the timer to set or cancel, and
+//! the COMM_EST asynchronous event. It owns no memory and no clock: bytes are gathered at post
+//! time by the world, and placed through the [`Memory`] port it is handed.
+//!
+//! The model of InfiniBand RC: requests carry PSNs (from 0, 24-bit, wrapping) and are
+//! executed by the responder exactly once and in order; a duplicate is acknowledged again (a
+//! duplicate read is executed again); a request beyond the expected PSN is dropped and
+//! recovered by the requester's retransmission. The requester keeps one timer: a transport
+//! timeout of 4.096 µs × 2^timeout (0: never), on which it resends everything unacknowledged
+//! (go-back-N) up to `retry_count` times before completing the oldest request with
+//! RETRY_EXC_ERR; or an RNR wait after a receiver-not-ready NAK, up to `rnr_retry` times (7:
+//! without limit) before RNR_RETRY_EXC_ERR. Progress resets both counters. Any error
+//! completion moves the QP to ERROR, which flushes every outstanding request with
+//! WR_FLUSH_ERR (signaled or not); a responder that refuses a request for a remote access or
+//! invalid request moves to ERROR too.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cmtwin::verbs::{QpState, Sge, WcOpcode, WcStatus, WorkCompletion};
+use cmtwin::QpCap;
+
+use super::packet::{psn_cmp, psn_next, psn_prev, Body, Nak, Packet};
+
+/// The memory a responder and a completing read place bytes in (the world's regions).
+pub(crate) trait Memory {
+    /// Writes `data` across `sges` in order: LOC_PROT_ERR for a bad key, range or access.
+    fn scatter(&mut self, sges: &[Sge], data: &[u8]) -> Result<(), WcStatus>;
+    /// A peer's RDMA write: false for a bad rkey, range or access.
+    fn remote_write(&mut self, rkey: u32, addr: u64, data: &[u8]) -> bool;
+    /// A peer's RDMA read: `None` for a bad rkey, range or access.
+    fn remote_read(&mut self, rkey: u32, addr: u64, len: u32) -> Option<Vec<u8>>;
+}
+
+/// A request's scatter/gather entries, without an allocation for the usual single one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Sges {
+    One(Sge),
+    Many(Vec<Sge>),
+}
+
+impl From<&[Sge]> for Sges {
+    fn from(sges: &[Sge]) -> Self {
+        match sges {
+            [one] => Sges::One(*one),
+            _ => Sges::Many(sges.to_vec()),
+        }
+    }
+}
+
+impl std::ops::Deref for Sges {
+    type Target = [Sge];
+
+    fn deref(&self) -> &[Sge] {
+        match self {
+            Sges::One(s) => std::slice::from_ref(s),
+            Sges::Many(v) => v,
+        }
+    }
+}
+
+/// What a send-queue request does, with its remote part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SendKind {
+    Send {
+        imm: Option<u32>,
+    },
+    Write {
+        addr: u64,
+        rkey: u32,
+        imm: Option<u32>,
+    },
+    Read {
+        addr: u64,
+        rkey: u32,
+        len: u32,
+    },
+}
+
+impl SendKind {
+    fn opcode(self) -> WcOpcode {
+        match self {
+            SendKind::Send { .. } => WcOpcode::Send,
+            SendKind::Write { .. } => WcOpcode::RdmaWrite,
+            SendKind::Read { .. } => WcOpcode::RdmaRead,
+        }
+    }
+}
+
+/// A posted send-queue request.
+#[derive(Clone, Debug)]
+pub(crate) struct SendEntry {
+    pub wr_id: u64,
+    pub kind: SendKind,
+    /// The bytes to send or write, gathered at post time.
+    pub data: Arc<[u8]>,
+    /// The local entries (the read's target; held for the regions' busy counts).
+    pub sges: Sges,
+    pub signaled: bool,
+    pub solicited: bool,
+    /// A local error found when the bytes were gathered: completes the request when the
+    /// device reaches it.
+    pub fault: Option<WcStatus>,
+    /// Its PSN, once transmitted.
+    psn: u32,
+    /// The bytes an RDMA read brought back, once its response arrived.
+    read: Option<u32>,
+}
+
+impl SendEntry {
+    /// A request not yet transmitted.
+    pub(crate) fn new(wr_id: u64, kind: SendKind, data: Arc<[u8]>, sges: Sges) -> Self {
+        SendEntry {
+            wr_id,
+            kind,
+            data,
+            sges,
+            signaled: true,
+            solicited: false,
+            fault: None,
+            psn: 0,
+            read: None,
+        }
+    }
+}
+
+/// A posted receive.
+#[derive(Clone, Debug)]
+pub(crate) struct RecvEntry {
+    pub wr_id: u64,
+    pub sges: Sges,
+}
+
+impl RecvEntry {
+    fn capacity(&self) -> u64 {
+        self.sges.iter().map(|s| u64::from(s.length)).sum()
+    }
+}
+
+/// Which queue a completion is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Queue {
+    Send,
+    Recv,
+}
+
+/// What the machine asks of the world.
+#[derive(Debug)]
+pub(crate) enum QpOutput {
+    /// Send this packet to the peer QP.
+    Packet(Packet),
+    /// A request finished: its completion for the send or receive CQ (`None` for a
+    /// successful unsignaled send); `sges` are its entries (their regions are no longer busy
+    /// with it).
+    Complete {
+        queue: Queue,
+        wc: Option<WorkCompletion>,
+        solicited: bool,
+        sges: Sges,
+    },
+    /// (Re)start the QP's timer: it fires this long from now, unless set again or cancelled.
+    SetTimer(Duration),
+    /// Cancel the QP's timer.
+    CancelTimer,
+    /// The QP received its first request (IBV_EVENT_COMM_EST).
+    CommEst,
+}
+
+/// The connection attributes of RTS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RcParams {
+    /// The transport timeout exponent (`timeout`): 4.096 µs × 2^timeout; 0: no timeout.
+    pub timeout: u8,
+    /// Transport retries (`retry_cnt`, 0..=7).
+    pub retry_count: u8,
+    /// RNR retries (`rnr_retry`, 0..=7; 7: without limit).
+    pub rnr_retry: u8,
+}
+
+impl RcParams {
+    /// The transport timeout: 4.096 µs × 2^timeout.
+    pub(crate) fn retry_timeout(&self) -> Option<Duration> {
+        (self.timeout != 0).then(|| Duration::from_nanos(4096u64 << self.timeout.min(31)))
+    }
+}
+
+/// Why a post was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PostError {
+    /// The QP is in RESET (EINVAL).
+    Reset,
+    /// The queue is full (ENOMEM).
+    Full,
+}
+
+/// The requester's timer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Timer {
+    Off,
+    Retransmit,
+    RnrWait,
+}
+
+/// One RC QP.
+pub(crate) struct RcQp {
+    state: QpState,
+    qpn: u32,
+    cap: QpCap,
+    sq_sig_all: bool,
+    params: Option<RcParams>,
+    sq: VecDeque<SendEntry>,
+    /// How many requests at the head of `sq` were transmitted.
+    sent: usize,
+    next_psn: u32,
+    retries_left: u8,
+    rnr_left: u8,
+    timer: Timer,
+    rq: VecDeque<RecvEntry>,
+    /// The PSN the responder expects next.
+    epsn: u32,
+    comm_est: bool,
+    /// How long a requester waits after this QP's RNR NAK (`min_rnr_timer`, set at RTR).
+    rnr_timer: Duration,
+}
+
+impl RcQp {
+    /// A QP numbered `qpn` in INIT, as `rdma_create_qp` leaves an RC QP.
+    pub(crate) fn new(qpn: u32, cap: QpCap, sq_sig_all: bool) -> Self {
+        RcQp {
+            state: QpState::Init,
+            qpn,
+            cap,
+            sq_sig_all,
+            params: None,
+            sq: VecDeque::new(),
+            sent: 0,
+            next_psn: 0,
+            retries_left: 0,
+            rnr_left: 0,
+            timer: Timer::Off,
+            rq: VecDeque::new(),
+            epsn: 0,
+            comm_est: false,
+            rnr_timer: Duration::ZERO,
+        }
+    }
+
+    /// The same QP in RESET, as `ibv_create_qp` leaves it.
+    pub(crate) fn in_reset(mut self) -> Self {
+        self.state = QpState::Reset;
+        self
+    }
+
+    /// The QP's number.
+    pub(crate) fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The QP's state.
+    pub(crate) fn state(&self) -> QpState {
+        self.state
+    }
+
+    /// The QP's capacities.
+    pub(crate) fn cap(&self) -> QpCap {
+        self.cap
+    }
+
+    /// The entries of every outstanding request, send queue first.
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
+    pub(crate) fn posted_sges(&self) -> impl Iterator<Item = &Sge> {
+        let sends = self.sq.iter().flat_map(|e| e.sges.iter());
+        sends.chain(self.rq.iter().flat_map(|r| r.sges.iter()))
+    }
+
+    /// Every outstanding request's entries, for a QP destroyed with work posted (no
+    /// completion is made, as for a destroyed QP).
+    pub(crate) fn discard(&mut self) -> Vec<Sge> {
+        let mut sges: Vec<Sge> = Vec::new();
+        for e in self.sq.drain(..) {
+            sges.extend_from_slice(&e.sges);
+        }
+        for r in self.rq.drain(..) {
+            sges.extend_from_slice(&r.sges);
+        }
+        self.sent = 0;
+        self.state = QpState::Reset;
+        sges
+    }
+
+    /// INIT → RTR → RTS with the CM's attributes; false from any other state.
+    pub(crate) fn connect(
+        &mut self,
+        rnr_timer: Duration,
+        params: RcParams,
+        out: &mut Vec<QpOutput>,
+    ) -> bool {
+        self.rtr(rnr_timer) && self.rts(params, out)
+    }
+
+    /// RESET → INIT; false from any other state.
+    pub(crate) fn init(&mut self) -> bool {
+        let ok = self.state == QpState::Reset;
+        if ok {
+            self.state = QpState::Init;
+        }
+        ok
+    }
+
+    /// INIT → RTR, answering RNR NAKs with `rnr_timer`; false from any other state.
+    pub(crate) fn rtr(&mut self, rnr_timer: Duration) -> bool {
+        let ok = self.state == QpState::Init;
+        if ok {
+            self.rnr_timer = rnr_timer;
+            self.state = QpState::Rtr;
+        }
+        ok
+    }
+
+    /// RTR → RTS with `params`, sending what was posted meanwhile; false from any other
+    /// state.
+    pub(crate) fn rts(&mut self, params: RcParams, out: &mut Vec<QpOutput>) -> bool {
+        if self.state != QpState::Rtr {
+            return false;
+        }
+        self.params = Some(params);
+        self.retries_left = params.retry_count;
+        self.rnr_left = params.rnr_retry;
+        self.state = QpState::Rts;
+        self.pump(out);
+        true
+    }
+
+    /// INIT → RTR → RTS of a UD QP, at creation.
+    pub(crate) fn ready_unconnected(&mut self) {
+        self.state = QpState::Rts;
+    }
+
+    /// Any state → ERROR, flushing every outstanding request.
+    pub(crate) fn enter_error(&mut self, out: &mut Vec<QpOutput>) {
+        if self.state == QpState::Error || self.state == QpState::Reset {
+            return;
+        }
+        self.state = QpState::Error;
+        if self.timer != Timer::Off {
+            self.timer = Timer::Off;
+            out.push(QpOutput::CancelTimer);
+        }
+        while let Some(e) = self.sq.pop_front() {
+            self.complete_send(e, WcStatus::WR_FLUSH_ERR, out);
+        }
+        self.sent = 0;
+        while let Some(r) = self.rq.pop_front() {
+            self.complete_recv(
+                r,
+                WcStatus::WR_FLUSH_ERR,
+                WcOpcode::Recv,
+                0,
+                None,
+                false,
+                out,
+            );
+        }
+    }
+
+    /// Whether a post to `queue` would be taken (ERROR takes it, to flush it at once).
+    pub(crate) fn check_post(&self, queue: Queue) -> Result<(), PostError> {
+        let (len, depth) = match queue {
+            Queue::Send => (self.sq.len(), self.cap.max_send_wr),
+            Queue::Recv => (self.rq.len(), self.cap.max_recv_wr),
+        };
+        match self.state {
+            QpState::Reset => Err(PostError::Reset),
+            QpState::Error => Ok(()),
+            _ if len >= depth as usize => Err(PostError::Full),
+            _ => Ok(()),
+        }
+    }
+
+    /// `ibv_post_send` of `entry` (given back when refused).
+    pub(crate) fn post_send(
+        &mut self,
+        mut entry: SendEntry,
+        out: &mut Vec<QpOutput>,
+    ) -> Result<(), (PostError, SendEntry)> {
+        if let Err(e) = self.check_post(Queue::Send) {
+            return Err((e, entry));
+        }
+        if self.state == QpState::Error {
+            self.complete_send(entry, WcStatus::WR_FLUSH_ERR, out);
+            return Ok(());
+        }
+        entry.signaled |= self.sq_sig_all;
+        self.sq.push_back(entry);
+        self.pump(out);
+        Ok(())
+    }
+
+    /// `ibv_post_recv` of `entry` (given back when refused).
+    pub(crate) fn post_recv(
+        &mut self,
+        entry: RecvEntry,
+        out: &mut Vec<QpOutput>,
+    ) -> Result<(), (PostError, RecvEntry)> {
+        if let Err(e) = self.check_post(Queue::Recv) {
+            return Err((e, entry));
+        }
+        if self.state == QpState::Error {
+            let (op, st) = (WcOpcode::Recv, WcStatus::WR_FLUSH_ERR);
+            self.complete_recv(entry, st, op, 0, None, false, out);
+            return Ok(());
+        }
+        self.rq.push_back(entry);
+        Ok(())
+    }
+
+    /// The QP's timer fired.
+    pub(crate) fn on_timer(&mut self, out: &mut Vec<QpOutput>) {
+        match self.timer {
+            Timer::Off => {}
+            Timer::Retransmit if self.retries_left == 0 => {
+                self.timer = Timer::Off;
+                self.fail_head(WcStatus::RETRY_EXC_ERR, out);
+            }
+            Timer::Retransmit => {
+                self.retries_left -= 1;
+                self.timer = Timer::Off;
+                self.resend(out);
+            }
+            Timer::RnrWait => {
+                self.timer = Timer::Off;
+                self.resend(out);
+                self.pump(out);
+            }
+        }
+    }
+
+    /// A packet from the peer QP arrived.
+    pub(crate) fn on_packet(&mut self, pkt: Packet, mem: &mut dyn Memory, out: &mut Vec<QpOutput>) {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            return; // a QP that is not connected (or in ERROR) drops everything
+        }
+        if pkt.is_request() {
+            self.respond(pkt, mem, out);
+            return;
+        }
+        match pkt.body {
+            Body::Ack => self.acknowledge(pkt.psn, out),
+            Body::ReadResp { data } => self.read_response(pkt.psn, data, mem, out),
+            Body::Nak(nak) => self.refused(pkt.psn, nak, out),
+            _ => unreachable!("requests were handled above"),
+        }
+    }
+
+    // ----- requester ---------------------------------------------------------------------
+
+    /// Transmits the requests not yet sent, stopping at one with a local fault (completed
+    /// once everything before it is), and starts the timer.
+    fn pump(&mut self, out: &mut Vec<QpOutput>) {
+        if self.state != QpState::Rts || self.timer == Timer::RnrWait {
+            return;
+        }
+        while self.sent < self.sq.len() {
+            if let Some(fault) = self.sq[self.sent].fault {
+                if self.sent == 0 {
+                    self.fail_head(fault, out);
+                }
+                return;
+            }
+            let psn = self.next_psn;
+            self.next_psn = psn_next(psn);
+            let e = &mut self.sq[self.sent];
+            e.psn = psn;
+            out.push(QpOutput::Packet(request_packet(e)));
+            self.sent += 1;
+        }
+        self.arm_retransmit(out);
+    }
+
+    /// Starts the transport timer if requests are unacknowledged and no timer runs.
+    fn arm_retransmit(&mut self, out: &mut Vec<QpOutput>) {
+        if self.sent == 0 || self.timer != Timer::Off {
+            return;
+        }
+        if let Some(t) = self.params.and_then(|p| p.retry_timeout()) {
+            self.timer = Timer::Retransmit;
+            out.push(QpOutput::SetTimer(t));
+        }
+    }
+
+    /// Resends every transmitted, unacknowledged request (go-back-N) and restarts the timer.
+    fn resend(&mut self, out: &mut Vec<QpOutput>) {
+        for e in self.sq.iter().take(self.sent) {
+            out.push(QpOutput::Packet(request_packet(e)));
+        }
+        self.arm_retransmit(out);
+    }
+
+    /// Completes every transmitted request up to `psn` (stopping at a read whose response is
+    /// missing); progress resets the retry counters and restarts the timer.
+    fn acknowledge(&mut self, psn: u32, out: &mut Vec<QpOutput>) {
+        let mut progress = false;
+        while self.sent > 0 {
+            let head = &self.sq[0];
+            if psn_cmp(head.psn, psn) == std::cmp::Ordering::Greater {
+                break;
+            }
+            if matches!(head.kind, SendKind::Read { .. }) && head.read.is_none() {
+                break;
+            }
+            let e = self.sq.pop_front().expect("sent > 0");
+            self.sent -= 1;
+            self.complete_send(e, WcStatus::SUCCESS, out);
+            progress = true;
+        }
+        if !progress {
+            return;
+        }
+        if let Some(p) = self.params {
+            self.retries_left = p.retry_count;
+            self.rnr_left = p.rnr_retry;
+        }
+        match self.params.and_then(|p| p.retry_timeout()) {
+            // Progress restarts a running transport timer (or stops it when nothing is left).
+            Some(t) if self.timer == Timer::Retransmit && self.sent > 0 => {
+                out.push(QpOutput::SetTimer(t));
+            }
+            _ if self.timer == Timer::Retransmit => {
+                self.timer = Timer::Off;
+                out.push(QpOutput::CancelTimer);
+            }
+            _ => self.arm_retransmit(out),
+        }
+        self.pump(out);
+    }
+
+    /// The response of the read of `psn` arrived.
+    fn read_response(
+        &mut self,
+        psn: u32,
+        data: Vec<u8>,
+        mem: &mut dyn Memory,
+        out: &mut Vec<QpOutput>,
+    ) {
+        let Some(i) = self.sq.iter().take(self.sent).position(|e| e.psn == psn) else {
+            return; // a duplicate of a response already taken
+        };
+        let e = &mut self.sq[i];
+        if !matches!(e.kind, SendKind::Read { .. }) || e.read.is_some() {
+            return;
+        }
+        if let Err(status) = mem.scatter(&e.sges, &data) {
+            if i == 0 {
+                self.fail_head(status, out);
+            }
+            return;
+        }
+        e.read = Some(data.len() as u32);
+        self.acknowledge(psn, out);
+    }
+
+    /// The responder refused the request of `psn`.
+    fn refused(&mut self, psn: u32, nak: Nak, out: &mut Vec<QpOutput>) {
+        self.acknowledge(psn_prev(psn), out);
+        if self.sent == 0 || self.sq[0].psn != psn {
+            return; // stale
+        }
+        let status = match nak {
+            Nak::Rnr(wait) => {
+                if self.rnr_left == 0 {
+                    WcStatus::RNR_RETRY_EXC_ERR
+                } else {
+                    if self.params.is_some_and(|p| p.rnr_retry != 7) {
+                        self.rnr_left -= 1;
+                    }
+                    if self.timer != Timer::Off {
+                        out.push(QpOutput::CancelTimer);
+                    }
+                    self.timer = Timer::RnrWait;
+                    out.push(QpOutput::SetTimer(wait));
+                    return;
+                }
+            }
+            Nak::RemoteAccess => WcStatus::REM_ACCESS_ERR,
+            Nak::InvalidRequest => WcStatus::REM_INV_REQ_ERR,
+            Nak::RemoteOp => WcStatus::REM_OP_ERR,
+        };
+        self.fail_head(status, out);
+    }
+
+    /// Completes the oldest request with `status` and moves the QP to ERROR.
+    fn fail_head(&mut self, status: WcStatus, out: &mut Vec<QpOutput>) {
+        if let Some(e) = self.sq.pop_front() {
+            self.sent = self.sent.saturating_sub(1);
+            self.complete_send(e, status, out);
+        }
+        self.enter_error(out);
+    }
+
+    fn complete_send(&self, e: SendEntry, status: WcStatus, out: &mut Vec<QpOutput>) {
+        let ok = status == WcStatus::SUCCESS;
+        if ok && !e.signaled {
+            out.push(QpOutput::Complete {
+                queue: Queue::Send,
+                wc: None,
+                solicited: false,
+                sges: e.sges,
+            });
+            return;
+        }
+        let byte_len = match e.kind {
+            _ if !ok => 0,
+            SendKind::Read { .. } => e.read.unwrap_or(0),
+            _ => e.data.len() as u32,
+        };
+        let wc = WorkCompletion {
+            wr_id: e.wr_id,
+            status,
+            opcode: e.kind.opcode(),
+            byte_len,
+            imm: None,
+            qp_num: self.qpn,
+        };
+        out.push(QpOutput::Complete {
+            queue: Queue::Send,
+            wc: Some(wc),
+            solicited: false,
+            sges: e.sges,
+        });
+    }
+
+    // ----- responder ---------------------------------------------------------------------
+
+    /// A request from the peer: executed once, in order.
+    fn respond(&mut self, pkt: Packet, mem: &mut dyn Memory, out: &mut Vec<QpOutput>) {
+        let psn = pkt.psn;
+        match psn_cmp(psn, self.epsn) {
+            std::cmp::Ordering::Greater => return, // a gap: the requester will resend
+            std::cmp::Ordering::Less => {
+                self.duplicate(pkt, mem, out);
+                return;
+            }
+            std::cmp::Ordering::Equal => {}
+        }
+        if !self.comm_est {
+            self.comm_est = true;
+            out.push(QpOutput::CommEst);
+        }
+        let reply = match pkt.body {
+            Body::Send {
+                data,
+                imm,
+                solicited,
+            } => self.receive_send(data, imm, solicited, mem, out),
+            Body::Write {
+                addr,
+                rkey,
+                data,
+                imm,
+                solicited,
+            } => self.receive_write(addr, rkey, data, imm, solicited, mem, out),
+            Body::ReadReq { addr, rkey, len } => match mem.remote_read(rkey, addr, len) {
+                Some(data) => Ok(Body::ReadResp { data }),
+                None => Err(Nak::RemoteAccess),
+            },
+            _ => unreachable!("only requests reach the responder"),
+        };
+        match reply {
+            Ok(body) => {
+                self.epsn = psn_next(psn);
+                out.push(QpOutput::Packet(Packet { psn, body }));
+            }
+            Err(nak) => {
+                out.push(QpOutput::Packet(Packet {
+                    psn,
+                    body: Body::Nak(nak),
+                }));
+                if !matches!(nak, Nak::Rnr(_)) {
+                    self.enter_error(out);
+                }
+            }
+        }
+    }
+
+    /// A request already executed: acknowledged again (a read is executed again).
+    fn duplicate(&mut self, pkt: Packet, mem: &mut dyn Memory, out: &mut Vec<QpOutput>) {
+        let body = match pkt.body {
+            Body::ReadReq { addr, rkey, len } => match mem.remote_read(rkey, addr, len) {
+                Some(data) => Body::ReadResp { data },
+                None => return,
+            },
+            _ => Body::Ack,
+        };
+        let psn = match body {
+            Body::Ack => psn_prev(self.epsn),
+            _ => pkt.psn,
+        };
+        out.push(QpOutput::Packet(Packet { psn, body }));
+    }
+
+    /// A send: consumes the oldest receive.
+    fn receive_send(
+        &mut self,
+        data: Arc<[u8]>,
+        imm: Option<u32>,
+        solicited: bool,
+        mem: &mut dyn Memory,
+        out: &mut Vec<QpOutput>,
+    ) -> Result<Body, Nak> {
+        let Some(r) = self.rq.front() else {
+            return Err(self.rnr());
+        };
+        if data.len() as u64 > r.capacity() {
+            let r = self.rq.pop_front().expect("checked");
+            self.complete_recv(
+                r,
+                WcStatus::LOC_LEN_ERR,
+                WcOpcode::Recv,
+                0,
+                None,
+                false,
+                out,
+            );
+            return Err(Nak::InvalidRequest);
+        }
+        let r = self.rq.pop_front().expect("checked");
+        if let Err(status) = mem.scatter(&r.sges, &data) {
+            self.complete_recv(r, status, WcOpcode::Recv, 0, None, false, out);
+            return Err(Nak::RemoteOp);
+        }
+        let len = data.len() as u32;
+        self.complete_recv(
+            r,
+            WcStatus::SUCCESS,
+            WcOpcode::Recv,
+            len,
+            imm,
+            solicited,
+            out,
+        );
+        Ok(Body::Ack)
+    }
+
+    /// An RDMA write; with immediate data it also consumes the oldest receive.
+    #[allow(clippy::too_many_arguments)]
+    fn receive_write(
+        &mut self,
+        addr: u64,
+        rkey: u32,
+        data: Arc<[u8]>,
+        imm: Option<u32>,
+        solicited: bool,
+        mem: &mut dyn Memory,
+        out: &mut Vec<QpOutput>,
+    ) -> Result<Body, Nak> {
+        if imm.is_some() && self.rq.is_empty() {
+            return Err(self.rnr());
+        }
+        if !mem.remote_write(rkey, addr, &data) {
+            return Err(Nak::RemoteAccess);
+        }
+        if imm.is_some() {
+            let r = self.rq.pop_front().expect("checked");
+            let (op, len) = (WcOpcode::RecvRdmaWithImm, data.len() as u32);
+            self.complete_recv(r, WcStatus::SUCCESS, op, len, imm, solicited, out);
+        }
+        Ok(Body::Ack)
+    }
+
+    /// The RNR NAK this QP answers with when no receive is posted.
+    fn rnr(&self) -> Nak {
+        Nak::Rnr(self.rnr_timer)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn complete_recv(
+        &self,
+        r: RecvEntry,
+        status: WcStatus,
+        opcode: WcOpcode,
+        byte_len: u32,
+        imm: Option<u32>,
+        solicited: bool,
+        out: &mut Vec<QpOutput>,
+    ) {
+        let wc = WorkCompletion {
+            wr_id: r.wr_id,
+            status,
+            opcode,
+            byte_len,
+            imm,
+            qp_num: self.qpn,
+        };
+        out.push(QpOutput::Complete {
+            queue: Queue::Recv,
+            wc: Some(wc),
+            solicited,
+            sges: r.sges,
+        });
+    }
+}
+
+/// The packet that carries request `e` (at its PSN).
+fn request_packet(e: &SendEntry) -> Packet {
+    let body = match e.kind {
+        SendKind::Send { imm } => Body::Send {
+            data: Arc::clone(&e.data),
+            imm,
+            solicited: e.solicited,
+        },
+        SendKind::Write { addr, rkey, imm } => Body::Write {
+            addr,
+            rkey,
+            data: Arc::clone(&e.data),
+            imm,
+            solicited: e.solicited,
+        },
+        SendKind::Read { addr, rkey, len } => Body::ReadReq { addr, rkey, len },
+    };
+    Packet { psn: e.psn, body }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory where every access succeeds and writes are recorded.
+    #[derive(Default)]
+    struct Open {
+        written: Vec<u8>,
+    }
+
+    impl Memory for Open {
+        fn scatter(&mut self, _: &[Sge], data: &[u8]) -> Result<(), WcStatus> {
+            self.written.extend_from_slice(data);
+            Ok(())
+        }
+        fn remote_write(&mut self, _: u32, _: u64, data: &[u8]) -> bool {
+            self.written.extend_from_slice(data);
+            true
+        }
+        fn remote_read(&mut self, _: u32, _: u64, len: u32) -> Option<Vec<u8>> {
+            Some(vec![7; len as usize])
+        }
+    }
+
+    const PARAMS: RcParams = RcParams {
+        timeout: 14,
+        retry_count: 2,
+        rnr_retry: 1,
+    };
+
+    fn connected(qpn: u32) -> RcQp {
+        let mut qp = RcQp::new(qpn, QpCap::default(), true);
+        let mut out = Vec::new();
+        assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
+        assert!(out.is_empty());
+        qp
+    }
+
+    fn send(wr_id: u64, data: &[u8]) -> SendEntry {
+        SendEntry::new(
+            wr_id,
+            SendKind::Send { imm: None },
+            data.into(),
+            Sges::Many(Vec::new()),
+        )
+    }
+
+    fn packets(out: &[QpOutput]) -> Vec<Packet> {
+        out.iter()
+            .filter_map(|o| match o {
+                QpOutput::Packet(p) => Some(p.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn statuses(out: &[QpOutput]) -> Vec<(u64, WcStatus)> {
+        out.iter()
+            .filter_map(|o| match o {
+                QpOutput::Complete { wc: Some(wc), .. } => Some((wc.wr_id, wc.status)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sends_posted_in_init_wait_for_rts_then_an_ack_completes_them() {
+        let mut qp = RcQp::new(5, QpCap::default(), true);
+        let mut out = Vec::new();
+        qp.post_send(send(1, b"a"), &mut out).unwrap();
+        assert!(out.is_empty(), "nothing is sent before RTS");
+        assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
+        let sent = packets(&out);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].psn, 0);
+        assert!(
+            matches!(out.last(), Some(QpOutput::SetTimer(d)) if *d == Duration::from_nanos(4096 << 14))
+        );
+        out.clear();
+        let ack = Packet {
+            psn: 0,
+            body: Body::Ack,
+        };
+        qp.on_packet(ack, &mut Open::default(), &mut out);
+        assert_eq!(statuses(&out), [(1, WcStatus::SUCCESS)]);
+        assert!(out.iter().any(|o| matches!(o, QpOutput::CancelTimer)));
+    }
+
+    #[test]
+    fn timeouts_resend_then_exhaust_the_retries_and_flush() {
+        let mut qp = connected(5);
+        let mut out = Vec::new();
+        qp.post_send(send(1, b"a"), &mut out).unwrap();
+        qp.post_send(send(2, b"b"), &mut out).unwrap();
+        for _ in 0..PARAMS.retry_count {
+            out.clear();
+            qp.on_timer(&mut out);
+            let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+            assert_eq!(psns, [0, 1], "go-back-N resends both");
+        }
+        out.clear();
+        qp.on_timer(&mut out);
+        assert_eq!(
+            statuses(&out),
+            [(1, WcStatus::RETRY_EXC_ERR), (2, WcStatus::WR_FLUSH_ERR)]
+        );
+        assert_eq!(qp.state(), QpState::Error);
+    }
+
+    #[test]
+    fn rnr_naks_wait_and_resend_until_the_rnr_retries_run_out() {
+        let mut qp = connected(5);
+        let mut out = Vec::new();
+        qp.post_send(send(1, b"a"), &mut out).unwrap();
+        let nak = || Packet {
+            psn: 0,
+            body: Body::Nak(Nak::Rnr(Duration::from_millis(1))),
+        };
+        out.clear();
+        qp.on_packet(nak(), &mut Open::default(), &mut out);
+        assert!(
+            matches!(out.last(), Some(QpOutput::SetTimer(d)) if *d == Duration::from_millis(1))
+        );
+        out.clear();
+        qp.on_timer(&mut out);
+        assert_eq!(packets(&out).len(), 1, "resent after the wait");
+        out.clear();
+        qp.on_packet(nak(), &mut Open::default(), &mut out);
+        assert_eq!(statuses(&out), [(1, WcStatus::RNR_RETRY_EXC_ERR)]);
+    }
+
+    #[test]
+    fn the_responder_executes_once_and_in_order() {
+        let mut qp = connected(9);
+        let mut mem = Open::default();
+        let mut out = Vec::new();
+        for wr_id in [1, 2] {
+            let r = RecvEntry {
+                wr_id,
+                sges: Sges::One(Sge {
+                    addr: 0,
+                    length: 8,
+                    lkey: 1,
+                }),
+            };
+            qp.post_recv(r, &mut out).unwrap();
+        }
+        let send = |psn: u32, byte: u8| Packet {
+            psn,
+            body: Body::Send {
+                data: vec![byte].into(),
+                imm: None,
+                solicited: false,
+            },
+        };
+        qp.on_packet(send(1, b'x'), &mut mem, &mut out);
+        assert!(out.is_empty(), "a gap is dropped");
+        qp.on_packet(send(0, b'a'), &mut mem, &mut out);
+        assert!(matches!(out[0], QpOutput::CommEst));
+        assert_eq!(statuses(&out), [(1, WcStatus::SUCCESS)]);
+        assert_eq!(
+            packets(&out),
+            [Packet {
+                psn: 0,
+                body: Body::Ack
+            }]
+        );
+        out.clear();
+        qp.on_packet(send(0, b'a'), &mut mem, &mut out);
+        assert!(
+            statuses(&out).is_empty(),
+            "a duplicate is not received again"
+        );
+        assert_eq!(
+            packets(&out),
+            [Packet {
+                psn: 0,
+                body: Body::Ack
+            }]
+        );
+        assert_eq!(mem.written, b"a");
+    }
+}

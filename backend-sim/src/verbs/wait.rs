@@ -1,0 +1,92 @@
+//! Blocking waits of the data path (a completion channel's CQ events, a host's asynchronous
+//! events), through the scheduler: a simulated process blocks on the object's wait key, which
+//! the world wakes when it queues an event there; a thread driving the fabric outside
+//! `Fabric::run` runs the timeline inline until the event comes.
+
+use std::sync::MutexGuard;
+
+use cmtwin::runtime::Describe;
+use cmtwin::{Call, CmError, Errno, Result, Wait};
+
+use crate::engine::timeline::SimTime;
+use crate::process::{block, current_process, yield_now, Cond, Waiting};
+use crate::world::World;
+
+/// Takes what `take` finds, waiting as `wait` says on wait key `key` for the world to wake it
+/// (`what` names the wait in a deadlock report). An unproductive poll of a process yields
+/// first and looks again.
+pub(crate) fn wait_for<'a, T>(
+    mut w: MutexGuard<'a, World>,
+    call: Call,
+    wait: Wait,
+    key: u64,
+    what: Describe,
+    mut take: impl FnMut(&mut World) -> Result<Option<T>>,
+) -> Result<T> {
+    if let Some(v) = take(&mut w)? {
+        return Ok(v);
+    }
+    let deadline = match wait {
+        Wait::Block => None,
+        Wait::Timeout(d) if !d.is_zero() => Some(w.now.after(d)),
+        _ => {
+            let mut w = yield_now(w);
+            return take(&mut w)?.ok_or_else(|| nothing(call, wait));
+        }
+    };
+    loop {
+        w = if current_process(w.fabric_no).is_some() {
+            let cond = Cond {
+                channels: Vec::new(),
+                deadline,
+                key: Some(key),
+                what: Waiting::Primitive(what.clone()),
+            };
+            let (woken, r) = block(w, cond);
+            r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
+            woken
+        } else {
+            step_inline(w, call, deadline, &what)?
+        };
+        if let Some(v) = take(&mut w)? {
+            return Ok(v);
+        }
+        if deadline.is_some_and(|d| w.now >= d) {
+            return Err(nothing(call, wait));
+        }
+    }
+}
+
+/// Outside `Fabric::run`: runs the timeline's next action (a wake-up at the deadline is
+/// scheduled so that time can reach it).
+fn step_inline<'a>(
+    mut w: MutexGuard<'a, World>,
+    call: Call,
+    deadline: Option<SimTime>,
+    what: &Describe,
+) -> Result<MutexGuard<'a, World>> {
+    if let Some(d) = deadline {
+        if w.now < d && w.timeline.peek_time().is_none_or(|t| t > d) {
+            w.wake_at(d);
+        }
+    }
+    if !w.step() {
+        return Err(CmError::new(
+            call,
+            Errno::EDEADLK,
+            format!(
+                "deadlock: blocked in {} and nothing left in the timeline can produce it",
+                what()
+            ),
+        ));
+    }
+    Ok(w)
+}
+
+/// EAGAIN or ETIMEDOUT: nothing came.
+fn nothing(call: Call, wait: Wait) -> CmError {
+    match wait {
+        Wait::NonBlocking => CmError::new(call, Errno::EAGAIN, "no event queued"),
+        _ => CmError::new(call, Errno::ETIMEDOUT, "no event within the timeout"),
+    }
+}

@@ -1,0 +1,105 @@
+//! Data packets between QPs: a path parallel to the CM's messages (`wire.rs`), with the same
+//! latency and jitter drawn from their own random streams, the fabric's random loss
+//! probability, targeted losses and delays, and their own FIFO links, so that a CM message
+//! held back does not hold data back (they travel on different QPs). A removed device sends
+//! and receives nothing; a packet for a QP that does not exist, is not connected to the
+//! sender, or is not ready to receive is dropped, as hardware drops it.
+
+use crate::rng::Stream;
+use crate::trace::TraceKind;
+use crate::world::{Action, HostKey, World};
+
+use super::{ObjKey, Packet, VerbsAction};
+
+impl World {
+    /// Puts `pkt` on the wire from QP `q` to its peer.
+    pub(crate) fn send_data(&mut self, q: ObjKey, pkt: Packet) {
+        let qp = &self.verbs.qps[&q];
+        let (host, dev) = (qp.host, qp.dev);
+        let (Some(to), qpn) = (qp.peer, qp.qpn) else {
+            return;
+        };
+        if !self.topo.devices[dev].present {
+            return;
+        }
+        let from = (host, qpn);
+        let mut extra = std::time::Duration::ZERO;
+        if let Some(f) = self.verbs.faults.front_mut() {
+            f.count -= 1;
+            let delay = f.delay;
+            if f.count == 0 {
+                self.verbs.faults.pop_front();
+            }
+            match delay {
+                None => {
+                    self.trace_packet(host, TraceKind::Loss, from, to, &pkt, "targeted");
+                    return;
+                }
+                Some(d) => extra = d,
+            }
+        }
+        if self.rng.chance(Stream::DataLoss, self.cfg.loss_probability) {
+            self.trace_packet(host, TraceKind::Loss, from, to, &pkt, "");
+            return;
+        }
+        let jitter = self.rng.range(
+            Stream::DataLatency,
+            0,
+            self.cfg.wire_jitter.as_nanos() as u64,
+        );
+        let delay = self.cfg.wire_latency + std::time::Duration::from_nanos(jitter) + extra;
+        let last = self.verbs.link_clock.entry((host, to.0)).or_default();
+        let at = self.now.after(delay).max(*last);
+        *last = at;
+        self.trace_packet(host, TraceKind::Send, from, to, &pkt, "");
+        let action = VerbsAction::Deliver {
+            from,
+            to,
+            packet: pkt,
+        };
+        self.timeline.schedule(at, Action::Verbs(action));
+    }
+
+    /// A data packet arrives at QP `to`.
+    pub(crate) fn deliver_data(&mut self, from: (HostKey, u32), to: (HostKey, u32), pkt: Packet) {
+        let target = self
+            .verbs
+            .qp_by_num
+            .get(&to)
+            .map(|q| (*q, &self.verbs.qps[q]));
+        let why = match target {
+            None => "no such QP",
+            Some((_, qp)) if !self.topo.devices[qp.dev].present => "device removed",
+            Some((_, qp)) if qp.peer != Some(from) => "not connected to the sender",
+            Some(_) => "",
+        };
+        let Some((q, _)) = target.filter(|_| why.is_empty()) else {
+            self.trace_packet(to.0, TraceKind::Drop, from, to, &pkt, why);
+            return;
+        };
+        self.trace_packet(to.0, TraceKind::Recv, from, to, &pkt, "");
+        self.drive_qp(q, |m, mem, out| m.on_packet(pkt, mem, out));
+    }
+
+    /// Traces a data packet from QP `from` to QP `to` (only when tracing is on).
+    fn trace_packet(
+        &mut self,
+        host: HostKey,
+        kind: TraceKind,
+        from: (HostKey, u32),
+        to: (HostKey, u32),
+        pkt: &Packet,
+        note: &str,
+    ) {
+        if self.trace.is_on() {
+            self.record_text(Some(host), kind, |_| {
+                let note = if note.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({note})")
+                };
+                format!("data qp {:#x} -> qp {:#x}: {pkt}{note}", from.1, to.1)
+            });
+        }
+    }
+}

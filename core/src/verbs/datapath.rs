@@ -1,0 +1,362 @@
+//! The `DataPath` trait: libibverbs' objects and work requests, one method each.
+
+use crate::verbs::{
+    AccessFlags, MemoryRegion, QpAttr, QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr,
+    VerbsAsyncEvent, WorkCompletion,
+};
+use crate::{
+    CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpHandle, Result, Wait,
+};
+
+/// The verbs data path of a connection manager backend: protection domains, memory regions,
+/// completion queues and channels, QPs with chosen CQs on ids, work requests and their
+/// completions, as libibverbs has them (`ibv_` calls, named without the prefix).
+///
+/// Implemented by the simulator (`cmtwin-sim`); the real backend (`cmtwin-verbs`) does not
+/// implement it yet.
+///
+/// * Errors carry the call and the errno libibverbs gives for the misuse. Every method taking
+///   an id fails with **ENOENT** for an id that is not live in this backend, and every method
+///   taking a PD, MR, CQ, completion channel or QP with **EBADF** for one that is not
+///   (destroyed, never created, or another backend's); these are not repeated below. Objects live on the
+///   device of the id they were created through; an id whose device was removed gives
+///   **ENXIO**.
+/// * Memory is safe by construction: a region owns its buffer from `reg_mr` until `dereg_mr`
+///   hands it back, and is read and written only through `mr_read` and `mr_write`;
+///   deregistration is refused (EBUSY) while a posted request uses the region. So no sequence
+///   of safe calls can free, move or alias memory the device may touch.
+/// * QPs follow the CM as librdmacm and the kernel drive them: INIT at creation, RTR and RTS
+///   on the passive side in `accept` and on the active side when librdmacm processes the
+///   CONNECT_RESPONSE, ERROR (every outstanding request flushed) in `disconnect`, when a
+///   REJECTED is fetched, and when the device is removed. Receiving a DREQ does not touch the
+///   QP (the application's `disconnect` does).
+/// * Blocking waits (`get_cq_event`, `get_async_event`) on the simulator advance virtual time
+///   and fail with **EDEADLK** when nothing left could end them; an unproductive `poll_cq` of
+///   a simulated process yields, so that a polling loop lets time advance.
+pub trait DataPath: CmBackend {
+    /// `ibv_alloc_pd(id->verbs)`: a protection domain on the id's device (it outlives the id).
+    ///
+    /// * EINVAL: the id has no device yet (bind or resolve it first).
+    fn alloc_pd(&self, id: IdHandle) -> Result<PdHandle>;
+
+    /// `ibv_dealloc_pd`.
+    ///
+    /// * EBUSY: regions or QPs of the PD still exist.
+    fn dealloc_pd(&self, pd: PdHandle) -> Result<()>;
+
+    /// `ibv_reg_mr` over `buffer`, which the backend owns until `dereg_mr` returns it.
+    ///
+    /// * EINVAL: an empty buffer, or REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE (as
+    ///   libibverbs refuses them), or unknown access bits.
+    fn reg_mr(&self, pd: PdHandle, buffer: Vec<u8>, access: AccessFlags) -> Result<MemoryRegion>;
+
+    /// `ibv_dereg_mr`: invalidates the keys and hands the buffer back.
+    ///
+    /// * EBUSY: a posted request that has not completed uses the region (libibverbs would let
+    ///   the device write freed memory).
+    fn dereg_mr(&self, mr: MrHandle) -> Result<Vec<u8>>;
+
+    /// Copies `out.len()` bytes of the region from `offset` into `out`.
+    ///
+    /// * EINVAL: the range is not inside the region.
+    fn mr_read(&self, mr: MrHandle, offset: usize, out: &mut [u8]) -> Result<()>;
+
+    /// Copies `data` into the region at `offset`.
+    ///
+    /// * EINVAL: the range is not inside the region.
+    fn mr_write(&self, mr: MrHandle, offset: usize, data: &[u8]) -> Result<()>;
+
+    /// `ibv_create_comp_channel(id->verbs)`.
+    ///
+    /// * EINVAL: the id has no device.
+    fn create_comp_channel(&self, id: IdHandle) -> Result<CompChannelHandle>;
+
+    /// `ibv_destroy_comp_channel`.
+    ///
+    /// * EBUSY: CQs still report to the channel.
+    fn destroy_comp_channel(&self, channel: CompChannelHandle) -> Result<()>;
+
+    /// `ibv_create_cq(id->verbs, cqe, ..., channel, 0)`: a CQ of at least `cqe` entries,
+    /// reporting to `channel` when armed.
+    ///
+    /// * EINVAL: `cqe` is 0 or above the device's maximum (65536 on the simulator), or the
+    ///   channel is on another device.
+    fn create_cq(
+        &self,
+        id: IdHandle,
+        cqe: u32,
+        channel: Option<CompChannelHandle>,
+    ) -> Result<CqHandle>;
+
+    /// `ibv_destroy_cq`.
+    ///
+    /// * EBUSY: QPs still complete into it, or CQ events fetched from its channel are not
+    ///   acknowledged (libibverbs would block forever).
+    fn destroy_cq(&self, cq: CqHandle) -> Result<()>;
+
+    /// `ibv_req_notify_cq`: arms the CQ once: its next completion (with `solicited_only`, the
+    /// next solicited receive or error) queues one CQ event on its channel.
+    ///
+    /// * EINVAL: the CQ has no completion channel.
+    fn req_notify_cq(&self, cq: CqHandle, solicited_only: bool) -> Result<()>;
+
+    /// `ibv_get_cq_event`: the CQ whose event is at the head of the channel, waiting as `wait`
+    /// says. Each event must be acknowledged with `ack_cq_events`.
+    ///
+    /// * EAGAIN: `Wait::NonBlocking` and no event. ETIMEDOUT: the timeout passed.
+    /// * EDEADLK (simulator): a blocking wait nothing can end.
+    fn get_cq_event(&self, channel: CompChannelHandle, wait: Wait) -> Result<CqHandle>;
+
+    /// `ibv_ack_cq_events`: acknowledges `count` fetched events of the CQ.
+    ///
+    /// * EINVAL: more than are fetched and unacknowledged.
+    fn ack_cq_events(&self, cq: CqHandle, count: u32) -> Result<()>;
+
+    /// `ibv_poll_cq`: moves up to `wc.len()` completions, oldest first, into `wc`; returns
+    /// how many.
+    fn poll_cq(&self, cq: CqHandle, wc: &mut [WorkCompletion]) -> Result<usize>;
+
+    /// `rdma_create_qp` with a PD and chosen CQs (`rdma_create_qp_ex`); returns the QP number.
+    /// The QP is in INIT (a UD QP in RTS).
+    ///
+    /// * The errnos of `CmBackend::create_qp`.
+    /// * EINVAL: the PD or a CQ is on another device than the id, or a capacity is 0 (send
+    ///   or receive queue) or above the device's maximum (16384 requests, 32 entries, 256
+    ///   inline bytes on the simulator).
+    fn create_qp_ex(&self, id: IdHandle, attr: &QpInitAttrEx) -> Result<u32>;
+
+    /// The CQs of the id's QP and their channels (`id->send_cq`, `id->send_cq_channel`, ...):
+    /// for a QP made by `create_qp`, the CQs the backend made for it, each with its own
+    /// completion channel as librdmacm makes them; for one made by `create_qp_ex`, the CQs
+    /// given and their channels. `None` without QP.
+    fn qp_cqs(&self, id: IdHandle) -> Result<Option<QpCqs>>;
+
+    /// The id's protection domain (`id->pd`): its QP's, else the default PD of its device
+    /// (librdmacm's, shared by the ids of the device and kept while the device is open).
+    ///
+    /// * EINVAL: the id has no device.
+    fn pd(&self, id: IdHandle) -> Result<PdHandle>;
+
+    /// The id's QP (`id->qp`), if it has one.
+    fn qp(&self, id: IdHandle) -> Result<Option<QpHandle>>;
+
+    /// `ibv_create_qp`: an RC QP apart from any id, in RESET, for the external-QP path: the
+    /// application announces its number in `connect`'s or `accept`'s parameters (`qp_num`)
+    /// and drives it with `init_qp_attr` and `modify_qp`.
+    ///
+    /// * EINVAL: a QP type other than RC, the CQs on another device than the PD, or
+    ///   capacities as for `create_qp_ex`.
+    fn create_external_qp(&self, attr: &QpInitAttrEx) -> Result<QpHandle>;
+
+    /// `ibv_destroy_qp` of a QP made by `create_external_qp` (outstanding requests are
+    /// discarded without completions).
+    ///
+    /// * EINVAL: the QP belongs to an id (`destroy_qp` destroys it).
+    fn destroy_external_qp(&self, qp: QpHandle) -> Result<()>;
+
+    /// `rdma_init_qp_attr`: the attributes the CM computed for moving a QP of this connection
+    /// to `state` (INIT, RTR or RTS): the peer's QP number and path, PSNs, the RNR timer 0,
+    /// the id's ACK timeout, the retry counts of the REQ (and, on the active side, the RNR
+    /// retry count of the REP).
+    ///
+    /// * EINVAL: another state, an id without device, or RTR/RTS before the peer's QP number
+    ///   is known (a passive id before its request, an active id before the REP).
+    fn init_qp_attr(&self, id: IdHandle, state: QpState) -> Result<QpAttr>;
+
+    /// `ibv_modify_qp` to `attr.qp_state`: RESET → INIT → RTR → RTS, any state → ERROR
+    /// (flushing outstanding requests) or RESET (discarding them).
+    ///
+    /// * EINVAL: no state, a transition the QP's state does not allow, or an RTR whose
+    ///   `ah_attr` leads to no host of the fabric.
+    fn modify_qp(&self, qp: QpHandle, attr: &QpAttr) -> Result<()>;
+
+    /// `ibv_query_qp(qp, ...)` for the QP's state.
+    fn query_qp_state(&self, qp: QpHandle) -> Result<QpState>;
+
+    /// The QP's number (`qp->qp_num`), what `connect` and `accept` announce for an external
+    /// QP.
+    fn qp_number(&self, qp: QpHandle) -> Result<u32>;
+
+    /// `ibv_post_send(qp, wr, ...)`. The local bytes are checked when the device takes the
+    /// request: a bad key or range completes it with LOC_PROT_ERR and the QP enters ERROR.
+    ///
+    /// * EINVAL: the QP is in RESET, more entries than `max_send_sge`, inline bytes above
+    ///   `max_inline_data` or for an RDMA read, or a UD QP (UD requests need an address
+    ///   handle, which this trait does not have yet).
+    /// * ENOMEM: the send queue holds `max_send_wr` requests.
+    fn post_send(&self, qp: QpHandle, wr: &SendWr<'_>) -> Result<()>;
+
+    /// `ibv_post_recv(qp, wr, ...)`.
+    ///
+    /// * EINVAL: the QP is in RESET, or more entries than `max_recv_sge`.
+    /// * ENOMEM: the receive queue holds `max_recv_wr` requests.
+    fn post_recv(&self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()>;
+
+    /// `ibv_get_async_event` on the devices of this backend (then `ibv_ack_async_event`):
+    /// COMM_EST when a QP receives its first message, CQ_ERR when a CQ overflows.
+    ///
+    /// * EAGAIN, ETIMEDOUT, EDEADLK: as `get_cq_event`.
+    fn get_async_event(&self, wait: Wait) -> Result<VerbsAsyncEvent>;
+
+    // ----- librdmacm's rdma_verbs.h helpers, built on the calls above ---------------------
+
+    /// `rdma_reg_msgs`: registers `buffer` in the id's PD for sends and receives.
+    ///
+    /// * The errnos of `pd` and `reg_mr`.
+    fn reg_msgs(&self, id: IdHandle, buffer: Vec<u8>) -> Result<MemoryRegion> {
+        let pd = self.pd(id)?;
+        self.reg_mr(pd, buffer, AccessFlags::LOCAL_WRITE)
+    }
+
+    /// `rdma_reg_read`: registers `buffer` in the id's PD for the peer's RDMA reads.
+    ///
+    /// * The errnos of `pd` and `reg_mr`.
+    fn reg_read(&self, id: IdHandle, buffer: Vec<u8>) -> Result<MemoryRegion> {
+        let pd = self.pd(id)?;
+        self.reg_mr(
+            pd,
+            buffer,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ,
+        )
+    }
+
+    /// `rdma_reg_write`: registers `buffer` in the id's PD for the peer's RDMA writes.
+    ///
+    /// * The errnos of `pd` and `reg_mr`.
+    fn reg_write(&self, id: IdHandle, buffer: Vec<u8>) -> Result<MemoryRegion> {
+        let pd = self.pd(id)?;
+        self.reg_mr(
+            pd,
+            buffer,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+    }
+
+    /// `rdma_post_recv`: a receive into `len` bytes of `mr` from `offset` (named apart from
+    /// `post_recv`, which is `ibv_post_recv`).
+    ///
+    /// * EINVAL: the id has no QP, or the bytes are not inside the region (librdmacm asserts
+    ///   it).
+    /// * The errnos of `post_recv`.
+    fn post_recv_msg(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: u32,
+    ) -> Result<()> {
+        let sge = [super::helpers::sge_in(
+            crate::Call::PostRecv,
+            mr,
+            offset,
+            len,
+        )?];
+        let qp = super::helpers::qp_of(self, crate::Call::PostRecv, id)?;
+        self.post_recv(
+            qp,
+            &RecvWr {
+                wr_id,
+                sg_list: &sge,
+            },
+        )
+    }
+
+    /// `rdma_post_send`: a signaled send of `len` bytes of `mr` from `offset` (named apart
+    /// from `post_send`, which is `ibv_post_send`); `solicited` sets `IBV_SEND_SOLICITED`.
+    ///
+    /// * EINVAL: the id has no QP, or the bytes are not inside the region.
+    /// * The errnos of `post_send`.
+    fn post_send_msg(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: u32,
+        solicited: bool,
+    ) -> Result<()> {
+        let sge = [super::helpers::sge_in(
+            crate::Call::PostSend,
+            mr,
+            offset,
+            len,
+        )?];
+        let mut wr = SendWr::new(wr_id, super::SendOp::Send, super::Payload::Sges(&sge));
+        wr.solicited = solicited;
+        self.post_send(super::helpers::qp_of(self, crate::Call::PostSend, id)?, &wr)
+    }
+
+    /// `rdma_post_read`: reads `len` bytes of the peer's memory at `remote_addr` (its region's
+    /// `rkey`) into `mr` from `offset`.
+    ///
+    /// * EINVAL: the id has no QP, or the local bytes are not inside the region.
+    /// * The errnos of `post_send`.
+    #[allow(clippy::too_many_arguments)]
+    fn post_read(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: u32,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<()> {
+        let sge = [super::helpers::sge_in(
+            crate::Call::PostSend,
+            mr,
+            offset,
+            len,
+        )?];
+        let op = super::SendOp::RdmaRead { remote_addr, rkey };
+        let qp = super::helpers::qp_of(self, crate::Call::PostSend, id)?;
+        self.post_send(qp, &SendWr::new(wr_id, op, super::Payload::Sges(&sge)))
+    }
+
+    /// `rdma_post_write`: writes `len` bytes of `mr` from `offset` to the peer's memory at
+    /// `remote_addr` (its region's `rkey`).
+    ///
+    /// * EINVAL: the id has no QP, or the local bytes are not inside the region.
+    /// * The errnos of `post_send`.
+    #[allow(clippy::too_many_arguments)]
+    fn post_write(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: u32,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<()> {
+        let sge = [super::helpers::sge_in(
+            crate::Call::PostSend,
+            mr,
+            offset,
+            len,
+        )?];
+        let op = super::SendOp::RdmaWrite { remote_addr, rkey };
+        let qp = super::helpers::qp_of(self, crate::Call::PostSend, id)?;
+        self.post_send(qp, &SendWr::new(wr_id, op, super::Payload::Sges(&sge)))
+    }
+
+    /// `rdma_get_send_comp`: the next completion of the id's send CQ, waiting on its channel
+    /// (poll, arm, poll again, wait for the CQ event and acknowledge it).
+    ///
+    /// * EINVAL: the id has no QP, or its send CQ has no completion channel.
+    /// * The errnos of `poll_cq`, `req_notify_cq`, `get_cq_event` (blocking).
+    fn get_send_comp(&self, id: IdHandle) -> Result<WorkCompletion> {
+        let cqs = super::helpers::cqs_of(self, crate::Call::PollCq, id)?;
+        super::helpers::next_completion(self, cqs.send_cq, cqs.send_channel)
+    }
+
+    /// `rdma_get_recv_comp`: the next completion of the id's receive CQ, waiting as
+    /// `get_send_comp` does.
+    ///
+    /// * The errnos of `get_send_comp`.
+    fn get_recv_comp(&self, id: IdHandle) -> Result<WorkCompletion> {
+        let cqs = super::helpers::cqs_of(self, crate::Call::PollCq, id)?;
+        super::helpers::next_completion(self, cqs.recv_cq, cqs.recv_channel)
+    }
+}

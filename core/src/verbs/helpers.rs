@@ -1,0 +1,61 @@
+//! What the `rdma_verbs.h` helpers of [`DataPath`] share: checking a region's bytes, finding
+//! an id's CQs, and waiting for a CQ's next completion through its channel.
+
+use crate::verbs::{DataPath, MemoryRegion, QpCqs, Sge, WorkCompletion};
+use crate::{Call, CmError, CompChannelHandle, CqHandle, Errno, IdHandle, QpHandle, Result, Wait};
+
+/// The entry over `len` bytes of `mr` from `offset`; EINVAL naming `call` if they are not
+/// inside it.
+pub(crate) fn sge_in(call: Call, mr: &MemoryRegion, offset: usize, len: u32) -> Result<Sge> {
+    match offset.checked_add(len as usize) {
+        Some(end) if end <= mr.length => Ok(mr.sge(offset, len)),
+        _ => Err(CmError::new(
+            call,
+            Errno::EINVAL,
+            format!(
+                "{len} bytes at offset {offset} exceed the {}-byte region",
+                mr.length
+            ),
+        )),
+    }
+}
+
+/// `id`'s QP (EINVAL naming `call` without one).
+pub(crate) fn qp_of<B: DataPath + ?Sized>(dp: &B, call: Call, id: IdHandle) -> Result<QpHandle> {
+    dp.qp(id)?
+        .ok_or_else(|| CmError::new(call, Errno::EINVAL, format!("{id} has no QP")))
+}
+
+/// The CQs of `id`'s QP (EINVAL without one).
+pub(crate) fn cqs_of<B: DataPath + ?Sized>(dp: &B, call: Call, id: IdHandle) -> Result<QpCqs> {
+    dp.qp_cqs(id)?
+        .ok_or_else(|| CmError::new(call, Errno::EINVAL, format!("{id} has no QP")))
+}
+
+/// The next completion of `cq`, waiting on `channel` when there is none.
+pub(crate) fn next_completion<B: DataPath + ?Sized>(
+    dp: &B,
+    cq: CqHandle,
+    channel: Option<CompChannelHandle>,
+) -> Result<WorkCompletion> {
+    let mut wc = [WorkCompletion::default()];
+    loop {
+        if dp.poll_cq(cq, &mut wc)? == 1 {
+            return Ok(wc[0]);
+        }
+        let channel = channel.ok_or_else(|| {
+            CmError::new(
+                Call::GetCqEvent,
+                Errno::EINVAL,
+                format!("{cq} has no completion channel to wait on"),
+            )
+        })?;
+        dp.req_notify_cq(cq, false)?;
+        // A completion may have arrived between the poll and the arming.
+        if dp.poll_cq(cq, &mut wc)? == 1 {
+            return Ok(wc[0]);
+        }
+        let fired = dp.get_cq_event(channel, Wait::Block)?;
+        dp.ack_cq_events(fired, 1)?;
+    }
+}

@@ -1,0 +1,118 @@
+//! QP creation attributes with chosen CQs, QP states, and the device's asynchronous events.
+
+use crate::{AhAttr, AsyncEvent, CompChannelHandle, CqHandle, IdHandle, PdHandle, QpCap, QpType};
+
+use super::AccessFlags;
+
+/// `enum ibv_qp_state`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u32)]
+pub enum QpState {
+    /// `IBV_QPS_RESET` (0).
+    Reset = 0,
+    /// `IBV_QPS_INIT` (1): receives may be posted; sends wait.
+    Init = 1,
+    /// `IBV_QPS_RTR` (2): ready to receive.
+    Rtr = 2,
+    /// `IBV_QPS_RTS` (3): ready to send.
+    Rts = 3,
+    /// `IBV_QPS_SQD` (4): send queue drained.
+    Sqd = 4,
+    /// `IBV_QPS_SQE` (5): send queue error (UC/UD).
+    Sqe = 5,
+    /// `IBV_QPS_ERR` (6): every outstanding and later request completes with WR_FLUSH_ERR.
+    Error = 6,
+}
+
+/// Attributes of `create_qp_ex` (`rdma_create_qp` with a PD and `struct ibv_qp_init_attr`
+/// naming the CQs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpInitAttrEx {
+    /// The protection domain: the QP's requests may use only regions of this PD.
+    pub pd: PdHandle,
+    /// Where send-queue completions go.
+    pub send_cq: CqHandle,
+    /// Where receive-queue completions go (may be `send_cq`).
+    pub recv_cq: CqHandle,
+    /// The QP type; it must suit the id's port space.
+    pub qp_type: QpType,
+    /// Queue capacities.
+    pub cap: QpCap,
+    /// Signal every send completion (else only requests marked signaled, and errors).
+    pub sq_sig_all: bool,
+}
+
+impl QpInitAttrEx {
+    /// An RC QP of `pd` completing into `send_cq` and `recv_cq`, with small default queues,
+    /// signalling every send.
+    pub fn rc(pd: PdHandle, send_cq: CqHandle, recv_cq: CqHandle) -> Self {
+        QpInitAttrEx {
+            pd,
+            send_cq,
+            recv_cq,
+            qp_type: QpType::Rc,
+            cap: QpCap::default(),
+            sq_sig_all: true,
+        }
+    }
+}
+
+/// An asynchronous event of a device (`struct ibv_async_event`), as `get_async_event`
+/// returns it. Fetching it acknowledges it (`ibv_ack_async_event`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VerbsAsyncEvent {
+    /// The event type (`enum ibv_event_type`; COMM_EST is 4, CQ_ERR 0).
+    pub kind: AsyncEvent,
+    /// The QP it concerns, for QP events: its number.
+    pub qp_num: Option<u32>,
+    /// The id the QP belongs to, for QP events.
+    pub id: Option<IdHandle>,
+    /// The CQ it concerns, for CQ events.
+    pub cq: Option<CqHandle>,
+}
+
+/// The CQs of an id's QP and their completion channels (`id->send_cq`, `id->recv_cq`,
+/// `id->send_cq_channel`, `id->recv_cq_channel`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpCqs {
+    /// Where send completions go.
+    pub send_cq: CqHandle,
+    /// The send CQ's completion channel, if it has one.
+    pub send_channel: Option<CompChannelHandle>,
+    /// Where receive completions go.
+    pub recv_cq: CqHandle,
+    /// The receive CQ's completion channel, if it has one.
+    pub recv_channel: Option<CompChannelHandle>,
+}
+
+/// The attributes of a QP state transition (`struct ibv_qp_attr`, the fields RC connections
+/// use), as `init_qp_attr` gives them and `modify_qp` takes them: INIT uses `access`, RTR
+/// `dest_qp_num`, `ah_attr`, `rq_psn`, `min_rnr_timer` and `max_dest_rd_atomic`, RTS
+/// `timeout`, `retry_cnt`, `rnr_retry`, `sq_psn` and `max_rd_atomic`; ERROR and RESET nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpAttr {
+    /// The state to move to.
+    pub qp_state: Option<QpState>,
+    /// `qp_access_flags`: what the peer may do with this QP's regions.
+    pub access: AccessFlags,
+    /// The peer QP's number.
+    pub dest_qp_num: u32,
+    /// The path to the peer (its GID in `grh.dgid`).
+    pub ah_attr: AhAttr,
+    /// The first PSN expected from the peer.
+    pub rq_psn: u32,
+    /// The first PSN sent.
+    pub sq_psn: u32,
+    /// The RNR NAK timer this QP asks senders to wait (IB's encoding: 0 is 655.36 ms).
+    pub min_rnr_timer: u8,
+    /// The transport timeout exponent: 4.096 µs × 2^timeout (0: none).
+    pub timeout: u8,
+    /// Transport retries (0..=7).
+    pub retry_cnt: u8,
+    /// RNR retries (0..=7; 7 without limit).
+    pub rnr_retry: u8,
+    /// RDMA reads and atomics this QP answers at once (responder resources).
+    pub max_dest_rd_atomic: u8,
+    /// RDMA reads and atomics this QP has outstanding at once (initiator depth).
+    pub max_rd_atomic: u8,
+}

@@ -1,0 +1,216 @@
+//! Steps of data path scenarios, generic over [`DataPath`]: connections whose QPs have their
+//! own PD, one CQ for both queues and a completion channel, registered regions, and waiting
+//! for completions through the channel as libibverbs programs do.
+
+use std::net::SocketAddr;
+
+use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, RecvWr, WorkCompletion};
+use cmtwin::{
+    ChannelHandle, CompChannelHandle, ConnParam, CqHandle, EventKind, IdHandle, PdHandle,
+    PortSpace, QpCap, QpHandle, Wait,
+};
+
+use crate::steps::{expect_event_for, expect_request, ok, Listener, RESOLVE_TIMEOUT};
+
+/// One side of a connection: its id and the verbs objects of its QP.
+#[derive(Clone, Copy, Debug)]
+pub struct Side {
+    /// The channel the id's CM events arrive on.
+    pub channel: ChannelHandle,
+    /// The id.
+    pub id: IdHandle,
+    /// The QP's PD.
+    pub pd: PdHandle,
+    /// The completion channel of `cq`.
+    pub comp: CompChannelHandle,
+    /// The one CQ of both queues.
+    pub cq: CqHandle,
+    /// The QP's number.
+    pub qpn: u32,
+    /// The QP (`id->qp`).
+    pub qp: QpHandle,
+}
+
+/// A connection: the server's listener and both sides.
+#[derive(Clone, Copy, Debug)]
+pub struct Conn {
+    /// The server's listening id.
+    pub listener: IdHandle,
+    /// The server's connected child.
+    pub server: Side,
+    /// The client.
+    pub client: Side,
+}
+
+/// The PD, completion channel and CQ a QP is made with (several QPs may share them).
+#[derive(Clone, Copy, Debug)]
+pub struct Objects {
+    /// The PD.
+    pub pd: PdHandle,
+    /// The CQ's completion channel.
+    pub comp: CompChannelHandle,
+    /// The CQ of both queues.
+    pub cq: CqHandle,
+}
+
+/// Gives `id` a PD, a completion channel and one CQ of 64 entries reporting to it (or the
+/// `shared` ones), and an RC QP of capacities `cap` completing into that CQ.
+pub fn verbs_side<B: DataPath>(
+    cm: &B,
+    channel: ChannelHandle,
+    id: IdHandle,
+    cap: QpCap,
+    shared: Option<Objects>,
+) -> Side {
+    let objects = shared.unwrap_or_else(|| {
+        let pd = ok(cm.alloc_pd(id), "alloc_pd");
+        let comp = ok(cm.create_comp_channel(id), "create_comp_channel");
+        let cq = ok(cm.create_cq(id, 64, Some(comp)), "create_cq");
+        Objects { pd, comp, cq }
+    });
+    let mut attr = QpInitAttrEx::rc(objects.pd, objects.cq, objects.cq);
+    attr.cap = cap;
+    let qpn = ok(cm.create_qp_ex(id, &attr), "create_qp_ex");
+    let qp = ok(cm.qp(id), "id->qp").expect("the id has its QP");
+    Side {
+        channel,
+        id,
+        pd: objects.pd,
+        comp: objects.comp,
+        cq: objects.cq,
+        qpn,
+        qp,
+    }
+}
+
+/// How [`start_connection`] connects: the connect and accept parameters, the QPs'
+/// capacities, and the objects the server's QP shares, if any.
+#[derive(Clone, Debug, Default)]
+pub struct Setup {
+    /// `connect`'s parameters.
+    pub connect: ConnParam,
+    /// `accept`'s parameters.
+    pub accept: ConnParam,
+    /// Both QPs' capacities.
+    pub cap: QpCap,
+    /// Objects the server's QP is made with instead of its own.
+    pub server_objects: Option<Objects>,
+}
+
+/// Listens on `addr` and connects a client to it as `setup` says, both QPs made by
+/// [`verbs_side`]; `before_accept` runs on the server's side before its `accept` (to post
+/// receives). Returns once the client has its ESTABLISHED; the server's is not fetched.
+pub fn start_connection<B: DataPath>(
+    server: &B,
+    client: &B,
+    addr: SocketAddr,
+    setup: &Setup,
+    before_accept: impl FnOnce(&Side),
+) -> Conn {
+    let lch = ok(server.create_event_channel(), "server channel");
+    let lid = ok(server.create_id(Some(lch), 0, PortSpace::TCP), "listener");
+    ok(server.bind_addr(lid, addr), "bind");
+    ok(server.listen(lid, 8), "listen");
+    let cch = ok(client.create_event_channel(), "client channel");
+    let cid = ok(client.create_id(Some(cch), 0, PortSpace::TCP), "client id");
+    ok(
+        client.resolve_addr(cid, None, addr, RESOLVE_TIMEOUT),
+        "resolve_addr",
+    );
+    expect_event_for(client, cch, EventKind::AddrResolved, cid, 0);
+    ok(client.resolve_route(cid, RESOLVE_TIMEOUT), "resolve_route");
+    expect_event_for(client, cch, EventKind::RouteResolved, cid, 0);
+    let client_side = verbs_side(client, cch, cid, setup.cap, None);
+    ok(client.connect(cid, Some(&setup.connect)), "connect");
+    let listener = Listener {
+        channel: lch,
+        id: lid,
+        addr,
+    };
+    let req = expect_request(server, &listener);
+    let server_side = verbs_side(server, lch, req.id, setup.cap, setup.server_objects);
+    before_accept(&server_side);
+    ok(server.accept(req.id, Some(&setup.accept)), "accept");
+    expect_event_for(client, cch, EventKind::Established, cid, 0);
+    Conn {
+        listener: lid,
+        server: server_side,
+        client: client_side,
+    }
+}
+
+/// [`start_connection`], then the server's ESTABLISHED.
+pub fn connect_with<B: DataPath>(server: &B, client: &B, addr: SocketAddr, setup: &Setup) -> Conn {
+    let conn = start_connection(server, client, addr, setup, |_| {});
+    expect_event_for(
+        server,
+        conn.server.channel,
+        EventKind::Established,
+        conn.server.id,
+        0,
+    );
+    conn
+}
+
+/// [`connect_with`] with default parameters and capacities.
+pub fn connect<B: DataPath>(server: &B, client: &B, addr: SocketAddr) -> Conn {
+    connect_with(server, client, addr, &Setup::default())
+}
+
+/// A region of `len` bytes of `fill` in `pd`.
+pub fn region<B: DataPath>(
+    cm: &B,
+    pd: PdHandle,
+    len: usize,
+    fill: u8,
+    access: AccessFlags,
+) -> MemoryRegion {
+    ok(cm.reg_mr(pd, vec![fill; len], access), "reg_mr")
+}
+
+/// Posts a receive of the whole of `mr` on `qp`.
+pub fn post_recv_all<B: DataPath>(cm: &B, qp: QpHandle, wr_id: u64, mr: &MemoryRegion) {
+    let sge = [mr.sge(0, mr.length as u32)];
+    ok(
+        cm.post_recv(
+            qp,
+            &RecvWr {
+                wr_id,
+                sg_list: &sge,
+            },
+        ),
+        "post_recv",
+    );
+}
+
+/// The next completion of `side`'s CQ, waiting for it through the completion channel: poll,
+/// arm, poll again (a completion may have come in between), wait for the CQ event,
+/// acknowledge it.
+pub fn next_completion<B: DataPath>(cm: &B, side: &Side) -> WorkCompletion {
+    let mut wc = [WorkCompletion::default()];
+    loop {
+        if ok(cm.poll_cq(side.cq, &mut wc), "poll_cq") == 1 {
+            return wc[0];
+        }
+        ok(cm.req_notify_cq(side.cq, false), "req_notify_cq");
+        if ok(cm.poll_cq(side.cq, &mut wc), "poll_cq") == 1 {
+            return wc[0];
+        }
+        let cq = ok(cm.get_cq_event(side.comp, Wait::Block), "get_cq_event");
+        assert_eq!(cq, side.cq, "the CQ event names the CQ");
+        ok(cm.ack_cq_events(cq, 1), "ack_cq_events");
+    }
+}
+
+/// Every completion `side`'s CQ holds now, without waiting.
+pub fn drain<B: DataPath>(cm: &B, side: &Side) -> Vec<WorkCompletion> {
+    let mut all = Vec::new();
+    let mut wc = [WorkCompletion::default(); 8];
+    loop {
+        let n = ok(cm.poll_cq(side.cq, &mut wc), "poll_cq");
+        all.extend_from_slice(&wc[..n]);
+        if n < wc.len() {
+            return all;
+        }
+    }
+}

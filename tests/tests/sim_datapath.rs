@@ -1,0 +1,1457 @@
+//! The verbs data path on the simulator: every completion status with exact virtual times,
+//! sends with immediate data and inline, RDMA write and read with good and bad keys, CQs shared
+//! by QPs with a completion channel and arming, flushes when the QP enters ERROR, RNR and
+//! transport retries, COMM_EST and `notify` in both orders, memory that cannot be freed while
+//! the device may touch it, and a seed that replays byte for byte.
+//!
+//! Times: the fabric's wire latency is 5 µs without jitter, so a request reaches the peer 5 µs
+//! after it is posted and its acknowledgement comes back 5 µs later. The default path (PLT 18,
+//! ACK delay 15) gives QPs a timeout exponent of 19: 4.096 µs × 2^19 = 2.147483648 s per
+//! transport retry; the CM programs the RNR timer 0, 655.36 ms.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use cmtwin::verbs::{
+    AccessFlags, DataPath, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge,
+    WcOpcode, WcStatus, WorkCompletion,
+};
+use cmtwin::{
+    AsyncEvent, Call, CmBackend, CmError, ConnParam, Errno, EventKind, QpCap, QpInitAttr, QpType,
+    Transport, Wait,
+};
+use cmtwin_sim::{MessageKind, SimBackend, SimConfig};
+use cmtwin_tests::datapath::{
+    connect, connect_with, drain, next_completion, post_recv_all, region, start_connection, Conn,
+    Objects, Setup, Side,
+};
+use cmtwin_tests::steps::{expect_errno, expect_event_for, expect_no_event, ok};
+use cmtwin_tests::{SimBed, TestBed};
+
+const US: Duration = Duration::from_micros(1);
+/// One transport timeout of the default path.
+const RETRY: Duration = Duration::from_nanos(2_147_483_648);
+/// The RNR timer the CM programs.
+const RNR: Duration = Duration::from_micros(655_360);
+const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
+
+/// A RoCE bed whose wire has no jitter, so that times are exact sums of latencies.
+fn bed(seed: u64) -> SimBed {
+    let config = SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..SimConfig::default()
+    };
+    SimBed::with_config(seed, Transport::Roce, config)
+}
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), port)
+}
+
+/// A connection on `bed` with default parameters.
+fn connected(bed: &SimBed) -> Conn {
+    connect(bed.server(), bed.client(), addr(7471))
+}
+
+/// Sends `data` from a fresh region of `side` (wr_id `wr_id`, operation `op`).
+fn send_bytes(cm: &SimBackend, side: &Side, wr_id: u64, op: SendOp, data: &[u8]) {
+    let mr = ok(
+        cm.reg_mr(side.pd, data.to_vec(), AccessFlags::NONE),
+        "reg_mr",
+    );
+    let sge = [mr.sge(0, data.len() as u32)];
+    ok(
+        cm.post_send(side.qp, &SendWr::new(wr_id, op, Payload::Sges(&sge))),
+        "post_send",
+    );
+}
+
+/// Asserts a completion's fields (and that it is for `side`'s QP).
+fn assert_wc(wc: WorkCompletion, side: &Side, wr_id: u64, status: WcStatus, opcode: WcOpcode) {
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.qp_num),
+        (wr_id, status, side.qpn),
+        "completion {wc:?}"
+    );
+    if status == WcStatus::SUCCESS {
+        assert_eq!(wc.opcode, opcode, "completion {wc:?}");
+    }
+}
+
+#[test]
+fn a_send_with_immediate_data_reaches_the_posted_receive_and_is_acknowledged() {
+    let bed = bed(1);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 64, 0, LW);
+    post_recv_all(s, conn.server.qp, 10, &rx);
+    let t0 = c.now();
+    send_bytes(
+        c,
+        &conn.client,
+        20,
+        SendOp::SendWithImm(0xfeed),
+        b"hello, server",
+    );
+
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(s.now() - t0, 5 * US, "the send arrives after one latency");
+    assert_wc(wc, &conn.server, 10, WcStatus::SUCCESS, WcOpcode::Recv);
+    assert_eq!((wc.byte_len, wc.imm), (13, Some(0xfeed)));
+    let mut got = [0u8; 13];
+    ok(s.mr_read(rx.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"hello, server");
+
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(
+        c.now() - t0,
+        10 * US,
+        "the ACK comes back after a round trip"
+    );
+    assert_wc(wc, &conn.client, 20, WcStatus::SUCCESS, WcOpcode::Send);
+    assert_eq!((wc.byte_len, wc.imm), (13, None));
+}
+
+#[test]
+fn inline_sends_need_no_region_and_are_bounded_by_max_inline_data() {
+    let bed = bed(2);
+    let (s, c) = (bed.server(), bed.client());
+    let setup = Setup {
+        cap: QpCap {
+            max_inline_data: 16,
+            ..QpCap::default()
+        },
+        ..Setup::default()
+    };
+    let conn = connect_with(s, c, addr(7472), &setup);
+    let rx = region(s, conn.server.pd, 32, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    let wr = SendWr::new(2, SendOp::Send, Payload::Inline(b"inline bytes"));
+    ok(c.post_send(conn.client.qp, &wr), "inline send");
+    let wc = next_completion(s, &conn.server);
+    assert_eq!((wc.status, wc.byte_len), (WcStatus::SUCCESS, 12));
+    let too_long = SendWr::new(3, SendOp::Send, Payload::Inline(&[0u8; 17]));
+    expect_errno(
+        c.post_send(conn.client.qp, &too_long),
+        Call::PostSend,
+        Errno::EINVAL,
+    );
+    let read = SendWr::new(
+        4,
+        SendOp::RdmaRead {
+            remote_addr: rx.addr,
+            rkey: rx.rkey,
+        },
+        Payload::Inline(b"x"),
+    );
+    expect_errno(
+        c.post_send(conn.client.qp, &read),
+        Call::PostSend,
+        Errno::EINVAL,
+    );
+}
+
+#[test]
+fn rdma_write_with_and_without_immediate_data_lands_in_the_peer_region() {
+    let bed = bed(3);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let target = region(s, conn.server.pd, 32, 0, LW | AccessFlags::REMOTE_WRITE);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 7, &rx);
+    let t0 = c.now();
+    let op = SendOp::RdmaWrite {
+        remote_addr: target.addr_at(4),
+        rkey: target.rkey,
+    };
+    send_bytes(c, &conn.client, 1, op, b"abcd");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t0, 10 * US);
+    assert_wc(wc, &conn.client, 1, WcStatus::SUCCESS, WcOpcode::RdmaWrite);
+    assert!(
+        drain(s, &conn.server).is_empty(),
+        "a plain write consumes no receive"
+    );
+    let mut got = [0u8; 10];
+    ok(s.mr_read(target.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"\0\0\0\0abcd\0\0");
+
+    let op = SendOp::RdmaWriteWithImm {
+        remote_addr: target.addr,
+        rkey: target.rkey,
+        imm: 42,
+    };
+    send_bytes(c, &conn.client, 2, op, b"xy");
+    let wc = next_completion(s, &conn.server);
+    assert_wc(
+        wc,
+        &conn.server,
+        7,
+        WcStatus::SUCCESS,
+        WcOpcode::RecvRdmaWithImm,
+    );
+    assert_eq!((wc.byte_len, wc.imm), (2, Some(42)));
+    ok(s.mr_read(target.handle, 0, &mut got[..2]), "mr_read");
+    assert_eq!(&got[..2], b"xy");
+}
+
+#[test]
+fn rdma_read_fetches_the_peer_bytes_and_a_bad_rkey_is_a_remote_access_error() {
+    let bed = bed(4);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let source = ok(
+        s.reg_mr(
+            conn.server.pd,
+            b"0123456789".to_vec(),
+            AccessFlags::REMOTE_READ,
+        ),
+        "reg_mr",
+    );
+    let sink = region(c, conn.client.pd, 4, b'.', LW);
+    let sge = [sink.sge(0, 4)];
+    let read = |wr_id, remote_addr, rkey| {
+        SendWr::new(
+            wr_id,
+            SendOp::RdmaRead { remote_addr, rkey },
+            Payload::Sges(&sge),
+        )
+    };
+    let t0 = c.now();
+    ok(
+        c.post_send(conn.client.qp, &read(1, source.addr_at(3), source.rkey)),
+        "read",
+    );
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(
+        c.now() - t0,
+        10 * US,
+        "the response comes back after a round trip"
+    );
+    assert_wc(wc, &conn.client, 1, WcStatus::SUCCESS, WcOpcode::RdmaRead);
+    assert_eq!(wc.byte_len, 4);
+    let mut got = [0u8; 4];
+    ok(c.mr_read(sink.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"3456");
+
+    // Past the region's end: the responder refuses it, both QPs enter ERROR.
+    let t1 = c.now();
+    ok(
+        c.post_send(conn.client.qp, &read(2, source.addr_at(8), source.rkey)),
+        "read",
+    );
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t1, 10 * US);
+    assert_wc(
+        wc,
+        &conn.client,
+        2,
+        WcStatus::REM_ACCESS_ERR,
+        WcOpcode::RdmaRead,
+    );
+    assert_eq!(
+        ok(c.query_qp_state(conn.client.qp), "query"),
+        QpState::Error
+    );
+    assert_eq!(
+        ok(s.query_qp_state(conn.server.qp), "query"),
+        QpState::Error
+    );
+}
+
+#[test]
+fn rdma_write_to_a_bad_rkey_is_refused_and_flushes_the_responder() {
+    let bed = bed(5);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let target = region(s, conn.server.pd, 16, 0, LW | AccessFlags::REMOTE_WRITE);
+    let rx = region(s, conn.server.pd, 16, 0, LW);
+    post_recv_all(s, conn.server.qp, 9, &rx);
+    let t0 = c.now();
+    let op = SendOp::RdmaWrite {
+        remote_addr: target.addr,
+        rkey: target.rkey ^ 0x5a5a,
+    };
+    send_bytes(c, &conn.client, 1, op, b"nope");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t0, 10 * US);
+    assert_wc(
+        wc,
+        &conn.client,
+        1,
+        WcStatus::REM_ACCESS_ERR,
+        WcOpcode::RdmaWrite,
+    );
+    // The responder entered ERROR as it refused: its receive was flushed then (at 5 µs).
+    let wc = next_completion(s, &conn.server);
+    assert_wc(wc, &conn.server, 9, WcStatus::WR_FLUSH_ERR, WcOpcode::Recv);
+    let mut got = [1u8; 4];
+    ok(s.mr_read(target.handle, 0, &mut got), "mr_read");
+    assert_eq!(got, [0; 4], "nothing was written");
+    // A region without REMOTE_WRITE refuses writes the same way.
+    let bed = self::bed(6);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let readonly = region(s, conn.server.pd, 16, 0, AccessFlags::REMOTE_READ);
+    let op = SendOp::RdmaWrite {
+        remote_addr: readonly.addr,
+        rkey: readonly.rkey,
+    };
+    send_bytes(c, &conn.client, 1, op, b"nope");
+    assert_eq!(
+        next_completion(c, &conn.client).status,
+        WcStatus::REM_ACCESS_ERR
+    );
+}
+
+#[test]
+fn a_message_longer_than_the_receive_is_a_local_length_error_there() {
+    let bed = bed(7);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 2, SendOp::Send, &[7u8; 9]);
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(s.now() - t0, 5 * US);
+    assert_wc(wc, &conn.server, 1, WcStatus::LOC_LEN_ERR, WcOpcode::Recv);
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t0, 10 * US);
+    assert_wc(
+        wc,
+        &conn.client,
+        2,
+        WcStatus::REM_INV_REQ_ERR,
+        WcOpcode::Send,
+    );
+    assert_eq!(
+        ok(s.query_qp_state(conn.server.qp), "query"),
+        QpState::Error
+    );
+    assert_eq!(
+        ok(c.query_qp_state(conn.client.qp), "query"),
+        QpState::Error
+    );
+}
+
+#[test]
+fn a_bad_lkey_is_a_local_protection_error_and_flushes_what_follows() {
+    let bed = bed(8);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let mr = region(c, conn.client.pd, 8, 1, AccessFlags::NONE);
+    let bad = [Sge {
+        addr: mr.addr,
+        length: 8,
+        lkey: mr.lkey + 1000,
+    }];
+    let good = [mr.sge(0, 8)];
+    let t0 = c.now();
+    ok(
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(1, SendOp::Send, Payload::Sges(&bad)),
+        ),
+        "post",
+    );
+    ok(
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(2, SendOp::Send, Payload::Sges(&good)),
+        ),
+        "post",
+    );
+    let wcs = drain(c, &conn.client);
+    assert_eq!(
+        c.now(),
+        t0,
+        "found when the device takes the request, at once"
+    );
+    assert_eq!(wcs.len(), 2);
+    assert_wc(
+        wcs[0],
+        &conn.client,
+        1,
+        WcStatus::LOC_PROT_ERR,
+        WcOpcode::Send,
+    );
+    assert_wc(
+        wcs[1],
+        &conn.client,
+        2,
+        WcStatus::WR_FLUSH_ERR,
+        WcOpcode::Send,
+    );
+    assert_eq!(
+        ok(c.query_qp_state(conn.client.qp), "query"),
+        QpState::Error
+    );
+    assert!(
+        drain(s, &conn.server).is_empty(),
+        "nothing reached the server"
+    );
+
+    // Bytes past the region's end are the same error.
+    let bed = self::bed(9);
+    let c = bed.client();
+    let conn = connect(bed.server(), c, addr(7479));
+    let mr = region(c, conn.client.pd, 8, 1, AccessFlags::NONE);
+    let outside = [mr.sge(4, 8)];
+    let wr = SendWr::new(1, SendOp::Send, Payload::Sges(&outside));
+    ok(c.post_send(conn.client.qp, &wr), "post");
+    assert_eq!(
+        next_completion(c, &conn.client).status,
+        WcStatus::LOC_PROT_ERR
+    );
+}
+
+#[test]
+fn a_receive_with_a_bad_lkey_fails_there_and_the_sender_sees_a_remote_operation_error() {
+    let bed = bed(10);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let readonly = region(s, conn.server.pd, 8, 0, AccessFlags::NONE);
+    post_recv_all(s, conn.server.qp, 1, &readonly);
+    send_bytes(c, &conn.client, 2, SendOp::Send, b"data");
+    assert_wc(
+        next_completion(s, &conn.server),
+        &conn.server,
+        1,
+        WcStatus::LOC_PROT_ERR,
+        WcOpcode::Recv,
+    );
+    assert_wc(
+        next_completion(c, &conn.client),
+        &conn.client,
+        2,
+        WcStatus::REM_OP_ERR,
+        WcOpcode::Send,
+    );
+}
+
+#[test]
+fn without_a_receive_the_sender_retries_after_rnr_naks_then_fails() {
+    let bed = bed(11);
+    let (s, c) = (bed.server(), bed.client());
+    // The client's QP takes its RNR retry count from the REP: the server's accept.
+    let setup = Setup {
+        accept: ConnParam {
+            rnr_retry_count: 2,
+            ..ConnParam::default()
+        },
+        ..Setup::default()
+    };
+    let conn = connect_with(s, c, addr(7481), &setup);
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 1, SendOp::Send, b"anyone?");
+    let wc = next_completion(c, &conn.client);
+    // Three transmissions, each NAKed after a round trip; two RNR waits between them.
+    assert_eq!(c.now() - t0, 3 * 10 * US + 2 * RNR);
+    assert_wc(
+        wc,
+        &conn.client,
+        1,
+        WcStatus::RNR_RETRY_EXC_ERR,
+        WcOpcode::Send,
+    );
+    assert_eq!(
+        ok(c.query_qp_state(conn.client.qp), "query"),
+        QpState::Error
+    );
+    // The responder is not in error: an RNR NAK is not a fault of its QP.
+    assert_eq!(ok(s.query_qp_state(conn.server.qp), "query"), QpState::Rts);
+}
+
+#[test]
+fn a_receive_posted_during_the_rnr_wait_takes_the_retransmission() {
+    let bed = bed(12);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 1, SendOp::Send, b"late");
+    ok(s.sleep(100 * US), "sleep");
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 5, &rx);
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(
+        s.now() - t0,
+        10 * US + RNR + 5 * US,
+        "received on the retransmission"
+    );
+    assert_wc(wc, &conn.server, 5, WcStatus::SUCCESS, WcOpcode::Recv);
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t0, 10 * US + RNR + 10 * US);
+    assert_eq!(wc.status, WcStatus::SUCCESS);
+}
+
+#[test]
+fn a_lost_request_is_retransmitted_after_the_timeout_and_delivered_once() {
+    let bed = bed(13);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    post_recv_all(s, conn.server.qp, 2, &rx);
+    bed.fabric.drop_data_packets(1).expect("outside a run");
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 3, SendOp::Send, b"once");
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(s.now() - t0, RETRY + 5 * US);
+    assert_wc(wc, &conn.server, 1, WcStatus::SUCCESS, WcOpcode::Recv);
+    assert_eq!(next_completion(c, &conn.client).status, WcStatus::SUCCESS);
+    assert_eq!(c.now() - t0, RETRY + 10 * US);
+
+    // A lost ACK: the retransmission is a duplicate, acknowledged again, not received again.
+    bed.fabric.drop_data_packets(0).expect("outside a run");
+    let t1 = c.now();
+    send_bytes(c, &conn.client, 4, SendOp::Send, b"twice?");
+    ok(s.sleep(US), "sleep");
+    bed.fabric.drop_data_packets(1).expect("outside a run");
+    assert_eq!(next_completion(s, &conn.server).wr_id, 2);
+    assert_eq!(next_completion(c, &conn.client).status, WcStatus::SUCCESS);
+    assert_eq!(c.now() - t1, RETRY + 10 * US);
+    ok(s.sleep(Duration::from_secs(10)), "sleep");
+    assert!(drain(s, &conn.server).is_empty(), "exactly once");
+}
+
+#[test]
+fn a_silent_peer_exhausts_the_transport_retries() {
+    let bed = bed(14);
+    let c = bed.client();
+    let conn = connected(&bed);
+    ok(
+        bed.fabric
+            .remove_device("server")
+            .map_err(|e| CmError::application(e.to_string())),
+        "remove",
+    );
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 1, SendOp::Send, b"hello?");
+    let wc = next_completion(c, &conn.client);
+    // retry_count 7: the first transmission and 7 retransmissions each time out.
+    assert_eq!(c.now() - t0, 8 * RETRY);
+    assert_wc(wc, &conn.client, 1, WcStatus::RETRY_EXC_ERR, WcOpcode::Send);
+    assert_eq!(
+        ok(c.query_qp_state(conn.client.qp), "query"),
+        QpState::Error
+    );
+}
+
+#[test]
+fn the_connect_retry_count_bounds_the_transport_retries() {
+    let bed = bed(15);
+    let (s, c) = (bed.server(), bed.client());
+    let setup = Setup {
+        connect: ConnParam {
+            retry_count: 2,
+            ..ConnParam::default()
+        },
+        ..Setup::default()
+    };
+    let conn = connect_with(s, c, addr(7485), &setup);
+    ok(
+        bed.fabric
+            .remove_device("server")
+            .map_err(|e| CmError::application(e.to_string())),
+        "remove",
+    );
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 1, SendOp::Send, b"x");
+    assert_eq!(
+        next_completion(c, &conn.client).status,
+        WcStatus::RETRY_EXC_ERR
+    );
+    assert_eq!(c.now() - t0, 3 * RETRY);
+}
+
+#[test]
+fn disconnect_flushes_each_side_when_its_own_disconnect_moves_its_qp_to_error() {
+    let bed = bed(16);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let srx = region(s, conn.server.pd, 8, 0, LW);
+    let crx = region(c, conn.client.pd, 8, 0, LW);
+    for wr_id in [1, 2] {
+        post_recv_all(s, conn.server.qp, wr_id, &srx);
+    }
+    post_recv_all(c, conn.client.qp, 3, &crx);
+    ok(c.disconnect(conn.client.id), "client disconnect");
+    let wc = drain(c, &conn.client);
+    assert_eq!(wc.len(), 1);
+    assert_wc(
+        wc[0],
+        &conn.client,
+        3,
+        WcStatus::WR_FLUSH_ERR,
+        WcOpcode::Recv,
+    );
+    assert_eq!(
+        ok(c.query_qp_state(conn.client.qp), "query"),
+        QpState::Error
+    );
+    // The DREQ does not touch the server's QP (CM-SEMANTICS.md §5.2 S10)...
+    expect_event_for(
+        s,
+        conn.server.channel,
+        EventKind::Disconnected,
+        conn.server.id,
+        0,
+    );
+    assert_eq!(ok(s.query_qp_state(conn.server.qp), "query"), QpState::Rts);
+    assert!(drain(s, &conn.server).is_empty());
+    // ...its own disconnect does, flushing both receives in order.
+    ok(s.disconnect(conn.server.id), "server disconnect");
+    let wc = drain(s, &conn.server);
+    let ids: Vec<(u64, WcStatus)> = wc.iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(
+        ids,
+        [(1, WcStatus::WR_FLUSH_ERR), (2, WcStatus::WR_FLUSH_ERR)]
+    );
+    // Work posted in ERROR is flushed at once.
+    post_recv_all(s, conn.server.qp, 4, &srx);
+    assert_eq!(drain(s, &conn.server)[0].status, WcStatus::WR_FLUSH_ERR);
+}
+
+#[test]
+fn device_removal_flushes_the_outstanding_work() {
+    let bed = bed(17);
+    let c = bed.client();
+    let conn = connected(&bed);
+    let crx = region(c, conn.client.pd, 8, 0, LW);
+    post_recv_all(c, conn.client.qp, 1, &crx);
+    ok(
+        bed.fabric
+            .remove_device("client")
+            .map_err(|e| CmError::application(e.to_string())),
+        "remove",
+    );
+    let wc = drain(c, &conn.client);
+    assert_eq!(wc.len(), 1);
+    assert_wc(
+        wc[0],
+        &conn.client,
+        1,
+        WcStatus::WR_FLUSH_ERR,
+        WcOpcode::Recv,
+    );
+}
+
+#[test]
+fn a_cq_shared_by_two_qps_reports_through_its_channel_only_when_armed() {
+    let bed = bed(18);
+    let (s, c) = (bed.server(), bed.client());
+    let a = connect(s, c, addr(7491));
+    let shared = Objects {
+        pd: a.server.pd,
+        comp: a.server.comp,
+        cq: a.server.cq,
+    };
+    let setup = Setup {
+        server_objects: Some(shared),
+        ..Setup::default()
+    };
+    let b = connect_with(s, c, addr(7492), &setup);
+    let (cq, comp) = (shared.cq, shared.comp);
+    let rx = region(s, shared.pd, 8, 0, LW);
+    for (side, wr_id) in [
+        (&a.server, 1),
+        (&b.server, 2),
+        (&a.server, 3),
+        (&a.server, 4),
+    ] {
+        post_recv_all(s, side.qp, wr_id, &rx);
+    }
+    // Not armed: the completion is queued, no CQ event.
+    send_bytes(c, &a.client, 10, SendOp::Send, b"a");
+    ok(s.sleep(20 * US), "sleep");
+    expect_errno(
+        s.get_cq_event(comp, Wait::NonBlocking),
+        Call::GetCqEvent,
+        Errno::EAGAIN,
+    );
+    let wc = drain(s, &a.server);
+    assert_eq!(wc.len(), 1);
+    assert_wc(wc[0], &a.server, 1, WcStatus::SUCCESS, WcOpcode::Recv);
+    // Armed: the next completion, of the other QP, queues one CQ event.
+    ok(s.req_notify_cq(cq, false), "arm");
+    let t0 = s.now();
+    send_bytes(c, &b.client, 20, SendOp::Send, b"b");
+    assert_eq!(ok(s.get_cq_event(comp, Wait::Block), "get_cq_event"), cq);
+    assert_eq!(s.now() - t0, 5 * US);
+    expect_errno(s.destroy_cq(cq), Call::DestroyCq, Errno::EBUSY);
+    expect_errno(s.ack_cq_events(cq, 2), Call::AckCqEvents, Errno::EINVAL);
+    ok(s.ack_cq_events(cq, 1), "ack");
+    let wc = drain(s, &b.server);
+    assert_eq!(wc.len(), 1);
+    assert_wc(wc[0], &b.server, 2, WcStatus::SUCCESS, WcOpcode::Recv);
+    // The event was one-shot: the next completion queues none.
+    send_bytes(c, &a.client, 11, SendOp::Send, b"c");
+    ok(s.sleep(20 * US), "sleep");
+    expect_errno(
+        s.get_cq_event(comp, Wait::NonBlocking),
+        Call::GetCqEvent,
+        Errno::EAGAIN,
+    );
+    assert_eq!(drain(s, &a.server)[0].wr_id, 3);
+    // Armed for solicited completions only: an unsolicited send does not fire it, a
+    // solicited one does.
+    ok(s.req_notify_cq(cq, true), "arm solicited");
+    send_bytes(c, &a.client, 12, SendOp::Send, b"d");
+    ok(s.sleep(20 * US), "sleep");
+    expect_errno(
+        s.get_cq_event(comp, Wait::NonBlocking),
+        Call::GetCqEvent,
+        Errno::EAGAIN,
+    );
+    let mut wr = SendWr::new(13, SendOp::Send, Payload::Inline(b""));
+    wr.solicited = true;
+    let mr = region(c, a.client.pd, 1, 0, AccessFlags::NONE);
+    let sge = [mr.sge(0, 1)];
+    wr.payload = Payload::Sges(&sge);
+    // a's fourth receive took "d"; post one more for the solicited send.
+    post_recv_all(s, a.server.qp, 5, &rx);
+    ok(c.post_send(a.client.qp, &wr), "solicited send");
+    let t1 = s.now();
+    assert_eq!(
+        ok(
+            s.get_cq_event(comp, Wait::Timeout(Duration::from_millis(1))),
+            "event"
+        ),
+        cq
+    );
+    assert_eq!(s.now() - t1, 5 * US);
+    ok(s.ack_cq_events(cq, 1), "ack");
+    let ids: Vec<u64> = drain(s, &a.server).iter().map(|w| w.wr_id).collect();
+    assert_eq!(ids, [4, 5]);
+    // Without arming, a timed wait ends in ETIMEDOUT at its deadline.
+    let t2 = s.now();
+    expect_errno(
+        s.get_cq_event(comp, Wait::Timeout(Duration::from_millis(3))),
+        Call::GetCqEvent,
+        Errno::ETIMEDOUT,
+    );
+    assert_eq!(s.now() - t2, Duration::from_millis(3));
+}
+
+/// §9: data reaches the passive QP before the RTU (lost here): the receive completes, the
+/// QP reports COMM_EST, and `notify` makes the CM deliver the one ESTABLISHED.
+#[test]
+fn comm_est_before_the_rtu_then_notify_establishes_once() {
+    let bed = bed(19);
+    let (s, c) = (bed.server(), bed.client());
+    ok(
+        bed.fabric
+            .drop_next(MessageKind::Rtu, 1)
+            .map_err(|e| CmError::application(e.to_string())),
+        "drop RTU",
+    );
+    let mut rx = None;
+    let conn = start_connection(s, c, addr(7493), &Setup::default(), |side| {
+        let mr = region(s, side.pd, 16, 0, LW);
+        post_recv_all(s, side.qp, 1, &mr);
+        rx = Some(mr);
+    });
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 2, SendOp::Send, b"first!");
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(s.now() - t0, 5 * US);
+    assert_wc(wc, &conn.server, 1, WcStatus::SUCCESS, WcOpcode::Recv);
+    let event = ok(s.get_async_event(Wait::NonBlocking), "async event");
+    assert_eq!(event.kind, AsyncEvent::COMM_EST);
+    assert_eq!(
+        (event.qp_num, event.id),
+        (Some(conn.server.qpn), Some(conn.server.id))
+    );
+    expect_no_event(s, conn.server.channel);
+    ok(s.notify(conn.server.id, AsyncEvent::COMM_EST), "notify");
+    expect_event_for(
+        s,
+        conn.server.channel,
+        EventKind::Established,
+        conn.server.id,
+        0,
+    );
+    ok(
+        s.sleep(Duration::from_secs(30)),
+        "sleep past every REP retransmission",
+    );
+    expect_no_event(s, conn.server.channel);
+    expect_errno(
+        s.get_async_event(Wait::NonBlocking),
+        Call::GetAsyncEvent,
+        Errno::EAGAIN,
+    );
+    assert!(rx.is_some());
+}
+
+/// §9.3: the RTU first, then data: the QP still reports COMM_EST (its first message), and a
+/// `notify` then finds the connection established: EISCONN.
+#[test]
+fn comm_est_after_the_rtu_makes_notify_fail_with_eisconn() {
+    let bed = bed(20);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 16, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    send_bytes(c, &conn.client, 2, SendOp::Send, b"second");
+    assert_eq!(next_completion(s, &conn.server).status, WcStatus::SUCCESS);
+    let event = ok(s.get_async_event(Wait::NonBlocking), "async event");
+    assert_eq!(event.kind, AsyncEvent::COMM_EST);
+    expect_errno(
+        s.notify(conn.server.id, AsyncEvent::COMM_EST),
+        Call::Notify,
+        Errno::EISCONN,
+    );
+    expect_no_event(s, conn.server.channel);
+}
+
+#[test]
+fn a_region_stays_registered_while_work_uses_it_and_comes_back_with_its_bytes() {
+    let bed = bed(21);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    expect_errno(s.dereg_mr(rx.handle), Call::DeregMr, Errno::EBUSY);
+    expect_errno(s.dealloc_pd(conn.server.pd), Call::DeallocPd, Errno::EBUSY);
+    expect_errno(
+        s.mr_write(rx.handle, 4, &[0; 5]),
+        Call::MrWrite,
+        Errno::EINVAL,
+    );
+    expect_errno(
+        s.mr_read(rx.handle, usize::MAX, &mut [0; 2]),
+        Call::MrRead,
+        Errno::EINVAL,
+    );
+    send_bytes(c, &conn.client, 2, SendOp::Send, b"12345678");
+    assert_eq!(next_completion(s, &conn.server).status, WcStatus::SUCCESS);
+    let buffer = ok(s.dereg_mr(rx.handle), "dereg_mr");
+    assert_eq!(buffer, b"12345678");
+    expect_errno(s.dereg_mr(rx.handle), Call::DeregMr, Errno::EBADF);
+    expect_errno(
+        s.mr_read(rx.handle, 0, &mut [0; 1]),
+        Call::MrRead,
+        Errno::EBADF,
+    );
+    // Another host's handle is refused too.
+    expect_errno(
+        c.mr_read(rx.handle, 0, &mut [0; 1]),
+        Call::MrRead,
+        Errno::EBADF,
+    );
+    // A destroyed QP releases what its requests held.
+    let rx2 = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 3, &rx2);
+    ok(s.destroy_qp(conn.server.id), "destroy_qp");
+    ok(s.dereg_mr(rx2.handle), "dereg_mr after destroy_qp");
+}
+
+#[test]
+fn posts_are_checked_against_the_qp_capacities_and_state() {
+    let bed = bed(22);
+    let (s, c) = (bed.server(), bed.client());
+    let setup = Setup {
+        cap: QpCap {
+            max_recv_wr: 2,
+            ..QpCap::default()
+        },
+        ..Setup::default()
+    };
+    let conn = connect_with(s, c, addr(7495), &setup);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    post_recv_all(s, conn.server.qp, 2, &rx);
+    let sge = [rx.sge(0, 8)];
+    let wr = RecvWr {
+        wr_id: 3,
+        sg_list: &sge,
+    };
+    expect_errno(
+        s.post_recv(conn.server.qp, &wr),
+        Call::PostRecv,
+        Errno::ENOMEM,
+    );
+    let two = [rx.sge(0, 4), rx.sge(4, 4)];
+    let wr = RecvWr {
+        wr_id: 4,
+        sg_list: &two,
+    };
+    expect_errno(
+        s.post_recv(conn.server.qp, &wr),
+        Call::PostRecv,
+        Errno::EINVAL,
+    );
+    let send = SendWr::new(5, SendOp::Send, Payload::Sges(&two));
+    expect_errno(
+        s.post_send(conn.server.qp, &send),
+        Call::PostSend,
+        Errno::EINVAL,
+    );
+    // Another host's QP is not a QP of this host.
+    let one = SendWr::new(6, SendOp::Send, Payload::Sges(&sge));
+    expect_errno(
+        c.post_send(conn.server.qp, &one),
+        Call::PostSend,
+        Errno::EBADF,
+    );
+    assert_eq!(ok(s.qp(conn.listener), "id->qp"), None);
+    let attr = cmtwin::verbs::QpInitAttrEx::rc(conn.server.pd, conn.server.cq, conn.server.cq);
+    expect_errno(
+        s.create_qp_ex(conn.server.id, &attr),
+        Call::CreateQpEx,
+        Errno::EINVAL,
+    );
+    expect_errno(
+        s.create_cq(conn.server.id, 0, None),
+        Call::CreateCq,
+        Errno::EINVAL,
+    );
+    let bare = ok(s.create_cq(conn.server.id, 4, None), "cq without channel");
+    expect_errno(
+        s.req_notify_cq(bare, false),
+        Call::ReqNotifyCq,
+        Errno::EINVAL,
+    );
+    expect_errno(
+        s.destroy_comp_channel(conn.server.comp),
+        Call::DestroyCompChannel,
+        Errno::EBUSY,
+    );
+    ok(s.destroy_cq(bare), "destroy_cq");
+    expect_errno(s.destroy_cq(bare), Call::DestroyCq, Errno::EBADF);
+    expect_errno(
+        s.reg_mr(conn.server.pd, vec![0; 4], AccessFlags::REMOTE_WRITE),
+        Call::RegMr,
+        Errno::EINVAL,
+    );
+    expect_errno(
+        s.reg_mr(conn.server.pd, Vec::new(), LW),
+        Call::RegMr,
+        Errno::EINVAL,
+    );
+}
+
+#[test]
+fn create_qp_gives_the_id_cqs_with_their_own_channels() {
+    let bed = bed(23);
+    let (s, c) = (bed.server(), bed.client());
+    let pair = cmtwin_tests::steps::connect_pair(&bed);
+    let cqs = ok(c.qp_cqs(pair.client.id), "qp_cqs").expect("the id has a QP");
+    let send_cq = cqs.send_cq;
+    assert_ne!(cqs.send_cq, cqs.recv_cq);
+    assert!(cqs.send_channel.is_some() && cqs.recv_channel.is_some());
+    assert_ne!(cqs.send_channel, cqs.recv_channel);
+    let qp_of = |cm: &SimBackend, id| ok(cm.qp(id), "id->qp").expect("a QP");
+    assert_eq!(
+        ok(c.query_qp_state(qp_of(c, pair.client.id)), "query"),
+        QpState::Rts
+    );
+    assert_eq!(
+        ok(s.query_qp_state(qp_of(s, pair.server.id)), "query"),
+        QpState::Rts
+    );
+    assert_eq!(ok(s.qp_cqs(pair.listener.id), "qp_cqs"), None);
+    expect_errno(c.destroy_cq(send_cq), Call::DestroyCq, Errno::EBUSY);
+    // A UD QP is ready to send at once, as librdmacm leaves it.
+    let ch = ok(c.create_event_channel(), "channel");
+    let ud = ok(c.create_id(Some(ch), 0, cmtwin::PortSpace::UDP), "UD id");
+    ok(
+        c.bind_addr(ud, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    ok(c.create_qp(ud, &QpInitAttr::new(QpType::Ud)), "UD QP");
+    assert_eq!(ok(c.query_qp_state(qp_of(c, ud)), "query"), QpState::Rts);
+}
+
+/// Two processes exchange a request and a reply, each blocking in `get_cq_event` through the
+/// scheduler; a third blocks on a channel nothing will ever signal and learns so.
+#[test]
+fn processes_block_on_completion_channels() {
+    let bed = bed(24);
+    let conn = connected(&bed);
+    let t0 = bed.fabric.now();
+    bed.fabric.spawn("server", "server", move |s| {
+        let rx = region(&s, conn.server.pd, 16, 0, LW);
+        post_recv_all(&s, conn.server.qp, 1, &rx);
+        let wc = next_completion(&s, &conn.server);
+        assert_eq!((wc.status, wc.byte_len), (WcStatus::SUCCESS, 7));
+        send_bytes(&s, &conn.server, 2, SendOp::Send, b"pong");
+        assert_eq!(next_completion(&s, &conn.server).wr_id, 2);
+        Ok(())
+    });
+    bed.fabric.spawn("client", "client", move |c| {
+        let rx = region(&c, conn.client.pd, 16, 0, LW);
+        post_recv_all(&c, conn.client.qp, 3, &rx);
+        c.sleep(Duration::from_millis(1))?;
+        send_bytes(&c, &conn.client, 4, SendOp::Send, b"ping!!!");
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            got.push(next_completion(&c, &conn.client).wr_id);
+        }
+        got.sort_unstable();
+        assert_eq!(got, [3, 4]);
+        Ok(())
+    });
+    bed.fabric.run().expect("both processes succeed");
+    // The ping reaches the server after 1 ms + 5 µs; the server's pong is acknowledged a
+    // round trip later, the last thing either process waits for.
+    assert_eq!(bed.fabric.now() - t0, Duration::from_millis(1) + 15 * US);
+
+    let bed = self::bed(25);
+    let conn = connected(&bed);
+    bed.fabric.spawn("server", "stuck", move |s| {
+        let err = s.get_cq_event(conn.server.comp, Wait::Block).unwrap_err();
+        assert_eq!(err.errno, Errno::EDEADLK);
+        assert!(err.detail.contains("ibv_get_cq_event"), "{err}");
+        Ok(())
+    });
+    bed.fabric.run().expect("the process sees EDEADLK");
+}
+
+/// Many sends under random loss and jitter: delivered in order, exactly once, and the same
+/// seed gives the same trace byte for byte.
+#[test]
+fn a_seed_replays_the_data_path_byte_for_byte() {
+    let run = |seed: u64| {
+        let config = SimConfig {
+            loss_probability: 0.1,
+            ..SimConfig::default()
+        };
+        let bed = SimBed::with_config(seed, Transport::Roce, config);
+        let (s, c) = (bed.server(), bed.client());
+        let setup = Setup {
+            cap: QpCap {
+                max_send_wr: 32,
+                max_recv_wr: 32,
+                ..QpCap::default()
+            },
+            ..Setup::default()
+        };
+        let conn = connect_with(s, c, addr(7496), &setup);
+        let rx = region(s, conn.server.pd, 30 * 8, 0, LW);
+        for i in 0..30u64 {
+            let sge = [rx.sge(i as usize * 8, 8)];
+            ok(
+                s.post_recv(
+                    conn.server.qp,
+                    &RecvWr {
+                        wr_id: i,
+                        sg_list: &sge,
+                    },
+                ),
+                "post_recv",
+            );
+        }
+        for i in 0..30u64 {
+            send_bytes(c, &conn.client, 100 + i, SendOp::Send, &i.to_le_bytes());
+        }
+        let mut received = Vec::new();
+        while received.len() < 30 {
+            let wc = next_completion(s, &conn.server);
+            assert_eq!(wc.status, WcStatus::SUCCESS);
+            received.push(wc.wr_id);
+        }
+        assert_eq!(received, (0..30).collect::<Vec<u64>>(), "in order");
+        let mut sent = 0;
+        while sent < 30 {
+            assert_eq!(next_completion(c, &conn.client).status, WcStatus::SUCCESS);
+            sent += 1;
+        }
+        let mut bytes = vec![0u8; 30 * 8];
+        ok(s.mr_read(rx.handle, 0, &mut bytes), "mr_read");
+        for (i, chunk) in bytes.chunks(8).enumerate() {
+            assert_eq!(chunk, (i as u64).to_le_bytes(), "message {i}");
+        }
+        ok(s.sleep(Duration::from_secs(20)), "let duplicates arrive");
+        assert!(drain(s, &conn.server).is_empty(), "exactly once");
+        bed.fabric.trace_text()
+    };
+    let first = run(26);
+    assert!(
+        first.contains("loss data qp"),
+        "the seed loses data packets:\n{first}"
+    );
+    assert_eq!(first, run(26), "same seed, same trace");
+}
+
+/// librdmacm's `rdma_verbs.h` helpers, built on the objects: regions in the id's PD, posts
+/// over a region's bytes (checked), and completions waited for on the CQs `create_qp` made.
+#[test]
+fn the_rdma_verbs_helpers_work_on_the_qps_create_qp_makes() {
+    let bed = bed(27);
+    let (s, c) = (bed.server(), bed.client());
+    let pair = cmtwin_tests::steps::connect_pair(&bed);
+    let (sid, cid) = (pair.server.id, pair.client.id);
+    // Before and after a QP, an id's PD is its device's default one.
+    let pd = ok(s.pd(sid), "pd");
+    assert_eq!(ok(s.pd(pair.listener.id), "listener pd"), pd);
+    let rx = ok(s.reg_msgs(sid, vec![0; 16]), "reg_msgs");
+    assert_eq!(rx.access, LW);
+    let readable = ok(s.reg_read(sid, b"remote bytes".to_vec()), "reg_read");
+    let writable = ok(s.reg_write(sid, vec![0; 8]), "reg_write");
+    expect_errno(s.dealloc_pd(pd), Call::DeallocPd, Errno::EBUSY);
+    expect_errno(
+        s.post_recv_msg(sid, 1, &rx, 8, 9),
+        Call::PostRecv,
+        Errno::EINVAL,
+    );
+    ok(s.post_recv_msg(sid, 1, &rx, 0, 16), "post_recv_msg");
+
+    let tx = ok(c.reg_msgs(cid, b"request".to_vec()), "reg_msgs");
+    let t0 = c.now();
+    ok(c.post_send_msg(cid, 2, &tx, 0, 7, false), "post_send_msg");
+    let wc = ok(c.get_send_comp(cid), "get_send_comp");
+    assert_eq!(
+        (wc.wr_id, wc.status, c.now() - t0),
+        (2, WcStatus::SUCCESS, 10 * US)
+    );
+    let wc = ok(s.get_recv_comp(sid), "get_recv_comp");
+    assert_eq!((wc.wr_id, wc.byte_len), (1, 7));
+
+    let local = ok(c.reg_msgs(cid, vec![0; 6]), "reg_msgs");
+    ok(
+        c.post_read(cid, 3, &local, 0, 5, readable.addr_at(7), readable.rkey),
+        "post_read",
+    );
+    assert_eq!(ok(c.get_send_comp(cid), "read").status, WcStatus::SUCCESS);
+    let mut got = [0u8; 6];
+    ok(c.mr_read(local.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"bytes\0");
+    ok(
+        c.post_write(cid, 4, &tx, 0, 7, writable.addr, writable.rkey),
+        "post_write",
+    );
+    assert_eq!(ok(c.get_send_comp(cid), "write").status, WcStatus::SUCCESS);
+    let mut got = [0u8; 7];
+    ok(s.mr_read(writable.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"request");
+
+    // Without QP, or with a CQ that has no channel, there is nothing to wait on.
+    expect_errno(
+        s.get_send_comp(pair.listener.id),
+        Call::PollCq,
+        Errno::EINVAL,
+    );
+    expect_errno(
+        s.post_write(cid, 5, &tx, 4, 7, writable.addr, writable.rkey),
+        Call::PostSend,
+        Errno::EINVAL,
+    );
+}
+
+/// A delayed data packet holds back the packets behind it on its link (links are FIFO), and
+/// nothing else: a packet to a QP in ERROR is dropped, so its sender exhausts its retries.
+#[test]
+fn delayed_packets_keep_their_order_and_a_peer_in_error_is_silent() {
+    let bed = bed(28);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    post_recv_all(s, conn.server.qp, 2, &rx);
+    bed.fabric
+        .delay_data_packets(1, Duration::from_millis(1))
+        .expect("outside a run");
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 10, SendOp::Send, b"first");
+    send_bytes(c, &conn.client, 11, SendOp::Send, b"second");
+    assert_eq!(next_completion(s, &conn.server).wr_id, 1);
+    assert_eq!(s.now() - t0, Duration::from_millis(1) + 5 * US);
+    assert_eq!(next_completion(s, &conn.server).wr_id, 2);
+    assert_eq!(
+        s.now() - t0,
+        Duration::from_millis(1) + 5 * US,
+        "right behind it"
+    );
+    for wr_id in [10, 11] {
+        assert_eq!(next_completion(c, &conn.client).wr_id, wr_id);
+    }
+    assert_eq!(c.now() - t0, Duration::from_millis(1) + 10 * US);
+
+    // The server's QP enters ERROR (its own disconnect); the client's next send is dropped
+    // there until the client's retries run out.
+    ok(s.disconnect(conn.server.id), "server disconnect");
+    let t1 = c.now();
+    send_bytes(c, &conn.client, 12, SendOp::Send, b"anyone?");
+    let wc = next_completion(c, &conn.client);
+    assert_wc(
+        wc,
+        &conn.client,
+        12,
+        WcStatus::RETRY_EXC_ERR,
+        WcOpcode::Send,
+    );
+    assert_eq!(c.now() - t1, 8 * RETRY);
+}
+
+/// The external-QP path: QPs made apart from the ids, announced by number in `connect`'s and
+/// `accept`'s parameters, moved INIT → RTR → RTS with the attributes `init_qp_attr` gives,
+/// the connection completed with `establish`; then they carry data like any other.
+#[test]
+fn external_qps_follow_the_cms_attributes_and_carry_data() {
+    let bed = bed(29);
+    let (s, c) = (bed.server(), bed.client());
+    let lch = ok(s.create_event_channel(), "channel");
+    let lid = ok(
+        s.create_id(Some(lch), 0, cmtwin::PortSpace::TCP),
+        "listener",
+    );
+    ok(s.bind_addr(lid, addr(7501)), "bind");
+    ok(s.listen(lid, 1), "listen");
+    let cch = ok(c.create_event_channel(), "channel");
+    let cid = ok(c.create_id(Some(cch), 0, cmtwin::PortSpace::TCP), "id");
+    ok(
+        c.resolve_addr(cid, None, addr(7501), Duration::from_secs(2)),
+        "resolve_addr",
+    );
+    expect_event_for(c, cch, EventKind::AddrResolved, cid, 0);
+    ok(
+        c.resolve_route(cid, Duration::from_secs(2)),
+        "resolve_route",
+    );
+    expect_event_for(c, cch, EventKind::RouteResolved, cid, 0);
+
+    let external = |cm: &SimBackend, id| {
+        let pd = ok(cm.alloc_pd(id), "alloc_pd");
+        let cq = ok(cm.create_cq(id, 16, None), "create_cq");
+        let qp = ok(
+            cm.create_external_qp(&QpInitAttrEx::rc(pd, cq, cq)),
+            "ibv_create_qp",
+        );
+        (pd, cq, qp)
+    };
+    let (cpd, ccq, cqp) = external(c, cid);
+    assert_eq!(ok(c.query_qp_state(cqp), "query"), QpState::Reset);
+    assert_eq!(ok(c.qp(cid), "id->qp"), None, "the id has no QP of its own");
+    expect_errno(
+        c.init_qp_attr(cid, QpState::Rtr),
+        Call::InitQpAttr,
+        Errno::EINVAL,
+    );
+    let cqpn = ok(c.qp_number(cqp), "qp_num");
+    let with_qp = |qp_num| ConnParam {
+        qp_num,
+        ..ConnParam::default()
+    };
+    ok(c.connect(cid, Some(&with_qp(cqpn))), "connect");
+
+    let child = ok(s.get_cm_event(lch, Wait::Block), "request");
+    assert_eq!(child.kind(), EventKind::ConnectRequest);
+    let sid = child.id();
+    ok(s.ack_cm_event(child), "ack");
+    let (spd, scq, sqp) = external(s, sid);
+    let move_to = |cm: &SimBackend, id, qp, state| {
+        let attr = ok(cm.init_qp_attr(id, state), "init_qp_attr");
+        ok(cm.modify_qp(qp, &attr), "modify_qp");
+        attr
+    };
+    move_to(s, sid, sqp, QpState::Init);
+    let rtr = move_to(s, sid, sqp, QpState::Rtr);
+    assert_eq!(rtr.dest_qp_num, cqpn, "the REQ's QP number");
+    let rts = move_to(s, sid, sqp, QpState::Rts);
+    assert_eq!((rts.timeout, rts.retry_cnt, rts.rnr_retry), (19, 7, 7));
+    let rx = region(s, spd, 16, 0, LW);
+    post_recv_all(s, sqp, 1, &rx);
+    let sqpn = ok(s.qp_number(sqp), "qp_num");
+    ok(s.accept(sid, Some(&with_qp(sqpn))), "accept");
+
+    // No QP on the id: librdmacm hands out the CONNECT_RESPONSE; the application moves its
+    // QP and sends the RTU itself.
+    expect_event_for(c, cch, EventKind::ConnectResponse, cid, 0);
+    move_to(c, cid, cqp, QpState::Init);
+    assert_eq!(
+        move_to(c, cid, cqp, QpState::Rtr).dest_qp_num,
+        sqpn,
+        "the REP's"
+    );
+    let rts = ok(c.init_qp_attr(cid, QpState::Rts), "init_qp_attr");
+    let init_again = QpAttr {
+        qp_state: Some(QpState::Init),
+        ..rts
+    };
+    expect_errno(c.modify_qp(cqp, &init_again), Call::ModifyQp, Errno::EINVAL);
+    ok(c.modify_qp(cqp, &rts), "modify_qp");
+    expect_errno(c.modify_qp(cqp, &rts), Call::ModifyQp, Errno::EINVAL);
+    expect_errno(
+        c.init_qp_attr(cid, QpState::Sqd),
+        Call::InitQpAttr,
+        Errno::EINVAL,
+    );
+    ok(c.establish(cid), "establish");
+    expect_event_for(s, lch, EventKind::Established, sid, 0);
+
+    let t0 = c.now();
+    let tx = ok(
+        c.reg_mr(cpd, b"external".to_vec(), AccessFlags::NONE),
+        "reg_mr",
+    );
+    let sge = [tx.sge(0, 8)];
+    let wr = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
+    ok(c.post_send(cqp, &wr), "post_send");
+    ok(s.sleep(20 * US), "sleep");
+    let mut wc = [WorkCompletion::default()];
+    assert_eq!(ok(s.poll_cq(scq, &mut wc), "poll"), 1);
+    assert_eq!(
+        (wc[0].wr_id, wc[0].status, wc[0].byte_len, wc[0].qp_num),
+        (1, WcStatus::SUCCESS, 8, sqpn)
+    );
+    assert_eq!(ok(c.poll_cq(ccq, &mut wc), "poll"), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (2, WcStatus::SUCCESS));
+    assert_eq!(s.now() - t0, 20 * US);
+
+    // ERROR flushes, RESET discards, destroy frees; an id's own QP is not destroyed here.
+    post_recv_all(s, sqp, 3, &rx);
+    let error = QpAttr {
+        qp_state: Some(QpState::Error),
+        ..QpAttr::default()
+    };
+    ok(s.modify_qp(sqp, &error), "to ERROR");
+    assert_eq!(ok(s.poll_cq(scq, &mut wc), "poll"), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (3, WcStatus::WR_FLUSH_ERR));
+    ok(s.destroy_external_qp(sqp), "ibv_destroy_qp");
+    expect_errno(
+        s.destroy_external_qp(sqp),
+        Call::DestroyExternalQp,
+        Errno::EBADF,
+    );
+    let conn = connect(s, c, addr(7502));
+    expect_errno(
+        s.destroy_external_qp(conn.server.qp),
+        Call::DestroyExternalQp,
+        Errno::EINVAL,
+    );
+}
+
+/// Unsignaled sends complete silently when they succeed, and loudly when they fail; a CQ too
+/// small for its completions loses the extra one and reports CQ_ERR.
+#[test]
+fn unsignaled_sends_and_an_overrun_cq() {
+    let bed = bed(30);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    for wr_id in [1, 2] {
+        post_recv_all(s, conn.server.qp, wr_id, &rx);
+    }
+    // The client's QP signals every send (sq_sig_all), marked or not.
+    let cqp = conn.client.qp;
+    let tx = region(c, conn.client.pd, 4, 9, AccessFlags::NONE);
+    let sge = [tx.sge(0, 4)];
+    let mut quiet = SendWr::new(5, SendOp::Send, Payload::Sges(&sge));
+    quiet.signaled = false;
+    ok(c.post_send(cqp, &quiet), "post_send");
+    ok(c.sleep(20 * US), "sleep");
+    assert_eq!(
+        drain(c, &conn.client).len(),
+        1,
+        "sq_sig_all signals it anyway"
+    );
+    assert_eq!(drain(s, &conn.server).len(), 1);
+
+    let small = ok(c.create_cq(conn.client.id, 1, None), "a CQ of one entry");
+    // A second connection whose client QP completes into `small` and signals on request only.
+    let lch = ok(s.create_event_channel(), "channel");
+    let lid = ok(
+        s.create_id(Some(lch), 0, cmtwin::PortSpace::TCP),
+        "listener",
+    );
+    ok(s.bind_addr(lid, addr(7504)), "bind");
+    ok(s.listen(lid, 1), "listen");
+    let cch = ok(c.create_event_channel(), "channel");
+    let cid = ok(c.create_id(Some(cch), 0, cmtwin::PortSpace::TCP), "id");
+    ok(
+        c.resolve_addr(cid, None, addr(7504), Duration::from_secs(2)),
+        "resolve",
+    );
+    expect_event_for(c, cch, EventKind::AddrResolved, cid, 0);
+    ok(c.resolve_route(cid, Duration::from_secs(2)), "route");
+    expect_event_for(c, cch, EventKind::RouteResolved, cid, 0);
+    let pd = ok(c.pd(cid), "id->pd");
+    let mut attr = QpInitAttrEx::rc(pd, small, small);
+    attr.sq_sig_all = false;
+    ok(c.create_qp_ex(cid, &attr), "create_qp_ex");
+    let qp = ok(c.qp(cid), "id->qp").expect("a QP");
+    ok(c.connect(cid, None), "connect");
+    let req = ok(s.get_cm_event(lch, Wait::Block), "request");
+    let sid = req.id();
+    ok(s.ack_cm_event(req), "ack");
+    ok(s.create_qp(sid, &QpInitAttr::new(QpType::Rc)), "server QP");
+    let srx = ok(s.reg_msgs(sid, vec![0; 8]), "reg_msgs");
+    for wr_id in [1, 2, 3] {
+        ok(s.post_recv_msg(sid, wr_id, &srx, 0, 8), "post_recv_msg");
+    }
+    ok(s.accept(sid, None), "accept");
+    expect_event_for(c, cch, EventKind::Established, cid, 0);
+    let tx = ok(c.reg_msgs(cid, vec![7; 4]), "reg_msgs");
+    let sge = [tx.sge(0, 4)];
+    let mut quiet = SendWr::new(10, SendOp::Send, Payload::Sges(&sge));
+    quiet.signaled = false;
+    ok(c.post_send(qp, &quiet), "unsignaled");
+    ok(c.sleep(20 * US), "sleep");
+    let mut wc = [WorkCompletion::default(); 2];
+    assert_eq!(ok(c.poll_cq(small, &mut wc), "poll"), 0, "a quiet success");
+    // Two signaled sends into a CQ of one entry: the second completion is lost.
+    for wr_id in [11, 12] {
+        ok(
+            c.post_send(qp, &SendWr::new(wr_id, SendOp::Send, Payload::Sges(&sge))),
+            "post",
+        );
+    }
+    let t0 = c.now();
+    let event = ok(
+        c.get_async_event(Wait::Timeout(Duration::from_millis(1))),
+        "CQ_ERR",
+    );
+    assert_eq!((event.kind, event.cq), (AsyncEvent::CQ_ERR, Some(small)));
+    assert_eq!(c.now() - t0, 10 * US, "when the second ACK came back");
+    assert_eq!(ok(c.poll_cq(small, &mut wc), "poll"), 1);
+    assert_eq!(wc[0].wr_id, 11);
+    // A failure of an unsignaled request is reported all the same.
+    ok(c.disconnect(cid), "disconnect");
+    ok(c.post_send(qp, &quiet), "unsignaled, flushed");
+    assert_eq!(ok(c.poll_cq(small, &mut wc), "poll"), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (10, WcStatus::WR_FLUSH_ERR));
+    let t1 = c.now();
+    let quiet_wait = c.get_async_event(Wait::Timeout(Duration::from_millis(2)));
+    expect_errno(quiet_wait, Call::GetAsyncEvent, Errno::ETIMEDOUT);
+    assert_eq!(c.now() - t1, Duration::from_millis(2));
+}
+
+/// Fault plans reach the data path: a plan that loses the next data packet and delays the one
+/// after costs the first send a transport timeout and the second its delay, and replays.
+#[test]
+fn fault_plans_lose_and_delay_data_packets() {
+    let run = || {
+        let bed = bed(31);
+        let (s, c) = (bed.server(), bed.client());
+        let conn = connected(&bed);
+        let at_ms = c.now().as_millis() as u64 + 1;
+        let plan = cmtwin_sim::FaultPlan::from_json(&format!(
+            r#"{{"faults": [
+                {{"type": "scheduled", "when": {{"on": "time", "at_ms": {at_ms}}},
+                  "action": {{"do": "drop_data_packets", "count": 1}}}},
+                {{"type": "scheduled", "when": {{"on": "time", "at_ms": {at_ms}}},
+                  "action": {{"do": "delay_data_packets", "count": 1, "delay_ms": 3}}}}
+            ]}}"#
+        ))
+        .expect("a valid plan");
+        bed.fabric.apply_plan(&plan).expect("outside a run");
+        let rx = region(s, conn.server.pd, 8, 0, LW);
+        post_recv_all(s, conn.server.qp, 1, &rx);
+        ok(c.sleep(Duration::from_millis(2)), "past the plan's time");
+        let t0 = c.now();
+        send_bytes(c, &conn.client, 2, SendOp::Send, b"x");
+        // Lost once; the retransmission is the next packet, delayed by 3 ms.
+        let wc = next_completion(s, &conn.server);
+        assert_eq!(wc.status, WcStatus::SUCCESS);
+        assert_eq!(s.now() - t0, RETRY + Duration::from_millis(3) + 5 * US);
+        assert_eq!(next_completion(c, &conn.client).status, WcStatus::SUCCESS);
+        assert_eq!(c.now() - t0, RETRY + Duration::from_millis(3) + 10 * US);
+        bed.fabric.trace_text()
+    };
+    let trace = run();
+    assert!(trace.contains("drop the next 1 data packets"), "{trace}");
+    assert_eq!(trace, run(), "same seed and plan, same trace");
+}
