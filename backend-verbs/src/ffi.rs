@@ -24,6 +24,9 @@ use std::sync::OnceLock;
 
 use rdma_sys as sys;
 
+mod verbs;
+pub(crate) use verbs::*;
+
 /// Result of a C call: the errno on failure.
 pub(crate) type CResult<T> = std::result::Result<T, i32>;
 
@@ -38,6 +41,17 @@ fn last_errno() -> i32 {
 fn check(ret: c_int) -> CResult<()> {
     match ret {
         0 => Ok(()),
+        r if r < -1 => Err(-r),
+        _ => Err(last_errno()),
+    }
+}
+
+/// libibverbs' conventions: 0 is success; most calls return an errno, some -1 with errno set,
+/// a few -errno.
+fn check_ibv(ret: c_int) -> CResult<()> {
+    match ret {
+        0 => Ok(()),
+        r if r > 0 => Err(r),
         r if r < -1 => Err(-r),
         _ => Err(last_errno()),
     }
@@ -451,17 +465,6 @@ pub(crate) const QPT_UD: u32 = sys::ibv_qp_type::IBV_QPT_UD;
 /// `IBV_TRANSPORT_IWARP`.
 pub(crate) const TRANSPORT_IWARP: i32 = sys::ibv_transport_type::IBV_TRANSPORT_IWARP;
 
-/// QP creation attributes in C terms.
-pub(crate) struct QpAttrIn {
-    pub qp_type: u32,
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_send_sge: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
-    pub sq_sig_all: bool,
-}
-
 /// An owned `struct rdma_cm_id` (see the module's ownership invariant).
 pub(crate) struct RawId(NonNull<sys::rdma_cm_id>);
 
@@ -672,24 +675,6 @@ impl RawId {
         };
         // SAFETY: live id; `value` is valid for `len` bytes during the call.
         check(unsafe { sys::rdma_set_option(self.as_ptr(), level, name, p, value.len()) })
-    }
-
-    /// `rdma_create_qp` with librdmacm's default PD and CQs; returns the QP number.
-    pub(crate) fn create_qp(&self, attr: &QpAttrIn) -> CResult<u32> {
-        // SAFETY: ibv_qp_init_attr is plain data (pointers, ints); all-zero means "no CQ, no
-        // SRQ", which makes librdmacm create the CQs.
-        let mut init: sys::ibv_qp_init_attr = unsafe { mem::zeroed() };
-        init.cap.max_send_wr = attr.max_send_wr;
-        init.cap.max_recv_wr = attr.max_recv_wr;
-        init.cap.max_send_sge = attr.max_send_sge;
-        init.cap.max_recv_sge = attr.max_recv_sge;
-        init.cap.max_inline_data = attr.max_inline_data;
-        init.qp_type = attr.qp_type;
-        init.sq_sig_all = c_int::from(attr.sq_sig_all);
-        // SAFETY: live id with a device and no QP (checked by the caller: §16.4); NULL PD
-        // selects the library's default PD; `init` is valid for the call.
-        check(unsafe { sys::rdma_create_qp(self.as_ptr(), ptr::null_mut(), &mut init) })?;
-        self.qp_num().ok_or(libc::EIO)
     }
 
     /// `rdma_destroy_qp` if the id has a QP (it destroys the CQs librdmacm made, too).

@@ -141,7 +141,7 @@ impl VerbsBackend {
 
     pub(crate) fn destroy_id_impl(&self, id: IdHandle) -> Result<()> {
         let call = Call::DestroyId;
-        let obj = {
+        let (obj, retired) = {
             let mut reg = self.reg();
             if reg.id(id).is_none() {
                 drop(reg);
@@ -191,8 +191,9 @@ impl VerbsBackend {
                     ),
                 ));
             }
+            reg.verbs.check_id_qp_retirable(call, id)?;
             match reg.take_id(id) {
-                Ok(obj) => obj,
+                Ok(obj) => (obj, reg.verbs.retire_id_qp(id)),
                 Err(TakeError::Unknown) => unreachable!("checked above under the same lock"),
                 Err(TakeError::InUse(n)) => {
                     return Err(err(
@@ -214,6 +215,8 @@ impl VerbsBackend {
             let _fetch = state.channel.as_ref().map(|c| lock(&c.fetch));
             raw.destroy().map_err(|e| c_err(call, e))
         };
+        // The QP is gone: the regions its requests named are free.
+        drop(retired);
         if state.device_removed {
             crate::ffi::refresh_device_list();
         }

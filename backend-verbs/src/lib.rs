@@ -119,6 +119,7 @@ mod sync_ids;
 #[cfg(feature = "tokio")]
 mod tokio_channel;
 mod user_events;
+mod verbs;
 
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -154,6 +155,8 @@ struct Shared {
     registry: Mutex<Registry>,
     /// Signalled at every acknowledgement (a `destroy_id` waiting for another thread's acks).
     acked: std::sync::Condvar,
+    /// The asynchronous events of this backend's QPs and CQs.
+    inbox: Arc<verbs::AsyncInbox>,
 }
 
 /// How long `destroy_id` waits for other threads to acknowledge the id's fetched events before
@@ -178,7 +181,14 @@ impl Default for VerbsBackend {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        let (ids, channels) = lock(&self.registry).drain();
+        let (ids, channels, mut verbs) = {
+            let mut reg = lock(&self.registry);
+            let (ids, channels) = reg.drain();
+            (ids, channels, std::mem::take(&mut reg.verbs))
+        };
+        // QPs made apart from ids first; the ids' QPs and librdmacm's CQs go with the ids;
+        // then the CQs, channels, regions and PDs the backend made.
+        verbs.teardown_qps();
         // The last clone of the backend is gone and `&mut self`: no call is in progress, so
         // every Arc is the registry's only one, except that each id holds its channel (dropped
         // with the id, before the channels below).
@@ -189,6 +199,7 @@ impl Drop for Shared {
                 let _ = obj.raw.destroy();
             }
         }
+        verbs.teardown_rest();
         for ch in channels {
             if let Ok(ch) = Arc::try_unwrap(ch) {
                 ch.raw.destroy();
@@ -211,6 +222,7 @@ impl VerbsBackend {
             shared: Arc::new(Shared {
                 registry: Mutex::new(Registry::new()),
                 acked: std::sync::Condvar::new(),
+                inbox: verbs::AsyncInbox::new(),
             }),
             start: Instant::now(),
         }

@@ -1,10 +1,11 @@
-//! Queue pairs: `rdma_create_qp` (librdmacm's default PD of the id's device, CQs created by
-//! librdmacm) and `rdma_destroy_qp`. `destroy_id` destroys a QP the application left behind.
+//! Queue pairs: `rdma_create_qp` (the backend's PD of the id's device, CQs created by
+//! librdmacm; registered for the data path, see `verbs/qps.rs`) and `rdma_destroy_qp`.
+//! `destroy_id` destroys a QP the application left behind.
 
 use cmtwin::{Call, IdHandle, QpInitAttr, QpType, Result};
 
-use crate::ffi::{QpAttrIn, QPT_RC, QPT_UC, QPT_UD};
-use crate::{c_err, err, VerbsBackend};
+use crate::ffi::QPT_UD;
+use crate::{err, VerbsBackend};
 
 impl VerbsBackend {
     pub(crate) fn create_qp_impl(&self, id: IdHandle, attr: &QpInitAttr) -> Result<u32> {
@@ -32,33 +33,29 @@ impl VerbsBackend {
                     format!("a {:?} QP does not suit the id's port space", attr.qp_type),
                 ));
             }
-            let qp_type = match attr.qp_type {
-                QpType::Rc => QPT_RC,
-                QpType::Uc => QPT_UC,
-                QpType::Ud => QPT_UD,
+            let Some(ctx) = o.raw.ctx() else {
+                return Err(err(call, libc::EINVAL, format!("{id} has no device")));
             };
-            o.raw
-                .create_qp(&QpAttrIn {
-                    qp_type,
-                    max_send_wr: attr.cap.max_send_wr,
-                    max_recv_wr: attr.cap.max_recv_wr,
-                    max_send_sge: attr.cap.max_send_sge,
-                    max_recv_sge: attr.cap.max_recv_sge,
-                    max_inline_data: attr.cap.max_inline_data,
-                    sq_sig_all: attr.sq_sig_all,
-                })
-                .map_err(|e| c_err(call, e))
+            self.create_id_qp(call, o, ctx, &attr.cap, attr.sq_sig_all, attr.qp_type)
         })
     }
 
     pub(crate) fn destroy_qp_impl(&self, id: IdHandle) -> Result<()> {
         let call = Call::DestroyQp;
         self.on_id(call, id, |o| {
-            if o.raw.destroy_qp() {
-                Ok(())
-            } else {
-                Err(err(call, libc::EINVAL, format!("{id} has no QP")))
+            if o.raw.qp_num().is_none() {
+                return Err(err(call, libc::EINVAL, format!("{id} has no QP")));
             }
+            // Out of the registry first (refused while another thread uses it); its regions
+            // are released once librdmacm destroyed it.
+            let retired = {
+                let mut reg = self.reg();
+                reg.verbs.check_id_qp_retirable(call, id)?;
+                reg.verbs.retire_id_qp(id)
+            };
+            o.raw.destroy_qp();
+            drop(retired);
+            Ok(())
         })
     }
 

@@ -222,6 +222,8 @@ pub(crate) struct Registry {
     by_addr: BTreeMap<usize, IdHandle>,
     channels: BTreeMap<u64, Arc<ChannelObj>>,
     outstanding: BTreeMap<u64, Outstanding>,
+    /// The data path's objects (PDs, regions, CQs, completion channels, QPs).
+    pub verbs: crate::verbs::VerbsObjects,
 }
 
 impl Registry {
@@ -238,7 +240,13 @@ impl Registry {
             by_addr: BTreeMap::new(),
             channels: BTreeMap::new(),
             outstanding: BTreeMap::new(),
+            verbs: Default::default(),
         }
+    }
+
+    /// A fresh key for a verbs object's handle.
+    pub(crate) fn issue(&mut self) -> Result<u64, KeysExhausted> {
+        self.keys.issue()
     }
 
     /// Whether `raw` was issued by this registry (live or not).

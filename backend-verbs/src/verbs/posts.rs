@@ -1,0 +1,216 @@
+//! `ibv_post_send` and `ibv_post_recv`: each request goes to the device under a token of the
+//! backend's (its `wr_id` in C), recorded with the application's `wr_id` and the regions its
+//! entries name; the completion brings the token back (`cqs.rs` translates it and releases
+//! the regions). Tokens of a QP count up; the low bit is 1 for receives. Send tokens follow
+//! the send queue's order (posts of one QP are serialised), so a send's completion also
+//! completes every earlier send of the queue (unsignaled ones report nothing themselves).
+
+use std::sync::Arc;
+
+use cmtwin::verbs::{Payload, RecvWr, SendOp, SendWr, Sge, WcOpcode};
+use cmtwin::{Call, QpHandle, Result};
+
+use super::objects::{Posted, QpObj};
+use super::regions::{keys_for_post, release_all, KeyTable, Region};
+use crate::ffi::{
+    RawSge, SendReq, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED, WR_RDMA_READ, WR_RDMA_WRITE,
+    WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM,
+};
+use crate::registry::lock;
+use crate::{c_err, err, VerbsBackend};
+
+/// The C entries of `sges`.
+fn raw_sges(sges: &[Sge]) -> Vec<RawSge> {
+    sges.iter()
+        .map(|s| RawSge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        })
+        .collect()
+}
+
+/// Counts the request against every registered region its entries name by key.
+fn hold(keys: &KeyTable, ctx: usize, sges: &[Sge]) -> Vec<Arc<Region>> {
+    sges.iter()
+        .filter_map(|s| keys.get(&(ctx, s.lkey)))
+        .map(|r| {
+            r.hold();
+            Arc::clone(r)
+        })
+        .collect()
+}
+
+/// The errno of a refused post.
+fn post_errno(call: Call, errno: i32, qp: &QpObj, send: bool) -> cmtwin::CmError {
+    match errno {
+        libc::ENOMEM => {
+            let depth = if send {
+                qp.cap.max_send_wr
+            } else {
+                qp.cap.max_recv_wr
+            };
+            err(
+                call,
+                errno,
+                format!("the queue holds its {depth} requests (or the device's limit)"),
+            )
+        }
+        e => c_err(call, e),
+    }
+}
+
+impl VerbsBackend {
+    pub(crate) fn post_send_impl(&self, h: QpHandle, wr: &SendWr<'_>) -> Result<()> {
+        let call = Call::PostSend;
+        let qp = self.qp_obj(call, h)?;
+        if qp.ud {
+            return Err(err(
+                call,
+                libc::EINVAL,
+                "UD requests need an address handle, which the trait does not have yet",
+            ));
+        }
+        let (opcode, imm, remote, completes_as) = match wr.op {
+            SendOp::Send => (WR_SEND, None, None, WcOpcode::Send),
+            SendOp::SendWithImm(i) => (WR_SEND_WITH_IMM, Some(i), None, WcOpcode::Send),
+            SendOp::RdmaWrite { remote_addr, rkey } => (
+                WR_RDMA_WRITE,
+                None,
+                Some((remote_addr, rkey)),
+                WcOpcode::RdmaWrite,
+            ),
+            SendOp::RdmaWriteWithImm {
+                remote_addr,
+                rkey,
+                imm,
+            } => (
+                WR_RDMA_WRITE_WITH_IMM,
+                Some(imm),
+                Some((remote_addr, rkey)),
+                WcOpcode::RdmaWrite,
+            ),
+            SendOp::RdmaRead { remote_addr, rkey } => (
+                WR_RDMA_READ,
+                None,
+                Some((remote_addr, rkey)),
+                WcOpcode::RdmaRead,
+            ),
+        };
+        let mut flags = 0;
+        if wr.signaled {
+            flags |= SEND_SIGNALED;
+        }
+        if wr.solicited {
+            flags |= SEND_SOLICITED;
+        }
+        let (sges, entries): (Vec<RawSge>, &[Sge]) = match wr.payload {
+            Payload::Inline(_) if opcode == WR_RDMA_READ => {
+                return Err(err(call, libc::EINVAL, "an RDMA read cannot be inline"))
+            }
+            Payload::Inline(bytes) if bytes.len() > qp.cap.max_inline_data as usize => {
+                return Err(err(
+                    call,
+                    libc::EINVAL,
+                    format!(
+                        "{} inline bytes exceed max_inline_data {}",
+                        bytes.len(),
+                        qp.cap.max_inline_data
+                    ),
+                ))
+            }
+            Payload::Inline(bytes) => {
+                flags |= SEND_INLINE;
+                let sge = RawSge {
+                    addr: bytes.as_ptr() as usize as u64,
+                    length: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
+                    lkey: 0,
+                };
+                (if bytes.is_empty() { vec![] } else { vec![sge] }, &[])
+            }
+            Payload::Sges(s) if s.len() > qp.cap.max_send_sge as usize => {
+                return Err(err(
+                    call,
+                    libc::EINVAL,
+                    format!(
+                        "{} entries exceed max_send_sge {}",
+                        s.len(),
+                        qp.cap.max_send_sge
+                    ),
+                ))
+            }
+            Payload::Sges(s) => (raw_sges(s), s),
+        };
+        let _order = lock(&qp.send_order);
+        let keys = keys_for_post();
+        let holds = hold(&keys, qp.ctx.addr(), entries);
+        let token = {
+            let mut q = lock(&qp.queues);
+            let t = q.next << 1;
+            q.next += 1;
+            q.sq.insert(
+                t,
+                Posted {
+                    wr_id: wr.wr_id,
+                    opcode: completes_as,
+                    holds,
+                },
+            );
+            t
+        };
+        let req = SendReq {
+            wr_id: token,
+            opcode,
+            flags,
+            imm,
+            remote,
+            sges: &sges,
+        };
+        // The table's read lock is held across the post (see `regions.rs`).
+        qp.raw.post_send(&req).map_err(|e| {
+            if let Some(p) = lock(&qp.queues).sq.remove(&token) {
+                release_all(&p.holds);
+            }
+            post_errno(call, e, &qp, true)
+        })
+    }
+
+    pub(crate) fn post_recv_impl(&self, h: QpHandle, wr: &RecvWr<'_>) -> Result<()> {
+        let call = Call::PostRecv;
+        let qp = self.qp_obj(call, h)?;
+        if wr.sg_list.len() > qp.cap.max_recv_sge as usize {
+            return Err(err(
+                call,
+                libc::EINVAL,
+                format!(
+                    "{} entries exceed max_recv_sge {}",
+                    wr.sg_list.len(),
+                    qp.cap.max_recv_sge
+                ),
+            ));
+        }
+        let sges = raw_sges(wr.sg_list);
+        let keys = keys_for_post();
+        let holds = hold(&keys, qp.ctx.addr(), wr.sg_list);
+        let token = {
+            let mut q = lock(&qp.queues);
+            let t = (q.next << 1) | 1;
+            q.next += 1;
+            q.rq.insert(
+                t,
+                Posted {
+                    wr_id: wr.wr_id,
+                    opcode: WcOpcode::Recv,
+                    holds,
+                },
+            );
+            t
+        };
+        qp.raw.post_recv(token, &sges).map_err(|e| {
+            if let Some(p) = lock(&qp.queues).rq.remove(&token) {
+                release_all(&p.holds);
+            }
+            post_errno(call, e, &qp, false)
+        })
+    }
+}

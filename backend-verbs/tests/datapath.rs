@@ -1,0 +1,976 @@
+//! The data path (`cmtwin::verbs::DataPath`) on real libibverbs, through the generic steps of
+//! `cmtwin_tests::datapath`: connections whose QPs have their own PD and one CQ with a
+//! completion channel. They need an RDMA device whose IPv4 address is in `CMTWIN_RDMA_ADDR`
+//! (the Soft-RoCE VM of `scripts/vm-run`), so they are ignored by default; run them there with
+//! `--ignored --test-threads=1`.
+//!
+//! Server and client are two `VerbsBackend` values in this process, connected through the
+//! device's loopback. Statuses and byte counts are asserted exactly; times are bounded, not
+//! exact (they are the wall clock's), and printed for the record.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+use cmtwin::verbs::{
+    AccessFlags, DataPath, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge,
+    WcOpcode, WcStatus, WorkCompletion,
+};
+use cmtwin::{
+    AsyncEvent, CmBackend, ConnParam, Errno, EventKind, PortSpace, QpCap, QpInitAttr, QpType, Wait,
+};
+use cmtwin_tests::datapath::{
+    connect, connect_with, post_recv_all, region, start_connection, Conn, Objects, Setup, Side,
+};
+use cmtwin_tests::steps::{expect_event_for, ok};
+use cmtwin_verbs::VerbsBackend;
+
+const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
+/// The longest any completion here may take (RNR and retry tests excepted).
+const STEP: Duration = Duration::from_secs(10);
+
+fn addr() -> SocketAddr {
+    static NEXT: AtomicU16 = AtomicU16::new(33_000);
+    let ip: IpAddr = std::env::var("CMTWIN_RDMA_ADDR")
+        .expect("CMTWIN_RDMA_ADDR must name the RDMA device's IPv4 address")
+        .parse()
+        .expect("CMTWIN_RDMA_ADDR is an IP address");
+    SocketAddr::new(ip, NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Whether the device is Soft-RoCE (the VM's), whose statuses differ from hardware's in
+/// places.
+fn rxe() -> bool {
+    std::env::var("CMTWIN_RDMA_DRIVER").map_or(true, |d| d == "rxe")
+}
+
+fn backends() -> (VerbsBackend, VerbsBackend) {
+    (VerbsBackend::new(), VerbsBackend::new())
+}
+
+/// The next completion of `side`'s CQ through its completion channel (poll, arm, poll, wait
+/// for the CQ event, acknowledge it), within `within`.
+#[track_caller]
+fn next_wc(cm: &VerbsBackend, side: &Side, within: Duration) -> WorkCompletion {
+    let deadline = Instant::now() + within;
+    let mut wc = [WorkCompletion::default()];
+    loop {
+        if ok(cm.poll_cq(side.cq, &mut wc), "poll_cq") == 1 {
+            return wc[0];
+        }
+        ok(cm.req_notify_cq(side.cq, false), "req_notify_cq");
+        if ok(cm.poll_cq(side.cq, &mut wc), "poll_cq") == 1 {
+            return wc[0];
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let cq = cm
+            .get_cq_event(side.comp, Wait::Timeout(left))
+            .unwrap_or_else(|e| panic!("no completion within {within:?}: {e}"));
+        assert_eq!(cq, side.cq, "the CQ event names the CQ");
+        ok(cm.ack_cq_events(cq, 1), "ack_cq_events");
+    }
+}
+
+/// Exactly `n` completions of `side`'s CQ, polled within `within`; then none more for 50 ms.
+#[track_caller]
+fn wcs(cm: &VerbsBackend, side: &Side, n: usize, within: Duration) -> Vec<WorkCompletion> {
+    let deadline = Instant::now() + within;
+    let mut all = Vec::new();
+    let mut buf = [WorkCompletion::default(); 8];
+    while all.len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} completions within {within:?}: {all:?}",
+            all.len()
+        );
+        let k = ok(cm.poll_cq(side.cq, &mut buf), "poll_cq");
+        all.extend_from_slice(&buf[..k]);
+        if k == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let k = ok(cm.poll_cq(side.cq, &mut buf), "poll_cq");
+    assert_eq!(
+        k,
+        0,
+        "more completions than {n}: {all:?} then {:?}",
+        &buf[..k]
+    );
+    all
+}
+
+/// Sends `data` from a fresh region of `side`.
+fn send_bytes(cm: &VerbsBackend, side: &Side, wr_id: u64, op: SendOp, data: &[u8]) {
+    let mr = ok(
+        cm.reg_mr(side.pd, data.to_vec(), AccessFlags::NONE),
+        "reg_mr",
+    );
+    let sge = [mr.sge(0, data.len() as u32)];
+    ok(
+        cm.post_send(side.qp, &SendWr::new(wr_id, op, Payload::Sges(&sge))),
+        "post_send",
+    );
+}
+
+#[track_caller]
+fn assert_wc(wc: WorkCompletion, side: &Side, wr_id: u64, status: WcStatus, opcode: WcOpcode) {
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.qp_num),
+        (wr_id, status, side.qpn),
+        "completion {wc:?}"
+    );
+    assert_eq!(wc.opcode, opcode, "completion {wc:?}");
+}
+
+fn state(cm: &VerbsBackend, side: &Side) -> QpState {
+    ok(cm.query_qp_state(side.qp), "query_qp_state")
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn send_with_immediate_data_and_inline_sends() {
+    let (s, c) = backends();
+    let setup = Setup {
+        cap: QpCap {
+            max_inline_data: 64,
+            ..QpCap::default()
+        },
+        ..Setup::default()
+    };
+    let conn = connect_with(&s, &c, addr(), &setup);
+    let rx = region(&s, conn.server.pd, 64, 0, LW);
+    post_recv_all(&s, conn.server.qp, 10, &rx);
+    let t0 = Instant::now();
+    send_bytes(
+        &c,
+        &conn.client,
+        20,
+        SendOp::SendWithImm(0xfeed),
+        b"hello, server",
+    );
+    let wc = next_wc(&s, &conn.server, STEP);
+    eprintln!("send with imm received after {:?}: {wc:?}", t0.elapsed());
+    assert_wc(wc, &conn.server, 10, WcStatus::SUCCESS, WcOpcode::Recv);
+    assert_eq!((wc.byte_len, wc.imm), (13, Some(0xfeed)));
+    let mut got = [0u8; 13];
+    ok(s.mr_read(rx.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"hello, server");
+    let wc = next_wc(&c, &conn.client, STEP);
+    eprintln!("send completion: {wc:?}");
+    assert_wc(wc, &conn.client, 20, WcStatus::SUCCESS, WcOpcode::Send);
+    assert_eq!((wc.byte_len, wc.imm), (13, None));
+
+    // Inline: no region, bytes copied at post time.
+    post_recv_all(&s, conn.server.qp, 11, &rx);
+    let mut bytes = *b"inline!";
+    let wr = SendWr::new(21, SendOp::Send, Payload::Inline(&bytes));
+    ok(c.post_send(conn.client.qp, &wr), "post inline");
+    bytes.fill(0); // the device copied them already
+    let wc = next_wc(&s, &conn.server, STEP);
+    assert_wc(wc, &conn.server, 11, WcStatus::SUCCESS, WcOpcode::Recv);
+    assert_eq!(wc.byte_len, 7);
+    ok(s.mr_read(rx.handle, 0, &mut got[..7]), "mr_read");
+    assert_eq!(&got[..7], b"inline!");
+    assert_wc(
+        next_wc(&c, &conn.client, STEP),
+        &conn.client,
+        21,
+        WcStatus::SUCCESS,
+        WcOpcode::Send,
+    );
+    let big = [0u8; 65];
+    let e = c
+        .post_send(
+            conn.client.qp,
+            &SendWr::new(22, SendOp::Send, Payload::Inline(&big)),
+        )
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::EINVAL, "{e}");
+    teardown(&s, &c, conn);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn rdma_write_with_and_without_immediate_data() {
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let target = region(&s, conn.server.pd, 32, 0, LW | AccessFlags::REMOTE_WRITE);
+    let rx = region(&s, conn.server.pd, 8, 0, LW);
+    post_recv_all(&s, conn.server.qp, 7, &rx);
+    let op = SendOp::RdmaWrite {
+        remote_addr: target.addr_at(4),
+        rkey: target.rkey,
+    };
+    send_bytes(&c, &conn.client, 1, op, b"abcd");
+    let wc = next_wc(&c, &conn.client, STEP);
+    eprintln!("write completion: {wc:?}");
+    assert_wc(wc, &conn.client, 1, WcStatus::SUCCESS, WcOpcode::RdmaWrite);
+    let mut got = [0u8; 10];
+    ok(s.mr_read(target.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"\0\0\0\0abcd\0\0");
+    let mut none = [WorkCompletion::default()];
+    assert_eq!(
+        ok(s.poll_cq(conn.server.cq, &mut none), "poll"),
+        0,
+        "a plain write consumes no receive"
+    );
+
+    let op = SendOp::RdmaWriteWithImm {
+        remote_addr: target.addr,
+        rkey: target.rkey,
+        imm: 42,
+    };
+    send_bytes(&c, &conn.client, 2, op, b"xy");
+    let wc = next_wc(&s, &conn.server, STEP);
+    eprintln!("write with imm at the responder: {wc:?}");
+    assert_wc(
+        wc,
+        &conn.server,
+        7,
+        WcStatus::SUCCESS,
+        WcOpcode::RecvRdmaWithImm,
+    );
+    assert_eq!((wc.byte_len, wc.imm), (2, Some(42)));
+    ok(s.mr_read(target.handle, 0, &mut got[..2]), "mr_read");
+    assert_eq!(&got[..2], b"xy");
+    assert_wc(
+        next_wc(&c, &conn.client, STEP),
+        &conn.client,
+        2,
+        WcStatus::SUCCESS,
+        WcOpcode::RdmaWrite,
+    );
+    teardown(&s, &c, conn);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn rdma_read_good_and_bad_rkey() {
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let source = ok(
+        s.reg_mr(
+            conn.server.pd,
+            b"0123456789".to_vec(),
+            AccessFlags::REMOTE_READ,
+        ),
+        "reg_mr",
+    );
+    let sink = region(&c, conn.client.pd, 4, b'.', LW);
+    let sge = [sink.sge(0, 4)];
+    let read = |wr_id, remote_addr, rkey| {
+        SendWr::new(
+            wr_id,
+            SendOp::RdmaRead { remote_addr, rkey },
+            Payload::Sges(&sge),
+        )
+    };
+    ok(
+        c.post_send(conn.client.qp, &read(1, source.addr_at(3), source.rkey)),
+        "read",
+    );
+    let wc = next_wc(&c, &conn.client, STEP);
+    assert_wc(wc, &conn.client, 1, WcStatus::SUCCESS, WcOpcode::RdmaRead);
+    assert_eq!(wc.byte_len, 4);
+    let mut got = [0u8; 4];
+    ok(c.mr_read(sink.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"3456");
+    // Past the region's end.
+    ok(
+        c.post_send(conn.client.qp, &read(2, source.addr_at(8), source.rkey)),
+        "read",
+    );
+    let wc = next_wc(&c, &conn.client, STEP);
+    eprintln!("read past the end: {wc:?}");
+    assert_wc(
+        wc,
+        &conn.client,
+        2,
+        WcStatus::REM_ACCESS_ERR,
+        WcOpcode::RdmaRead,
+    );
+    assert_eq!(state(&c, &conn.client), QpState::Error);
+    eprintln!(
+        "responder's QP after the bad read: {:?}",
+        state(&s, &conn.server)
+    );
+    teardown(&s, &c, conn);
+
+    // A wrong rkey.
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let source = ok(
+        s.reg_mr(conn.server.pd, vec![1; 16], AccessFlags::REMOTE_READ),
+        "reg_mr",
+    );
+    let sink = region(&c, conn.client.pd, 4, 0, LW);
+    let sge = [sink.sge(0, 4)];
+    let op = SendOp::RdmaRead {
+        remote_addr: source.addr,
+        rkey: source.rkey ^ 0x5a5a00,
+    };
+    ok(
+        c.post_send(conn.client.qp, &SendWr::new(3, op, Payload::Sges(&sge))),
+        "read",
+    );
+    let wc = next_wc(&c, &conn.client, STEP);
+    assert_wc(
+        wc,
+        &conn.client,
+        3,
+        WcStatus::REM_ACCESS_ERR,
+        WcOpcode::RdmaRead,
+    );
+    teardown(&s, &c, conn);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn rdma_write_to_a_bad_rkey_or_a_read_only_region() {
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let target = region(&s, conn.server.pd, 16, 0, LW | AccessFlags::REMOTE_WRITE);
+    let rx = region(&s, conn.server.pd, 16, 0, LW);
+    post_recv_all(&s, conn.server.qp, 9, &rx);
+    let op = SendOp::RdmaWrite {
+        remote_addr: target.addr,
+        rkey: target.rkey ^ 0x5a5a00,
+    };
+    send_bytes(&c, &conn.client, 1, op, b"nope");
+    let wc = next_wc(&c, &conn.client, STEP);
+    assert_wc(
+        wc,
+        &conn.client,
+        1,
+        WcStatus::REM_ACCESS_ERR,
+        WcOpcode::RdmaWrite,
+    );
+    let server = wcs(&s, &conn.server, 1, STEP);
+    eprintln!(
+        "responder after a bad-rkey write: {server:?}, QP {:?}",
+        state(&s, &conn.server)
+    );
+    assert_wc(
+        server[0],
+        &conn.server,
+        9,
+        WcStatus::WR_FLUSH_ERR,
+        WcOpcode::Recv,
+    );
+    let mut got = [1u8; 4];
+    ok(s.mr_read(target.handle, 0, &mut got), "mr_read");
+    assert_eq!(got, [0; 4], "nothing was written");
+    teardown(&s, &c, conn);
+
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let readonly = region(&s, conn.server.pd, 16, 0, AccessFlags::REMOTE_READ);
+    let op = SendOp::RdmaWrite {
+        remote_addr: readonly.addr,
+        rkey: readonly.rkey,
+    };
+    send_bytes(&c, &conn.client, 1, op, b"nope");
+    assert_eq!(
+        next_wc(&c, &conn.client, STEP).status,
+        WcStatus::REM_ACCESS_ERR
+    );
+    teardown(&s, &c, conn);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn local_length_and_protection_errors() {
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let rx = region(&s, conn.server.pd, 8, 0, LW);
+    post_recv_all(&s, conn.server.qp, 1, &rx);
+    send_bytes(&c, &conn.client, 2, SendOp::Send, &[7u8; 9]);
+    let wc = next_wc(&s, &conn.server, STEP);
+    eprintln!("9 bytes into an 8-byte receive: receiver {wc:?}");
+    // rxe reports the overrun receive as a local QP operation error (hardware: LOC_LEN_ERR).
+    let overrun = if rxe() {
+        WcStatus::LOC_QP_OP_ERR
+    } else {
+        WcStatus::LOC_LEN_ERR
+    };
+    assert_wc(wc, &conn.server, 1, overrun, WcOpcode::Recv);
+    let wc = next_wc(&c, &conn.client, STEP);
+    eprintln!("9 bytes into an 8-byte receive: sender {wc:?}");
+    assert_eq!((wc.wr_id, wc.opcode), (2, WcOpcode::Send));
+    assert_ne!(wc.status, WcStatus::SUCCESS);
+    eprintln!(
+        "QPs after the overrun: receiver {:?}, sender {:?}",
+        state(&s, &conn.server),
+        state(&c, &conn.client)
+    );
+    teardown(&s, &c, conn);
+
+    // A bad lkey: LOC_PROT_ERR, and what follows is flushed.
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let mr = region(&c, conn.client.pd, 8, 1, AccessFlags::NONE);
+    let bad = [Sge {
+        addr: mr.addr,
+        length: 8,
+        lkey: mr.lkey ^ 0x5a5a00,
+    }];
+    let good = [mr.sge(0, 8)];
+    ok(
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(1, SendOp::Send, Payload::Sges(&bad)),
+        ),
+        "post",
+    );
+    ok(
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(2, SendOp::Send, Payload::Sges(&good)),
+        ),
+        "post",
+    );
+    let all = wcs(&c, &conn.client, 2, STEP);
+    eprintln!("bad lkey then good: {all:?}");
+    assert_wc(
+        all[0],
+        &conn.client,
+        1,
+        WcStatus::LOC_PROT_ERR,
+        WcOpcode::Send,
+    );
+    assert_wc(
+        all[1],
+        &conn.client,
+        2,
+        WcStatus::WR_FLUSH_ERR,
+        WcOpcode::Send,
+    );
+    assert_eq!(state(&c, &conn.client), QpState::Error);
+    // The region was busy until those completions were polled; now it comes back.
+    assert_eq!(ok(c.dereg_mr(mr.handle), "dereg_mr"), vec![1; 8]);
+    teardown(&s, &c, conn);
+
+    // Bytes past the region's end are the same error.
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let mr = region(&c, conn.client.pd, 8, 1, AccessFlags::NONE);
+    let outside = [mr.sge(4, 8)];
+    ok(
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(1, SendOp::Send, Payload::Sges(&outside)),
+        ),
+        "post",
+    );
+    assert_eq!(
+        next_wc(&c, &conn.client, STEP).status,
+        WcStatus::LOC_PROT_ERR
+    );
+    teardown(&s, &c, conn);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn without_a_receive_the_sender_fails_with_rnr_retry_exceeded() {
+    let (s, c) = backends();
+    let setup = Setup {
+        accept: ConnParam {
+            rnr_retry_count: 2,
+            ..ConnParam::default()
+        },
+        ..Setup::default()
+    };
+    let conn = connect_with(&s, &c, addr(), &setup);
+    let t0 = Instant::now();
+    send_bytes(&c, &conn.client, 1, SendOp::Send, b"anyone?");
+    let wc = next_wc(&c, &conn.client, Duration::from_secs(20));
+    eprintln!("RNR retry exceeded after {:?}: {wc:?}", t0.elapsed());
+    assert_wc(
+        wc,
+        &conn.client,
+        1,
+        WcStatus::RNR_RETRY_EXC_ERR,
+        WcOpcode::Send,
+    );
+    assert_eq!(state(&c, &conn.client), QpState::Error);
+    eprintln!("responder's QP: {:?}", state(&s, &conn.server));
+    teardown(&s, &c, conn);
+
+    // A receive posted during the RNR wait takes the retransmission.
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let t0 = Instant::now();
+    send_bytes(&c, &conn.client, 1, SendOp::Send, b"late");
+    std::thread::sleep(Duration::from_millis(5));
+    let rx = region(&s, conn.server.pd, 8, 0, LW);
+    post_recv_all(&s, conn.server.qp, 5, &rx);
+    let wc = next_wc(&s, &conn.server, Duration::from_secs(5));
+    eprintln!("received on the retransmission after {:?}", t0.elapsed());
+    assert_wc(wc, &conn.server, 5, WcStatus::SUCCESS, WcOpcode::Recv);
+    assert_eq!(next_wc(&c, &conn.client, STEP).status, WcStatus::SUCCESS);
+    teardown(&s, &c, conn);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn disconnect_flushes_outstanding_receives() {
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let srx = region(&s, conn.server.pd, 8, 0, LW);
+    let crx = region(&c, conn.client.pd, 8, 0, LW);
+    for wr_id in [1, 2] {
+        post_recv_all(&s, conn.server.qp, wr_id, &srx);
+    }
+    post_recv_all(&c, conn.client.qp, 3, &crx);
+    assert_eq!(
+        c.dereg_mr(crx.handle).unwrap_err().errno,
+        Errno::EBUSY,
+        "posted work uses it"
+    );
+    ok(c.disconnect(conn.client.id), "client disconnect");
+    let wc = wcs(&c, &conn.client, 1, STEP);
+    assert_wc(
+        wc[0],
+        &conn.client,
+        3,
+        WcStatus::WR_FLUSH_ERR,
+        WcOpcode::Recv,
+    );
+    assert_eq!(state(&c, &conn.client), QpState::Error);
+    assert_eq!(
+        ok(c.dereg_mr(crx.handle), "dereg after the flush"),
+        vec![0; 8]
+    );
+    expect_event_for(
+        &s,
+        conn.server.channel,
+        EventKind::Disconnected,
+        conn.server.id,
+        0,
+    );
+    eprintln!(
+        "server QP after DISCONNECTED: {:?}",
+        state(&s, &conn.server)
+    );
+    let before = {
+        let mut buf = [WorkCompletion::default(); 4];
+        ok(s.poll_cq(conn.server.cq, &mut buf), "poll")
+    };
+    eprintln!("server completions before its own disconnect: {before}");
+    ok(s.disconnect(conn.server.id), "server disconnect");
+    let wc = wcs(&s, &conn.server, 2 - before, STEP);
+    for w in &wc {
+        assert_eq!(w.status, WcStatus::WR_FLUSH_ERR, "{w:?}");
+    }
+    // Work posted in ERROR: flushed on hardware; rxe (kernel 6.1) leaves it in the queue,
+    // and its region stays busy until the QP is destroyed.
+    post_recv_all(&s, conn.server.qp, 4, &srx);
+    if rxe() {
+        assert!(wcs(&s, &conn.server, 0, Duration::ZERO).is_empty());
+        assert_eq!(s.dereg_mr(srx.handle).unwrap_err().errno, Errno::EBUSY);
+        ok(s.destroy_qp(conn.server.id), "destroy_qp");
+        assert_eq!(ok(s.dereg_mr(srx.handle), "dereg_mr"), vec![0; 8]);
+    } else {
+        assert_eq!(wcs(&s, &conn.server, 1, STEP)[0].wr_id, 4);
+    }
+    teardown(&s, &c, conn);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn a_cq_shared_by_two_qps_reports_through_its_channel_when_armed() {
+    let (s, c) = backends();
+    let shared = {
+        let lch = ok(s.create_event_channel(), "channel");
+        let anchor = ok(s.create_id(Some(lch), 0, PortSpace::TCP), "id");
+        ok(s.bind_addr(anchor, addr()), "bind");
+        let pd = ok(s.alloc_pd(anchor), "alloc_pd");
+        let comp = ok(s.create_comp_channel(anchor), "comp channel");
+        let cq = ok(s.create_cq(anchor, 64, Some(comp)), "create_cq");
+        Objects { pd, comp, cq }
+    };
+    let setup = Setup {
+        server_objects: Some(shared),
+        ..Setup::default()
+    };
+    let a = connect_with(&s, &c, addr(), &setup);
+    let b = connect_with(&s, &c, addr(), &setup);
+    assert_eq!(a.server.cq, b.server.cq);
+    let rx = region(&s, shared.pd, 16, 0, LW);
+    post_recv_all(&s, a.server.qp, 1, &rx);
+    // Not armed: a completion queues no CQ event.
+    send_bytes(&c, &a.client, 10, SendOp::Send, b"a");
+    let got = wcs(&s, &a.server, 1, STEP);
+    assert_eq!((got[0].wr_id, got[0].qp_num), (1, a.server.qpn));
+    let e = s.get_cq_event(shared.comp, Wait::NonBlocking).unwrap_err();
+    assert_eq!(e.errno, Errno::EAGAIN, "{e}");
+    // Armed: one event for the next completion, from either QP.
+    ok(s.req_notify_cq(shared.cq, false), "arm");
+    post_recv_all(&s, b.server.qp, 2, &rx);
+    send_bytes(&c, &b.client, 11, SendOp::Send, b"b");
+    let cq = ok(s.get_cq_event(shared.comp, Wait::Timeout(STEP)), "cq event");
+    assert_eq!(cq, shared.cq);
+    let e = s.destroy_cq(shared.cq).unwrap_err();
+    assert_eq!(e.errno, Errno::EBUSY, "QPs use it: {e}");
+    ok(s.ack_cq_events(cq, 1), "ack");
+    assert_eq!(s.ack_cq_events(cq, 1).unwrap_err().errno, Errno::EINVAL);
+    let got = wcs(&s, &b.server, 1, STEP);
+    assert_eq!((got[0].wr_id, got[0].qp_num), (2, b.server.qpn));
+    // Fired once: the next completion queues nothing until armed again.
+    post_recv_all(&s, a.server.qp, 3, &rx);
+    send_bytes(&c, &a.client, 12, SendOp::Send, b"c");
+    wcs(&s, &a.server, 1, STEP);
+    assert_eq!(
+        s.get_cq_event(shared.comp, Wait::NonBlocking)
+            .unwrap_err()
+            .errno,
+        Errno::EAGAIN
+    );
+    teardown(&s, &c, a);
+    teardown(&s, &c, b);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn a_send_before_the_passive_established_gives_comm_est_then_notify() {
+    let (s, c) = backends();
+    let mut rx = None;
+    let conn = start_connection(&s, &c, addr(), &Setup::default(), |side| {
+        let mr = region(&s, side.pd, 16, 0, LW);
+        post_recv_all(&s, side.qp, 1, &mr);
+        rx = Some(mr);
+    });
+    send_bytes(&c, &conn.client, 2, SendOp::Send, b"early");
+    let wc = next_wc(&s, &conn.server, STEP);
+    assert_wc(wc, &conn.server, 1, WcStatus::SUCCESS, WcOpcode::Recv);
+    let ev = s.get_async_event(Wait::Timeout(Duration::from_secs(2)));
+    eprintln!("async event after the early receive: {ev:?}");
+    if let Ok(ev) = ev {
+        assert_eq!(ev.kind, AsyncEvent::COMM_EST);
+        assert_eq!(
+            (ev.qp_num, ev.id),
+            (Some(conn.server.qpn), Some(conn.server.id))
+        );
+        let n = s.notify(conn.server.id, AsyncEvent::COMM_EST);
+        eprintln!("notify after COMM_EST: {n:?}");
+    }
+    expect_event_for(
+        &s,
+        conn.server.channel,
+        EventKind::Established,
+        conn.server.id,
+        0,
+    );
+    teardown(&s, &c, conn);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn regions_stay_registered_while_work_uses_them() {
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let rx = region(&s, conn.server.pd, 8, 0, LW);
+    post_recv_all(&s, conn.server.qp, 1, &rx);
+    let e = s.dereg_mr(rx.handle).unwrap_err();
+    assert_eq!(e.errno, Errno::EBUSY, "{e}");
+    assert_eq!(
+        s.dealloc_pd(conn.server.pd).unwrap_err().errno,
+        Errno::EBUSY
+    );
+    send_bytes(&c, &conn.client, 2, SendOp::Send, b"12345678");
+    assert_eq!(wcs(&s, &conn.server, 1, STEP)[0].status, WcStatus::SUCCESS);
+    assert_eq!(wcs(&c, &conn.client, 1, STEP)[0].wr_id, 2);
+    assert_eq!(ok(s.dereg_mr(rx.handle), "dereg_mr"), b"12345678".to_vec());
+    assert_eq!(s.dereg_mr(rx.handle).unwrap_err().errno, Errno::EBADF);
+    let mut out = [0u8; 1];
+    assert_eq!(
+        s.mr_read(rx.handle, 0, &mut out).unwrap_err().errno,
+        Errno::EBADF
+    );
+    // Unsignaled sends: released by the polled completion of a later signaled one.
+    let mr = region(&c, conn.client.pd, 8, 3, AccessFlags::NONE);
+    let rx = region(&s, conn.server.pd, 8, 0, LW);
+    post_recv_all(&s, conn.server.qp, 3, &rx);
+    post_recv_all(&s, conn.server.qp, 4, &rx);
+    let sge = [mr.sge(0, 8)];
+    let mut quiet = SendWr::new(5, SendOp::Send, Payload::Sges(&sge));
+    quiet.signaled = false;
+    // sq_sig_all of verbs_side's QPs is on; this QP signals everything, so both complete.
+    ok(c.post_send(conn.client.qp, &quiet), "post");
+    ok(
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(6, SendOp::Send, Payload::Sges(&sge)),
+        ),
+        "post",
+    );
+    assert_eq!(c.dereg_mr(mr.handle).unwrap_err().errno, Errno::EBUSY);
+    let done = wcs(&c, &conn.client, 2, STEP);
+    assert_eq!(done.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [5, 6]);
+    assert_eq!(ok(c.dereg_mr(mr.handle), "dereg_mr"), vec![3; 8]);
+    // Range checks of the copies.
+    assert_eq!(
+        s.mr_write(rx.handle, 4, &[0; 5]).unwrap_err().errno,
+        Errno::EINVAL
+    );
+    assert_eq!(
+        s.mr_read(rx.handle, usize::MAX, &mut out)
+            .unwrap_err()
+            .errno,
+        Errno::EINVAL
+    );
+    teardown(&s, &c, conn);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn posts_are_checked_against_capacities() {
+    let (s, c) = backends();
+    let setup = Setup {
+        cap: QpCap {
+            max_send_wr: 2,
+            max_recv_wr: 2,
+            ..QpCap::default()
+        },
+        ..Setup::default()
+    };
+    let conn = connect_with(&s, &c, addr(), &setup);
+    let mr = region(&s, conn.server.pd, 8, 0, LW);
+    let two = [mr.sge(0, 4), mr.sge(4, 4)];
+    let e = s
+        .post_recv(
+            conn.server.qp,
+            &RecvWr {
+                wr_id: 1,
+                sg_list: &two,
+            },
+        )
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::EINVAL, "{e}");
+    let mut refused = None;
+    for i in 0..64 {
+        if let Err(e) = s.post_recv(
+            conn.server.qp,
+            &RecvWr {
+                wr_id: i,
+                sg_list: &two[..1],
+            },
+        ) {
+            refused = Some((i, e));
+            break;
+        }
+    }
+    let (n, e) = refused.expect("the receive queue fills up");
+    eprintln!("receive queue of max_recv_wr 2 took {n} requests, then: {e}");
+    assert_eq!(e.errno, Errno::ENOMEM, "{e}");
+    assert!(n >= 2);
+    let read = SendWr::new(
+        1,
+        SendOp::RdmaRead {
+            remote_addr: 0,
+            rkey: 0,
+        },
+        Payload::Inline(b"x"),
+    );
+    assert_eq!(
+        s.post_send(conn.server.qp, &read).unwrap_err().errno,
+        Errno::EINVAL
+    );
+    teardown(&s, &c, conn);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn create_qp_gives_cqs_with_channels_and_the_rdma_verbs_helpers_work() {
+    let (s, c) = backends();
+    let a = addr();
+    let lch = ok(s.create_event_channel(), "channel");
+    let lid = ok(s.create_id(Some(lch), 0, PortSpace::TCP), "listener");
+    ok(s.bind_addr(lid, a), "bind");
+    ok(s.listen(lid, 4), "listen");
+    let cch = ok(c.create_event_channel(), "channel");
+    let cid = ok(c.create_id(Some(cch), 0, PortSpace::TCP), "id");
+    ok(c.resolve_addr(cid, None, a, STEP), "resolve_addr");
+    expect_event_for(&c, cch, EventKind::AddrResolved, cid, 0);
+    ok(c.resolve_route(cid, STEP), "resolve_route");
+    expect_event_for(&c, cch, EventKind::RouteResolved, cid, 0);
+    ok(c.create_qp(cid, &QpInitAttr::new(QpType::Rc)), "create_qp");
+    let cqs = ok(c.qp_cqs(cid), "qp_cqs").expect("a QP");
+    assert!(cqs.send_channel.is_some() && cqs.recv_channel.is_some());
+    assert_ne!(cqs.send_cq, cqs.recv_cq);
+    assert_eq!(c.destroy_cq(cqs.send_cq).unwrap_err().errno, Errno::EBUSY);
+    ok(c.connect(cid, Some(&ConnParam::default())), "connect");
+    let req = cmtwin_tests::steps::expect_event(&s, lch, EventKind::ConnectRequest);
+    let sid = req.id;
+    ok(s.create_qp(sid, &QpInitAttr::new(QpType::Rc)), "create_qp");
+    let srx = ok(s.reg_msgs(sid, vec![0; 16]), "reg_msgs");
+    ok(s.post_recv_msg(sid, 1, &srx, 0, 16), "post_recv_msg");
+    ok(s.accept(sid, Some(&ConnParam::default())), "accept");
+    expect_event_for(&c, cch, EventKind::Established, cid, 0);
+    let ctx = ok(c.reg_msgs(cid, b"hello".to_vec()), "reg_msgs");
+    ok(c.post_send_msg(cid, 2, &ctx, 0, 5, false), "post_send_msg");
+    let wc = ok(c.get_send_comp(cid), "get_send_comp");
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (2, WcStatus::SUCCESS, WcOpcode::Send)
+    );
+    let wc = ok(s.get_recv_comp(sid), "get_recv_comp");
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (1, WcStatus::SUCCESS, 5)
+    );
+    expect_event_for(&s, lch, EventKind::Established, sid, 0);
+    ok(c.disconnect(cid), "disconnect");
+    expect_event_for(&s, lch, EventKind::Disconnected, sid, 0);
+    ok(s.disconnect(sid), "disconnect");
+    expect_event_for(&c, cch, EventKind::Disconnected, cid, 0);
+    assert_eq!(c.dereg_mr(ctx.handle), Ok(b"hello".to_vec()));
+    assert_eq!(
+        s.dereg_mr(srx.handle).map(|b| b[..5].to_vec()),
+        Ok(b"hello".to_vec())
+    );
+    ok(c.destroy_qp(cid), "destroy_qp");
+    assert_eq!(
+        c.poll_cq(cqs.recv_cq, &mut []).unwrap_err().errno,
+        Errno::EBADF
+    );
+    ok(c.destroy_id(cid), "destroy_id");
+    ok(s.destroy_id(sid), "destroy_id");
+    ok(s.destroy_id(lid), "destroy_id");
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn external_qps_follow_the_cms_attributes_and_carry_data() {
+    let (s, c) = backends();
+    let a = addr();
+    let lch = ok(s.create_event_channel(), "channel");
+    let lid = ok(s.create_id(Some(lch), 0, PortSpace::TCP), "listener");
+    ok(s.bind_addr(lid, a), "bind");
+    ok(s.listen(lid, 4), "listen");
+    let cch = ok(c.create_event_channel(), "channel");
+    let cid = ok(c.create_id(Some(cch), 0, PortSpace::TCP), "id");
+    ok(c.resolve_addr(cid, None, a, STEP), "resolve_addr");
+    expect_event_for(&c, cch, EventKind::AddrResolved, cid, 0);
+    ok(c.resolve_route(cid, STEP), "resolve_route");
+    expect_event_for(&c, cch, EventKind::RouteResolved, cid, 0);
+    let objects = |cm: &VerbsBackend, id| {
+        let pd = ok(cm.alloc_pd(id), "alloc_pd");
+        let comp = ok(cm.create_comp_channel(id), "comp");
+        let cq = ok(cm.create_cq(id, 16, Some(comp)), "cq");
+        let qp = ok(
+            cm.create_external_qp(&QpInitAttrEx::rc(pd, cq, cq)),
+            "external qp",
+        );
+        (pd, comp, cq, qp)
+    };
+    let (cpd, ccomp, ccq, cqp) = objects(&c, cid);
+    assert_eq!(ok(c.query_qp_state(cqp), "query"), QpState::Reset);
+    let modify = |cm: &VerbsBackend, qp, id, st| {
+        let attr = ok(cm.init_qp_attr(id, st), "init_qp_attr");
+        ok(cm.modify_qp(qp, &attr), "modify_qp");
+    };
+    modify(&c, cqp, cid, QpState::Init);
+    // Before the REP the kernel gives RTR attributes without a peer (the simulator: EINVAL).
+    let early = ok(
+        c.init_qp_attr(cid, QpState::Rtr),
+        "init_qp_attr before the REP",
+    );
+    eprintln!("RTR attributes before the REP: {early:?}");
+    assert_eq!(early.dest_qp_num, 0);
+    let cqpn = ok(c.qp_number(cqp), "qp_number");
+    let param = ConnParam {
+        qp_num: cqpn,
+        ..ConnParam::default()
+    };
+    ok(c.connect(cid, Some(&param)), "connect");
+    let req = cmtwin_tests::steps::expect_event(&s, lch, EventKind::ConnectRequest);
+    let sid = req.id;
+    let (spd, scomp, scq, sqp) = objects(&s, sid);
+    modify(&s, sqp, sid, QpState::Init);
+    let srx = region(&s, spd, 16, 0, LW);
+    post_recv_all(&s, sqp, 1, &srx);
+    modify(&s, sqp, sid, QpState::Rtr);
+    modify(&s, sqp, sid, QpState::Rts);
+    let sqpn = ok(s.qp_number(sqp), "qp_number");
+    ok(
+        s.accept(
+            sid,
+            Some(&ConnParam {
+                qp_num: sqpn,
+                ..ConnParam::default()
+            }),
+        ),
+        "accept",
+    );
+    expect_event_for(&c, cch, EventKind::ConnectResponse, cid, 0);
+    let rtr = ok(c.init_qp_attr(cid, QpState::Rtr), "init_qp_attr");
+    assert_eq!(rtr.dest_qp_num, sqpn);
+    eprintln!("RTR attributes: {rtr:?}");
+    ok(c.modify_qp(cqp, &rtr), "rtr");
+    modify(&c, cqp, cid, QpState::Rts);
+    ok(c.establish(cid), "establish");
+    expect_event_for(&c, cch, EventKind::Established, cid, 0);
+    let cside = Side {
+        channel: cch,
+        id: cid,
+        pd: cpd,
+        comp: ccomp,
+        cq: ccq,
+        qpn: cqpn,
+        qp: cqp,
+    };
+    let sside = Side {
+        channel: lch,
+        id: sid,
+        pd: spd,
+        comp: scomp,
+        cq: scq,
+        qpn: sqpn,
+        qp: sqp,
+    };
+    send_bytes(&c, &cside, 2, SendOp::Send, b"external");
+    assert_wc(
+        next_wc(&s, &sside, STEP),
+        &sside,
+        1,
+        WcStatus::SUCCESS,
+        WcOpcode::Recv,
+    );
+    assert_wc(
+        next_wc(&c, &cside, STEP),
+        &cside,
+        2,
+        WcStatus::SUCCESS,
+        WcOpcode::Send,
+    );
+    assert_eq!(
+        c.destroy_qp(cid).unwrap_err().errno,
+        Errno::EINVAL,
+        "the id has no QP"
+    );
+    ok(
+        c.modify_qp(
+            cqp,
+            &QpAttr {
+                qp_state: Some(QpState::Error),
+                ..QpAttr::default()
+            },
+        ),
+        "error",
+    );
+    assert_eq!(ok(c.query_qp_state(cqp), "query"), QpState::Error);
+    ok(c.destroy_external_qp(cqp), "destroy_external_qp");
+    ok(s.destroy_external_qp(sqp), "destroy_external_qp");
+    assert_eq!(c.dealloc_pd(cpd), Ok(()));
+    ok(c.destroy_cq(ccq), "destroy_cq");
+    ok(c.destroy_comp_channel(ccomp), "destroy_comp_channel");
+}
+
+/// Disconnects both sides (a side whose peer went first may refuse); the backends' drops
+/// destroy the rest.
+fn teardown(s: &VerbsBackend, c: &VerbsBackend, conn: Conn) {
+    let _ = c.disconnect(conn.client.id);
+    let _ = s.disconnect(conn.server.id);
+}
