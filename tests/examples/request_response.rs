@@ -5,7 +5,9 @@
 //!
 //! `cargo run -p cmtwin-tests --example request_response [seed] [requests]` runs it on the
 //! simulator, the server and the client as two simulated processes; `CMTWIN_TRACE=1` prints
-//! the trace. (The real backend does not implement `DataPath` yet.)
+//! the trace. With `CMTWIN_RDMA_ADDR=<ip of an RDMA interface>` the same code runs on the real
+//! librdmacm and libibverbs, the server and the client on two threads, each with its own
+//! `VerbsBackend` (the seed is then ignored).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -16,6 +18,7 @@ use cmtwin::{
     CmBackend, CmError, EventKind, IdHandle, PortSpace, QpInitAttr, QpType, Result, Transport, Wait,
 };
 use cmtwin_sim::Fabric;
+use cmtwin_verbs::VerbsBackend;
 
 /// A request or answer: operation, key, value (little-endian u64 each).
 const MSG_LEN: usize = 24;
@@ -167,6 +170,23 @@ fn ask<B: DataPath>(cm: &B, server: SocketAddr, n: u64) -> Result<()> {
     Ok(())
 }
 
+/// The real backend: server and client on two threads at `ip`, port 7471.
+fn on_verbs(ip: IpAddr, n: u64) -> std::result::Result<(), String> {
+    let addr = SocketAddr::new(ip, 7471);
+    let server = std::thread::spawn(move || serve(&VerbsBackend::new(), addr));
+    let cm = VerbsBackend::new();
+    let client = cm
+        .sleep(Duration::from_millis(200))
+        .and_then(|()| ask(&cm, addr, n));
+    let server = server
+        .join()
+        .map_err(|_| "the server thread panicked".to_string())?;
+    server.map_err(|e| format!("server: {e}"))?;
+    client.map_err(|e| format!("client: {e}"))?;
+    println!("librdmacm on {ip}: done");
+    Ok(())
+}
+
 fn main() {
     let arg = |i: usize, default: u64| {
         std::env::args()
@@ -175,6 +195,14 @@ fn main() {
             .unwrap_or(default)
     };
     let (seed, n) = (arg(1, 1), arg(2, 16));
+    if let Ok(ip) = std::env::var("CMTWIN_RDMA_ADDR") {
+        let ip: IpAddr = ip.parse().expect("CMTWIN_RDMA_ADDR is an IP address");
+        if let Err(e) = on_verbs(ip, n) {
+            eprintln!("failed: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let server_ip: IpAddr = "10.0.0.1".parse().expect("literal");
     let fabric = Fabric::builder(seed)
         .host("server", Transport::Roce, &[server_ip])

@@ -241,15 +241,20 @@ impl VerbsObjects {
             cqs: Vec::new(),
             channels: Vec::new(),
         };
+        // Counted once per queue (twice for one CQ of both), as `insert_qp` counts.
+        for cq in [e.send_cq, e.recv_cq] {
+            if let Some(c) = self.cqs.get_mut(&cq) {
+                c.users -= 1;
+            }
+        }
         let mut cqs = vec![e.send_cq];
         if e.recv_cq != e.send_cq {
             cqs.push(e.recv_cq);
         }
         for cq in cqs {
-            let Some(c) = self.cqs.get_mut(&cq) else {
+            let Some(c) = self.cqs.get(&cq) else {
                 continue;
             };
-            c.users -= 1;
             if c.implicit {
                 let c = self.remove_cq(cq).expect("present");
                 retired.cqs.push(c.obj);
