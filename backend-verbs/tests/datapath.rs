@@ -974,3 +974,29 @@ fn teardown(s: &VerbsBackend, c: &VerbsBackend, conn: Conn) {
     let _ = c.disconnect(conn.client.id);
     let _ = s.disconnect(conn.server.id);
 }
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn a_silent_peer_exhausts_the_transport_retries() {
+    let (s, c) = backends();
+    let setup = Setup {
+        connect: ConnParam {
+            retry_count: 1,
+            ..ConnParam::default()
+        },
+        ..Setup::default()
+    };
+    let conn = connect_with(&s, &c, addr(), &setup);
+    // The server's QP goes: what the client sends vanishes without an answer.
+    ok(s.destroy_qp(conn.server.id), "destroy_qp");
+    let t0 = Instant::now();
+    send_bytes(&c, &conn.client, 1, SendOp::Send, b"hello?");
+    let wc = next_wc(&c, &conn.client, Duration::from_secs(60));
+    eprintln!(
+        "transport retries exhausted after {:?}: {wc:?}",
+        t0.elapsed()
+    );
+    assert_wc(wc, &conn.client, 1, WcStatus::RETRY_EXC_ERR, WcOpcode::Send);
+    assert_eq!(state(&c, &conn.client), QpState::Error);
+    teardown(&s, &c, conn);
+}
