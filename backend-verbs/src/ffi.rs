@@ -1,5 +1,6 @@
 //! Every `unsafe` of the crate: thin wrappers over librdmacm (through `rdma-sys`), and the few
-//! libc calls the backend needs (eventfd, poll, fcntl, dlsym).
+//! libc calls the backend needs (eventfd, poll, fcntl, dlsym); the libibverbs objects of the
+//! data path are in the submodule `ffi/verbs.rs`.
 //!
 //! # The ownership invariant that makes these wrappers sound
 //!

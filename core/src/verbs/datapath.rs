@@ -12,8 +12,8 @@ use crate::{
 /// completion queues and channels, QPs with chosen CQs on ids, work requests and their
 /// completions, as libibverbs has them (`ibv_` calls, named without the prefix).
 ///
-/// Implemented by the simulator (`cmtwin-sim`); the real backend (`cmtwin-verbs`) does not
-/// implement it yet.
+/// Implemented by the simulator (`cmtwin-sim`) and by the real backend (`cmtwin-verbs`, over
+/// libibverbs).
 ///
 /// * Errors carry the call and the errno libibverbs gives for the misuse. Every method taking
 ///   an id fails with **ENOENT** for an id that is not live in this backend, and every method
