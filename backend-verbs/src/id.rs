@@ -217,6 +217,9 @@ impl VerbsBackend {
         };
         // The QP is gone: the regions its requests named are free.
         drop(retired);
+        // As librdmacm frees its PD with the device's last id: the backend's PD of the device
+        // goes with the backend's last id, unless regions or QPs still use it.
+        self.release_idle_default_pds();
         if state.device_removed {
             crate::ffi::refresh_device_list();
         }

@@ -1000,3 +1000,117 @@ fn a_silent_peer_exhausts_the_transport_retries() {
     assert_eq!(state(&c, &conn.client), QpState::Error);
     teardown(&s, &c, conn);
 }
+
+/// Runs a command (iproute2's `ip`/`rdma`) and checks it succeeded.
+fn run(cmd: &str, args: &[&str]) {
+    let out = std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Waits (30 s at most) for `child` to succeed, calling `each` meanwhile; how long it took.
+#[track_caller]
+fn wait_child(mut child: std::process::Child, what: &str, mut each: impl FnMut()) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        each();
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            assert!(st.success(), "{what} failed");
+            return t0.elapsed();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{what} hangs");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Collects events of `cm` on `ch` until DEVICE_REMOVAL arrived for every id of `ids`.
+fn await_removal(cm: &VerbsBackend, ch: cmtwin::ChannelHandle, ids: &[cmtwin::IdHandle]) {
+    let t0 = Instant::now();
+    let mut seen = Vec::new();
+    while !ids
+        .iter()
+        .all(|id| seen.contains(&(EventKind::DeviceRemoval, *id)))
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "DEVICE_REMOVAL for {ids:?}: {seen:?}"
+        );
+        if let Ok(e) = cm.get_cm_event(ch, Wait::Timeout(Duration::from_millis(100))) {
+            seen.push((e.kind(), e.id()));
+            ok(cm.ack_cm_event(e), "ack");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn zz_device_removal_keeps_verbs_objects_valid_until_they_are_destroyed() {
+    // Named to run last; it re-adds rxe0. rxe1 exists meanwhile: librdmacm 44 releases a
+    // removed device only when it re-reads a non-empty device list.
+    run("ip", &["link", "add", "dummy1", "type", "dummy"]);
+    run("ip", &["link", "set", "dummy1", "up"]);
+    run(
+        "rdma",
+        &["link", "add", "rxe1", "type", "rxe", "netdev", "dummy1"],
+    );
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    let crx = region(&c, conn.client.pd, 8, 0, LW);
+    post_recv_all(&c, conn.client.qp, 1, &crx);
+    let delete = std::process::Command::new("rdma")
+        .args(["link", "delete", "rxe0"])
+        .spawn()
+        .expect("the rdma tool (iproute2)");
+    await_removal(&c, conn.client.channel, &[conn.client.id]);
+    await_removal(&s, conn.server.channel, &[conn.server.id, conn.listener]);
+    // The objects stay valid (the backend's anchors keep librdmacm from closing the device).
+    std::thread::sleep(Duration::from_millis(500));
+    let mut buf = [WorkCompletion::default(); 4];
+    let n = ok(
+        c.poll_cq(conn.client.cq, &mut buf),
+        "poll_cq after the removal",
+    );
+    eprintln!(
+        "after DEVICE_REMOVAL: client QP {:?}, completions {:?}",
+        c.query_qp_state(conn.client.qp),
+        &buf[..n]
+    );
+    // The ids go first (their QPs with them), then the objects.
+    ok(c.destroy_id(conn.client.id), "destroy_id");
+    assert_eq!(ok(c.dereg_mr(crx.handle), "dereg_mr"), vec![0; 8]);
+    for (cm, side) in [(&c, &conn.client), (&s, &conn.server)] {
+        if side.id == conn.server.id {
+            ok(cm.destroy_id(side.id), "destroy_id");
+        }
+        ok(cm.destroy_cq(side.cq), "destroy_cq");
+        ok(cm.destroy_comp_channel(side.comp), "destroy_comp_channel");
+        ok(cm.dealloc_pd(side.pd), "dealloc_pd");
+    }
+    ok(s.destroy_id(conn.listener), "destroy_id");
+    ok(s.destroy_event_channel(conn.server.channel), "channel");
+    ok(c.destroy_event_channel(conn.client.channel), "channel");
+    let took = wait_child(delete, "rdma link delete rxe0", || {});
+    eprintln!("rdma link delete rxe0 finished {took:?} after the objects were destroyed");
+    run(
+        "rdma",
+        &["link", "add", "rxe0", "type", "rxe", "netdev", "dummy0"],
+    );
+    let delete = std::process::Command::new("rdma")
+        .args(["link", "delete", "rxe1"])
+        .spawn()
+        .expect("the rdma tool");
+    wait_child(delete, "rdma link delete rxe1", || {
+        VerbsBackend::release_removed_devices();
+    });
+    run("ip", &["link", "delete", "dummy1"]);
+    // The device is usable again.
+    let (s, c) = backends();
+    let conn = connect(&s, &c, addr());
+    teardown(&s, &c, conn);
+}

@@ -38,11 +38,17 @@ impl VerbsBackend {
 
     pub(crate) fn create_comp_channel_impl(&self, id: IdHandle) -> Result<CompChannelHandle> {
         let call = Call::CreateCompChannel;
-        let ctx = self.id_ctx(call, id)?;
-        let raw = RawCompChannel::create(ctx).map_err(|e| c_err(call, e))?;
+        let (ctx, local) = self.id_device(call, id)?;
+        self.anchor(call, ctx, local)?;
+        let raw = RawCompChannel::create(ctx).map_err(|e| {
+            self.unanchor(ctx);
+            c_err(call, e)
+        })?;
         let mut reg = self.reg();
         let Ok(key) = reg.issue() else {
+            drop(reg);
             let _ = raw.destroy();
+            self.unanchor(ctx);
             return Err(keys_exhausted(call));
         };
         let obj = Arc::new(ChannelObj { raw, ctx });
@@ -76,8 +82,13 @@ impl VerbsBackend {
             return Err(in_use(call, h, n));
         }
         let e = reg.verbs.channels.remove(&h.raw()).expect("checked");
+        drop(reg);
         let obj = Arc::try_unwrap(e.obj).unwrap_or_else(|_| unreachable!("last reference"));
-        obj.raw.destroy().map_err(|e| c_err(call, e))
+        let ctx = obj.ctx;
+        // A failed destroy leaves the channel unusable but open: it stays anchored.
+        obj.raw.destroy().map_err(|e| c_err(call, e))?;
+        self.unanchor(ctx);
+        Ok(())
     }
 
     pub(crate) fn create_cq_impl(
@@ -87,7 +98,7 @@ impl VerbsBackend {
         channel: Option<CompChannelHandle>,
     ) -> Result<CqHandle> {
         let call = Call::CreateCq;
-        let ctx = self.id_ctx(call, id)?;
+        let (ctx, local) = self.id_device(call, id)?;
         if cqe == 0 {
             return Err(err(call, libc::EINVAL, "a CQ of 0 entries"));
         }
@@ -97,12 +108,17 @@ impl VerbsBackend {
                 return Err(err(call, libc::EINVAL, "the channel is on another device"));
             }
         }
-        let raw =
-            RawCq::create(ctx, cqe, ch.as_ref().map(|c| &c.raw)).map_err(|e| c_err(call, e))?;
+        self.anchor(call, ctx, local)?;
+        let raw = RawCq::create(ctx, cqe, ch.as_ref().map(|c| &c.raw)).map_err(|e| {
+            self.unanchor(ctx);
+            c_err(call, e)
+        })?;
         let addr = raw.addr();
         let mut reg = self.reg();
         let Ok(key) = reg.issue() else {
+            drop(reg);
             let _ = raw.destroy();
+            self.unanchor(ctx);
             return Err(keys_exhausted(call));
         };
         if let Some(c) = channel.and_then(|c| reg.verbs.channels.get_mut(&c.raw())) {
@@ -150,7 +166,11 @@ impl VerbsBackend {
         let e = reg.verbs.remove_cq(h.raw()).expect("checked");
         let obj = Arc::try_unwrap(e.obj).unwrap_or_else(|_| unreachable!("last reference"));
         match obj.raw.destroy() {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                drop(reg);
+                self.unanchor(obj.ctx);
+                Ok(())
+            }
             Err((errno, raw)) => {
                 // Put it back as it was.
                 let addr = raw.addr();

@@ -39,11 +39,17 @@ impl VerbsBackend {
 
     pub(crate) fn alloc_pd_impl(&self, id: IdHandle) -> Result<PdHandle> {
         let call = Call::AllocPd;
-        let ctx = self.id_ctx(call, id)?;
-        let raw = RawPd::alloc(ctx).map_err(|e| c_err(call, e))?;
+        let (ctx, local) = self.id_device(call, id)?;
+        self.anchor(call, ctx, local)?;
+        let raw = RawPd::alloc(ctx).map_err(|e| {
+            self.unanchor(ctx);
+            c_err(call, e)
+        })?;
         let mut reg = self.reg();
         let Ok(key) = reg.issue() else {
+            drop(reg);
             let _ = raw.dealloc();
+            self.unanchor(ctx);
             return Err(keys_exhausted(call));
         };
         reg.verbs.pds.insert(
@@ -88,7 +94,10 @@ impl VerbsBackend {
             let obj = Arc::new(PdObj { raw, ctx });
             reg.verbs.pds.insert(h.raw(), PdEntry { obj, ..e });
             c_err(call, errno)
-        })
+        })?;
+        drop(reg);
+        self.unanchor(ctx);
+        Ok(())
     }
 
     pub(crate) fn reg_mr_impl(

@@ -1,6 +1,8 @@
 //! The data path ([`cmtwin::verbs::DataPath`]) over libibverbs: the backend's verbs objects
 //! and how they are kept safe.
 //!
+//! * `anchors.rs`: the backend's own ids that keep librdmacm from closing a (removed)
+//!   device while the backend's PDs, CQs and channels live on it.
 //! * `objects.rs`: the registry of PDs, regions, completion channels, CQs and QPs by handle,
 //!   with the counts that refuse a destroy while something uses the object (EBUSY).
 //! * `memory.rs`: `ibv_alloc_pd`, `ibv_dealloc_pd`, `ibv_reg_mr`, `ibv_dereg_mr`, and the
@@ -31,14 +33,16 @@
 //!   id's QP or the CQs and channels librdmacm made for it, or while CQ events of those CQs
 //!   are unacknowledged (librdmacm would block).
 //! * `create_qp` (`CmBackend`) and `id->pd` use a PD the backend allocates on the device (one
-//!   per device, freed with the backend), not librdmacm's: librdmacm frees its own PD when
-//!   the device's last id goes, which would leave regions and handles dangling.
+//!   per device), not librdmacm's, which librdmacm frees under the application when the
+//!   device's last id goes. The backend's goes, unless regions or QPs use it, with the
+//!   backend's last id (a later `id->pd` makes a new one).
 //! * Capacities are the device's: `create_cq`/`create_qp_ex` beyond them fail with the
 //!   driver's errno (EINVAL on rxe); a post on a QP in RESET fails as the driver says.
 //! * `modify_qp` to RTR takes the path MTU from the port's active MTU (the trait's `QpAttr`
 //!   has none), and the port from `ah_attr.port_num` (1 when 0); an address that leads
 //!   nowhere is accepted, and requests then end in RETRY_EXC_ERR.
 
+mod anchors;
 mod async_events;
 mod cqs;
 mod datapath;

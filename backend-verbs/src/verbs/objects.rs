@@ -125,6 +125,8 @@ pub(crate) struct VerbsObjects {
     /// Requests of destroyed or reset QPs whose completions may still be in a CQ:
     /// (context, QP number, token) → (wr_id, opcode, CQ key).
     pub orphans: BTreeMap<(usize, u32, u64), (u64, WcOpcode, u64)>,
+    /// The anchor of each context the backend's PDs, CQs and channels live on.
+    pub anchors: BTreeMap<usize, super::anchors::Anchor>,
 }
 
 /// What retiring a QP took out of the registry: to be dropped once librdmacm or libibverbs
@@ -336,6 +338,9 @@ impl VerbsObjects {
             if let Ok(p) = Arc::try_unwrap(p.obj) {
                 let _ = p.raw.dealloc();
             }
+        }
+        for (_, a) in std::mem::take(&mut self.anchors) {
+            super::anchors::release(a);
         }
     }
 }

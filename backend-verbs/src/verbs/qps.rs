@@ -2,6 +2,7 @@
 //! apart from ids (`ibv_create_qp` for the external-QP path), `rdma_init_qp_attr`,
 //! `ibv_modify_qp`, queries, and their destruction.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use cmtwin::verbs::{AccessFlags, QpAttr, QpCqs, QpInitAttrEx, QpState};
@@ -91,32 +92,59 @@ fn qp_obj(raw: RawQp, cap: QpCap, ud: bool) -> Arc<QpObj> {
 }
 
 impl VerbsBackend {
-    /// `id->verbs` of the live id `id` (EINVAL without a device).
-    pub(crate) fn id_ctx(&self, call: Call, id: IdHandle) -> Result<RawCtx> {
+    /// `id->verbs` and the local address of the live id `id` (EINVAL without a device).
+    pub(crate) fn id_device(
+        &self,
+        call: Call,
+        id: IdHandle,
+    ) -> Result<(RawCtx, Option<SocketAddr>)> {
         self.on_id(call, id, |o| {
-            o.raw.ctx().ok_or_else(|| {
+            let ctx = o.raw.ctx().ok_or_else(|| {
                 err(
                     call,
                     libc::EINVAL,
                     format!("{id} has no device yet (bind or resolve it first)"),
                 )
-            })
+            })?;
+            Ok((ctx, o.raw.local_addr()))
         })
     }
 
-    /// The backend's PD of device `ctx` (made when first needed): its key and object.
+    /// The backend's PD of device `ctx` (made, and anchored through `local`, when first
+    /// needed): its key and object.
     pub(crate) fn default_pd(
-        reg: &mut Registry,
+        &self,
         call: Call,
         ctx: RawCtx,
+        local: Option<SocketAddr>,
     ) -> Result<(u64, Arc<PdObj>)> {
-        if let Some(&k) = reg.verbs.default_pd.get(&ctx.addr()) {
-            return Ok((k, Arc::clone(&reg.verbs.pds[&k].obj)));
+        let found = |reg: &Registry| {
+            reg.verbs
+                .default_pd
+                .get(&ctx.addr())
+                .map(|&k| (k, Arc::clone(&reg.verbs.pds[&k].obj)))
+        };
+        if let Some(f) = found(&self.reg()) {
+            return Ok(f);
         }
-        let raw = RawPd::alloc(ctx).map_err(|e| c_err(call, e))?;
-        let Ok(key) = reg.issue() else {
-            let _ = raw.dealloc();
-            return Err(keys_exhausted(call));
+        self.anchor(call, ctx, local)?;
+        let raw = match RawPd::alloc(ctx) {
+            Ok(raw) => raw,
+            Err(e) => {
+                self.unanchor(ctx);
+                return Err(c_err(call, e));
+            }
+        };
+        let mut reg = self.reg();
+        let key = match (found(&reg), reg.issue()) {
+            (None, Ok(key)) => key,
+            (raced, _) => {
+                // Made by another thread meanwhile, or no key left.
+                drop(reg);
+                let _ = raw.dealloc();
+                self.unanchor(ctx);
+                return raced.ok_or_else(|| keys_exhausted(call));
+            }
         };
         let obj = Arc::new(PdObj { raw, ctx });
         reg.verbs.pds.insert(
@@ -131,6 +159,41 @@ impl VerbsBackend {
         Ok((key, obj))
     }
 
+    /// Once the backend has no id left: deallocates its device PDs that nothing uses (and so
+    /// drops their anchors, letting a removed device go).
+    pub(crate) fn release_idle_default_pds(&self) {
+        let idle: Vec<PdObj> = {
+            let mut reg = self.reg();
+            if reg.ids().next().is_some() {
+                return;
+            }
+            let keys: Vec<(usize, u64)> = reg
+                .verbs
+                .default_pd
+                .iter()
+                .filter(|(_, k)| {
+                    let e = &reg.verbs.pds[*k];
+                    e.users == 0 && Arc::strong_count(&e.obj) == 1
+                })
+                .map(|(c, k)| (*c, *k))
+                .collect();
+            keys.into_iter()
+                .filter_map(|(ctx, k)| {
+                    reg.verbs.default_pd.remove(&ctx);
+                    let e = reg.verbs.pds.remove(&k)?;
+                    Arc::try_unwrap(e.obj).ok()
+                })
+                .collect()
+        };
+        for pd in idle {
+            let ctx = pd.ctx;
+            // A PD libibverbs refuses to free stays allocated (and anchored).
+            if pd.raw.dealloc().is_ok() {
+                self.unanchor(ctx);
+            }
+        }
+    }
+
     /// `rdma_create_qp` without CQs (`CmBackend::create_qp`): the backend's PD of the device,
     /// CQs and channels made by librdmacm. Runs under the id's locks.
     pub(crate) fn create_id_qp(
@@ -142,7 +205,7 @@ impl VerbsBackend {
         sq_sig_all: bool,
         t: QpType,
     ) -> Result<u32> {
-        let (pd_key, pd) = Self::default_pd(&mut self.reg(), call, ctx)?;
+        let (pd_key, pd) = self.default_pd(call, ctx, o.raw.local_addr())?;
         let qpn = o
             .raw
             .create_qp_with(&pd.raw, None, &caps(cap, sq_sig_all, t))
@@ -350,12 +413,16 @@ impl VerbsBackend {
 
     pub(crate) fn id_pd_impl(&self, id: IdHandle) -> Result<PdHandle> {
         let call = Call::IdPd;
-        let ctx = self.id_ctx(call, id)?;
-        let mut reg = self.reg();
-        if let Some(q) = reg.verbs.qp_of_id.get(&id) {
-            return Ok(PdHandle::from_raw(reg.verbs.qps[q].pd));
+        let (ctx, local) = self.id_device(call, id)?;
+        let qp_pd = {
+            let reg = self.reg();
+            reg.verbs.qp_of_id.get(&id).map(|q| reg.verbs.qps[q].pd)
+        };
+        if let Some(pd) = qp_pd {
+            return Ok(PdHandle::from_raw(pd));
         }
-        Self::default_pd(&mut reg, call, ctx).map(|(k, _)| PdHandle::from_raw(k))
+        self.default_pd(call, ctx, local)
+            .map(|(k, _)| PdHandle::from_raw(k))
     }
 
     pub(crate) fn id_qp_impl(&self, id: IdHandle) -> Result<Option<QpHandle>> {
