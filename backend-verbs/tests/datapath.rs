@@ -1114,3 +1114,42 @@ fn zz_device_removal_keeps_verbs_objects_valid_until_they_are_destroyed() {
     let conn = connect(&s, &c, addr());
     teardown(&s, &c, conn);
 }
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn an_overrun_cq_reports_cq_err_as_an_asynchronous_event() {
+    let (s, c) = backends();
+    let small = {
+        let ch = ok(s.create_event_channel(), "channel");
+        let anchor = ok(s.create_id(Some(ch), 0, PortSpace::TCP), "id");
+        ok(s.bind_addr(anchor, addr()), "bind");
+        let pd = ok(s.alloc_pd(anchor), "alloc_pd");
+        let comp = ok(s.create_comp_channel(anchor), "comp channel");
+        let cq = ok(s.create_cq(anchor, 1, Some(comp)), "create_cq");
+        Objects { pd, comp, cq }
+    };
+    let setup = Setup {
+        server_objects: Some(small),
+        ..Setup::default()
+    };
+    let conn = connect_with(&s, &c, addr(), &setup);
+    let rx = region(&s, small.pd, 8, 0, LW);
+    for i in 0..8 {
+        post_recv_all(&s, conn.server.qp, i, &rx);
+    }
+    for i in 0..8 {
+        send_bytes(&c, &conn.client, 100 + i, SendOp::Send, b"x");
+    }
+    let ev = ok(
+        s.get_async_event(Wait::Timeout(Duration::from_secs(5))),
+        "get_async_event",
+    );
+    eprintln!("after 8 completions into a CQ of 1 entry: {ev:?}");
+    assert_eq!((ev.kind, ev.cq), (AsyncEvent::CQ_ERR, Some(small.cq)));
+    // The client's backend owns no such CQ: it never sees the event.
+    assert_eq!(
+        c.get_async_event(Wait::NonBlocking).unwrap_err().errno,
+        Errno::EAGAIN
+    );
+    teardown(&s, &c, conn);
+}
