@@ -177,13 +177,7 @@ impl SimConfig {
     /// delay above 31 (5 bits), more than 15 CM retries (4 bits), a loss probability outside
     /// 0..=1, a kernel tick rate outside 1..=1000 Hz.
     pub fn validate(&self) -> Result<(), FabricError> {
-        let refuse = |field, value: String, reason| {
-            Err(FabricError::InvalidConfig {
-                field,
-                value,
-                reason,
-            })
-        };
+        let refuse = FabricError::refuse_config;
         if self.packet_life_time > MAX_PACKET_LIFE_TIME {
             return refuse(
                 "packet_life_time",
