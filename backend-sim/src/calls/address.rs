@@ -118,7 +118,7 @@ impl World {
                 Some(d) => Some(d),
                 None => {
                     let errno = match self.cfg.kernel {
-                        KernelProfile::Linux61 => Errno::ENODEV,
+                        KernelProfile::Linux61 | KernelProfile::Linux612 => Errno::ENODEV,
                         KernelProfile::Mainline => Errno::EADDRNOTAVAIL,
                     };
                     return Err(CmError::new(
