@@ -294,13 +294,27 @@ pub fn option_legality<T: TestBed>(bed: &T) {
 }
 
 /// §3.1, §3.4: an id is never reusable for a second connection: after REJECTED, connect is
-/// EINVAL (the id stays in CONNECT).
+/// EINVAL (the id stays in CONNECT). On IB and RoCE nobody listens; on iWARP (where a connect
+/// to nobody fails in the call and leaves the route) a listener refuses with an MPA reject.
 pub fn connect_after_rejected_is_einval<T: TestBed>(bed: &T) {
     let cm = bed.client();
-    let nobody = SocketAddr::new(bed.server_ip(), bed.fresh_port());
-    let ep = resolved_client(bed, PortSpace::TCP, nobody);
+    let iwarp = bed.transport() == cmtwin::Transport::Iwarp;
+    let refuser = iwarp.then(|| crate::steps::listen_on(bed, PortSpace::TCP, 8));
+    let to = match &refuser {
+        Some(l) => l.addr,
+        None => SocketAddr::new(bed.server_ip(), bed.fresh_port()),
+    };
+    let ep = resolved_client(bed, PortSpace::TCP, to);
     add_qp(cm, ep.id, QpType::Rc);
     ok(cm.connect(ep.id, None), "connect");
+    if let Some(l) = &refuser {
+        let req = crate::steps::expect_request(bed.server(), l);
+        ok(bed.server().reject(req.id, b""), "reject");
+        ok(
+            bed.server().destroy_id(req.id),
+            "destroy the rejected request",
+        );
+    }
     let rej = crate::steps::expect_event(cm, ep.channel, EventKind::Rejected);
     assert_eq!(rej.id, ep.id, "REJECTED for the id");
     expect_errno(cm.connect(ep.id, None), Call::Connect, Errno::EINVAL);
@@ -310,4 +324,7 @@ pub fn connect_after_rejected_is_einval<T: TestBed>(bed: &T) {
         Errno::EINVAL,
     );
     teardown_client(bed, &ep);
+    if let Some(l) = &refuser {
+        crate::steps::teardown(bed.server(), &[l.id], l.channel);
+    }
 }
