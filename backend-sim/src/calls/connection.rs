@@ -289,6 +289,16 @@ impl World {
                 "the initiator closed its TCP connection before the accept",
             ));
         }
+        if transport == Transport::Iwarp && self.ep_state(ep) == EpState::Established {
+            // rdma_accept's failure path moves the QP to ERROR (cma_modify_qp_err), and on
+            // iWARP that ends the connection: DISCONNECTED on both sides (measured on siw).
+            self.drive(ep, |e, out| e.disconnect(out));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the connection is already established (the failed accept's QP error closes it)",
+            ));
+        }
         if self.ep_state(ep) != EpState::ReqRcvd {
             let state = self.ep_state(ep);
             self.reject_after_failure(ep);

@@ -203,7 +203,9 @@ pub fn resolve_addr_on_listener_is_einval<T: TestBed>(bed: &T) {
 }
 
 /// §4.10: accept on an established child is EINVAL; `establish` on an id with a QP is EINVAL;
-/// neither disturbs the connection (no event on either side).
+/// neither disturbs the connection on IB and RoCE (no event on either side). On iWARP the
+/// failed accept's error path (cma_modify_qp_err) moves the QP to ERROR, which ends the
+/// connection: DISCONNECTED (status 0) on both sides (measured on siw, Linux 6.1 and 6.12).
 pub fn accept_or_establish_after_establishment_is_einval<T: TestBed>(bed: &T) {
     let pair = connect_pair(bed);
     expect_errno(
@@ -212,6 +214,11 @@ pub fn accept_or_establish_after_establishment_is_einval<T: TestBed>(bed: &T) {
         Call::Accept,
         Errno::EINVAL,
     );
+    if bed.transport() == cmtwin::Transport::Iwarp {
+        for (cm, ep) in [(bed.client(), pair.client), (bed.server(), pair.server)] {
+            crate::steps::expect_event_for(cm, ep.channel, EventKind::Disconnected, ep.id, 0);
+        }
+    }
     expect_errno(
         bed.client().establish(pair.client.id),
         Call::Establish,
