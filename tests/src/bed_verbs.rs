@@ -28,7 +28,7 @@ use crate::{SimBed, TestBed};
 ///   what is sent to one the VM does not own vanishes).
 ///
 /// Inside the VM (`CMTWIN_IN_VM=1`, run as root) the bed can also remove the device:
-/// [`SoftRdmaLink`] deletes rxe0 and adds it back on dummy0.
+/// [`SoftRdmaLink`] deletes rxe0 or siw0 and adds it back on dummy0.
 pub struct VerbsBed {
     server: VerbsBackend,
     client: VerbsBackend,
@@ -172,7 +172,7 @@ impl TestBed for VerbsBed {
                 "no silent peer address is known (set CMTWIN_SILENT_ADDR)"
             }
             Need::NoNeighbour => {
-                "every on-link address resolves here: the VM's rxe0 runs on a dummy (NOARP) \
+                "every on-link address resolves here: the VM's RDMA device runs on a dummy (NOARP) \
                  netdev (§19), so no ARP can go unanswered"
             }
             Need::DeviceRemoval if self.link.is_none() => {
@@ -180,7 +180,7 @@ impl TestBed for VerbsBed {
                  deletes the RDMA link"
             }
             Need::AddressChange => {
-                "ADDR_CHANGE comes only from a bonding fail-over (§5.1); rxe0 runs on a \
+                "ADDR_CHANGE comes only from a bonding fail-over (§5.1); the VM's device runs on a \
                  dummy netdev with no bond"
             }
             Need::PathQueryFault if self.transport != Transport::InfiniBand => {
