@@ -55,12 +55,12 @@ impl SimBackend {
     /// processes may call into it (EPERM for any other thread, untraced: tracing it would make
     /// the trace depend on the OS's thread scheduling).
     /// Every call is a yield point of a running process: the schedule may preempt it here.
-    fn lock(&self, call: Call) -> Result<MutexGuard<'_, World>> {
+    pub(crate) fn lock(&self, call: Call) -> Result<MutexGuard<'_, World>> {
         self.lock_quiet(call).map(yield_point)
     }
 
     /// As [`SimBackend::lock`] without the yield point (for bookkeeping after a call).
-    fn lock_quiet(&self, call: Call) -> Result<MutexGuard<'_, World>> {
+    pub(crate) fn lock_quiet(&self, call: Call) -> Result<MutexGuard<'_, World>> {
         let w = self.shared.lock();
         if w.sched.running() && current_process(w.fabric_no).is_none() {
             return Err(CmError::new(

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use cmtwin::{AhAttr, EventKind, EventParam, GlobalRoute, Transport, UdData};
 
 use crate::cm::endpoint::Endpoint;
-use crate::cm::endpoint::{EpState, Output, Timing};
+use crate::cm::endpoint::{EpState, IrdOrd, Output, Timing};
 use crate::cm::messages::{EpKey, Request};
 use crate::engine::timeline::TimerKey;
 use crate::store::Store;
@@ -103,7 +103,11 @@ impl World {
             req.plt,
             req.ack_timeout,
             self.timing(),
-        );
+        )
+        .with_iw_initiator(IrdOrd {
+            ird: req.conn.responder_resources,
+            ord: req.conn.initiator_depth,
+        });
         self.add_endpoint(owner, cm)
     }
 
@@ -157,9 +161,9 @@ impl World {
                     self.queue_event(id, kind, status, param, data);
                 }
             }
-            Output::Established => {
+            Output::Established(param) => {
                 if let Some(id) = owner.filter(|id| self.id(*id).state == CmState::Connect) {
-                    self.queue_event(id, EventKind::Established, 0, EventParam::None, Vec::new());
+                    self.queue_event(id, EventKind::Established, 0, param, Vec::new());
                 }
             }
             Output::SidrResolved { qpn, qkey, data } => {

@@ -81,3 +81,18 @@ pub enum SimError {
     #[error("simulation not run: {0}")]
     Refused(#[from] FabricError),
 }
+
+impl FabricError {
+    /// `Err(InvalidConfig)` for `field` set to `value`, with what it must be.
+    pub(crate) fn refuse_config(
+        field: &'static str,
+        value: String,
+        reason: &'static str,
+    ) -> Result<(), FabricError> {
+        Err(FabricError::InvalidConfig {
+            field,
+            value,
+            reason,
+        })
+    }
+}

@@ -1,9 +1,13 @@
 //! Requests arriving at a host's CM (§4.9): the listener that takes a REQ or SIDR REQ, the
 //! rejects sent when none does, and the new child id with its passive endpoint. Produces
-//! CONNECT_REQUEST.
+//! CONNECT_REQUEST. On iWARP also the TCP connection a request rides on: made (or refused)
+//! inside `rdma_connect`, to a port that a listener of any port space holds.
+
+use std::net::{IpAddr, SocketAddr};
 
 use cmtwin::{
-    ConnData, EventKind, EventParam, IbRejReason, PrivateDataOp, SidrStatus, Transport, UdData,
+    Call, CmError, ConnData, Errno, EventKind, EventParam, IbRejReason, PortSpace, PrivateDataOp,
+    Result, SidrStatus, Transport, UdData,
 };
 
 use crate::cm::messages::{padded, Body, Dest, EpKey, Request};
@@ -163,6 +167,14 @@ impl World {
             .pending += 1;
         let param = if sidr {
             EventParam::Ud(UdData::default())
+        } else if self.topo.devices[dev].transport == Transport::Iwarp {
+            // iw_cm passes on the MPA request's IRD and ORD only (seen from this side:
+            // swapped); no QPN, retry counts or flow control exist there (measured on siw).
+            EventParam::Conn(ConnData {
+                responder_resources: req.conn.initiator_depth,
+                initiator_depth: req.conn.responder_resources,
+                ..ConnData::default()
+            })
         } else {
             // The child sees the peer's resources from its own side: swapped.
             EventParam::Conn(ConnData {
@@ -206,6 +218,66 @@ impl World {
                     a.is_ipv4() == req.dst.is_ipv4() || (a.is_ipv6() && i.afonly != Some(true));
                 wildcard && family_ok
             })
+        })
+    }
+}
+
+/// iWARP's TCP side (§5.3, measured on siw): siw makes the TCP connection inside
+/// `rdma_connect`, and every listener, of any port space, holds its TCP port.
+impl World {
+    /// The TCP connection an iWARP `rdma_connect` to `dst` makes before it returns: refused
+    /// (ECONNREFUSED, the peer's reset) when nothing listens on `dst`'s port, timed out
+    /// (ETIMEDOUT) when `dst` never answers (a silent address). Linux blocks in the call until
+    /// then (127 s of SYN retries for a silent peer); the simulator fails the call at once.
+    pub(crate) fn iw_tcp_connect(&self, call: Call, dst: SocketAddr) -> Result<()> {
+        if self.topo.silent_ips.contains(&dst.ip()) {
+            return Err(CmError::new(
+                call,
+                Errno::ETIMEDOUT,
+                format!("the TCP connection to {dst} was never answered (siw connects inside rdma_connect)"),
+            ));
+        }
+        let Some((host, dev)) = self.topo.owner_of_ip(dst.ip()) else {
+            return Ok(());
+        };
+        if self.iw_listener_on(host, dev, dst, None).is_some() {
+            return Ok(());
+        }
+        Err(CmError::new(
+            call,
+            Errno::ECONNREFUSED,
+            format!("nothing listens on {dst}: its TCP connection was reset (siw connects inside rdma_connect)"),
+        ))
+    }
+
+    /// A listening id of `host`, of any port space but `except`'s, whose TCP listening socket
+    /// on `dev` would take `addr` (the same port; the same address or a wildcard one).
+    pub(crate) fn iw_listener_on(
+        &self,
+        host: HostKey,
+        dev: DevKey,
+        addr: SocketAddr,
+        except: Option<IdKey>,
+    ) -> Option<IdKey> {
+        let wildcard = |ip: IpAddr| ip.is_unspecified() || ip.is_loopback();
+        [
+            PortSpace::TCP,
+            PortSpace::UDP,
+            PortSpace::IB,
+            PortSpace::IPOIB,
+        ]
+        .iter()
+        .filter_map(|ps| self.kernel.ports.get(&(host, *ps, addr.port())))
+        .flatten()
+        .copied()
+        .filter(|k| Some(*k) != except)
+        .find(|k| {
+            let id = self.id(*k);
+            let on_dev = id.device.is_none_or(|d| d == dev);
+            let ip_ok = id
+                .local
+                .is_some_and(|a| a.ip() == addr.ip() || wildcard(a.ip()) || wildcard(addr.ip()));
+            id.listen.is_some() && on_dev && ip_ok
         })
     }
 }

@@ -102,13 +102,7 @@ impl SchedConfig {
     /// Refuses a preemption probability outside 0..=1, a wake-up latency above
     /// [`MAX_WAKE_LATENCY`], and a PCT depth outside 1..=[`MAX_PCT_DEPTH`] or with no steps.
     pub fn validate(&self) -> Result<(), FabricError> {
-        let refuse = |field, value: String, reason| {
-            Err(FabricError::InvalidConfig {
-                field,
-                value,
-                reason,
-            })
-        };
+        let refuse = FabricError::refuse_config;
         if !(0.0..=1.0).contains(&self.preempt) {
             return refuse(
                 "schedule.preempt",

@@ -158,7 +158,7 @@ pub fn fault_action(space: &SwarmSpace) -> BoxedStrategy<FaultAction> {
     proptest::strategy::Union::new(options).boxed()
 }
 
-/// Random loss, delay and duplication of one of `space`'s message kinds.
+/// Random loss, delay, duplication and reordering of one of `space`'s message kinds.
 pub fn message_chance(space: &SwarmSpace) -> BoxedStrategy<MessageChance> {
     let kinds = if space.messages.is_empty() {
         vec![MessageKind::Req]
@@ -166,14 +166,22 @@ pub fn message_chance(space: &SwarmSpace) -> BoxedStrategy<MessageChance> {
         space.messages.clone()
     };
     let p = || (0u32..=50).prop_map(|n| f64::from(n) / 100.0);
-    (proptest::sample::select(kinds), p(), p(), 0u64..=1000, p())
+    (
+        proptest::sample::select(kinds),
+        p(),
+        p(),
+        0u64..=1000,
+        p(),
+        p(),
+    )
         .prop_map(
-            |(kind, drop, delay, delay_max_ms, duplicate)| MessageChance {
+            |(kind, drop, delay, delay_max_ms, duplicate, reorder)| MessageChance {
                 kind,
                 drop,
                 delay,
                 delay_max_ms,
                 duplicate,
+                reorder: if kind.rides_tcp() { 0.0 } else { reorder },
             },
         )
         .boxed()

@@ -119,6 +119,7 @@ impl World {
             return;
         }
         extra += planned.extra;
+        overtaken |= planned.overtaken;
         let p = self.cfg.loss_probability;
         if self.rng.chance(Stream::Loss, p) {
             self.record_wire(Some(from_host), TraceKind::Loss, &msg, WireNote::None);

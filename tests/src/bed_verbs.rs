@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 use cmtwin::Transport;
 use cmtwin_verbs::VerbsBackend;
 
-use crate::bed::{unique_port, HookResult};
+use crate::bed::{unique_port, CmTimer, HookResult};
+use crate::bed_id::BedId;
 use crate::capability::Need;
-use crate::device_link::RxeLink;
-use crate::TestBed;
+use crate::device_link::SoftRdmaLink;
+use crate::{SimBed, TestBed};
 
 /// Real librdmacm: two independent backends (so that handles of one are foreign to the other)
 /// on one RDMA-capable address; connections go through the device's loopback (§14.3).
@@ -18,6 +19,8 @@ use crate::TestBed;
 /// Environment:
 /// * `CMTWIN_RDMA_ADDR` (required): the IP address of the RDMA interface (the VM sets it).
 /// * `CMTWIN_RDMA_TRANSPORT` (optional): `roce` (default), `ib` or `iwarp`.
+/// * `CMTWIN_RDMA_DRIVER` (optional): the device's driver, `rxe` or `siw` in the VM; with the
+///   running kernel it names the bed ([`BedId`]) and picks its simulated twin.
 /// * `CMTWIN_UNROUTABLE_ADDR` (optional): an address with no route; inside the VM
 ///   (`CMTWIN_IN_VM=1`, no NIC, no default route) 10.9.9.9 is used.
 /// * `CMTWIN_SILENT_ADDR` (optional): an address that resolves but where no CM answers;
@@ -25,7 +28,7 @@ use crate::TestBed;
 ///   what is sent to one the VM does not own vanishes).
 ///
 /// Inside the VM (`CMTWIN_IN_VM=1`, run as root) the bed can also remove the device:
-/// [`RxeLink`] deletes rxe0 and adds it back on dummy0.
+/// [`SoftRdmaLink`] deletes rxe0 or siw0 and adds it back on dummy0.
 pub struct VerbsBed {
     server: VerbsBackend,
     client: VerbsBackend,
@@ -33,7 +36,8 @@ pub struct VerbsBed {
     transport: Transport,
     unroutable: Option<IpAddr>,
     silent: Option<IpAddr>,
-    link: Option<RxeLink>,
+    link: Option<SoftRdmaLink>,
+    id: BedId,
     started: Instant,
 }
 
@@ -80,8 +84,9 @@ impl VerbsBed {
         };
         let mut bed = VerbsBed::new(ip, transport, unroutable);
         bed.silent = silent;
+        bed.id = BedId::current(transport);
         if in_vm {
-            bed.link = Some(RxeLink::in_vm());
+            bed.link = Some(SoftRdmaLink::in_vm());
         }
         bed
     }
@@ -97,8 +102,14 @@ impl VerbsBed {
             unroutable,
             silent: None,
             link: None,
+            id: BedId::current(transport),
             started: Instant::now(),
         }
+    }
+
+    /// Which bed this is (driver, kernel) and so which simulated bed is its twin.
+    pub fn id(&self) -> &BedId {
+        &self.id
     }
 }
 
@@ -137,6 +148,12 @@ impl TestBed for VerbsBed {
     fn now(&self) -> Duration {
         self.started.elapsed()
     }
+    /// The twin's timer, from the boot of its fabric (the timer wheel's phase at a real start
+    /// is unknown; the window covers it).
+    fn twin_timer(&self, timer: CmTimer) -> Option<Duration> {
+        let twin = SimBed::with_config(0, self.transport, self.id.twin_config()?);
+        twin.cm_timer_end(timer, Duration::ZERO)
+    }
     fn sides_share_a_device(&self) -> bool {
         true
     }
@@ -155,7 +172,7 @@ impl TestBed for VerbsBed {
                 "no silent peer address is known (set CMTWIN_SILENT_ADDR)"
             }
             Need::NoNeighbour => {
-                "every on-link address resolves here: the VM's rxe0 runs on a dummy (NOARP) \
+                "every on-link address resolves here: the VM's RDMA device runs on a dummy (NOARP) \
                  netdev (§19), so no ARP can go unanswered"
             }
             Need::DeviceRemoval if self.link.is_none() => {
@@ -163,7 +180,7 @@ impl TestBed for VerbsBed {
                  deletes the RDMA link"
             }
             Need::AddressChange => {
-                "ADDR_CHANGE comes only from a bonding fail-over (§5.1); rxe0 runs on a \
+                "ADDR_CHANGE comes only from a bonding fail-over (§5.1); the VM's device runs on a \
                  dummy netdev with no bond"
             }
             Need::PathQueryFault if self.transport != Transport::InfiniBand => {

@@ -1,10 +1,11 @@
-//! Removing and restoring the VM's Soft-RoCE device (rxe0 on dummy0, set up by
+//! Removing and restoring the VM's software RDMA device (rxe0 or siw0 on dummy0, set up by
 //! `scripts/vm-run`) with the `rdma` tool, for the device-removal scenarios on real librdmacm.
 //!
-//! rxe cannot disassociate user contexts: `rdma link delete rxe0` finishes only once this
-//! process has let go of the device, i.e. after the scenario destroyed its ids and librdmacm
-//! re-read its device list. librdmacm 44 re-reads it (and releases a removed device) only when
-//! the list is not empty, so a second device, rxe1 on dummy1, exists while rxe0 is away.
+//! Neither rxe nor siw can disassociate user contexts: `rdma link delete rxe0` finishes only
+//! once this process has let go of the device, i.e. after the scenario destroyed its ids and
+//! librdmacm re-read its device list. librdmacm 44 re-reads it (and releases a removed device)
+//! only when the list is not empty, so a second device of the same driver (rxe1 or siw1, on
+//! dummy1) exists while the first is away.
 
 use std::process::{Child, Command};
 use std::sync::Mutex;
@@ -17,19 +18,25 @@ use crate::bed::HookResult;
 /// How long a link deletion may take once the ids are gone.
 const DELETE_LIMIT: Duration = Duration::from_secs(30);
 
-/// The VM's rxe0 (on dummy0), removable and restorable; needs root.
-pub struct RxeLink {
-    device: &'static str,
+/// The VM's software RDMA device (on dummy0), removable and restorable; needs root.
+pub struct SoftRdmaLink {
+    /// `rxe` or `siw`.
+    driver: String,
+    /// `rxe0` or `siw0`.
+    device: String,
     netdev: &'static str,
     /// The running `rdma link delete` of the device, between remove and restore.
     deleting: Mutex<Option<Child>>,
 }
 
-impl RxeLink {
-    /// rxe0 on dummy0, as `scripts/vm-run` creates it.
+impl SoftRdmaLink {
+    /// The device `scripts/vm-run` created on dummy0: its driver and name are in
+    /// `CMTWIN_RDMA_DRIVER` and `CMTWIN_RDMA_DEVICE` (rxe0 of rxe when unset).
     pub fn in_vm() -> Self {
-        RxeLink {
-            device: "rxe0",
+        let var = |name, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+        SoftRdmaLink {
+            driver: var("CMTWIN_RDMA_DRIVER", "rxe"),
+            device: var("CMTWIN_RDMA_DEVICE", "rxe0"),
             netdev: "dummy0",
             deleting: Mutex::new(None),
         }
@@ -44,12 +51,21 @@ impl RxeLink {
         }
         run("ip", &["link", "add", "dummy1", "type", "dummy"])?;
         run("ip", &["link", "set", "dummy1", "up"])?;
+        let spare = self.spare();
         run(
             "rdma",
-            &["link", "add", "rxe1", "type", "rxe", "netdev", "dummy1"],
+            &[
+                "link",
+                "add",
+                &spare,
+                "type",
+                &self.driver,
+                "netdev",
+                "dummy1",
+            ],
         )?;
         let child = Command::new("rdma")
-            .args(["link", "delete", self.device])
+            .args(["link", "delete", &self.device])
             .spawn()
             .map_err(|e| format!("rdma link delete {}: {e}", self.device))?;
         *deleting = Some(child);
@@ -71,20 +87,26 @@ impl RxeLink {
             &[
                 "link",
                 "add",
-                self.device,
+                &self.device,
                 "type",
-                "rxe",
+                &self.driver,
                 "netdev",
                 self.netdev,
             ],
         )?;
-        wait_active(self.device)?;
-        let spare = Command::new("rdma")
-            .args(["link", "delete", "rxe1"])
+        wait_active(&self.device)?;
+        let spare = self.spare();
+        let deleting = Command::new("rdma")
+            .args(["link", "delete", &spare])
             .spawn()
-            .map_err(|e| format!("rdma link delete rxe1: {e}"))?;
-        wait_releasing(spare, "rdma link delete rxe1")?;
+            .map_err(|e| format!("rdma link delete {spare}: {e}"))?;
+        wait_releasing(deleting, &format!("rdma link delete {spare}"))?;
         run("ip", &["link", "delete", "dummy1"])
+    }
+
+    /// The spare device that exists while the device is away: `rxe1` or `siw1`.
+    fn spare(&self) -> String {
+        format!("{}1", self.driver)
     }
 }
 

@@ -4,11 +4,12 @@
 //!
 //! Every check is written against CM-SEMANTICS.md: the section it follows is named in each test.
 //!
-//! * [`bed`]: the [`TestBed`] trait and [`SimBed`]; [`bed_verbs`]: [`VerbsBed`].
+//! * [`bed`]: the [`TestBed`] trait and [`SimBed`]; [`bed_verbs`]: [`VerbsBed`];
+//!   [`bed_id`]: which real bed (driver, kernel) a run is on, and its simulated twin.
 //! * [`steps`]: the small steps scenarios are made of (`expect_event`, `listen_on`,
 //!   `connect_pair`, teardown).
 //! * [`capability`]: what a scenario can need from a bed ([`capability::Need`]);
-//!   [`device_link`]: removing and restoring the VM's rxe device.
+//!   [`device_link`]: removing and restoring the VM's rxe or siw device.
 //! * [`conformance`]: the scenarios, one file per area, with what each needs;
 //!   [`harness`]: one trial per bed and scenario (libtest-mimic), ignored with its reason
 //!   where the bed lacks a need.
@@ -30,6 +31,7 @@
 #![warn(missing_docs)]
 
 pub mod bed;
+pub mod bed_id;
 pub mod bed_verbs;
 pub mod capability;
 pub mod conformance;

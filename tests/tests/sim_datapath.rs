@@ -67,6 +67,18 @@ fn send_bytes(cm: &SimBackend, side: &Side, wr_id: u64, op: SendOp, data: &[u8])
 }
 
 /// Asserts a completion's fields (and that it is for `side`'s QP).
+/// Both QPs of `conn` are in ERROR.
+fn assert_both_in_error(conn: &Conn, s: &SimBackend, c: &SimBackend) {
+    assert_eq!(
+        ok(s.query_qp_state(conn.server.qp), "query"),
+        QpState::Error
+    );
+    assert_eq!(
+        ok(c.query_qp_state(conn.client.qp), "query"),
+        QpState::Error
+    );
+}
+
 fn assert_wc(wc: WorkCompletion, side: &Side, wr_id: u64, status: WcStatus, opcode: WcOpcode) {
     assert_eq!(
         (wc.wr_id, wc.status, wc.qp_num),
@@ -249,14 +261,7 @@ fn rdma_read_fetches_the_peer_bytes_and_a_bad_rkey_is_a_remote_access_error() {
         WcStatus::REM_ACCESS_ERR,
         WcOpcode::RdmaRead,
     );
-    assert_eq!(
-        ok(c.query_qp_state(conn.client.qp), "query"),
-        QpState::Error
-    );
-    assert_eq!(
-        ok(s.query_qp_state(conn.server.qp), "query"),
-        QpState::Error
-    );
+    assert_both_in_error(&conn, s, c);
 }
 
 #[test]
@@ -325,14 +330,7 @@ fn a_message_longer_than_the_receive_is_a_local_length_error_there() {
         WcStatus::REM_INV_REQ_ERR,
         WcOpcode::Send,
     );
-    assert_eq!(
-        ok(s.query_qp_state(conn.server.qp), "query"),
-        QpState::Error
-    );
-    assert_eq!(
-        ok(c.query_qp_state(conn.client.qp), "query"),
-        QpState::Error
-    );
+    assert_both_in_error(&conn, s, c);
 }
 
 #[test]

@@ -460,3 +460,39 @@ fn a_rebooted_hosts_first_connection_is_stale_and_its_next_one_connects() {
     let req = expect_request(bed.server(), &listener);
     assert_ne!(req.id, gone.id);
 }
+
+/// A plan's reorder chance holds each REQ back by a draw in 1..=2 ms without holding the
+/// link: over seeds, the second REQ sent sometimes arrives first, sometimes not, and each
+/// reordering is in the trace.
+#[test]
+fn a_reorder_chance_lets_later_messages_overtake() {
+    let mut orders = std::collections::BTreeSet::new();
+    for seed in 0..12 {
+        let bed = SimBed::new(seed);
+        let mut chance = cmtwin_sim::MessageChance::new(MessageKind::Req);
+        chance.reorder = 1.0;
+        chance.delay_max_ms = 2;
+        let plan = cmtwin_sim::FaultPlan {
+            faults: vec![cmtwin_sim::Fault::Chance(chance)],
+        };
+        bed.fabric.apply_plan(&plan).expect("a valid plan");
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let first = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        let second = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        for (ep, data) in [(first, b"first"), (second, b"other")] {
+            add_qp(bed.client(), ep.id, QpType::Rc);
+            let param = cmtwin::ConnParam::with_private_data(data);
+            ok(bed.client().connect(ep.id, Some(&param)), "connect");
+        }
+        let req = expect_request(bed.server(), &listener);
+        orders.insert(req.private_data[..5].to_vec());
+        assert_eq!(
+            bed.fabric
+                .trace_text()
+                .matches("fault plan reorders REQ")
+                .count(),
+            2
+        );
+    }
+    assert_eq!(orders.len(), 2, "both orders over twelve seeds: {orders:?}");
+}

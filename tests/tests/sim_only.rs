@@ -1496,9 +1496,11 @@ fn iwarp_disconnect_is_a_close_without_timewait() {
     teardown_pair(&bed, &pair);
 }
 
-/// iWARP refusals (siw_cm.c, cma.c `cma_iw_handler`): no listener on the port → TCP reset →
-/// REJECTED -ECONNREFUSED one round trip later; an MPA reply that never comes →
-/// UNREACHABLE -ETIMEDOUT after siw's 10 s MPA timeout.
+/// iWARP refusals (siw_cm.c, cma.c `cma_iw_handler`; measured on siw, Linux 6.1 and 6.12):
+/// no listener on the port → siw's TCP connection, made inside `rdma_connect`, is reset → the
+/// call fails with ECONNREFUSED at once (no virtual time passes, no event) and the id keeps its
+/// route; a silent address → ETIMEDOUT (Linux after 127 s of SYN retries, the simulator at
+/// once); an MPA reply that never comes → UNREACHABLE -ETIMEDOUT after siw's 10 s MPA timeout.
 #[test]
 fn iwarp_refusal_and_mpa_timeout() {
     let bed = exact_bed(Transport::Iwarp);
@@ -1507,19 +1509,35 @@ fn iwarp_refusal_and_mpa_timeout() {
     let client = resolved_client(&bed, PortSpace::TCP, closed);
     add_qp(client_cm, client.id, QpType::Rc);
     let t0 = bed.fabric.now();
-    ok(
-        client_cm.connect(client.id, None),
-        "connect to a closed port",
+    let err = client_cm
+        .connect(client.id, None)
+        .expect_err("a connect to a closed port fails in the call");
+    assert_eq!(
+        (err.call, err.errno),
+        (Call::Connect, Errno::ECONNREFUSED),
+        "{err}"
     );
-    expect_event_for(
-        client_cm,
-        client.channel,
-        EventKind::Rejected,
-        client.id,
-        -111,
-    );
-    assert_eq!(bed.fabric.now(), t0 + Duration::from_micros(10));
+    assert_eq!(bed.fabric.now(), t0, "no virtual time passes in the call");
+    cmtwin_tests::steps::expect_no_event(client_cm, client.channel);
+    // The id kept its route: connecting again is the same refusal, not EINVAL.
+    let again = client_cm
+        .connect(client.id, None)
+        .expect_err("refused again");
+    assert_eq!(again.errno, Errno::ECONNREFUSED, "{again}");
     teardown(client_cm, &[client.id], client.channel);
+
+    let silent = resolved_client(&bed, PortSpace::TCP, SocketAddr::new(SimBed::SILENT_IP, 9));
+    add_qp(client_cm, silent.id, QpType::Rc);
+    let err = client_cm
+        .connect(silent.id, None)
+        .expect_err("a connect to a silent address fails in the call");
+    assert_eq!(
+        (err.call, err.errno),
+        (Call::Connect, Errno::ETIMEDOUT),
+        "{err}"
+    );
+    cmtwin_tests::steps::expect_no_event(client_cm, silent.channel);
+    teardown(client_cm, &[silent.id], silent.channel);
 
     let server_cm = bed.server();
     let listener = listen_on(&bed, PortSpace::TCP, 8);

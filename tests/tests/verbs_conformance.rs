@@ -1,14 +1,18 @@
 //! The conformance suite on real librdmacm. Needs an RDMA device: without `CMTWIN_RDMA_ADDR`
 //! every trial is ignored ("needs RDMA"); `scripts/verbs-tests-in-vm` runs this binary inside
-//! the Soft-RoCE VM, where the variable is set, one trial at a time (scenarios share the
-//! kernel's port space and the device). A scenario the bed cannot run is ignored with its
-//! reason as the trial's kind (see `cmtwin_tests::harness`).
+//! a VM with Soft-RoCE or Soft-iWARP, where the variable is set, one trial at a time
+//! (scenarios share the kernel's port space and the device). A scenario the bed cannot run is
+//! ignored with its reason as the trial's kind (see `cmtwin_tests::harness`).
+//!
+//! The run first prints which bed it is on (driver and kernel, e.g. `siw-6.12`) and its
+//! simulated twin (`cmtwin_tests::bed_id`); timers are checked against the twin's.
 
 use cmtwin_tests::harness::{bed_trials, run, unavailable_trials};
 use cmtwin_tests::VerbsBed;
 
 fn main() {
     let trials = if std::env::var_os(VerbsBed::ADDR_ENV).is_some() {
+        eprintln!("{}", VerbsBed::from_env().id().describe());
         bed_trials("", vec![0], |_| VerbsBed::from_env())
     } else {
         unavailable_trials::<VerbsBed>(

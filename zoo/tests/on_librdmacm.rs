@@ -23,6 +23,21 @@ const QUIET: Duration = Duration::from_secs(2);
 const LDMS_QUIET: Duration = Duration::from_secs(5);
 /// How long the active side lets the passive side start listening.
 const HEAD_START: Duration = Duration::from_millis(300);
+/// The same for the first run of the process: the first device open and, under valgrind (CI
+/// runs this binary under it on one bed), the first use of every code path take seconds.
+const FIRST_HEAD_START: Duration = Duration::from_secs(3);
+
+/// The head start of this run.
+fn head_start() -> Duration {
+    static FIRST: std::sync::Once = std::sync::Once::new();
+    let mut first = false;
+    FIRST.call_once(|| first = true);
+    if first {
+        FIRST_HEAD_START
+    } else {
+        HEAD_START
+    }
+}
 
 /// A fresh port on the VM's RDMA address for each run.
 fn server_addr() -> SocketAddr {
@@ -40,7 +55,7 @@ fn run_both<S: Send + 'static, T: Send + 'static>(
     active: impl FnOnce(VerbsBackend) -> T + Send + 'static,
 ) -> (S, T) {
     let server = std::thread::spawn(move || passive(VerbsBackend::new()));
-    std::thread::sleep(HEAD_START);
+    std::thread::sleep(head_start());
     let client = std::thread::spawn(move || active(VerbsBackend::new()));
     let t = client.join().expect("the active side does not panic");
     let s = server.join().expect("the passive side does not panic");
@@ -217,7 +232,7 @@ fn libevpl(variant: Variant) -> std::thread::Result<Result<usize, String>> {
         cmtwin_zoo::libevpl_close::server(&VerbsBackend::new(), addr, QUIET, variant)
             .map_err(|e| e.to_string())
     });
-    std::thread::sleep(HEAD_START);
+    std::thread::sleep(head_start());
     let client = connect_until_peer_closes(&VerbsBackend::new(), addr, 1);
     client.expect("the client runs");
     server.join()

@@ -118,7 +118,7 @@ impl World {
                 Some(d) => Some(d),
                 None => {
                     let errno = match self.cfg.kernel {
-                        KernelProfile::Linux61 => Errno::ENODEV,
+                        KernelProfile::Linux61 | KernelProfile::Linux612 => Errno::ENODEV,
                         KernelProfile::Mainline => Errno::EADDRNOTAVAIL,
                     };
                     return Err(CmError::new(
@@ -236,11 +236,20 @@ impl World {
         let bound = self.id(key).device;
         let (delay, status) = if is_any(dst.ip()) {
             // Loopback resolution (cma_resolve_loopback): the bound device, or the host's first.
-            if bound.or_else(|| self.topo.first_device(host)).is_none() {
+            let Some(dev) = bound.or_else(|| self.topo.first_device(host)) else {
                 return Err(CmError::new(
                     call,
                     Errno::ENODEV,
                     "no RDMA device on this host",
+                ));
+            };
+            if bound.is_none() && self.topo.devices[dev].transport == Transport::Iwarp {
+                // cma_bind_loopback attaches the device with its P_Key 0; an iWARP device has
+                // no P_Key table (measured on siw, Linux 6.1 and 6.12).
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    "loopback resolution needs a P_Key, and an iWARP device has none",
                 ));
             }
             (Duration::ZERO, 0)

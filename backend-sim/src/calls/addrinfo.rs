@@ -50,8 +50,8 @@ impl World {
         }
         if hints.flags & rai::SA != 0 {
             return match self.cfg.kernel {
-                // Linux 6.1 has no SA-mode command: EINVAL.
-                KernelProfile::Linux61 => Err(CmError::new(
+                // Linux 6.1 and 6.12 have no SA-mode command: EINVAL.
+                KernelProfile::Linux61 | KernelProfile::Linux612 => Err(CmError::new(
                     call,
                     Errno::EINVAL,
                     "IB service resolution (RAI_SA) needs Linux 6.18",

@@ -9,7 +9,7 @@ use cmtwin::{
 use crate::cm::endpoint::{CommEst, EpState};
 use crate::cm::messages::{padded, Body, Dest, Request};
 use crate::config::ack_timeout;
-use crate::world::{CmState, HostKey, IdKey, ListenState, World};
+use crate::world::{CmState, DevKey, HostKey, IdKey, ListenState, World};
 
 /// The kernel's cap on listen backlogs (`net.rdma_ucm.max_backlog`).
 const MAX_BACKLOG: usize = 1024;
@@ -72,6 +72,18 @@ impl World {
                 ));
             }
         }
+        if let Some(other) = self.iw_port_taken(key) {
+            let port = self.id(key).port.expect("bound");
+            return Err(CmError::new(
+                call,
+                Errno::EADDRINUSE,
+                format!(
+                    "port {port} is taken by the iWARP listener of {:?}: every iWARP listener \
+                     holds a TCP port, whatever its port space",
+                    self.id(other).ps
+                ),
+            ));
+        }
         let backlog = usize::try_from(backlog)
             .ok()
             .filter(|b| (1..=MAX_BACKLOG).contains(b))
@@ -84,6 +96,23 @@ impl World {
             pending: 0,
         });
         Ok(())
+    }
+
+    /// On iWARP, the listening id of another port space that holds the TCP port `key` would
+    /// listen on (siw_create_listen binds a TCP socket for a listener of any port space).
+    fn iw_port_taken(&self, key: IdKey) -> Option<IdKey> {
+        let id = self.id(key);
+        let addr = id.local?;
+        let iwarp = |d: &DevKey| self.topo.devices[*d].transport == Transport::Iwarp;
+        let devices: Vec<DevKey> = match id.device {
+            Some(d) => vec![d],
+            None => self.topo.hosts[id.host].devices.clone(),
+        };
+        devices
+            .iter()
+            .filter(|d| iwarp(d))
+            .find_map(|d| self.iw_listener_on(id.host, *d, addr, Some(key)))
+            .filter(|other| self.id(*other).ps != id.ps)
     }
 
     /// Common checks of calls that need a device: removal, then a device.
@@ -141,6 +170,11 @@ impl World {
         };
         check_private_data(call, transport, op, &p.private_data)?;
         let (src, dst) = (id.local.expect("resolved"), id.peer.expect("resolved"));
+        if transport == Transport::Iwarp && !ud {
+            // siw's TCP connection is made inside the call; a failure leaves the id with its
+            // route, as cma.c restores ROUTE_RESOLVED.
+            self.iw_tcp_connect(call, dst)?;
+        }
         let plt = id.path_plt.unwrap_or(self.cfg.packet_life_time);
         let req = Request {
             src,
@@ -246,6 +280,25 @@ impl World {
         }
         if transport == Transport::Iwarp && id.qp.is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "iWARP needs a QP"));
+        }
+        if transport == Transport::Iwarp && self.ep_state(ep) == EpState::Idle {
+            // The initiator closed the TCP connection before the answer: siw_accept finds its
+            // endpoint no longer holding the MPA request (measured on siw).
+            return Err(CmError::new(
+                call,
+                Errno::ECONNRESET,
+                "the initiator closed its TCP connection before the accept",
+            ));
+        }
+        if transport == Transport::Iwarp && self.ep_state(ep) == EpState::Established {
+            // rdma_accept's failure path moves the QP to ERROR (cma_modify_qp_err), and on
+            // iWARP that ends the connection: DISCONNECTED on both sides (measured on siw).
+            self.drive(ep, |e, out| e.disconnect(out));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the connection is already established (the failed accept's QP error closes it)",
+            ));
         }
         if self.ep_state(ep) != EpState::ReqRcvd {
             let state = self.ep_state(ep);

@@ -26,7 +26,7 @@ impl World {
             ));
         }
         self.check_not_removed(call, key)?;
-        if self.id(key).sync && self.cfg.kernel == KernelProfile::Linux61 {
+        if self.id(key).sync && self.cfg.kernel != KernelProfile::Mainline {
             // Without the kernel's WRITE_CM_EVENT (before 6.18) nothing can reach librdmacm's
             // private channel of a synchronous id; cmtwin-verbs refuses the same way.
             return Err(CmError::new(

@@ -23,7 +23,12 @@ use crate::config::{cm_ms, mra_timeout, req_timeout};
 /// while the endpoint awaits the reply): then UNREACHABLE -ETIMEDOUT.
 pub(crate) const MPA_REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// ECONNREFUSED, negated: the status of an iWARP REJECTED (an MPA reject or a TCP reset).
+/// ECONNRESET, negated: the status of the REJECTED an MPA reject gives the initiator (siw's
+/// `siw_proc_mpareply` reports a reply with the reject bit as -ECONNRESET; measured on siw,
+/// Linux 6.1 and 6.12).
+const ECONNRESET: i32 = -104;
+/// ECONNREFUSED, negated: the status of an iWARP REJECTED when the TCP connection is reset
+/// after it was made (nothing takes its MPA request).
 const ECONNREFUSED: i32 = -111;
 
 /// IB CM endpoint states (§15.1). "MRA prepared" states are folded into the received ones.
@@ -62,9 +67,10 @@ pub(crate) enum Output {
         param: EventParam,
         data: Vec<u8>,
     },
-    /// The passive side's connection is established (RTU, COMM_EST): ESTABLISHED if the id
-    /// is still connecting.
-    Established,
+    /// The passive side's connection is established (RTU, COMM_EST; on iWARP the MPA reply
+    /// sent): ESTABLISHED with this param (IB: none; iWARP: the negotiated IRD and ORD) if the
+    /// id is still connecting.
+    Established(EventParam),
     /// The SIDR REP accepted the request: ESTABLISHED with the peer's QP and Q_Key (the world
     /// adds the address handle).
     SidrResolved { qpn: u32, qkey: u32, data: Vec<u8> },
@@ -137,6 +143,30 @@ pub(crate) struct Endpoint {
     max_retries: u32,
     /// What is being retransmitted (boxed: most endpoints retransmit nothing most of the time).
     retry: Option<Box<Retry>>,
+    /// iWARP, passive side: the initiator's IRD and ORD from its MPA request, which the
+    /// accept negotiates against.
+    iw_initiator: IrdOrd,
+}
+
+/// An iWARP side's inbound and outbound RDMA read limits (MPA v2's IRD and ORD; the rdma_cm's
+/// responder resources and initiator depth).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct IrdOrd {
+    /// Inbound RDMA reads (responder resources).
+    pub ird: u8,
+    /// Outbound RDMA reads (initiator depth).
+    pub ord: u8,
+}
+
+impl IrdOrd {
+    /// What siw_accept settles on (relaxed IRD negotiation, siw_cm.c): the responder's ORD is
+    /// cut to the initiator's IRD, its IRD raised to the initiator's ORD.
+    pub(crate) fn negotiated(self, initiator: IrdOrd) -> IrdOrd {
+        IrdOrd {
+            ird: self.ird.max(initiator.ord),
+            ord: self.ord.min(initiator.ird),
+        }
+    }
 }
 
 impl Endpoint {
@@ -160,6 +190,7 @@ impl Endpoint {
             fixed_timewait: timing.fixed_timewait.is_some(),
             max_retries: timing.max_retries,
             retry: None,
+            iw_initiator: IrdOrd::default(),
         }
     }
 
@@ -193,7 +224,14 @@ impl Endpoint {
             fixed_timewait: timing.fixed_timewait.is_some(),
             max_retries: timing.max_retries,
             retry: None,
+            iw_initiator: IrdOrd::default(),
         }
+    }
+
+    /// This passive iWARP endpoint with the initiator's IRD and ORD from its MPA request.
+    pub(crate) fn with_iw_initiator(mut self, initiator: IrdOrd) -> Self {
+        self.iw_initiator = initiator;
+        self
     }
 
     pub(crate) fn state(&self) -> EpState {
@@ -324,7 +362,7 @@ impl Endpoint {
             EpState::RepSent | EpState::MraRepRcvd => {
                 self.cancel(out);
                 self.state = EpState::Established;
-                out.push(Output::Established);
+                out.push(Output::Established(EventParam::None));
                 CommEst::Established
             }
             EpState::Established => CommEst::AlreadyEstablished,
@@ -480,7 +518,7 @@ impl Endpoint {
                 if matches!(self.state, EpState::RepSent | EpState::MraRepRcvd) {
                     self.cancel(out);
                     self.state = EpState::Established;
-                    out.push(Output::Established);
+                    out.push(Output::Established(EventParam::None));
                 }
             }
             Body::Rej { reason, data } => self.on_rej(reason, data, out),
@@ -703,19 +741,38 @@ impl Endpoint {
         out.push(Output::SetTimer(MPA_REPLY_TIMEOUT));
     }
 
-    /// siw_accept: the MPA reply goes out, the QP is in RTS, and the driver reports the
-    /// connection established at once (no RTU exists).
+    /// siw_accept: the IRD and ORD are negotiated against the initiator's, the MPA reply
+    /// goes out carrying them, the QP is in RTS, and the driver reports the connection
+    /// established at once (no RTU exists). iw_cm and the rdma_cm report an iWARP side's IRD
+    /// as its initiator depth and its ORD as its responder resources, and nothing else of the
+    /// connection data (no QPN, retry counts or flow control: all 0; measured on siw).
     fn iw_accept(&mut self, peer: EpKey, body: Body, out: &mut Vec<Output>) {
         let (data, conn) = match body {
             Body::Rep { data, conn, .. } | Body::MpaRep { data, conn } => (data, conn),
             _ => (Vec::new(), ConnData::default()),
         };
+        let own = IrdOrd {
+            ird: conn.responder_resources,
+            ord: conn.initiator_depth,
+        };
+        let agreed = own.negotiated(self.iw_initiator);
         self.state = EpState::Established;
+        // The reply carries the responder's IRD and ORD (MPA v2); the initiator takes them
+        // as its ORD and IRD.
+        let reply = ConnData {
+            responder_resources: agreed.ird,
+            initiator_depth: agreed.ord,
+            ..ConnData::default()
+        };
         out.push(Output::Send {
             to: Dest::Ep(peer),
-            body: Body::MpaRep { data, conn },
+            body: Body::MpaRep { data, conn: reply },
         });
-        out.push(Output::Established);
+        out.push(Output::Established(EventParam::Conn(ConnData {
+            responder_resources: agreed.ord,
+            initiator_depth: agreed.ird,
+            ..ConnData::default()
+        })));
     }
 
     /// iw_cm_reject: an MPA reply with the reject bit answers the held request; false if no
@@ -776,12 +833,13 @@ impl Endpoint {
                 out.push(Output::CancelTimer);
                 self.peer = Some(from);
                 self.state = EpState::Established;
-                // The driver moved the QP to RTS: ESTABLISHED directly (never CONNECT_RESPONSE),
-                // with the peer's resources seen from this side.
+                // The driver moved the QP to RTS: ESTABLISHED directly (never CONNECT_RESPONSE).
+                // This side's IRD is the responder's ORD and its ORD the responder's IRD; the
+                // rdma_cm reports the IRD as initiator depth, the ORD as responder resources.
                 let param = EventParam::Conn(ConnData {
-                    responder_resources: conn.initiator_depth,
-                    initiator_depth: conn.responder_resources,
-                    ..conn
+                    responder_resources: conn.responder_resources,
+                    initiator_depth: conn.initiator_depth,
+                    ..ConnData::default()
                 });
                 out.push(Output::Event {
                     kind: EventKind::Established,
@@ -790,8 +848,8 @@ impl Endpoint {
                     data,
                 });
             }
-            (EpState::ReqSent, Body::MpaRej { data }) => self.iw_refused(data, out),
-            (EpState::ReqSent, Body::Rst) => self.iw_refused(Vec::new(), out),
+            (EpState::ReqSent, Body::MpaRej { data }) => self.iw_refused(ECONNRESET, data, out),
+            (EpState::ReqSent, Body::Rst) => self.iw_refused(ECONNREFUSED, Vec::new(), out),
             (EpState::Established, Body::Fin) => {
                 self.state = EpState::Idle;
                 out.push(Output::Disconnected(0));
@@ -806,13 +864,14 @@ impl Endpoint {
         self.finish_if_done(out);
     }
 
-    /// The connection was refused (MPA reject, or a reset): REJECTED -ECONNREFUSED.
-    fn iw_refused(&mut self, data: Vec<u8>, out: &mut Vec<Output>) {
+    /// The connection was refused: REJECTED with `status` (-ECONNRESET for an MPA reject,
+    /// -ECONNREFUSED for a reset).
+    fn iw_refused(&mut self, status: i32, data: Vec<u8>, out: &mut Vec<Output>) {
         out.push(Output::CancelTimer);
         self.state = EpState::Idle;
         out.push(Output::Event {
             kind: EventKind::Rejected,
-            status: ECONNREFUSED,
+            status,
             param: EventParam::Conn(ConnData::default()),
             data,
         });
@@ -872,7 +931,7 @@ mod tests {
                 Output::SetTimer(d) => format!("timer {}ms", d.as_millis()),
                 Output::CancelTimer => "cancel".into(),
                 Output::Event { kind, status, .. } => format!("event {kind} {status}"),
-                Output::Established => "established".into(),
+                Output::Established(_) => "established".into(),
                 Output::SidrResolved { .. } => "sidr resolved".into(),
                 Output::Disconnected(s) => format!("disconnected {s}"),
                 Output::TimewaitExit => "timewait exit".into(),
@@ -1090,8 +1149,9 @@ mod tests {
         assert_eq!(ep.state(), EpState::Established);
     }
 
-    /// An MPA reject (or a reset) is REJECTED -ECONNREFUSED; an MPA reply that never comes is
-    /// UNREACHABLE -ETIMEDOUT after 10 s.
+    /// An MPA reject is REJECTED -ECONNRESET (as siw reports it, measured on Linux 6.1 and
+    /// 6.12), a reset after the connection was made REJECTED -ECONNREFUSED; an MPA reply that
+    /// never comes is UNREACHABLE -ETIMEDOUT after 10 s.
     #[test]
     fn iwarp_refusals_and_the_mpa_timeout() {
         let mut ep = iwarp_active();
@@ -1099,7 +1159,7 @@ mod tests {
         ep.connect(Dest::Ip(PASSIVE_IP), req(), &mut out);
         out.clear();
         ep.on_message(4, Body::MpaRej { data: vec![9; 2] }, &mut out);
-        assert_eq!(kinds(&out), ["cancel", "event RDMA_CM_EVENT_REJECTED -111"]);
+        assert_eq!(kinds(&out), ["cancel", "event RDMA_CM_EVENT_REJECTED -104"]);
         let mut ep = iwarp_active();
         ep.connect(Dest::Ip(PASSIVE_IP), req(), &mut out);
         out.clear();
@@ -1115,6 +1175,75 @@ mod tests {
         assert!(ep.reject(28, &[], &mut out));
         assert_eq!(kinds(&out), ["send MPA_REJ"]);
         assert!(!ep.reject(28, &[], &mut out), "one reject");
+    }
+
+    /// siw_accept's relaxed IRD negotiation (measured on siw): the responder's ORD is cut to
+    /// the initiator's IRD, its IRD raised to the initiator's ORD; the reply carries the agreed
+    /// pair, and each side's ESTABLISHED reports its own IRD as initiator depth and its ORD as
+    /// responder resources, with no QPN, retry counts or flow control.
+    #[test]
+    fn iwarp_accept_negotiates_ird_and_ord() {
+        let initiator = IrdOrd { ird: 2, ord: 3 };
+        let responder = IrdOrd { ird: 5, ord: 4 };
+        assert_eq!(
+            responder.negotiated(initiator),
+            IrdOrd { ird: 5, ord: 2 },
+            "ORD 4 cut to the initiator's IRD 2; IRD 5 already covers its ORD 3"
+        );
+        assert_eq!(
+            IrdOrd { ird: 1, ord: 9 }.negotiated(initiator),
+            IrdOrd { ird: 3, ord: 2 },
+            "IRD 1 raised to the initiator's ORD 3"
+        );
+        let mut ep = iwarp_passive().with_iw_initiator(initiator);
+        let mut out = Vec::new();
+        let accept = Body::Rep {
+            data: vec![],
+            conn: ConnData {
+                responder_resources: 5,
+                initiator_depth: 4,
+                retry_count: 7,
+                rnr_retry_count: 6,
+                qp_num: 42,
+                ..ConnData::default()
+            },
+            ack_timeout: 19,
+        };
+        assert_eq!(ep.accept(accept, &mut out), Ok(()));
+        let agreed = |rr, id| ConnData {
+            responder_resources: rr,
+            initiator_depth: id,
+            ..ConnData::default()
+        };
+        match &out[..] {
+            [Output::Send {
+                body: Body::MpaRep { conn, .. },
+                ..
+            }, Output::Established(EventParam::Conn(own))] => {
+                assert_eq!(*conn, agreed(5, 2), "the reply: the agreed IRD and ORD");
+                assert_eq!(*own, agreed(2, 5), "own ESTABLISHED: ORD, IRD");
+            }
+            other => panic!("expected the MPA reply and ESTABLISHED, got {other:?}"),
+        }
+        let mut active = iwarp_active();
+        out.clear();
+        active.connect(Dest::Ip(PASSIVE_IP), req(), &mut out);
+        out.clear();
+        active.on_message(
+            4,
+            Body::MpaRep {
+                data: vec![],
+                conn: agreed(5, 2),
+            },
+            &mut out,
+        );
+        match &out[..] {
+            [Output::CancelTimer, Output::Event {
+                param: EventParam::Conn(conn),
+                ..
+            }] => assert_eq!(*conn, agreed(5, 2), "the initiator's ESTABLISHED"),
+            other => panic!("expected ESTABLISHED, got {other:?}"),
+        }
     }
 
     /// A disconnect is a TCP close: DISCONNECTED at once on the closing side, on the FIN's

@@ -112,6 +112,8 @@ enum Effect {
     Delay = 1,
     DelayAmount = 2,
     Duplicate = 3,
+    Reorder = 4,
+    ReorderAmount = 5,
 }
 
 /// What the plan's chances decide for one message.
@@ -120,6 +122,8 @@ pub(crate) struct ChanceVerdict {
     pub lost: bool,
     pub extra: Duration,
     pub duplicate: bool,
+    /// Later messages of the link may overtake this one (a reordering).
+    pub overtaken: bool,
 }
 
 fn kind_index(kind: MessageKind) -> usize {
@@ -266,6 +270,18 @@ impl World {
                 verdict.extra += d;
                 self.record_text(Some(from_host), TraceKind::Fault, |_| {
                     format!("fault plan delays {} by {d:?}", msg.head())
+                });
+            }
+            if !kind.rides_tcp() && self.armed().chance(Effect::Reorder, kind, c.reorder) {
+                let max = Duration::from_millis(c.delay_max_ms.max(1)).as_nanos() as u64;
+                let plan = self.armed();
+                let d = Duration::from_nanos(
+                    plan.stream(Effect::ReorderAmount, kind).gen_range(1..=max),
+                );
+                verdict.extra += d;
+                verdict.overtaken = true;
+                self.record_text(Some(from_host), TraceKind::Fault, |_| {
+                    format!("fault plan reorders {} (held {d:?}, overtaken)", msg.head())
                 });
             }
             if self.armed().chance(Effect::Duplicate, kind, c.duplicate) {

@@ -248,6 +248,15 @@ pub struct MessageChance {
     /// Probability that a message is delivered twice.
     #[serde(default)]
     pub duplicate: f64,
+    /// Probability that a message is held back by a uniform draw in `1..=delay_max_ms` (at
+    /// least 1 ms) while the later messages of its link overtake it, as CM datagrams can be;
+    /// never for messages that ride TCP (iWARP).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reorder: f64,
+}
+
+fn is_zero(p: &f64) -> bool {
+    *p == 0.0
 }
 
 impl MessageChance {
@@ -259,6 +268,7 @@ impl MessageChance {
             delay: 0.0,
             delay_max_ms: 0,
             duplicate: 0.0,
+            reorder: 0.0,
         }
     }
 }
@@ -348,12 +358,19 @@ impl FaultPlan {
                         ("drop", c.drop),
                         ("delay", c.delay),
                         ("duplicate", c.duplicate),
+                        ("reorder", c.reorder),
                     ] {
                         if !(0.0..=1.0).contains(&p) {
                             return Err(invalid(format!(
                                 "probability {name} = {p} is not between 0 and 1"
                             )));
                         }
+                    }
+                    if c.reorder > 0.0 && c.kind.rides_tcp() {
+                        return Err(invalid(format!(
+                            "{} rides TCP (iWARP), which never reorders",
+                            c.kind.name()
+                        )));
                     }
                 }
                 Fault::Scheduled { when, action } => {

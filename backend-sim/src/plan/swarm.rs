@@ -46,6 +46,10 @@ pub struct SwarmSpace {
     /// Whether SA path queries of the hosts may fail (InfiniBand: ROUTE_ERROR). Off by
     /// default; when off, plans are drawn exactly as before the option existed.
     pub path_queries: bool,
+    /// Whether message chances may reorder (hold a CM message back while later ones of its
+    /// link overtake it; never what rides TCP). Off by default; when off, plans are drawn
+    /// exactly as before the option existed.
+    pub reorders: bool,
 }
 
 impl SwarmSpace {
@@ -67,6 +71,7 @@ impl SwarmSpace {
             ],
             horizon: Duration::from_secs(10),
             path_queries: false,
+            reorders: false,
         }
     }
 
@@ -97,6 +102,12 @@ impl SwarmSpace {
     /// Lets plans make the hosts' SA path queries fail (for InfiniBand fabrics).
     pub fn path_queries(mut self, on: bool) -> Self {
         self.path_queries = on;
+        self
+    }
+
+    /// Lets plans reorder CM messages (see [`SwarmSpace::reorders`]).
+    pub fn reorders(mut self, on: bool) -> Self {
+        self.reorders = on;
         self
     }
 }
@@ -163,7 +174,11 @@ impl FaultPlan {
             if d.coin(0.3) {
                 c.duplicate = d.level();
             }
-            if c.drop + c.delay + c.duplicate > 0.0 {
+            if space.reorders && !kind.rides_tcp() && d.coin(0.3) {
+                c.reorder = d.level();
+                c.delay_max_ms = c.delay_max_ms.max(DELAYS_MS[d.0.gen_range(0..3)]);
+            }
+            if c.drop + c.delay + c.duplicate + c.reorder > 0.0 {
                 plan = plan.chance(c);
             }
         }

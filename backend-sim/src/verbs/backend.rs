@@ -18,28 +18,20 @@ use cmtwin::{
 use super::wait::wait_for;
 use super::{async_wait_key, comp_channel_wait_key};
 use crate::backend::SimBackend;
-use crate::process::{current_process, yield_now, yield_point};
+use crate::process::yield_now;
 use crate::trace::{Args, Entry, Shown, TraceKind};
 use crate::world::{HostKey, World};
 
 impl SimBackend {
-    /// Locks the world for data path call `call` (see the module's documentation).
+    /// Locks the world for data path call `call`, as every call does (see the module's
+    /// documentation): a yield point, and EPERM for a thread outside a running fabric.
     fn verbs_lock(&self, call: Call) -> Result<MutexGuard<'_, World>> {
-        self.verbs_lock_quiet(call).map(yield_point)
+        self.lock(call)
     }
 
     /// As [`SimBackend::verbs_lock`] without the yield point (for tracing after a wait).
     fn verbs_lock_quiet(&self, call: Call) -> Result<MutexGuard<'_, World>> {
-        let w = self.shared.lock();
-        if w.sched.running() && current_process(w.fabric_no).is_none() {
-            return Err(CmError::new(
-                call,
-                Errno::EPERM,
-                "while Fabric::run is in progress only the fabric's own processes may call into \
-                 it, and this thread is not one of them",
-            ));
-        }
-        Ok(w)
+        self.lock_quiet(call)
     }
 
     /// Runs `f` as data path call `call` of this host and traces it with the arguments `args`

@@ -45,10 +45,6 @@ pub fn connect_request_describes_the_peer<T: TestBed>(bed: &T) {
         );
     };
     assert_eq!(
-        conn.qp_num, client_qp,
-        "CONNECT_REQUEST qp_num = the peer's QPN"
-    );
-    assert_eq!(
         conn.responder_resources, 3,
         "responder_resources = peer's initiator depth"
     );
@@ -56,9 +52,28 @@ pub fn connect_request_describes_the_peer<T: TestBed>(bed: &T) {
         conn.initiator_depth, 2,
         "initiator_depth = peer's responder resources"
     );
-    assert_eq!(conn.flow_control, 1, "flow_control");
-    assert_eq!(conn.retry_count, 6, "retry_count");
-    assert_eq!(conn.rnr_retry_count, 5, "rnr_retry_count");
+    if bed.transport() == Transport::Iwarp {
+        // The MPA request carries the IRD and ORD only (measured on siw).
+        let (qpn, fc, retry, rnr) = (
+            conn.qp_num,
+            conn.flow_control,
+            conn.retry_count,
+            conn.rnr_retry_count,
+        );
+        assert_eq!(
+            (qpn, fc, retry, rnr),
+            (0, 0, 0, 0),
+            "iWARP: no QPN, flow control or retry counts"
+        );
+    } else {
+        assert_eq!(
+            conn.qp_num, client_qp,
+            "CONNECT_REQUEST qp_num = the peer's QPN"
+        );
+        assert_eq!(conn.flow_control, 1, "flow_control");
+        assert_eq!(conn.retry_count, 6, "retry_count");
+        assert_eq!(conn.rnr_retry_count, 5, "rnr_retry_count");
+    }
     if bed.transport() != Transport::Iwarp {
         assert_eq!(
             req.private_data,
@@ -108,8 +123,14 @@ pub fn accept_establishes_both_sides<T: TestBed>(bed: &T) {
             client.param
         );
     };
+    // iWARP's MPA reply carries no QPN (measured on siw: 0).
+    let server_qpn = if bed.transport() == Transport::Iwarp {
+        0
+    } else {
+        pair.server_qp
+    };
     assert_eq!(
-        conn.qp_num, pair.server_qp,
+        conn.qp_num, server_qpn,
         "client ESTABLISHED: the server's QPN"
     );
     if let Some(len) = delivered_private_data_len(bed.transport(), PrivateDataOp::Accept) {
@@ -273,7 +294,8 @@ pub fn wildcard_listener_accepts_requests<T: TestBed>(bed: &T) {
 
 /// §5.2 S7/S8, §4.10: if the initiator destroys its id while its request is pending (IB CM:
 /// REJ 4; iWARP: the TCP connection closes), the server's id gets no event and a later accept
-/// fails with EINVAL.
+/// fails with EINVAL; on iWARP with ECONNRESET (siw_accept finds the connection gone,
+/// measured on siw).
 pub fn accept_after_initiator_gave_up_is_einval<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let listener = listen_on(bed, PortSpace::TCP, 8);
@@ -285,11 +307,12 @@ pub fn accept_after_initiator_gave_up_is_einval<T: TestBed>(bed: &T) {
     teardown(client_cm, &[client.id], client.channel);
     // The REJ(4) reaches the server's CM; the child (not accepted) gets no event (§5.6).
     expect_quiet(server_cm, listener.channel, Duration::from_millis(300));
-    crate::steps::expect_errno(
-        server_cm.accept(req.id, None),
-        cmtwin::Call::Accept,
-        cmtwin::Errno::EINVAL,
-    );
+    let errno = if bed.transport() == Transport::Iwarp {
+        cmtwin::Errno::ECONNRESET
+    } else {
+        cmtwin::Errno::EINVAL
+    };
+    crate::steps::expect_errno(server_cm.accept(req.id, None), cmtwin::Call::Accept, errno);
     expect_no_event(server_cm, listener.channel);
     teardown(server_cm, &[req.id, listener.id], listener.channel);
 }
@@ -329,7 +352,11 @@ pub fn backlog_slot_returns_when_request_is_fetched<T: TestBed>(bed: &T) {
 
 /// §5.1 (CONNECT_REQUEST, ESTABLISHED), §4.10: the parameters given to accept reach the
 /// client's ESTABLISHED from the server's perspective, swapped: the server's initiator depth
-/// is the client's responder resources and vice versa.
+/// is the client's responder resources and vice versa. On iWARP siw negotiates instead
+/// (relaxed IRD negotiation, measured on siw): the server's ORD (its initiator depth, 4) is
+/// cut to the client's IRD (its responder resources: the device maximum, 128), its IRD (its
+/// responder resources, 5) raised to the client's ORD (128); the client reports the agreed
+/// IRD as responder resources and the ORD as initiator depth, and no RNR count or QPN.
 pub fn accept_parameters_reach_the_client<T: TestBed>(bed: &T) {
     let accept = ConnParam {
         responder_resources: 5,
@@ -341,15 +368,36 @@ pub fn accept_parameters_reach_the_client<T: TestBed>(bed: &T) {
     let EventParam::Conn(conn) = pair.client_established.param else {
         panic!("client ESTABLISHED must carry conn data");
     };
-    assert_eq!(
-        conn.responder_resources, 4,
-        "= the server's initiator depth"
-    );
-    assert_eq!(
-        conn.initiator_depth, 5,
-        "= the server's responder resources"
-    );
-    assert_eq!(conn.rnr_retry_count, 6, "the server's RNR retry count");
-    assert_eq!(conn.qp_num, pair.server_qp, "the server's QPN");
+    if bed.transport() == Transport::Iwarp {
+        assert_eq!(
+            (conn.responder_resources, conn.initiator_depth),
+            (128, 4),
+            "the agreed IRD and ORD"
+        );
+        assert_eq!(
+            (conn.rnr_retry_count, conn.qp_num),
+            (0, 0),
+            "no RNR count, no QPN"
+        );
+        let EventParam::Conn(server) = pair.server_established.param else {
+            panic!("iWARP: the server's ESTABLISHED carries the agreed IRD and ORD");
+        };
+        assert_eq!(
+            (server.responder_resources, server.initiator_depth),
+            (4, 128),
+            "the server's ESTABLISHED: its ORD and IRD"
+        );
+    } else {
+        assert_eq!(
+            conn.responder_resources, 4,
+            "= the server's initiator depth"
+        );
+        assert_eq!(
+            conn.initiator_depth, 5,
+            "= the server's responder resources"
+        );
+        assert_eq!(conn.rnr_retry_count, 6, "the server's RNR retry count");
+        assert_eq!(conn.qp_num, pair.server_qp, "the server's QPN");
+    }
     teardown_pair(bed, &pair);
 }

@@ -203,7 +203,9 @@ pub fn resolve_addr_on_listener_is_einval<T: TestBed>(bed: &T) {
 }
 
 /// §4.10: accept on an established child is EINVAL; `establish` on an id with a QP is EINVAL;
-/// neither disturbs the connection (no event on either side).
+/// neither disturbs the connection on IB and RoCE (no event on either side). On iWARP the
+/// failed accept's error path (cma_modify_qp_err) moves the QP to ERROR, which ends the
+/// connection: DISCONNECTED (status 0) on both sides (measured on siw, Linux 6.1 and 6.12).
 pub fn accept_or_establish_after_establishment_is_einval<T: TestBed>(bed: &T) {
     let pair = connect_pair(bed);
     expect_errno(
@@ -212,6 +214,11 @@ pub fn accept_or_establish_after_establishment_is_einval<T: TestBed>(bed: &T) {
         Call::Accept,
         Errno::EINVAL,
     );
+    if bed.transport() == cmtwin::Transport::Iwarp {
+        for (cm, ep) in [(bed.client(), pair.client), (bed.server(), pair.server)] {
+            crate::steps::expect_event_for(cm, ep.channel, EventKind::Disconnected, ep.id, 0);
+        }
+    }
     expect_errno(
         bed.client().establish(pair.client.id),
         Call::Establish,
@@ -235,20 +242,18 @@ pub fn notify_on_established_id_is_eisconn<T: TestBed>(bed: &T) {
             bed.server().notify(pair.server.id, AsyncEvent::COMM_EST),
             "notify on iWARP",
         );
-        expect_no_event(bed.server(), pair.server.channel);
-        teardown_pair(bed, &pair);
-        return;
+    } else {
+        expect_errno(
+            bed.client().notify(pair.client.id, AsyncEvent::COMM_EST),
+            Call::Notify,
+            Errno::EISCONN,
+        );
+        expect_errno(
+            bed.server().notify(pair.server.id, AsyncEvent::COMM_EST),
+            Call::Notify,
+            Errno::EISCONN,
+        );
     }
-    expect_errno(
-        bed.client().notify(pair.client.id, AsyncEvent::COMM_EST),
-        Call::Notify,
-        Errno::EISCONN,
-    );
-    expect_errno(
-        bed.server().notify(pair.server.id, AsyncEvent::COMM_EST),
-        Call::Notify,
-        Errno::EISCONN,
-    );
     expect_no_event(bed.server(), pair.server.channel);
     teardown_pair(bed, &pair);
 }
@@ -294,13 +299,27 @@ pub fn option_legality<T: TestBed>(bed: &T) {
 }
 
 /// §3.1, §3.4: an id is never reusable for a second connection: after REJECTED, connect is
-/// EINVAL (the id stays in CONNECT).
+/// EINVAL (the id stays in CONNECT). On IB and RoCE nobody listens; on iWARP (where a connect
+/// to nobody fails in the call and leaves the route) a listener refuses with an MPA reject.
 pub fn connect_after_rejected_is_einval<T: TestBed>(bed: &T) {
     let cm = bed.client();
-    let nobody = SocketAddr::new(bed.server_ip(), bed.fresh_port());
-    let ep = resolved_client(bed, PortSpace::TCP, nobody);
+    let iwarp = bed.transport() == cmtwin::Transport::Iwarp;
+    let refuser = iwarp.then(|| crate::steps::listen_on(bed, PortSpace::TCP, 8));
+    let to = match &refuser {
+        Some(l) => l.addr,
+        None => SocketAddr::new(bed.server_ip(), bed.fresh_port()),
+    };
+    let ep = resolved_client(bed, PortSpace::TCP, to);
     add_qp(cm, ep.id, QpType::Rc);
     ok(cm.connect(ep.id, None), "connect");
+    if let Some(l) = &refuser {
+        let req = crate::steps::expect_request(bed.server(), l);
+        ok(bed.server().reject(req.id, b""), "reject");
+        ok(
+            bed.server().destroy_id(req.id),
+            "destroy the rejected request",
+        );
+    }
     let rej = crate::steps::expect_event(cm, ep.channel, EventKind::Rejected);
     assert_eq!(rej.id, ep.id, "REJECTED for the id");
     expect_errno(cm.connect(ep.id, None), Call::Connect, Errno::EINVAL);
@@ -310,4 +329,7 @@ pub fn connect_after_rejected_is_einval<T: TestBed>(bed: &T) {
         Errno::EINVAL,
     );
     teardown_client(bed, &ep);
+    if let Some(l) = &refuser {
+        crate::steps::teardown(bed.server(), &[l.id], l.channel);
+    }
 }

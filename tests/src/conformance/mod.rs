@@ -182,7 +182,8 @@ macro_rules! __conformance_scenarios {
                 ud_connect_is_established_with_ud_data [Ud],
                 ud_reject_is_unreachable_2 [Ud],
                 ud_no_listener_is_unreachable_1 [Ud],
-                ud_private_data_limits [Ud]
+                ud_private_data_limits [Ud],
+                udp_id_gets_a_ud_qp_where_the_device_has_them
             }
             multicast {
                 join_then_leave,

@@ -3,12 +3,12 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use cmtwin::{Call, CmBackend, Errno, EventKind, EventParam, PortSpace, QpType, Wait};
+use cmtwin::{Call, CmBackend, Errno, EventKind, EventParam, PortSpace, QpType, Transport, Wait};
 
 use crate::bed::CmTimer;
 use crate::steps::{
     add_qp, assert_timer_end, client_endpoint, expect_errno, expect_event_for, expect_no_event, ok,
-    resolved_client, teardown_client, RESOLVE_TIMEOUT,
+    resolved_client, teardown_client, Endpoint, RESOLVE_TIMEOUT,
 };
 use crate::TestBed;
 
@@ -201,21 +201,33 @@ pub fn resolve_addr_without_route_is_enetunreach<T: TestBed>(bed: &T) {
 /// §4.4 step 3, §14.3: a loopback destination (127.0.0.1) is resolved by "loopback
 /// resolution": ADDR_RESOLVED, source 127.0.0.1 with the id's port. (Route resolution then
 /// differs: §14.3 says it succeeds, Soft-RoCE on Linux 6.1 answers ENODEV; not checked.)
+/// On iWARP an unbound id's loopback resolution fails at once with EINVAL: cma_bind_loopback
+/// attaches the device with its P_Key 0, and an iWARP device has no P_Key table (measured on
+/// siw, Linux 6.1 and 6.12).
 pub fn resolve_loopback_destination<T: TestBed>(bed: &T) {
     let cm = bed.client();
     let ep = client_endpoint(bed, PortSpace::TCP);
     let dst = SocketAddr::new(IpAddr::from([127, 0, 0, 1]), bed.fresh_port());
-    ok(
-        cm.resolve_addr(ep.id, None, dst, RESOLVE_TIMEOUT),
-        "resolve_addr",
-    );
-    expect_event_for(cm, ep.channel, EventKind::AddrResolved, ep.id, 0);
-    let local = ok(cm.local_addr(ep.id), "local_addr").expect("a source");
-    assert_eq!(
-        local.ip(),
-        IpAddr::from([127, 0, 0, 1]),
-        "loopback source (§4.4)"
-    );
+    if bed.transport() == Transport::Iwarp {
+        expect_errno(
+            cm.resolve_addr(ep.id, None, dst, RESOLVE_TIMEOUT),
+            Call::ResolveAddr,
+            Errno::EINVAL,
+        );
+        expect_no_event(cm, ep.channel);
+    } else {
+        ok(
+            cm.resolve_addr(ep.id, None, dst, RESOLVE_TIMEOUT),
+            "resolve_addr",
+        );
+        expect_event_for(cm, ep.channel, EventKind::AddrResolved, ep.id, 0);
+        let local = ok(cm.local_addr(ep.id), "local_addr").expect("a source");
+        assert_eq!(
+            local.ip(),
+            IpAddr::from([127, 0, 0, 1]),
+            "loopback source (§4.4)"
+        );
+    }
     teardown_client(bed, &ep);
 }
 
@@ -299,12 +311,41 @@ pub fn failed_path_query_is_route_error<T: TestBed>(bed: &T) {
 /// §5.2 S6, §15.2, §19: a connect to an address that resolves but where no CM answers ends in
 /// UNREACHABLE -ETIMEDOUT after the REQ's first transmission and 15 retries: on the simulator
 /// exactly when the fabric's retry timers say (102.37 s from here on the 250 Hz wheel), on
-/// Linux 6.1/rxe about 102.1-102.3 s (window 95-110 s). Nothing follows it.
+/// Linux 6.1/rxe about 102.1-102.3 s, on 6.12/rxe 77.7 s (the twin's window). Nothing follows
+/// it.
+///
+/// On iWARP siw makes the TCP connection inside `rdma_connect`: to an address that never
+/// answers, the call blocks through TCP's SYN retries (6 by default: 1 + 2 + ... + 64 = 127 s)
+/// and fails with ETIMEDOUT, and no event follows (measured on siw, Linux 6.1 and 6.12). The
+/// simulator does not block a call: it fails it at once, with the same errno.
 pub fn silent_peer_is_unreachable_after_retries<T: TestBed>(bed: &T) {
     let cm = bed.client();
     let silent = bed.silent_ip().expect("the scenario needs SilentPeer");
     let ep = resolved_client(bed, PortSpace::TCP, SocketAddr::new(silent, 7471));
     add_qp(cm, ep.id, QpType::Rc);
+    if bed.transport() == Transport::Iwarp {
+        let t0 = bed.now();
+        expect_errno(cm.connect(ep.id, None), Call::Connect, Errno::ETIMEDOUT);
+        let took = bed.now().saturating_sub(t0);
+        if bed.is_simulated() {
+            assert_eq!(took, Duration::ZERO, "the simulator fails the call at once");
+        } else {
+            let window = Duration::from_secs(120)..=Duration::from_secs(140);
+            assert!(
+                window.contains(&took),
+                "TCP gave up after {took:?}, outside {window:?}"
+            );
+        }
+        expect_no_event(cm, ep.channel);
+    } else {
+        connect_to_silent_peer(bed, &ep);
+    }
+    teardown_client(bed, &ep);
+}
+
+/// IB and RoCE: the REQ's retries end in UNREACHABLE -ETIMEDOUT at the CM's timer.
+fn connect_to_silent_peer<T: TestBed>(bed: &T, ep: &Endpoint) {
+    let cm = bed.client();
     ok(cm.connect(ep.id, None), "connect");
     let t0 = bed.now();
     let event = cm
@@ -325,5 +366,4 @@ pub fn silent_peer_is_unreachable_after_retries<T: TestBed>(bed: &T) {
         Duration::from_secs(95)..=Duration::from_secs(110),
     );
     expect_no_event(cm, ep.channel);
-    teardown_client(bed, &ep);
 }

@@ -197,3 +197,30 @@ pub fn ud_private_data_limits<T: TestBed>(bed: &T) {
     assert_eq!(est.private_data, reply, "136 bytes delivered intact");
     cleanup(bed, &listener, &client, req.id);
 }
+
+/// §13.2: a UDP-space id resolves its address on every transport and gets a UD QP where the
+/// device has UD QPs (IB, RoCE); an iWARP device has only connected QPs, and its driver refuses
+/// a UD QP with EOPNOTSUPP (measured on siw, Linux 6.1 and 6.12: ADDR_RESOLVED, then
+/// `create_qp` EOPNOTSUPP).
+pub fn udp_id_gets_a_ud_qp_where_the_device_has_them<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let ep = crate::steps::client_endpoint(bed, PortSpace::UDP);
+    ok(
+        cm.resolve_addr(
+            ep.id,
+            None,
+            bed.server_addr(),
+            crate::steps::RESOLVE_TIMEOUT,
+        ),
+        "resolve_addr of a UDP id",
+    );
+    expect_event_for(cm, ep.channel, EventKind::AddrResolved, ep.id, 0);
+    let qp = cm.create_qp(ep.id, &cmtwin::QpInitAttr::new(QpType::Ud));
+    if bed.transport() == Transport::Iwarp {
+        expect_errno(qp, Call::CreateQp, Errno::EOPNOTSUPP);
+    } else {
+        ok(qp, "UD QP");
+    }
+    expect_no_event(cm, ep.channel);
+    teardown(cm, &[ep.id], ep.channel);
+}
