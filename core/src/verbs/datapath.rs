@@ -303,15 +303,8 @@ pub trait DataPath: CmBackend {
         remote_addr: u64,
         rkey: u32,
     ) -> Result<()> {
-        let sge = [super::helpers::sge_in(
-            crate::Call::PostSend,
-            mr,
-            offset,
-            len,
-        )?];
         let op = super::SendOp::RdmaRead { remote_addr, rkey };
-        let qp = super::helpers::qp_of(self, crate::Call::PostSend, id)?;
-        self.post_send(qp, &SendWr::new(wr_id, op, super::Payload::Sges(&sge)))
+        super::helpers::post_one(self, id, wr_id, op, mr, offset, len)
     }
 
     /// `rdma_post_write`: writes `len` bytes of `mr` from `offset` to the peer's memory at
@@ -330,15 +323,8 @@ pub trait DataPath: CmBackend {
         remote_addr: u64,
         rkey: u32,
     ) -> Result<()> {
-        let sge = [super::helpers::sge_in(
-            crate::Call::PostSend,
-            mr,
-            offset,
-            len,
-        )?];
         let op = super::SendOp::RdmaWrite { remote_addr, rkey };
-        let qp = super::helpers::qp_of(self, crate::Call::PostSend, id)?;
-        self.post_send(qp, &SendWr::new(wr_id, op, super::Payload::Sges(&sge)))
+        super::helpers::post_one(self, id, wr_id, op, mr, offset, len)
     }
 
     /// `rdma_get_send_comp`: the next completion of the id's send CQ, waiting on its channel

@@ -21,6 +21,25 @@ pub(crate) fn sge_in(call: Call, mr: &MemoryRegion, offset: usize, len: u32) -> 
 }
 
 /// `id`'s QP (EINVAL naming `call` without one).
+/// Posts `op` on `id`'s QP with one gather entry: `len` bytes of `mr` from `offset` (the
+/// one-region work requests of the rdma_verbs.h helpers).
+pub(crate) fn post_one<B: DataPath + ?Sized>(
+    dp: &B,
+    id: IdHandle,
+    wr_id: u64,
+    op: crate::verbs::SendOp,
+    mr: &MemoryRegion,
+    offset: usize,
+    len: u32,
+) -> Result<()> {
+    let sge = [sge_in(Call::PostSend, mr, offset, len)?];
+    let qp = qp_of(dp, Call::PostSend, id)?;
+    dp.post_send(
+        qp,
+        &crate::verbs::SendWr::new(wr_id, op, crate::verbs::Payload::Sges(&sge)),
+    )
+}
+
 pub(crate) fn qp_of<B: DataPath + ?Sized>(dp: &B, call: Call, id: IdHandle) -> Result<QpHandle> {
     dp.qp(id)?
         .ok_or_else(|| CmError::new(call, Errno::EINVAL, format!("{id} has no QP")))
