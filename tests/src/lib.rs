@@ -37,9 +37,11 @@ pub mod capability;
 pub mod conformance;
 pub mod datapath;
 pub mod device_link;
+pub mod fidelity;
 pub mod fuzzing;
 pub mod harness;
 pub mod random_calls;
+pub mod recording;
 pub mod steps;
 pub mod trace_text;
 

@@ -6,14 +6,32 @@
 //!
 //! The run first prints which bed it is on (driver and kernel, e.g. `siw-6.12`) and its
 //! simulated twin (`cmtwin_tests::bed_id`); timers are checked against the twin's.
+//!
+//! With `CMTWIN_FIDELITY_DIR` set, every scenario's run is recorded and its normalized trace
+//! written to `$CMTWIN_FIDELITY_DIR/<bed>/` (`cmtwin_tests::fidelity`), for the `fidelity`
+//! program to compare with the simulated twin.
 
-use cmtwin_tests::harness::{bed_trials, run, unavailable_trials};
+use std::path::PathBuf;
+
+use cmtwin_tests::fidelity::write_bed;
+use cmtwin_tests::harness::{bed_trials, recorded_trials, run, unavailable_trials};
 use cmtwin_tests::VerbsBed;
 
 fn main() {
     let trials = if std::env::var_os(VerbsBed::ADDR_ENV).is_some() {
-        eprintln!("{}", VerbsBed::from_env().id().describe());
-        bed_trials("", vec![0], |_| VerbsBed::from_env())
+        let id = VerbsBed::from_env().id().clone();
+        eprintln!("{}", id.describe());
+        match std::env::var_os("CMTWIN_FIDELITY_DIR") {
+            Some(root) => {
+                let dir = PathBuf::from(root).join(id.name());
+                if let Err(e) = write_bed(&dir, &id) {
+                    eprintln!("cannot record traces in {}: {e}", dir.display());
+                    std::process::exit(1);
+                }
+                recorded_trials("", dir, VerbsBed::from_env)
+            }
+            None => bed_trials("", vec![0], |_| VerbsBed::from_env()),
+        }
     } else {
         unavailable_trials::<VerbsBed>(
             "",
