@@ -7,8 +7,8 @@
 //! bed ([`write_bed`]), one `<area>::<name>.trace` per scenario run ([`write_trace`]) and one
 //! `<area>::<name>.ignored` per scenario the bed cannot run, holding the reason. The `fidelity`
 //! program (`src/bin/fidelity.rs`) then runs each traced scenario on the twin, compares
-//! ([`compare`]), looks each difference up in the list of known ones (`tests/fidelity/known-
-//! differences.txt`, [`Known`]) and writes the table.
+//! ([`compare`]), looks each difference up in the list of known ones (`tests/fidelity-known.txt`,
+//! [`Known`]) and writes the table.
 //!
 //! Two traces are identical when they have the same lines in the same order and every
 //! interval between lines matches within [`crate::bed::twin_window`] (timers on a real kernel
@@ -195,7 +195,8 @@ pub fn compare(sim: &str, real: &str) -> Option<Difference> {
     None
 }
 
-/// A known difference: the beds and scenarios it covers and why the simulator differs there.
+/// A known difference: the beds and scenarios it covers, text the first differing line
+/// shows, and why the simulator differs there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Known {
     /// A bed name (`rxe-6.1`), or a pattern with `*` at its start or end (`siw-*`, `*-6.12`,
@@ -203,40 +204,48 @@ pub struct Known {
     pub beds: String,
     /// A scenario (`area::name`), or a pattern with `*` at its end (`ud::*`).
     pub scenarios: String,
+    /// Text that the first differing line contains, on the simulator's side or the real
+    /// bed's (`EBUSY  +2.0`): the entry explains that difference only.
+    pub shows: String,
     /// Why: an rxe or siw limitation, a timing-dependent kernel ordering, a design choice.
     pub reason: String,
 }
 
 impl Known {
-    /// Parses the list: one known difference a line, `BEDS SCENARIOS REASON...`, fields
-    /// separated by white space; `#` starts a comment line.
+    /// Parses the list: one known difference a line, `BEDS | SCENARIOS | SHOWS | REASON`;
+    /// `#` starts a comment line.
     pub fn parse_list(text: &str) -> Result<Vec<Known>, String> {
         text.lines()
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
             .map(|(n, l)| {
-                let mut fields = l.split_whitespace();
-                match (fields.next(), fields.next()) {
-                    (Some(beds), Some(scenarios)) => {
-                        let reason = fields.collect::<Vec<_>>().join(" ");
-                        if reason.is_empty() {
-                            return Err(format!("line {}: no reason given", n + 1));
-                        }
+                let fields: Vec<&str> = l.splitn(4, " | ").map(str::trim).collect();
+                match fields[..] {
+                    [beds, scenarios, shows, reason]
+                        if ![beds, scenarios, shows, reason].contains(&"") =>
+                    {
                         Ok(Known {
                             beds: beds.to_string(),
                             scenarios: scenarios.to_string(),
-                            reason,
+                            shows: shows.to_string(),
+                            reason: reason.to_string(),
                         })
                     }
-                    _ => Err(format!("line {}: expected BEDS SCENARIOS REASON", n + 1)),
+                    _ => Err(format!(
+                        "line {}: expected BEDS | SCENARIOS | SHOWS | REASON, none empty",
+                        n + 1
+                    )),
                 }
             })
             .collect()
     }
 
-    /// Whether this entry covers `scenario` on `bed`.
-    pub fn covers(&self, bed: &str, scenario: &str) -> bool {
-        matches(&self.beds, bed) && matches(&self.scenarios, scenario)
+    /// Whether this entry explains `difference` in `scenario` on `bed`.
+    pub fn explains(&self, bed: &str, scenario: &str, difference: &Difference) -> bool {
+        let shows = |line: &Option<String>| line.as_ref().is_some_and(|l| l.contains(&self.shows));
+        matches(&self.beds, bed)
+            && matches(&self.scenarios, scenario)
+            && (shows(&difference.sim) || shows(&difference.real))
     }
 }
 
@@ -282,7 +291,10 @@ impl Outcome {
     pub fn of(sim: &str, real: &str, bed: &str, scenario: &str, known: &[Known]) -> Outcome {
         match compare(sim, real) {
             None => Outcome::Identical,
-            Some(difference) => match known.iter().find(|k| k.covers(bed, scenario)) {
+            Some(difference) => match known
+                .iter()
+                .find(|k| k.explains(bed, scenario, &difference))
+            {
                 Some(k) => Outcome::Explained {
                     difference,
                     reason: k.reason.clone(),
@@ -445,28 +457,31 @@ mod tests {
     }
 
     #[test]
-    fn known_differences_match_by_bed_and_scenario_patterns() {
-        let list = "# comment\nsiw-* ud::* iWARP has no UD\n*-6.12 timewait::x shorter\n";
+    fn known_differences_match_by_bed_scenario_and_line() {
+        let list = "# comment\nsiw-* | ud::* | EINVAL | iWARP has no UD\n\
+                    *-6.12 | timewait::x | +0.5 | shorter\n";
         let known = Known::parse_list(list).expect("a valid list");
         assert_eq!(known.len(), 2);
-        assert!(known[0].covers("siw-6.1", "ud::resolve"));
-        assert!(!known[0].covers("rxe-6.1", "ud::resolve"));
-        assert!(known[1].covers("rxe-6.12", "timewait::x"));
-        assert!(!known[1].covers("rxe-6.12", "timewait::y"));
         assert_eq!(known[0].reason, "iWARP has no UD");
+        let d = |sim: &str, real: &str| Difference {
+            line: 1,
+            sim: Some(sim.into()),
+            real: Some(real.into()),
+        };
+        assert!(known[0].explains("siw-6.1", "ud::b", &d("S a = ok", "S a = EINVAL")));
+        assert!(!known[0].explains("rxe-6.1", "ud::b", &d("S a = ok", "S a = EINVAL")));
+        assert!(!known[0].explains("siw-6.1", "ud::b", &d("S a = ok", "S a = ENOENT")));
+        assert!(known[1].explains("rxe-6.12", "timewait::x", &d("a  +0.5s", "a")));
+        assert!(!known[1].explains("rxe-6.12", "timewait::y", &d("a  +0.5s", "a")));
         assert_eq!(
-            Known::parse_list("rxe-6.1 connect::a\n"),
-            Err("line 1: no reason given".to_string())
+            Known::parse_list("rxe-6.1 | connect::a | EINVAL |\n"),
+            Err("line 1: expected BEDS | SCENARIOS | SHOWS | REASON, none empty".to_string())
         );
         let sim = "S a = ok\n";
         assert_eq!(
             Outcome::of(sim, "S a = EINVAL\n", "siw-6.1", "ud::b", &known),
             Outcome::Explained {
-                difference: Difference {
-                    line: 1,
-                    sim: Some("S a = ok".into()),
-                    real: Some("S a = EINVAL".into())
-                },
+                difference: d("S a = ok", "S a = EINVAL"),
                 reason: "iWARP has no UD".into()
             }
         );

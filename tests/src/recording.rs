@@ -34,10 +34,14 @@ use crate::TestBed;
 /// or the scenario's own waits.
 pub const TIMER_INTERVAL: Duration = Duration::from_millis(100);
 
-/// One recorded line: when it was written (on the bed's server clock) and what it says.
+/// One recorded line: when it was written (on the bed's server clock), what it says, and
+/// for a fault hook when it started: a hook's own duration (a real bed runs `rdma link`) is
+/// the machine's work, so the interval shown before it ends at its start and the next one
+/// starts from its end.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Line {
     at: Duration,
+    started: Option<Duration>,
     text: String,
 }
 
@@ -69,7 +73,7 @@ impl AddressRoles {
         if ip.is_loopback() {
             return if ip.is_ipv4() { "lo4" } else { "lo6" }.to_string();
         }
-        // Multicast groups and other constants of the scenarios are the same on every bed.
+        // Other constants of the scenarios are the same on every bed.
         ip.to_string()
     }
 }
@@ -81,6 +85,7 @@ struct Names {
     channels: BTreeMap<(char, ChannelHandle), usize>,
     qps: BTreeMap<u32, usize>,
     ports: BTreeMap<u16, usize>,
+    groups: BTreeMap<IpAddr, usize>,
 }
 
 fn name_of<K: Ord>(map: &mut BTreeMap<K, usize>, key: K) -> usize {
@@ -108,7 +113,20 @@ impl Recorder {
     }
 
     fn push(&self, at: Duration, text: String) {
-        self.state().lines.push(Line { at, text });
+        self.state().lines.push(Line {
+            at,
+            started: None,
+            text,
+        });
+    }
+
+    /// The name `ip` has in lines (a group's name by appearance, an address's role).
+    fn ip_name(&self, ip: IpAddr) -> String {
+        Namer {
+            state: self.state(),
+            side: ' ',
+        }
+        .ip(ip)
     }
 
     /// The normalized trace so far: one line per call or hook, consecutive identical lines
@@ -122,7 +140,8 @@ impl Recorder {
             if previous.is_some_and(|p| p.text == line.text) {
                 continue;
             }
-            let since = previous.map_or(Duration::ZERO, |p| line.at.saturating_sub(p.at));
+            let end = line.started.unwrap_or(line.at);
+            let since = previous.map_or(Duration::ZERO, |p| end.saturating_sub(p.at));
             out.push_str(&line.text);
             if since >= TIMER_INTERVAL {
                 let _ = write!(out, "  +{:.3}s", since.as_secs_f64());
@@ -170,8 +189,15 @@ impl Namer<'_> {
         }
         format!("p{}", name_of(&mut self.state.names.ports, port))
     }
+    fn ip(&mut self, ip: IpAddr) -> String {
+        if ip.is_multicast() {
+            // Scenarios take a fresh group per run (unique within a process).
+            return format!("group{}", name_of(&mut self.state.names.groups, ip));
+        }
+        self.state.addresses.name(ip)
+    }
     fn addr(&mut self, addr: SocketAddr) -> String {
-        let ip = self.state.addresses.name(addr.ip());
+        let ip = self.ip(addr.ip());
         format!("{ip}:{}", self.port(addr.port()))
     }
     fn opt_addr(&mut self, addr: Option<SocketAddr>) -> String {
@@ -181,7 +207,7 @@ impl Namer<'_> {
         match node {
             None => "-".to_string(),
             Some(text) => match text.parse::<IpAddr>() {
-                Ok(ip) => self.state.addresses.name(ip),
+                Ok(ip) => self.ip(ip),
                 Err(_) => format!("{text:?}"),
             },
         }
@@ -742,10 +768,16 @@ impl<T: TestBed> RecordingBed<T> {
         &self.inner
     }
 
-    fn hook(&self, name: &str, result: HookResult) -> HookResult {
+    /// Runs the fault hook `name` and records it.
+    fn hook(&self, name: &str, run: impl FnOnce(&T) -> HookResult) -> HookResult {
+        let started = self.server.clock.now();
+        let result = run(&self.inner);
         let outcome = if result.is_ok() { "ok" } else { "failed" };
-        self.recorder
-            .push(self.server.clock.now(), format!("hook {name} = {outcome}"));
+        self.recorder.state().lines.push(Line {
+            at: self.server.clock.now(),
+            started: Some(started),
+            text: format!("hook {name} = {outcome}"),
+        });
         result
     }
 }
@@ -804,13 +836,13 @@ impl<T: TestBed> TestBed for RecordingBed<T> {
         self.inner.no_neighbour_ip()
     }
     fn remove_device(&self) -> HookResult {
-        self.hook("remove_device", self.inner.remove_device())
+        self.hook("remove_device", T::remove_device)
     }
     fn restore_device(&self) -> HookResult {
-        self.hook("restore_device", self.inner.restore_device())
+        self.hook("restore_device", T::restore_device)
     }
     fn change_address(&self) -> HookResult {
-        self.hook("change_address", self.inner.change_address())
+        self.hook("change_address", T::change_address)
     }
     fn fail_path_queries(&self, no_path: bool) -> HookResult {
         let name = if no_path {
@@ -818,12 +850,10 @@ impl<T: TestBed> TestBed for RecordingBed<T> {
         } else {
             "fail_path_queries(silent)"
         };
-        self.hook(name, self.inner.fail_path_queries(no_path))
+        self.hook(name, |bed| bed.fail_path_queries(no_path))
     }
     fn lose_multicast_group(&self, group: IpAddr) -> HookResult {
-        self.hook(
-            &format!("lose_multicast_group({group})"),
-            self.inner.lose_multicast_group(group),
-        )
+        let name = format!("lose_multicast_group({})", self.recorder.ip_name(group));
+        self.hook(&name, |bed| bed.lose_multicast_group(group))
     }
 }

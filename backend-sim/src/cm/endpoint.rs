@@ -574,10 +574,13 @@ impl Endpoint {
                 if !self.owned {
                     return;
                 }
-                // The id sees the peer's resources from its own side: swapped.
+                // The id sees the peer's resources from its own side: swapped. A REP has no
+                // retry count: the rdma_cm leaves it 0 in the event (cma.c
+                // `cma_set_rep_event_data`; measured on rxe and siw, tests/FIDELITY.md).
                 let param = EventParam::Conn(ConnData {
                     responder_resources: conn.initiator_depth,
                     initiator_depth: conn.responder_resources,
+                    retry_count: 0,
                     ..conn
                 });
                 self.state = EpState::RepRcvd;

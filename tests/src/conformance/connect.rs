@@ -356,11 +356,13 @@ pub fn backlog_slot_returns_when_request_is_fetched<T: TestBed>(bed: &T) {
 /// (relaxed IRD negotiation, measured on siw): the server's ORD (its initiator depth, 4) is
 /// cut to the client's IRD (its responder resources: the device maximum, 128), its IRD (its
 /// responder resources, 5) raised to the client's ORD (128); the client reports the agreed
-/// IRD as responder resources and the ORD as initiator depth, and no RNR count or QPN.
+/// IRD as responder resources and the ORD as initiator depth, and no RNR count or QPN. On
+/// every transport the client's retry count is 0: the reply has none.
 pub fn accept_parameters_reach_the_client<T: TestBed>(bed: &T) {
     let accept = ConnParam {
         responder_resources: 5,
         initiator_depth: 4,
+        retry_count: 3,
         rnr_retry_count: 6,
         ..ConnParam::default()
     };
@@ -368,6 +370,9 @@ pub fn accept_parameters_reach_the_client<T: TestBed>(bed: &T) {
     let EventParam::Conn(conn) = pair.client_established.param else {
         panic!("client ESTABLISHED must carry conn data");
     };
+    // Neither a REP nor an MPA reply carries a retry count: the event's is 0 whatever accept
+    // gave (cma.c `cma_set_rep_event_data` leaves it; measured on rxe and siw).
+    assert_eq!(conn.retry_count, 0, "no retry count in the reply");
     if bed.transport() == Transport::Iwarp {
         assert_eq!(
             (conn.responder_resources, conn.initiator_depth),
