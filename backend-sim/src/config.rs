@@ -23,8 +23,8 @@ pub const MAX_KERNEL_HZ: u32 = 1000;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KernelProfile {
-    /// Linux 6.1 with rdma-core 44, as measured on Soft-RoCE (the project's CI VM): binding an
-    /// address configured on no interface is ENODEV.
+    /// Linux 6.1 with rdma-core 44, as measured on Soft-RoCE and Soft-iWARP (the project's CI
+    /// VM).
     #[default]
     Linux61,
     /// Linux 6.12 (Debian's 6.12.117) with rdma-core 44, as measured on Soft-RoCE and
@@ -32,7 +32,7 @@ pub enum KernelProfile {
     /// 18 (cma.c's `CMA_IBOE_PACKET_LIFETIME`), so the timewait and the REQ's retransmissions
     /// are shorter ([`SimConfig::linux612`]).
     Linux612,
-    /// Mainline (6.16+): binding an unconfigured address is EADDRNOTAVAIL.
+    /// Mainline (6.18+): SA-mode `rdma_resolve_addrinfo` and `rdma_write_cm_event`.
     Mainline,
 }
 

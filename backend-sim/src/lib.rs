@@ -80,7 +80,7 @@
 //!
 //! Fidelity. The default [`SimConfig`] follows Linux 6.1 with Soft-RoCE as measured in
 //! CM-SEMANTICS.md §19 (packet life time 18: 2048 ms timewait, 6144 ms REQ retransmissions,
-//! ≈ 98 s to UNREACHABLE; ENODEV for binding an unconfigured address); [`SimConfig::mainline`]
+//! ≈ 98 s to UNREACHABLE); [`SimConfig::mainline`]
 //! follows newer kernels. Modelled: the rdma_cm id state machine and legal-call table, IP
 //! addressing (one /24 or /64 per device, on-link neighbours, silent addresses, NOARP),
 //! ephemeral ports and REUSEADDR/AFONLY conflicts, RC connections over REQ/MRA/REP/RTU/REJ/

@@ -77,6 +77,14 @@ impl Topology {
             .find(|d| self.devices[*d].present && self.devices[*d].ips.contains(&ip))
     }
 
+    /// Whether a removed device of `host` had `ip` (its netdev keeps the address).
+    pub(crate) fn removed_device_with_ip(&self, host: HostKey, ip: IpAddr) -> bool {
+        self.hosts[host]
+            .devices
+            .iter()
+            .any(|d| !self.devices[*d].present && self.devices[*d].ips.contains(&ip))
+    }
+
     /// The (host, device) anywhere on the fabric that owns `ip`.
     pub(crate) fn owner_of_ip(&self, ip: IpAddr) -> Option<(HostKey, DevKey)> {
         self.devices

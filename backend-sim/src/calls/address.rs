@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use cmtwin::{Call, CmError, Errno, EventKind, EventParam, IdHandle, Result, Transport};
 
-use crate::config::KernelProfile;
 use crate::faults::PathFailure;
 use crate::rng::Stream;
 use crate::world::{Action, CmState, DevKey, HostKey, IdKey, World};
@@ -116,15 +115,22 @@ impl World {
         } else {
             match self.topo.device_with_ip(host, addr.ip()) {
                 Some(d) => Some(d),
-                None => {
-                    let errno = match self.cfg.kernel {
-                        KernelProfile::Linux61 | KernelProfile::Linux612 => Errno::ENODEV,
-                        KernelProfile::Mainline => Errno::EADDRNOTAVAIL,
-                    };
+                // The address of a removed device stays on its netdev, which has no RDMA
+                // device any more: ENODEV (cma_acquire_dev_by_src_ip). An address on no
+                // interface at all: EADDRNOTAVAIL (rdma_translate_ip). Both measured on rxe
+                // and siw, Linux 6.1 and 6.12 (tests/FIDELITY.md).
+                None if self.topo.removed_device_with_ip(host, addr.ip()) => {
                     return Err(CmError::new(
                         call,
-                        errno,
-                        format!("{} is configured on no RDMA device of this host", addr.ip()),
+                        Errno::ENODEV,
+                        format!("{} belongs to a removed RDMA device", addr.ip()),
+                    ));
+                }
+                None => {
+                    return Err(CmError::new(
+                        call,
+                        Errno::EADDRNOTAVAIL,
+                        format!("{} is configured on no interface of this host", addr.ip()),
                     ));
                 }
             }

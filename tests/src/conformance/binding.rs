@@ -138,9 +138,9 @@ pub fn destroy_releases_the_port<T: TestBed>(bed: &T) {
     teardown(cm, &[b], channel);
 }
 
-/// §19, §4.3: binding an IPv4 address configured on no interface is ENODEV or EADDRNOTAVAIL
-/// depending on the kernel (the simulator's profile decides; the CI VM's Debian 6.1 kernel
-/// answers EADDRNOTAVAIL); the id stays IDLE.
+/// §4.3: binding an IPv4 address configured on no interface is EADDRNOTAVAIL (measured on
+/// rxe and siw, Linux 6.1 and 6.12; §19's ENODEV is what the address of a removed device
+/// gets, `device_removal`); the id stays IDLE.
 pub fn bind_unconfigured_address_fails<T: TestBed>(bed: &T) {
     let cm = bed.server();
     let channel = ok(cm.create_event_channel(), "channel");

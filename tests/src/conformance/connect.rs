@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use cmtwin::{
-    delivered_private_data_len, CmBackend, ConnParam, EventKind, EventParam, PortSpace,
+    delivered_private_data_len, CmBackend, ConnData, ConnParam, EventKind, EventParam, PortSpace,
     PrivateDataOp, QpType, Transport,
 };
 
@@ -113,7 +113,7 @@ pub fn connect_request_describes_the_peer<T: TestBed>(bed: &T) {
 
 /// §5.2 S1, §5.1 (ESTABLISHED): accepting with QPs on both ids gives ESTABLISHED on both
 /// sides; the client's carries the REP's connection data (server QPN, 196 bytes of private
-/// data), the server's carries nothing.
+/// data), the server's nothing but zeros (no data; on iWARP the agreed IRD and ORD).
 pub fn accept_establishes_both_sides<T: TestBed>(bed: &T) {
     let pair = connect_pair(bed);
     let client = &pair.client_established;
@@ -147,6 +147,16 @@ pub fn accept_establishes_both_sides<T: TestBed>(bed: &T) {
     );
     assert_eq!(server.listen_id, None, "server ESTABLISHED listen_id");
     assert_eq!(client.listen_id, None, "client ESTABLISHED listen_id");
+    if bed.transport() != Transport::Iwarp {
+        // The RTU carries nothing: librdmacm still hands over the connection member of the
+        // param union, all zeros (measured on rxe, Linux 6.1 and 6.12). siw's carries the
+        // agreed IRD and ORD (accept_parameters_reach_the_client).
+        assert_eq!(
+            server.param,
+            EventParam::Conn(ConnData::default()),
+            "server ESTABLISHED: zero connection data"
+        );
+    }
     // Exactly one ESTABLISHED per side (§5.5).
     expect_no_event(bed.client(), pair.client.channel);
     expect_no_event(bed.server(), pair.server.channel);

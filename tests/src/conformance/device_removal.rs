@@ -11,9 +11,8 @@ use std::time::Duration;
 use cmtwin::{Call, CmBackend, ConnParam, Errno, EventKind, PortSpace};
 
 use crate::steps::{
-    client_endpoint, expect_errno, expect_event_for, expect_no_event, expect_quiet,
-    expect_unconfigured_address, listen_on, ok, resolved_client, teardown, teardown_listener,
-    Endpoint, Listener, RESOLVE_TIMEOUT,
+    client_endpoint, expect_errno, expect_event_for, expect_no_event, expect_quiet, listen_on, ok,
+    resolved_client, teardown, teardown_listener, Endpoint, Listener, RESOLVE_TIMEOUT,
 };
 use crate::TestBed;
 
@@ -98,8 +97,9 @@ pub fn removed_device_gives_device_removal_then_enxio<T: TestBed>(bed: &T) {
 
 /// §8.1 step 1, §4.3, §4.4 (Linux 6.1, issue 7 item 8): with the client's device gone its
 /// netdev still routes, so `resolve_addr` without a source returns 0 and ADDR_ERROR -ENODEV
-/// follows; binding the device's address, or resolving from it, fails at once as for an
-/// address no device has ([`TestBed::unconfigured_address_errno`]).
+/// follows; binding the device's address, or resolving from it, fails at once with ENODEV:
+/// the address is still on its netdev, which has no RDMA device any more (an address on no
+/// interface at all is EADDRNOTAVAIL instead; measured on rxe and siw, Linux 6.1 and 6.12).
 pub fn resolving_after_device_removal_is_addr_error_enodev<T: TestBed>(bed: &T) {
     let client_cm = bed.client();
     let (listener, witness) = remove_under_bound_ids(bed);
@@ -118,12 +118,16 @@ pub fn resolving_after_device_removal_is_addr_error_enodev<T: TestBed>(bed: &T) 
     assert!(err.private_data.is_empty(), "ADDR_ERROR carries no data");
     let source = SocketAddr::new(bed.client_ip(), 0);
     let other = client_endpoint(bed, PortSpace::TCP);
-    expect_unconfigured_address(
-        bed,
+    expect_errno(
         client_cm.resolve_addr(other.id, Some(source), listener.addr, RESOLVE_TIMEOUT),
         Call::ResolveAddr,
+        Errno::ENODEV,
     );
-    expect_unconfigured_address(bed, client_cm.bind_addr(other.id, source), Call::BindAddr);
+    expect_errno(
+        client_cm.bind_addr(other.id, source),
+        Call::BindAddr,
+        Errno::ENODEV,
+    );
     teardown(client_cm, &[other.id], other.channel);
     teardown(client_cm, &[fresh.id], fresh.channel);
     teardown(client_cm, &[witness.id], witness.channel);
