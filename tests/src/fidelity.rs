@@ -170,7 +170,11 @@ impl std::fmt::Display for Difference {
 /// are identical: the same lines, each interval of the real one within [`twin_window`] of
 /// the simulator's.
 pub fn compare(sim: &str, real: &str) -> Option<Difference> {
-    let (s, r) = (parse(sim), parse(real));
+    first_difference(&parse(sim), &parse(real), 0)
+}
+
+/// The first difference at or after line index `from`.
+fn first_difference(s: &[TraceLine<'_>], r: &[TraceLine<'_>], from: usize) -> Option<Difference> {
     let show = |l: &TraceLine<'_>| {
         if l.after.is_zero() {
             l.text.to_string()
@@ -178,21 +182,24 @@ pub fn compare(sim: &str, real: &str) -> Option<Difference> {
             format!("{}  +{:.3}s", l.text, l.after.as_secs_f64())
         }
     };
-    for i in 0..s.len().max(r.len()) {
+    (from..s.len().max(r.len())).find_map(|i| {
         let (a, b) = (s.get(i), r.get(i));
         let same = match (a, b) {
             (Some(a), Some(b)) => a.text == b.text && twin_window(a.after).contains(&b.after),
             _ => false,
         };
-        if !same {
-            return Some(Difference {
-                line: i + 1,
-                sim: a.map(show),
-                real: b.map(show),
-            });
-        }
-    }
-    None
+        (!same).then(|| Difference {
+            line: i + 1,
+            sim: a.map(show),
+            real: b.map(show),
+        })
+    })
+}
+
+/// Whether a difference is in timing only (the same line, another interval before it): the
+/// traces are still in step after it.
+fn timing_only(s: &[TraceLine<'_>], r: &[TraceLine<'_>], d: &Difference) -> bool {
+    matches!((s.get(d.line - 1), r.get(d.line - 1)), (Some(a), Some(b)) if a.text == b.text)
 }
 
 /// A known difference: the beds and scenarios it covers, text the first differing line
@@ -287,20 +294,28 @@ pub enum Outcome {
 
 impl Outcome {
     /// The outcome of comparing `sim` with `real` on `bed` for `scenario`, given the known
-    /// differences.
+    /// differences. A known difference in timing only (the same line, another interval) leaves
+    /// the traces in step, so the comparison goes on after it: every later difference must be
+    /// known too, and the outcome names the first that is not. A difference of lines ends the
+    /// comparison (what follows cannot be matched line by line).
     pub fn of(sim: &str, real: &str, bed: &str, scenario: &str, known: &[Known]) -> Outcome {
-        match compare(sim, real) {
+        let (s, r) = (parse(sim), parse(real));
+        let mut explained: Option<(Difference, String)> = None;
+        let mut from = 0;
+        while let Some(difference) = first_difference(&s, &r, from) {
+            let Some(k) = known.iter().find(|k| k.explains(bed, scenario, &difference)) else {
+                return Outcome::Unexplained(difference);
+            };
+            let in_step = timing_only(&s, &r, &difference);
+            from = difference.line;
+            explained.get_or_insert((difference, k.reason.clone()));
+            if !in_step {
+                break;
+            }
+        }
+        match explained {
             None => Outcome::Identical,
-            Some(difference) => match known
-                .iter()
-                .find(|k| k.explains(bed, scenario, &difference))
-            {
-                Some(k) => Outcome::Explained {
-                    difference,
-                    reason: k.reason.clone(),
-                },
-                None => Outcome::Unexplained(difference),
-            },
+            Some((difference, reason)) => Outcome::Explained { difference, reason },
         }
     }
 
@@ -438,6 +453,26 @@ mod tests {
         // A shown interval against none (under 100 ms) on the other side.
         let early = sim.replace("  +2.200s", "");
         assert_eq!(compare(sim, &early).map(|d| d.line), Some(2));
+    }
+
+    #[test]
+    fn a_known_timing_difference_does_not_hide_a_later_one() {
+        let known = Known::parse_list("* | a::b | EBUSY  +2.0 | waits for an ack\n").unwrap();
+        let sim = "C destroy_id(id1) = EBUSY\nC ack = ok\nC destroy_id(id1) = ok\n";
+        let late = "C destroy_id(id1) = EBUSY  +2.001s\nC ack = ok\nC destroy_id(id1) = ok\n";
+        assert!(matches!(
+            Outcome::of(sim, late, "rxe-6.1", "a::b", &known),
+            Outcome::Explained { ref difference, .. } if difference.line == 1
+        ));
+        let worse = late.replace("C destroy_id(id1) = ok", "C destroy_id(id1) = EINVAL");
+        assert_eq!(
+            Outcome::of(sim, &worse, "rxe-6.1", "a::b", &known),
+            Outcome::Unexplained(Difference {
+                line: 3,
+                sim: Some("C destroy_id(id1) = ok".into()),
+                real: Some("C destroy_id(id1) = EINVAL".into())
+            })
+        );
     }
 
     #[test]
