@@ -108,6 +108,7 @@ mod engine;
 mod error;
 mod fabric;
 mod faults;
+mod handoff;
 mod invariants;
 mod kernel;
 mod plan;
