@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use cmtwin::{EventInfo, EventKind, PortSpace, QpType};
 
 use crate::cm::messages::EpKey;
-use crate::store::Store;
+use crate::store::{KeyMap, Store};
 use crate::topology::{DevKey, HostKey};
 
 /// Key of a channel (the low half of its handle).
@@ -212,7 +212,7 @@ pub(crate) struct Kernel {
     /// Boxed: the table stays small and dense whatever an id weighs.
     pub ids: Store<Box<Id>>,
     /// Bound ports per (host, port space, port): the ids holding them.
-    pub ports: BTreeMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
+    pub ports: KeyMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
     /// Fetched, unacknowledged events by ticket serial.
     pub outstanding: Store<Outstanding>,
     /// The serial of the next fetched event's ticket.
@@ -226,7 +226,7 @@ impl Default for Kernel {
         Kernel {
             channels: Store::default(),
             ids: Store::default(),
-            ports: BTreeMap::new(),
+            ports: KeyMap::default(),
             outstanding: Store::default(),
             // Tickets count from 1, as the trace shows them.
             next_ticket: 1,
