@@ -18,8 +18,8 @@ use crate::world::World;
 /// How long a process waiting for the baton polls for it before it sleeps.
 const POLL_FOR: Duration = Duration::from_micros(25);
 
-/// Polls between two looks at the clock.
-const POLLS_PER_CLOCK_READ: u32 = 64;
+/// Polls between two looks at the clock (and yields of the CPU).
+const POLLS_PER_ROUND: u32 = 64;
 
 /// The world, locked: what every call holds while it reads or changes the world. It knows
 /// its lock, so that a process waiting for the baton can let the world go and take it back.
@@ -85,11 +85,14 @@ impl Wake {
         }
     }
 
-    /// Polls the flag until it is set or [`POLL_FOR`] has passed; clears it.
+    /// Polls the flag until it is set or [`POLL_FOR`] has passed; clears it. Between rounds
+    /// of polls it yields its CPU, so that on a CPU it shares with the thread that holds the
+    /// baton (a busy machine, or a single CPU) that thread runs instead of waiting for the
+    /// poll to end.
     fn poll_flag(&self) {
         let start = Instant::now();
         loop {
-            for _ in 0..POLLS_PER_CLOCK_READ {
+            for _ in 0..POLLS_PER_ROUND {
                 if self.handed.swap(false, Ordering::Acquire) {
                     return;
                 }
@@ -98,6 +101,7 @@ impl Wake {
             if start.elapsed() >= POLL_FOR {
                 return;
             }
+            std::thread::yield_now();
         }
     }
 
