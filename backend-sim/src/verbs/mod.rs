@@ -156,6 +156,8 @@ pub(crate) struct Verbs {
     pub mrs: Store<Mr>,
     /// Regions by (device, key).
     pub mr_by_key: BTreeMap<(DevKey, u32), ObjKey>,
+    /// Boxed (as are channels and QPs): the tables stay small and dense, and growing them
+    /// moves pointers, not objects.
     pub cqs: Store<Box<Cq>>,
     pub channels: Store<Box<CompChannel>>,
     pub qps: Store<Box<Qp>>,
