@@ -68,6 +68,23 @@ pub(crate) struct Channel {
     pub private_for: Option<IdKey>,
 }
 
+impl Channel {
+    /// A queue's capacity below which it is never shrunk.
+    const KEPT_CAPACITY: usize = 64;
+
+    /// Takes the oldest queued event. A queue drained below a quarter of its capacity gives
+    /// half of it back, so that the memory of a burst of events is not held once the burst
+    /// is fetched (each shrink moves fewer events than were fetched since the last one).
+    pub(crate) fn pop(&mut self) -> Option<Queued> {
+        let event = self.queue.pop_front()?;
+        let capacity = self.queue.capacity();
+        if capacity > Self::KEPT_CAPACITY && self.queue.len() < capacity / 4 {
+            self.queue.shrink_to(capacity / 2);
+        }
+        Some(event)
+    }
+}
+
 /// What a listening id keeps.
 #[derive(Clone, Copy)]
 pub(crate) struct ListenState {
