@@ -1,7 +1,8 @@
 //! Simulated processes: protocol code of several hosts, each on its own OS thread, run one at a
 //! time. A baton (the `current` process, under the world's mutex) decides who runs; the OS never
-//! does. Each process sleeps on a condition variable of its own, and passing the baton wakes
-//! only the process that receives it.
+//! does. Each process waits for the baton on a flag and a condition variable of its own
+//! (`handoff.rs`: it polls, then sleeps), and passing the baton tells only the process that
+//! receives it.
 //!
 //! A process runs until it blocks (waiting for an event, sleeping, a synchronous call, a
 //! primitive of `cmtwin::sync`), yields (an unproductive poll) or is preempted at a yield point
