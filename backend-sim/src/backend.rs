@@ -6,7 +6,7 @@
 
 use std::fmt::Debug;
 use std::net::SocketAddr;
-use std::sync::{Arc, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use cmtwin::{
@@ -15,6 +15,7 @@ use cmtwin::{
     PortSpace, QpInitAttr, Result, Wait,
 };
 
+use crate::handoff::WorldGuard;
 use crate::kernel::{Id, SyncEvent};
 use crate::process::{block, current_process, yield_now, yield_point, Cond, Shared, Waiting};
 use crate::trace::{Args, Entry, Shown, TraceKind, TraceValue};
@@ -55,12 +56,12 @@ impl SimBackend {
     /// processes may call into it (EPERM for any other thread, untraced: tracing it would make
     /// the trace depend on the OS's thread scheduling).
     /// Every call is a yield point of a running process: the schedule may preempt it here.
-    pub(crate) fn lock(&self, call: Call) -> Result<MutexGuard<'_, World>> {
+    pub(crate) fn lock(&self, call: Call) -> Result<WorldGuard<'_>> {
         self.lock_quiet(call).map(yield_point)
     }
 
     /// As [`SimBackend::lock`] without the yield point (for bookkeeping after a call).
-    pub(crate) fn lock_quiet(&self, call: Call) -> Result<MutexGuard<'_, World>> {
+    pub(crate) fn lock_quiet(&self, call: Call) -> Result<WorldGuard<'_>> {
         let w = self.shared.lock();
         if w.sched.running() && current_process(w.fabric_no).is_none() {
             return Err(CmError::new(
@@ -151,10 +152,10 @@ impl SimBackend {
     /// current event.
     fn wait_sync_event<'a>(
         &'a self,
-        w: MutexGuard<'a, World>,
+        w: WorldGuard<'a>,
         call: Call,
         key: IdKey,
-    ) -> (MutexGuard<'a, World>, Result<EventInfo>) {
+    ) -> (WorldGuard<'a>, Result<EventInfo>) {
         let chan = w.id(key).channel;
         let what = Waiting::SyncCall(call, w.id_handle(key));
         let (mut w, r) = block(

@@ -5,7 +5,6 @@
 //! Events produced here: CONNECT_RESPONSE, ESTABLISHED, REJECTED, UNREACHABLE, DISCONNECTED,
 //! TIMEWAIT_EXIT.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use cmtwin::{AhAttr, EventKind, EventParam, GlobalRoute, Transport, UdData};
@@ -14,7 +13,7 @@ use crate::cm::endpoint::Endpoint;
 use crate::cm::endpoint::{EpState, IrdOrd, Output, Timing};
 use crate::cm::messages::{EpKey, Request};
 use crate::engine::timeline::TimerKey;
-use crate::store::Store;
+use crate::store::{KeyMap, Store};
 use crate::world::{Action, CmState, DevKey, HostKey, IdKey, World};
 
 /// An endpoint as the world keeps it: the machine, and where it lives.
@@ -37,11 +36,11 @@ pub(crate) struct Endpoints {
     /// Boxed: the table stays small and dense whatever an endpoint weighs.
     pub eps: Store<Box<EpRecord>>,
     /// Passive endpoints by (host, the active endpoint they answer): finds duplicate REQs.
-    pub passive_by_peer: BTreeMap<(HostKey, EpKey), EpKey>,
+    pub passive_by_peer: KeyMap<(HostKey, EpKey), EpKey>,
     /// The CM's remote-QPN table: passive IB CM endpoints by (host, requester's device,
     /// requester's QP number), from the REQ until the end of their timewait (cm.c's
     /// `cm_insert_remote_qpn`): a REQ that matches one is from a stale connection.
-    pub by_remote_qpn: BTreeMap<(HostKey, DevKey, u32), EpKey>,
+    pub by_remote_qpn: KeyMap<(HostKey, DevKey, u32), EpKey>,
     /// Reused buffer for an endpoint's outputs.
     pub outputs: Vec<Output>,
 }

@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cmtwin::{CmError, Transport};
@@ -14,6 +14,7 @@ use crate::cm::messages::MessageKind;
 use crate::config::{SimConfig, MAX_SIM_DURATION};
 use crate::engine::timeline::SimTime;
 use crate::error::FabricError;
+use crate::handoff::WorldGuard;
 use crate::process::{current_process, Shared};
 use crate::schedule::SchedConfig;
 use crate::trace::TraceRecord;
@@ -196,15 +197,12 @@ impl Fabric {
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
+    pub(crate) fn lock(&self) -> WorldGuard<'_> {
         self.shared.lock()
     }
 
     /// Locks the world for `call`, which only the fabric's processes may make during `run`.
-    pub(crate) fn lock_for(
-        &self,
-        call: &'static str,
-    ) -> Result<MutexGuard<'_, World>, FabricError> {
+    pub(crate) fn lock_for(&self, call: &'static str) -> Result<WorldGuard<'_>, FabricError> {
         let w = self.lock();
         if w.sched.running() && current_process(w.fabric_no).is_none() {
             return Err(FabricError::Running {
@@ -216,7 +214,7 @@ impl Fabric {
     }
 
     /// Locks the world to drive its timeline, which nobody may do during `run`.
-    fn lock_to_drive(&self, call: &'static str) -> Result<MutexGuard<'_, World>, FabricError> {
+    fn lock_to_drive(&self, call: &'static str) -> Result<WorldGuard<'_>, FabricError> {
         let w = self.lock();
         if w.sched.running() {
             return Err(FabricError::Running {
@@ -321,7 +319,7 @@ impl Fabric {
         &self,
         call: &'static str,
         host: &str,
-    ) -> Result<(MutexGuard<'_, World>, DevKey), FabricError> {
+    ) -> Result<(WorldGuard<'_>, DevKey), FabricError> {
         let w = self.lock_for(call)?;
         let h = w
             .topo

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use cmtwin::{EventInfo, EventKind, PortSpace, QpType};
 
 use crate::cm::messages::EpKey;
-use crate::store::Store;
+use crate::store::{KeyMap, Store};
 use crate::topology::{DevKey, HostKey};
 
 /// Key of a channel (the low half of its handle).
@@ -66,6 +66,23 @@ pub(crate) struct Channel {
     pub queue: VecDeque<Queued>,
     /// For the private channel of a synchronous id: that id.
     pub private_for: Option<IdKey>,
+}
+
+impl Channel {
+    /// A queue's capacity below which it is never shrunk.
+    const KEPT_CAPACITY: usize = 64;
+
+    /// Takes the oldest queued event. A queue drained below a quarter of its capacity gives
+    /// half of it back, so that the memory of a burst of events is not held once the burst
+    /// is fetched (each shrink moves fewer events than were fetched since the last one).
+    pub(crate) fn pop(&mut self) -> Option<Queued> {
+        let event = self.queue.pop_front()?;
+        let capacity = self.queue.capacity();
+        if capacity > Self::KEPT_CAPACITY && self.queue.len() < capacity / 4 {
+            self.queue.shrink_to(capacity / 2);
+        }
+        Some(event)
+    }
 }
 
 /// What a listening id keeps.
@@ -212,7 +229,7 @@ pub(crate) struct Kernel {
     /// Boxed: the table stays small and dense whatever an id weighs.
     pub ids: Store<Box<Id>>,
     /// Bound ports per (host, port space, port): the ids holding them.
-    pub ports: BTreeMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
+    pub ports: KeyMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
     /// Fetched, unacknowledged events by ticket serial.
     pub outstanding: Store<Outstanding>,
     /// The serial of the next fetched event's ticket.
@@ -226,7 +243,7 @@ impl Default for Kernel {
         Kernel {
             channels: Store::default(),
             ids: Store::default(),
-            ports: BTreeMap::new(),
+            ports: KeyMap::default(),
             outstanding: Store::default(),
             // Tickets count from 1, as the trace shows them.
             next_ticket: 1,

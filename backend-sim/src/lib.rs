@@ -7,7 +7,8 @@
 //! the other way):
 //!
 //! * [`Fabric`] (`fabric.rs`): build a world from a seed, get one [`SimBackend`] per host, run
-//!   simulated processes (`run.rs`, `process.rs`: the scheduler), inject faults (`faults.rs`),
+//!   simulated processes (`run.rs`, `process.rs`: the scheduler; `handoff.rs`: the world's
+//!   lock and how a process's thread waits for the baton), inject faults (`faults.rs`),
 //!   read the trace (`trace.rs`); `error.rs`: [`FabricError`] and [`SimError`].
 //! * `backend.rs`: the `CmBackend` implementation, one host's calls into the world.
 //! * `world.rs`: the world, split by owner: `topology.rs` (hosts, devices, addresses),
@@ -108,6 +109,7 @@ mod engine;
 mod error;
 mod fabric;
 mod faults;
+mod handoff;
 mod invariants;
 mod kernel;
 mod plan;

@@ -1,7 +1,8 @@
 //! Simulated processes: protocol code of several hosts, each on its own OS thread, run one at a
 //! time. A baton (the `current` process, under the world's mutex) decides who runs; the OS never
-//! does. Each process sleeps on a condition variable of its own, and passing the baton wakes
-//! only the process that receives it.
+//! does. Each process waits for the baton on a flag and a condition variable of its own
+//! (`handoff.rs`: it polls, then sleeps), and passing the baton tells only the process that
+//! receives it.
 //!
 //! A process runs until it blocks (waiting for an event, sleeping, a synchronous call, a
 //! primitive of `cmtwin::sync`), yields (an unproductive poll) or is preempted at a yield point
@@ -21,12 +22,13 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use cmtwin::runtime::Describe;
 
 use crate::engine::timeline::{SimTime, TimerKey};
+use crate::handoff::{Wake, WorldGuard};
 use crate::rng::Stream;
 use crate::schedule::{SchedConfig, SchedPolicy};
 use crate::trace::TraceKind;
@@ -120,8 +122,8 @@ pub(crate) enum ProcState {
 pub(crate) struct Proc {
     pub name: String,
     pub state: ProcState,
-    /// Where the process's thread sleeps while another process holds the baton.
-    pub wake: Arc<Condvar>,
+    /// Where the process's thread waits while another process holds the baton.
+    pub wake: Arc<Wake>,
     /// Whether the key it blocks on was woken (`wake_key`).
     notified: bool,
     /// Its PCT priority (higher runs first).
@@ -139,7 +141,7 @@ impl Proc {
         Proc {
             name,
             state: ProcState::Runnable,
-            wake: Arc::new(Condvar::new()),
+            wake: Arc::new(Wake::default()),
             notified: false,
             priority: 0,
             group,
@@ -239,8 +241,8 @@ impl Scheduler {
         self.running
     }
 
-    /// The condition variable process `index` sleeps on.
-    pub(crate) fn wake_of(&self, index: usize) -> Arc<Condvar> {
+    /// Where process `index` waits for the baton.
+    pub(crate) fn wake_of(&self, index: usize) -> Arc<Wake> {
         Arc::clone(&self.procs[index].wake)
     }
 
@@ -249,10 +251,10 @@ impl Scheduler {
         &self.procs[index].name
     }
 
-    /// Wakes the thread of the process holding the baton, if any.
+    /// Tells the thread of the process holding the baton, if any, that it does.
     fn notify_current(&self) {
         if let Some(c) = self.current {
-            self.procs[c].wake.notify_one();
+            self.procs[c].wake.hand();
         }
     }
 
@@ -389,8 +391,8 @@ impl Shared {
     }
 
     /// Locks the world (a panicking process does not poison it for the others).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
-        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock(&self) -> WorldGuard<'_> {
+        WorldGuard::new(self, self.world.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -629,27 +631,23 @@ impl World {
 
 /// Waits until process `me` holds the baton for the first time; whether its process crashed
 /// before it ever ran (its body is then not run).
-pub(crate) fn wait_for_first_baton(mut w: MutexGuard<'_, World>, me: usize) -> bool {
+pub(crate) fn wait_for_first_baton(w: WorldGuard<'_>, me: usize) -> bool {
     let wake = w.sched.wake_of(me);
-    while w.sched.current != Some(me) {
-        w = wake.wait(w).unwrap_or_else(|e| e.into_inner());
-    }
+    let w = wake.wait(w, |w| w.sched.current == Some(me));
     w.sched.procs[me].crashed
 }
 
-/// Waits on the process's own condition variable until it holds the baton; a process whose
-/// process crashed meanwhile unwinds from here (see [`unwind_if_crashed`]).
-pub(crate) fn wait_for_baton(mut w: MutexGuard<'_, World>, me: usize) -> MutexGuard<'_, World> {
+/// Waits until process `me` holds the baton (see [`Wake::wait`]); a process whose process
+/// crashed meanwhile unwinds from here (see [`unwind_if_crashed`]).
+pub(crate) fn wait_for_baton(w: WorldGuard<'_>, me: usize) -> WorldGuard<'_> {
     let wake = w.sched.wake_of(me);
-    while w.sched.current != Some(me) {
-        w = wake.wait(w).unwrap_or_else(|e| e.into_inner());
-    }
+    let w = wake.wait(w, |w| w.sched.current == Some(me));
     unwind_if_crashed(w, me)
 }
 
 /// A process whose process crashed stops here: the world is unlocked and the thread unwinds
 /// with [`Crashed`] (its destructors run; its run reports the crash).
-pub(crate) fn unwind_if_crashed(w: MutexGuard<'_, World>, me: usize) -> MutexGuard<'_, World> {
+pub(crate) fn unwind_if_crashed(w: WorldGuard<'_>, me: usize) -> WorldGuard<'_> {
     if !w.sched.procs[me].crashed {
         return w;
     }
@@ -661,10 +659,7 @@ pub(crate) fn unwind_if_crashed(w: MutexGuard<'_, World>, me: usize) -> MutexGua
 /// elsewhere (a thread driving the fabric outside `Fabric::run`) the timeline runs inline, and
 /// other OS threads are not waited for. Fails with the deadlock explanation when nothing can
 /// ever satisfy `cond`.
-pub(crate) fn block(
-    mut w: MutexGuard<'_, World>,
-    cond: Cond,
-) -> (MutexGuard<'_, World>, Result<(), String>) {
+pub(crate) fn block(mut w: WorldGuard<'_>, cond: Cond) -> (WorldGuard<'_>, Result<(), String>) {
     // The wakeup that lets time reach the deadline; cancelled when the wait ends earlier.
     let wake = cond.deadline.map(|d| w.wake_at(d));
     let (mut w, result) = wait_until(w, cond);
@@ -675,10 +670,7 @@ pub(crate) fn block(
 }
 
 /// Blocks until `cond` holds (see [`block`]).
-fn wait_until(
-    mut w: MutexGuard<'_, World>,
-    cond: Cond,
-) -> (MutexGuard<'_, World>, Result<(), String>) {
+fn wait_until(mut w: WorldGuard<'_>, cond: Cond) -> (WorldGuard<'_>, Result<(), String>) {
     let Some(me) = current_process(w.fabric_no) else {
         loop {
             if cond.satisfied(&w, false) {
@@ -723,7 +715,7 @@ pub(crate) fn was_notified(w: &World, me: usize) -> bool {
 }
 
 /// Hands the baton from process `me` to process `next` and waits until it comes back.
-fn switch_to(mut w: MutexGuard<'_, World>, me: usize, next: usize) -> MutexGuard<'_, World> {
+fn switch_to(mut w: WorldGuard<'_>, me: usize, next: usize) -> WorldGuard<'_> {
     w.sched.current = Some(next);
     w.sched.notify_current();
     wait_for_baton(w, me)
@@ -732,7 +724,7 @@ fn switch_to(mut w: MutexGuard<'_, World>, me: usize, next: usize) -> MutexGuard
 /// An unproductive poll of a process: another process that can run goes first (this one gets
 /// the baton back when it is picked again), and when none can, the timeline runs its next
 /// action. Outside `Fabric::run` it does nothing.
-pub(crate) fn yield_now(mut w: MutexGuard<'_, World>) -> MutexGuard<'_, World> {
+pub(crate) fn yield_now(mut w: WorldGuard<'_>) -> WorldGuard<'_> {
     let Some(me) = current_process(w.fabric_no) else {
         return w;
     };
@@ -749,7 +741,7 @@ pub(crate) fn yield_now(mut w: MutexGuard<'_, World>) -> MutexGuard<'_, World> {
 /// may preempt it here, handing the baton to another process that can run. Under PCT every
 /// yield point is a decision (the highest-priority runnable process runs); otherwise a
 /// preemption happens with the schedule's probability. Outside `Fabric::run` it does nothing.
-pub(crate) fn yield_point(mut w: MutexGuard<'_, World>) -> MutexGuard<'_, World> {
+pub(crate) fn yield_point(mut w: WorldGuard<'_>) -> WorldGuard<'_> {
     let pct = matches!(w.sched.config.policy, SchedPolicy::Pct { .. });
     let preempt = w.sched.config.preempt;
     if !pct && preempt == 0.0 {

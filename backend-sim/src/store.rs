@@ -28,7 +28,32 @@ impl Hasher for SerialHasher {
     fn write_u64(&mut self, n: u64) {
         self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
+
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn write_isize(&mut self, n: isize) {
+        self.write_u64(n as u64);
+    }
 }
+
+/// An index from small keys (serials, host numbers, QP numbers, ports) to values: O(1)
+/// lookups with [`SerialHasher`]. Its iteration order depends on the table's layout, so
+/// behaviour and traces must only ever look keys up in it, never walk it.
+pub(crate) type KeyMap<K, V> = HashMap<K, V, BuildHasherDefault<SerialHasher>>;
 
 /// Objects by serial key.
 pub(crate) struct Store<T> {

@@ -74,7 +74,7 @@ impl World {
     /// the queue is empty.
     pub(crate) fn fetch_event(&mut self, key: ChanKey) -> Option<CmEvent> {
         let q = loop {
-            let q = self.kernel.channels.get_mut(&key)?.queue.pop_front()?;
+            let q = self.kernel.channels.get_mut(&key)?.pop()?;
             let owner = self.id_mut(q.owner);
             owner.queued -= 1;
             if q.info.kind == EventKind::ConnectRequest {

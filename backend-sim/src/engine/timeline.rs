@@ -56,6 +56,9 @@ struct Slot<A> {
     action: Option<A>,
 }
 
+/// Slots kept when the timeline empties (fewer are not worth giving back).
+const KEPT_SLOTS: usize = 256;
+
 /// A heap entry: (time, sequence number, slot, slot generation).
 type Entry = Reverse<(SimTime, u64, u32, u32)>;
 
@@ -79,6 +82,9 @@ pub(crate) struct Timeline<A> {
     clock: SimTime,
     slots: Vec<Slot<A>>,
     free: Vec<u32>,
+    /// The generation new slots start at: above every generation a slot given back (when the
+    /// timeline emptied) ever had, so that no key of that time names a new action.
+    gen_floor: u32,
     next_seq: u64,
     /// Entries (in the heap or a bucket) whose action was cancelled.
     stale: usize,
@@ -94,6 +100,7 @@ impl<A> Timeline<A> {
             clock: SimTime(0),
             slots: Vec::new(),
             free: Vec::new(),
+            gen_floor: 0,
             next_seq: 0,
             stale: 0,
             held: 0,
@@ -111,7 +118,7 @@ impl<A> Timeline<A> {
             }
             None => {
                 self.slots.push(Slot {
-                    gen: 0,
+                    gen: self.gen_floor,
                     action: Some(action),
                 });
                 u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 pending actions")
@@ -147,12 +154,28 @@ impl<A> Timeline<A> {
         let s = &mut self.slots[slot as usize];
         s.gen = s.gen.wrapping_add(1);
         self.free.push(slot);
+        if self.free.len() == self.slots.len() && self.slots.len() > KEPT_SLOTS {
+            self.give_back_slots();
+        }
+    }
+
+    /// Every slot is free (no action pending): gives their memory back, so that a burst of
+    /// actions does not hold it for good. Costs one pass over slots that each took a
+    /// schedule and a release to fill and empty.
+    fn give_back_slots(&mut self) {
+        let highest = self.slots.iter().map(|s| s.gen).max().unwrap_or(0);
+        self.gen_floor = self.gen_floor.max(highest.wrapping_add(1));
+        self.slots = Vec::new();
+        self.free = Vec::new();
     }
 
     fn is_live(&self, entry: &Entry) -> bool {
         let Reverse((_, _, slot, gen)) = *entry;
-        let s = &self.slots[slot as usize];
-        s.gen == gen && s.action.is_some()
+        // A slot given back (see `give_back_slots`) is past the end, or made anew with a
+        // higher generation.
+        self.slots
+            .get(slot as usize)
+            .is_some_and(|s| s.gen == gen && s.action.is_some())
     }
 
     /// Drops the entries of cancelled actions, in the heap and in the buckets.
@@ -275,6 +298,28 @@ mod tests {
         assert_ne!(first, second);
         assert_eq!(t.cancel(first), None);
         assert_eq!(t.pop(), Some((SimTime(2), 2)));
+    }
+
+    #[test]
+    fn an_emptied_timeline_gives_its_slots_back_and_old_keys_stay_dead() {
+        let mut t = Timeline::new();
+        let keys: Vec<TimerKey> = (0..1000u64).map(|i| t.schedule(SimTime(i), i)).collect();
+        // A cancelled entry stays in the heap after the slots are given back.
+        assert_eq!(t.cancel(keys[999]), Some(999));
+        for i in 0..999u64 {
+            assert_eq!(t.pop(), Some((SimTime(i), i)));
+        }
+        assert!(t.slots.is_empty(), "{} slots kept", t.slots.len());
+        let fresh: Vec<TimerKey> = (0..3u64)
+            .map(|i| t.schedule(SimTime(2000 + i), i))
+            .collect();
+        for old in &keys {
+            assert_eq!(t.cancel(*old), None, "{old:?} names a new action");
+        }
+        assert_eq!(t.cancel(fresh[1]), Some(1));
+        assert_eq!(t.pop(), Some((SimTime(2000), 0)));
+        assert_eq!(t.pop(), Some((SimTime(2002), 2)));
+        assert_eq!(t.pop(), None);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! with its result. An unproductive `poll_cq` is not traced (polling loops would fill the
 //! trace) and, in a process, yields.
 
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 
 use cmtwin::verbs::{
     AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpCqs, QpInitAttrEx, QpState, RecvWr,
@@ -18,6 +18,7 @@ use cmtwin::{
 use super::wait::wait_for;
 use super::{async_wait_key, comp_channel_wait_key};
 use crate::backend::SimBackend;
+use crate::handoff::WorldGuard;
 use crate::process::yield_now;
 use crate::trace::{Args, Entry, Shown, TraceKind};
 use crate::world::{HostKey, World};
@@ -25,12 +26,12 @@ use crate::world::{HostKey, World};
 impl SimBackend {
     /// Locks the world for data path call `call`, as every call does (see the module's
     /// documentation): a yield point, and EPERM for a thread outside a running fabric.
-    fn verbs_lock(&self, call: Call) -> Result<MutexGuard<'_, World>> {
+    fn verbs_lock(&self, call: Call) -> Result<WorldGuard<'_>> {
         self.lock(call)
     }
 
     /// As [`SimBackend::verbs_lock`] without the yield point (for tracing after a wait).
-    fn verbs_lock_quiet(&self, call: Call) -> Result<MutexGuard<'_, World>> {
+    fn verbs_lock_quiet(&self, call: Call) -> Result<WorldGuard<'_>> {
         self.lock_quiet(call)
     }
 

@@ -115,7 +115,7 @@ impl World {
             timer_due: SimTime(0),
             machine,
         };
-        self.verbs.qps.insert(key, qp);
+        self.verbs.qps.insert(key, Box::new(qp));
         self.verbs.qp_by_num.insert((host, qpn), key);
         if let Some(id) = id {
             self.verbs.qp_of_id.insert(id, key);

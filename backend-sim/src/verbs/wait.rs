@@ -3,12 +3,11 @@
 //! the world wakes when it queues an event there; a thread driving the fabric outside
 //! `Fabric::run` runs the timeline inline until the event comes.
 
-use std::sync::MutexGuard;
-
 use cmtwin::runtime::Describe;
 use cmtwin::{Call, CmError, Errno, Result, Wait};
 
 use crate::engine::timeline::SimTime;
+use crate::handoff::WorldGuard;
 use crate::process::{block, current_process, yield_now, Cond, Waiting};
 use crate::world::World;
 
@@ -16,7 +15,7 @@ use crate::world::World;
 /// (`what` names the wait in a deadlock report). An unproductive poll of a process yields
 /// first and looks again.
 pub(crate) fn wait_for<'a, T>(
-    mut w: MutexGuard<'a, World>,
+    mut w: WorldGuard<'a>,
     call: Call,
     wait: Wait,
     key: u64,
@@ -60,11 +59,11 @@ pub(crate) fn wait_for<'a, T>(
 /// Outside `Fabric::run`: runs the timeline's next action (a wake-up at the deadline is
 /// scheduled so that time can reach it).
 fn step_inline<'a>(
-    mut w: MutexGuard<'a, World>,
+    mut w: WorldGuard<'a>,
     call: Call,
     deadline: Option<SimTime>,
     what: &Describe,
-) -> Result<MutexGuard<'a, World>> {
+) -> Result<WorldGuard<'a>> {
     if let Some(d) = deadline {
         if w.now < d && w.timeline.peek_time().is_none_or(|t| t > d) {
             w.wake_at(d);
