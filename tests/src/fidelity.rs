@@ -303,7 +303,10 @@ impl Outcome {
         let mut explained: Option<(Difference, String)> = None;
         let mut from = 0;
         while let Some(difference) = first_difference(&s, &r, from) {
-            let Some(k) = known.iter().find(|k| k.explains(bed, scenario, &difference)) else {
+            let Some(k) = known
+                .iter()
+                .find(|k| k.explains(bed, scenario, &difference))
+            else {
                 return Outcome::Unexplained(difference);
             };
             let in_step = timing_only(&s, &r, &difference);
