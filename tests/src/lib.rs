@@ -34,6 +34,7 @@ pub mod bed;
 pub mod bed_id;
 pub mod bed_verbs;
 pub mod capability;
+pub mod cm_model;
 pub mod conformance;
 pub mod datapath;
 pub mod device_link;
