@@ -6,11 +6,11 @@
 use std::net::SocketAddr;
 
 use cmtwin::{
-    Call, CmBackend, ConnParam, Errno, EventInfo, IdHandle, PortSpace, QpInitAttr, QpType, Result,
-    Wait,
+    max_private_data, Call, CmBackend, ConnParam, Errno, EventInfo, IdHandle, PortSpace,
+    PrivateDataOp, QpInitAttr, QpType, Result, Wait,
 };
 
-use super::op::{Op, Target};
+use super::op::{Op, OverMaxCall, Target};
 use super::predict::{predict, EventFor, Expected, IdCall, Prediction, QUIET};
 use super::state::{IdState, ModelId, World};
 use super::stats::CaseStats;
@@ -78,6 +78,8 @@ impl<T: TestBed> Case<'_, T> {
             Op::Notify(t) => self.id_call(t, IdCall::Notify, 0),
             Op::Establish(t) => self.id_call(t, IdCall::Establish, 0),
             Op::DestroyId(t) => self.id_call(t, IdCall::DestroyId, 0),
+            Op::OverMax { target, call } => self.id_call(target, IdCall::OverMax(call), 0),
+            Op::StrayCreate { slot, bad_ps } => self.stray_create(slot, bad_ps),
             Op::ForeignDestroy(t) => self.foreign_destroy(t),
             Op::Poll { slot } => match self.world.channel_of(slot) {
                 Some(ch) => self.poll(ch),
@@ -228,6 +230,21 @@ impl<T: TestBed> Case<'_, T> {
             IdCall::Notify => cm.notify(h, cmtwin::AsyncEvent::COMM_EST),
             IdCall::Establish => cm.establish(h),
             IdCall::DestroyId => cm.destroy_id(h),
+            IdCall::OverMax(which) => {
+                let op = match which {
+                    OverMaxCall::Connect => PrivateDataOp::Connect,
+                    OverMaxCall::Accept => PrivateDataOp::Accept,
+                    OverMaxCall::Reject => PrivateDataOp::Reject,
+                };
+                let data = pattern(max_private_data(self.bed.transport(), op) + 1, 0x3c);
+                match which {
+                    OverMaxCall::Connect => {
+                        cm.connect(h, Some(&ConnParam::with_private_data(&data)))
+                    }
+                    OverMaxCall::Accept => cm.accept(h, Some(&ConnParam::with_private_data(&data))),
+                    OverMaxCall::Reject => cm.reject(h, &data),
+                }
+            }
         }
     }
 
@@ -325,6 +342,34 @@ impl<T: TestBed> Case<'_, T> {
                 slot.child = Some(idx);
             }
         }
+    }
+
+    /// `rdma_create_id` on a slot's channel: an unknown port space on a live channel is EINVAL
+    /// (handles::invalid_port_space_is_einval), a TCP id on a destroyed one EBADF
+    /// (handles::destroyed_channel_is_ebadf), a TCP id on a live one a new id of no slot.
+    /// An unknown port space on a destroyed channel is not predicted (which check comes first
+    /// is librdmacm's business).
+    fn stray_create(&mut self, slot: usize, bad_ps: bool) -> Check {
+        let Some(ch) = self.world.slots[slot].channel else {
+            return self.skip();
+        };
+        let channel = self.world.channels[ch];
+        let errno = match (channel.live, bad_ps) {
+            (true, true) => Some(Errno::EINVAL),
+            (false, false) => Some(Errno::EBADF),
+            (true, false) => None,
+            (false, true) => return self.skip(),
+        };
+        let ps = if bad_ps {
+            PortSpace(0x0107)
+        } else {
+            PortSpace::TCP
+        };
+        let r = self.bed.client().create_id(Some(channel.handle), 0, ps);
+        if let Some(id) = self.expect(Call::CreateId, r, errno)? {
+            self.world.add_id(ModelId::new(id, false, ch));
+        }
+        Ok(())
     }
 
     /// `rdma_destroy_id` on the other host's backend: ENOENT (handles::foreign_handles_are_refused).

@@ -73,6 +73,22 @@ pub enum Op {
     Notify(Target),
     /// `rdma_establish`.
     Establish(Target),
+    /// `rdma_connect`, `rdma_accept` or `rdma_reject` with one byte of private data more than
+    /// the transport allows (CM-SEMANTICS §6.1).
+    OverMax {
+        /// The id.
+        target: Target,
+        /// Which call.
+        call: OverMaxCall,
+    },
+    /// `rdma_create_id` on the slot's channel (live or destroyed): TCP, or an unknown port
+    /// space. A TCP id made so belongs to no slot.
+    StrayCreate {
+        /// The slot.
+        slot: usize,
+        /// An unknown port space (else TCP).
+        bad_ps: bool,
+    },
     /// `rdma_destroy_id`.
     DestroyId(Target),
     /// `rdma_destroy_id` called on the other host's backend (a foreign handle).
@@ -87,6 +103,17 @@ pub enum Op {
         /// The slot whose channel (else the server's).
         slot: Option<usize>,
     },
+}
+
+/// The calls [`Op::OverMax`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverMaxCall {
+    /// `rdma_connect`.
+    Connect,
+    /// `rdma_accept`.
+    Accept,
+    /// `rdma_reject`.
+    Reject,
 }
 
 /// How the server answers a slot's request in a lifecycle.
@@ -126,12 +153,16 @@ impl Plan {
             Op::ResolveAddr(client),
             Op::ResolveRoute(client),
             Op::CreateQp(client),
-            Op::Connect {
-                target: client,
-                param: self.param,
-                len: self.len,
-            },
         ]);
+        let (early, pokes): (Vec<u8>, Vec<u8>) = self.pokes.iter().partition(|k| **k % 12 == 8);
+        let (pending, answered): (Vec<u8>, Vec<u8>) = pokes.iter().partition(|k| **k % 12 > 8);
+        ops.extend(early.iter().map(|kind| poke(*kind, client, child)));
+        ops.push(Op::Connect {
+            target: client,
+            param: self.param,
+            len: self.len,
+        });
+        ops.extend(pending.iter().map(|kind| poke(*kind, client, child)));
         match self.answer {
             Answer::Accept => ops.extend([
                 Op::CreateQp(child),
@@ -155,7 +186,7 @@ impl Plan {
             ]),
             Answer::Nothing => {}
         }
-        ops.extend(self.pokes.iter().map(|kind| poke(*kind, client, child)));
+        ops.extend(answered.iter().map(|kind| poke(*kind, client, child)));
         let (first, second) = if self.server_first {
             (child, client)
         } else {
@@ -181,10 +212,18 @@ impl Plan {
     }
 }
 
-/// A call on a lifecycle's ids once the server answered (mostly on an established pair):
-/// notify, establish, a second accept, connect or route resolution, a reject or a bind.
+/// A call on a lifecycle's ids: before the connect, one with too much private data (kind 8);
+/// while the request is pending (9 to 11), an accept or reject with too much private data or
+/// an `rdma_establish` of the client; once the server answered (0 to 7, mostly on an
+/// established pair), notify, establish, a second accept, connect or route resolution, a
+/// reject or a bind.
 fn poke(kind: u8, client: Target, child: Target) -> Op {
-    match kind % 8 {
+    let over = |target, call| Op::OverMax { target, call };
+    match kind % 12 {
+        8 => over(client, OverMaxCall::Connect),
+        9 => over(child, OverMaxCall::Accept),
+        10 => over(child, OverMaxCall::Reject),
+        11 => Op::Establish(client),
         0 => Op::Notify(client),
         1 => Op::Notify(child),
         2 => Op::Establish(client),
@@ -242,13 +281,16 @@ fn misuse() -> impl Strategy<Value = Op> {
         2 => slot().prop_map(|slot| Op::Poll { slot }),
         1 => slot().prop_map(|slot| Op::DestroyChannel { slot }),
         1 => Just(Op::Relisten),
+        1 => (target(), prop_oneof![Just(OverMaxCall::Connect), Just(OverMaxCall::Accept), Just(OverMaxCall::Reject)])
+            .prop_map(|(target, call)| Op::OverMax { target, call }),
+        1 => (0..SLOTS, any::<bool>()).prop_map(|(slot, bad_ps)| Op::StrayCreate { slot, bad_ps }),
     ]
 }
 
 /// A lifecycle on one slot, mostly complete: the answer is an accept 14 times in 20 (else a
 /// reject, the child's or the client's destruction before an answer, or no answer), the second
-/// disconnect comes 9 times in 10, one lifecycle in 10 is cut short, 0 to 2 calls poke the
-/// pair right after the answer ([`poke`]), and 0 to 3 misuse calls are inserted anywhere.
+/// disconnect comes 9 times in 10, one lifecycle in 10 is cut short, 0 to 3 calls poke its
+/// ids at chosen points ([`poke`]), and 0 to 3 misuse calls are inserted anywhere.
 fn lifecycle() -> impl Strategy<Value = Vec<Op>> {
     let answer = prop_oneof![
         14 => Just(Answer::Accept),
@@ -267,7 +309,7 @@ fn lifecycle() -> impl Strategy<Value = Vec<Op>> {
         prop::option::weighted(0.6, any::<bool>()),
         (
             prop::option::weighted(0.1, 0usize..14),
-            prop::collection::vec(0u8..8, 0..3),
+            prop::collection::vec(0u8..12, 0..4),
         ),
         prop::collection::vec((0usize..16, misuse()), 0..4),
     )

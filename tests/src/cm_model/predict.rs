@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use cmtwin::{Call, Errno, EventKind, IbRejReason, Transport};
 
+use super::op::OverMaxCall;
 use super::state::{IdState, World};
 use crate::steps::refusal_status;
 
@@ -140,6 +141,8 @@ pub enum IdCall {
     Establish,
     /// `rdma_destroy_id`.
     DestroyId,
+    /// `rdma_connect`, `rdma_accept` or `rdma_reject` with one byte of private data too many.
+    OverMax(OverMaxCall),
 }
 
 impl IdCall {
@@ -158,6 +161,9 @@ impl IdCall {
             IdCall::Notify => Call::Notify,
             IdCall::Establish => Call::Establish,
             IdCall::DestroyId => Call::DestroyId,
+            IdCall::OverMax(OverMaxCall::Connect) => Call::Connect,
+            IdCall::OverMax(OverMaxCall::Accept) => Call::Accept,
+            IdCall::OverMax(OverMaxCall::Reject) => Call::Reject,
         }
     }
 }
@@ -261,6 +267,21 @@ pub fn predict(
             _ => None,
         },
         IdCall::DestroyId => Some(predict_destroy(world, iwarp, idx)),
+        // §6.1: too much private data is EINVAL and changes nothing, where the call would
+        // otherwise be made (private_data::*_over_maximum_is_einval; the length is checked
+        // against the id's device, so only ids with one are predicted).
+        IdCall::OverMax(which) => {
+            let legal = match which {
+                OverMaxCall::Connect => s == RouteResolved && id.qp,
+                OverMaxCall::Accept => s == Requested && id.server && id.qp,
+                OverMaxCall::Reject => s == Requested && id.server,
+            };
+            if legal {
+                Prediction::fails(c, Errno::EINVAL)
+            } else {
+                None
+            }
+        }
     }
 }
 
