@@ -5,6 +5,7 @@
 //! `CMTWIN_MODEL_CASES=<n>` runs more (or fewer) cases.
 
 use cmtwin::{EventKind, Transport};
+use cmtwin_sim::SimConfig;
 use cmtwin_tests::cm_model::{campaign, run_case, Stats};
 use cmtwin_tests::SimBed;
 
@@ -19,10 +20,14 @@ fn cases() -> u32 {
 }
 
 fn run(transport: Transport) -> Stats {
+    run_with(transport, SimConfig::default(), "Linux 6.1 profile")
+}
+
+fn run_with(transport: Transport, config: SimConfig, profile: &str) -> Stats {
     let stats = campaign(cases(), SEED, 2000, |seed, ops| {
-        run_case(&SimBed::with_transport(seed, transport), ops)
+        run_case(&SimBed::with_config(seed, transport, config.clone()), ops)
     });
-    eprintln!("{transport:?}: {stats}");
+    eprintln!("{transport:?} ({profile}): {stats}");
     stats
 }
 
@@ -65,6 +70,21 @@ fn model_holds_on_infiniband() {
     let stats = run(Transport::InfiniBand);
     assert_common(&stats);
     assert_share(&stats, EventKind::TimewaitExit, 0.5);
+}
+
+/// The twins of the Linux 6.12 beds (rxe-6.12, siw-6.12: shorter timewait and REQ retries).
+#[test]
+fn model_holds_on_the_linux612_profile() {
+    let roce = run_with(Transport::Roce, SimConfig::linux612(), "Linux 6.12 profile");
+    assert_common(&roce);
+    assert_share(&roce, EventKind::TimewaitExit, 0.5);
+    let iwarp = run_with(
+        Transport::Iwarp,
+        SimConfig::linux612(),
+        "Linux 6.12 profile",
+    );
+    assert_common(&iwarp);
+    assert_eq!(iwarp.share(EventKind::TimewaitExit), 0.0);
 }
 
 /// iWARP has no timewait (CM-SEMANTICS §5.3): no case may reach TIMEWAIT_EXIT.
