@@ -63,6 +63,8 @@ fn model_holds_on_roce() {
     let stats = run(Transport::Roce);
     assert_common(&stats);
     assert_share(&stats, EventKind::TimewaitExit, 0.5);
+    // UD exchanges: no listener, a reject or an unanswered request's destruction.
+    assert_share(&stats, EventKind::Unreachable, 0.03);
 }
 
 #[test]
@@ -70,6 +72,7 @@ fn model_holds_on_infiniband() {
     let stats = run(Transport::InfiniBand);
     assert_common(&stats);
     assert_share(&stats, EventKind::TimewaitExit, 0.5);
+    assert_share(&stats, EventKind::Unreachable, 0.03);
 }
 
 /// The twins of the Linux 6.12 beds (rxe-6.12, siw-6.12: shorter timewait and REQ retries).

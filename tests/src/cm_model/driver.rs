@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use cmtwin::{
     max_private_data, Call, CmBackend, ConnParam, Errno, EventInfo, IdHandle, PortSpace,
-    PrivateDataOp, QpInitAttr, QpType, Result, Wait,
+    PrivateDataOp, QpInitAttr, QpType, Result, Transport, Wait,
 };
 
 use super::op::{Op, OverMaxCall, Target};
@@ -62,7 +62,7 @@ impl<T: TestBed> Case<'_, T> {
 
     fn apply(&mut self, op: Op) -> Check {
         match op {
-            Op::NewClient { slot } => self.new_client(slot),
+            Op::NewClient { slot, ud } => self.new_client(slot, ud),
             Op::Relisten => self.relisten(),
             Op::Bind(t) => self.id_call(t, IdCall::Bind, 0),
             Op::ResolveAddr(t) => self.id_call(t, IdCall::ResolveAddr, 0),
@@ -128,8 +128,10 @@ impl<T: TestBed> Case<'_, T> {
         Ok(value)
     }
 
-    /// A channel for `slot` if it has no live one, and a new TCP id on it.
-    fn new_client(&mut self, slot: usize) -> Check {
+    /// A channel for `slot` if it has no live one, and a new TCP id on it, or a UDP one (a TCP
+    /// one on iWARP, which has no UD).
+    fn new_client(&mut self, slot: usize, ud: bool) -> Check {
+        let ud = ud && has_ud(self.bed.transport());
         let ch = match self.world.slots[slot].channel {
             Some(ch) if self.world.channels[ch].live => ch,
             _ => {
@@ -141,9 +143,9 @@ impl<T: TestBed> Case<'_, T> {
             }
         };
         let handle = self.world.channels[ch].handle;
-        let r = self.bed.client().create_id(Some(handle), 0, PortSpace::TCP);
+        let r = self.bed.client().create_id(Some(handle), 0, port_space(ud));
         let id = self.expect(Call::CreateId, r, None)?.expect("ok");
-        let idx = self.world.add_id(ModelId::new(id, false, ch));
+        let idx = self.world.add_id(ModelId::new(id, false, ch, ud));
         self.world.slots[slot] = super::state::Slot {
             channel: Some(ch),
             client: Some(idx),
@@ -152,7 +154,8 @@ impl<T: TestBed> Case<'_, T> {
         Ok(())
     }
 
-    /// A new listener on the server's channel (made first if it has none), on a fresh port.
+    /// A new TCP listener on the server's channel (made first if it has none), on a fresh
+    /// port, and a UDP one where the transport has UD.
     fn relisten(&mut self) -> Check {
         let ch = match self.world.server_channel {
             Some(ch) if self.world.channels[ch].live => ch,
@@ -164,21 +167,29 @@ impl<T: TestBed> Case<'_, T> {
                 ch
             }
         };
+        let (idx, addr) = self.listen(ch, false)?;
+        self.world.listener = Some(idx);
+        self.world.dst = Some(addr);
+        if has_ud(self.bed.transport()) {
+            self.world.ud_dst = Some(self.listen(ch, true)?.1);
+        }
+        Ok(())
+    }
+
+    /// A listener of the port space (`ud`: UDP) on channel `ch`: its index and address.
+    fn listen(&mut self, ch: usize, ud: bool) -> std::result::Result<(usize, SocketAddr), String> {
         let cm = self.bed.server();
-        let r = cm.create_id(Some(self.world.channels[ch].handle), 0, PortSpace::TCP);
+        let r = cm.create_id(Some(self.world.channels[ch].handle), 0, port_space(ud));
         let id = self.expect(Call::CreateId, r, None)?.expect("ok");
         let addr = self.bed.server_addr();
         let r = self.bed.server().bind_addr(id, addr);
         self.expect(Call::BindAddr, r, None)?;
         let r = self.bed.server().listen(id, 8);
         self.expect(Call::Listen, r, None)?;
-        let mut model = ModelId::new(id, true, ch);
+        let mut model = ModelId::new(id, true, ch, ud);
         model.state = IdState::Listen;
         model.listen_addr = Some(addr);
-        let idx = self.world.add_id(model);
-        self.world.listener = Some(idx);
-        self.world.dst = Some(addr);
-        Ok(())
+        Ok((self.world.add_id(model), addr))
     }
 
     /// Makes `call` on the id `target` names, if the model predicts its outcome, and checks it
@@ -216,11 +227,17 @@ impl<T: TestBed> Case<'_, T> {
                 cm.bind_addr(h, SocketAddr::new(ip, self.bed.fresh_port()))
             }
             IdCall::ResolveAddr => {
-                let dst = self.world.dst.expect("a listener was made first");
+                let dst = self
+                    .world
+                    .dst_for(id.ud)
+                    .expect("a listener was made first");
                 cm.resolve_addr(h, None, dst, timeout)
             }
             IdCall::ResolveRoute => cm.resolve_route(h, timeout),
-            IdCall::CreateQp => cm.create_qp(h, &QpInitAttr::new(QpType::Rc)).map(|_| ()),
+            IdCall::CreateQp => {
+                let qp_type = if id.ud { QpType::Ud } else { QpType::Rc };
+                cm.create_qp(h, &QpInitAttr::new(qp_type)).map(|_| ())
+            }
             IdCall::Connect { param: true } => cm.connect(h, Some(&param)),
             IdCall::Connect { param: false } => cm.connect(h, None),
             IdCall::Listen => cm.listen(h, 8),
@@ -232,6 +249,9 @@ impl<T: TestBed> Case<'_, T> {
             IdCall::DestroyId => cm.destroy_id(h),
             IdCall::OverMax(which) => {
                 let op = match which {
+                    OverMaxCall::Connect if id.ud => PrivateDataOp::ConnectUd,
+                    OverMaxCall::Accept if id.ud => PrivateDataOp::AcceptUd,
+                    OverMaxCall::Reject if id.ud => PrivateDataOp::RejectUd,
                     OverMaxCall::Connect => PrivateDataOp::Connect,
                     OverMaxCall::Accept => PrivateDataOp::Accept,
                     OverMaxCall::Reject => PrivateDataOp::Reject,
@@ -250,10 +270,11 @@ impl<T: TestBed> Case<'_, T> {
 
     /// What a successful call taught the model beyond its state change.
     fn learn(&mut self, idx: usize, call: IdCall) {
+        let dst = self.world.dst_for(self.world.ids[idx].ud);
         let id = &mut self.world.ids[idx];
         match call {
             IdCall::CreateQp => id.qp = true,
-            IdCall::ResolveAddr => id.dst = self.world.dst,
+            IdCall::ResolveAddr => id.dst = dst,
             IdCall::Listen => id.wildcard = id.state == IdState::Idle,
             _ => {}
         }
@@ -332,7 +353,7 @@ impl<T: TestBed> Case<'_, T> {
     /// A CONNECT_REQUEST's child: linked with its initiator, and the child of the initiator's
     /// slot.
     fn learn_child(&mut self, info: &EventInfo, channel: usize, client: usize) {
-        let mut child = ModelId::new(info.id, true, channel);
+        let mut child = ModelId::new(info.id, true, channel, self.world.ids[client].ud);
         child.state = IdState::Requested;
         child.peer = Some(client);
         let idx = self.world.add_id(child);
@@ -367,7 +388,7 @@ impl<T: TestBed> Case<'_, T> {
         };
         let r = self.bed.client().create_id(Some(channel.handle), 0, ps);
         if let Some(id) = self.expect(Call::CreateId, r, errno)? {
-            self.world.add_id(ModelId::new(id, false, ch));
+            self.world.add_id(ModelId::new(id, false, ch, false));
         }
         Ok(())
     }
@@ -446,5 +467,19 @@ impl<T: TestBed> Case<'_, T> {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether the transport has UD QPs and SIDR (not iWARP, CM-SEMANTICS §13.2).
+fn has_ud(transport: Transport) -> bool {
+    transport != Transport::Iwarp
+}
+
+/// The port space of a TCP or (`ud`) UDP id.
+fn port_space(ud: bool) -> PortSpace {
+    if ud {
+        PortSpace::UDP
+    } else {
+        PortSpace::TCP
     }
 }

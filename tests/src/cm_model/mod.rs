@@ -1,11 +1,12 @@
-//! A reference model of the CM, checked on any [`TestBed`]: for every call of a case it
-//! predicts the exact result (success, or the exact errno), and for every event the exact
-//! kind, id and status; the case fails at the first disagreement.
+//! A reference model of the CM, checked on any [`TestBed`](crate::TestBed): for every call of
+//! a case it predicts the exact result (success, or the exact errno), and for every event the
+//! exact kind, id and status; the case fails at the first disagreement.
 //!
 //! * [`op`]: the operations and the proptest strategy drawing cases: sequences of variable
 //!   length, mostly well-formed lifecycles (create, resolve address and route, QP, connect,
-//!   accept or reject, disconnect on either side first, destroy) with misuse calls, stale and
-//!   foreign handles sprinkled in, weighted so that most cases reach ESTABLISHED,
+//!   accept or reject, disconnect on either side first, destroy; on IB and RoCE some of them
+//!   UD exchanges of UDP ids) with misuse calls, stale and foreign handles sprinkled in,
+//!   weighted so that most cases reach ESTABLISHED,
 //!   DISCONNECTED and (IB, RoCE) TIMEWAIT_EXIT; they shrink by dropping lifecycles and ops.
 //! * [`state`]: the model's state: per id, cma.c's state refined by the IB or iWARP CM's
 //!   (REQ answered or not, DREQ sent or received), its QP, its peer; per channel, live or not.
@@ -34,8 +35,6 @@ use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 pub use driver::run_case;
 pub use op::Op;
 pub use stats::{CaseStats, Stats};
-
-use crate::TestBed;
 
 /// Runs `cases` cases drawn from `seed` (each a bed seed and a sequence of ops); `run` runs
 /// one on a bed (e.g. `|seed, ops| run_case(&SimBed::new(seed), ops)`). Returns the run's
@@ -69,9 +68,4 @@ pub fn campaign(
         panic!("the CM model disagrees (campaign seed {seed}): {failure}");
     }
     stats.into_inner()
-}
-
-/// Runs one case on `bed`, for a test that replays a failing case.
-pub fn replay<T: TestBed>(bed: &T, ops: &[Op]) -> CaseStats {
-    run_case(bed, ops).unwrap_or_else(|e| panic!("{e}"))
 }

@@ -26,13 +26,17 @@ pub enum Target {
 /// `cm_model::predict`), is skipped and counted as such.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
-    /// A client channel for the slot (if it has none or it was destroyed) and a TCP id on it.
+    /// A client channel for the slot (if it has none or it was destroyed) and a TCP id on it,
+    /// or a UDP id (IB and RoCE only: iWARP has no UD, CM-SEMANTICS §13.2, and gets a TCP id).
     NewClient {
         /// The slot.
         slot: usize,
+        /// A UDP id (else TCP).
+        ud: bool,
     },
     /// A new TCP listener on the server's channel (a new one if it was destroyed), bound to
-    /// the server's address with a fresh port, backlog 8; later resolutions aim at it.
+    /// the server's address with a fresh port, backlog 8, and on IB and RoCE a UDP one too;
+    /// later resolutions aim at them (TCP ids at the TCP one, UDP ids at the UDP one).
     Relisten,
     /// `rdma_bind_addr` to the id's own host address with a fresh port.
     Bind(Target),
@@ -130,6 +134,7 @@ enum Answer {
 #[derive(Clone, Debug)]
 struct Plan {
     slot: usize,
+    ud: bool,
     bind: bool,
     param: bool,
     len: u8,
@@ -145,7 +150,10 @@ struct Plan {
 impl Plan {
     fn ops(&self) -> Vec<Op> {
         let (client, child) = (Target::Client(self.slot), Target::Child(self.slot));
-        let mut ops = vec![Op::NewClient { slot: self.slot }];
+        let mut ops = vec![Op::NewClient {
+            slot: self.slot,
+            ud: self.ud,
+        }];
         if self.bind {
             ops.push(Op::Bind(client));
         }
@@ -192,8 +200,11 @@ impl Plan {
         } else {
             (client, child)
         };
-        ops.push(Op::Disconnect(first));
-        if self.second_disconnect {
+        // A UD exchange has no connection to end (§13.2).
+        if !self.ud {
+            ops.push(Op::Disconnect(first));
+        }
+        if self.second_disconnect && !self.ud {
             ops.push(Op::Disconnect(second));
         }
         match self.destroy {
@@ -287,7 +298,8 @@ fn misuse() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// A lifecycle on one slot, mostly complete: the answer is an accept 14 times in 20 (else a
+/// A lifecycle on one slot, mostly complete, of a UDP id 3 times in 20 (then without
+/// disconnects): the answer is an accept 14 times in 20 (else a
 /// reject, the child's or the client's destruction before an answer, or no answer), the second
 /// disconnect comes 9 times in 10, one lifecycle in 10 is cut short, 0 to 3 calls poke its
 /// ids at chosen points ([`poke`]), and 0 to 3 misuse calls are inserted anywhere.
@@ -302,6 +314,7 @@ fn lifecycle() -> impl Strategy<Value = Vec<Op>> {
     (
         (
             0..SLOTS,
+            prop::bool::weighted(0.15),
             prop::bool::weighted(0.1),
             prop::bool::weighted(0.8),
         ),
@@ -315,7 +328,7 @@ fn lifecycle() -> impl Strategy<Value = Vec<Op>> {
     )
         .prop_map(
             |(
-                (slot, bind, param),
+                (slot, ud, bind, param),
                 (len, answer, server_first, second),
                 destroy,
                 (cut, pokes),
@@ -323,6 +336,7 @@ fn lifecycle() -> impl Strategy<Value = Vec<Op>> {
             )| {
                 Plan {
                     slot,
+                    ud,
                     bind,
                     param,
                     len,

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use cmtwin::{Call, Errno, EventKind, IbRejReason, Transport};
+use cmtwin::{Call, Errno, EventKind, IbRejReason, SidrStatus, Transport};
 
 use super::op::OverMaxCall;
 use super::state::{IdState, World};
@@ -188,6 +188,17 @@ pub fn predict(
         };
     }
     let s = id.state;
+    let ud_only = matches!(
+        call,
+        IdCall::Bind
+            | IdCall::ResolveAddr
+            | IdCall::ResolveRoute
+            | IdCall::Listen
+            | IdCall::CreateQp
+    );
+    if id.ud && !ud_only {
+        return predict_ud(world, idx, call);
+    }
     match call {
         // §3.2: bind only from IDLE (legality::bind_twice_is_einval, bind_after_resolve_or_listen).
         IdCall::Bind => match s {
@@ -270,18 +281,117 @@ pub fn predict(
         // §6.1: too much private data is EINVAL and changes nothing, where the call would
         // otherwise be made (private_data::*_over_maximum_is_einval; the length is checked
         // against the id's device, so only ids with one are predicted).
-        IdCall::OverMax(which) => {
-            let legal = match which {
-                OverMaxCall::Connect => s == RouteResolved && id.qp,
-                OverMaxCall::Accept => s == Requested && id.server && id.qp,
-                OverMaxCall::Reject => s == Requested && id.server,
-            };
-            if legal {
-                Prediction::fails(c, Errno::EINVAL)
-            } else {
-                None
+        IdCall::OverMax(which) => over_max(world, idx, which),
+    }
+}
+
+/// §6.1: too much private data is EINVAL and changes nothing, where the call would otherwise
+/// be made (private_data::*_over_maximum_is_einval; the length is checked against the id's
+/// device, so only ids with one are predicted).
+fn over_max(world: &World, idx: usize, which: OverMaxCall) -> Option<Prediction> {
+    let id = &world.ids[idx];
+    let s = id.state;
+    let legal = match which {
+        OverMaxCall::Connect => s == IdState::RouteResolved && id.qp,
+        OverMaxCall::Accept => s == IdState::Requested && id.server && id.qp,
+        OverMaxCall::Reject => s == IdState::Requested && id.server,
+    };
+    if legal {
+        Prediction::fails(IdCall::OverMax(which).call(), Errno::EINVAL)
+    } else {
+        None
+    }
+}
+
+/// The connection calls on a UDP id (IB and RoCE, §13.2: a SIDR exchange instead of a
+/// connection): a connect reaches the UDP listener as a CONNECT_REQUEST, or without one ends
+/// in UNREACHABLE 1 (ud::ud_no_listener_is_unreachable_1); the child's accept gives the client
+/// ESTABLISHED and the server nothing (ud::ud_connect_is_established_with_ud_data), its
+/// reject UNREACHABLE 2 (ud::ud_reject_is_unreachable_2), as does its destruction unanswered
+/// (§7.4's SIDR_REQ_RCVD row). A connect outside ROUTE_RESOLVED is EINVAL (§3.2), as are the
+/// connection calls of §3.2 on an id that never connected; the rest is not predicted.
+fn predict_ud(world: &World, idx: usize, call: IdCall) -> Option<Prediction> {
+    use IdState::*;
+    let id = &world.ids[idx];
+    let (c, s) = (call.call(), id.state);
+    let peer = id.peer.filter(|p| world.ids[*p].live());
+    let answerable =
+        s == Requested && id.server && peer.is_some_and(|p| world.ids[p].state == Requested);
+    match call {
+        IdCall::Connect { .. } => match s {
+            RouteResolved if id.qp => {
+                let dst = id.dst?;
+                let mut p = Prediction::succeeds(c).with(idx, Requested);
+                match world.listener_on(dst, true) {
+                    Some(listener) => p.events.push(Expected {
+                        channel: world.ids[listener].channel,
+                        kind: EventKind::ConnectRequest,
+                        id: EventFor::Request {
+                            listener,
+                            client: idx,
+                        },
+                        status: 0,
+                        then: Requested,
+                    }),
+                    None => {
+                        p = p.event(
+                            world,
+                            idx,
+                            EventKind::Unreachable,
+                            SidrStatus::UNSUPPORTED,
+                            Datagram,
+                        )
+                    }
+                }
+                Some(p)
             }
+            RouteResolved | Listen => None,
+            _ => Prediction::fails(c, Errno::EINVAL),
+        },
+        IdCall::Accept if answerable && id.qp => {
+            let mut p = Prediction::succeeds(c).with(idx, Datagram).event(
+                world,
+                peer?,
+                EventKind::Established,
+                0,
+                Datagram,
+            );
+            p.quiet = Some(id.channel);
+            Some(p)
         }
+        IdCall::Reject if answerable => Some(Prediction::succeeds(c).with(idx, Datagram).event(
+            world,
+            peer?,
+            EventKind::Unreachable,
+            SidrStatus::REJECT,
+            Datagram,
+        )),
+        IdCall::OverMax(which) => over_max(world, idx, which),
+        IdCall::Establish if id.qp => Prediction::fails(c, Errno::EINVAL),
+        IdCall::Disconnect => match s {
+            Idle | AddrBound | AddrResolved | RouteResolved => Prediction::fails(c, Errno::EINVAL),
+            _ => None,
+        },
+        IdCall::DestroyId => {
+            let mut p = Prediction::succeeds(c).with(idx, Destroyed);
+            match peer {
+                Some(peer) if answerable => {
+                    p = p.event(
+                        world,
+                        peer,
+                        EventKind::Unreachable,
+                        SidrStatus::REJECT,
+                        Datagram,
+                    )
+                }
+                Some(peer) if s == Requested && world.ids[peer].state == Requested => {
+                    p.now.push((peer, Abandoned))
+                }
+                _ => {}
+            }
+            Some(p)
+        }
+        _ => None,
     }
 }
 
@@ -308,7 +418,7 @@ fn predict_connect(
         _ => return Prediction::fails(c, Errno::EINVAL),
     }
     let dst = id.dst?;
-    match world.listener_on(dst) {
+    match world.listener_on(dst, false) {
         Some(listener) => {
             let mut p = Prediction::succeeds(c).with(idx, IdState::Requested);
             p.events.push(Expected {

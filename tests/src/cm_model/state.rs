@@ -41,6 +41,9 @@ pub enum IdState {
     /// DISCONNECTED delivered, and on IB and RoCE TIMEWAIT_EXIT too: nothing more comes
     /// (DISCONNECT).
     Closed,
+    /// A UD exchange is over (ESTABLISHED or UNREACHABLE delivered, or the request answered):
+    /// only destroy is predicted.
+    Datagram,
     /// Destroyed: every call on it is ENOENT.
     Destroyed,
 }
@@ -58,6 +61,8 @@ pub struct ModelId {
     pub state: IdState,
     /// It has a QP.
     pub qp: bool,
+    /// In the UDP port space (UD, SIDR exchanges), else TCP.
+    pub ud: bool,
     /// It listens on the wildcard address (a listen from IDLE auto-binds to 0.0.0.0).
     pub wildcard: bool,
     /// The other end of its connection attempt, if any.
@@ -69,14 +74,15 @@ pub struct ModelId {
 }
 
 impl ModelId {
-    /// A new id in IDLE.
-    pub fn new(handle: IdHandle, server: bool, channel: usize) -> Self {
+    /// A new id in IDLE (`ud`: in the UDP port space).
+    pub fn new(handle: IdHandle, server: bool, channel: usize, ud: bool) -> Self {
         ModelId {
             handle,
             server,
             channel,
             state: IdState::Idle,
             qp: false,
+            ud,
             wildcard: false,
             peer: None,
             dst: None,
@@ -126,8 +132,10 @@ pub struct World {
     pub server_channel: Option<usize>,
     /// The latest listener.
     pub listener: Option<usize>,
-    /// The latest listener's address, where resolutions aim.
+    /// The latest listener's address, where TCP ids' resolutions aim.
     pub dst: Option<SocketAddr>,
+    /// The latest UDP listener's address, where UDP ids' resolutions aim.
+    pub ud_dst: Option<SocketAddr>,
 }
 
 impl World {
@@ -155,11 +163,20 @@ impl World {
         self.ids.iter().any(|id| id.live() && id.channel == ch)
     }
 
-    /// The live listener on `addr`, if any.
-    pub fn listener_on(&self, addr: SocketAddr) -> Option<usize> {
-        self.ids
-            .iter()
-            .position(|id| id.live() && id.state == IdState::Listen && id.listen_addr == Some(addr))
+    /// The live listener of the port space (`ud`: UDP) on `addr`, if any.
+    pub fn listener_on(&self, addr: SocketAddr, ud: bool) -> Option<usize> {
+        self.ids.iter().position(|id| {
+            id.live() && id.state == IdState::Listen && id.ud == ud && id.listen_addr == Some(addr)
+        })
+    }
+
+    /// Where an id of the port space (`ud`: UDP) resolves to.
+    pub fn dst_for(&self, ud: bool) -> Option<SocketAddr> {
+        if ud {
+            self.ud_dst
+        } else {
+            self.dst
+        }
     }
 
     /// Adds an id and returns its index.
