@@ -16,8 +16,11 @@
 //! * [`datapath`]: steps of data path scenarios (connections with PDs, CQs and completion
 //!   channels, regions, waiting for completions), generic over `cmtwin::verbs::DataPath`.
 //! * [`random_calls`]: random call sequences on the simulator ([`random_calls::Op`]) and the
-//!   model of the CM's contract they are checked against ([`random_calls::Model`]), shared by
-//!   `tests/sim_proptest.rs` and the cargo-fuzz target in `fuzz/` (feature `arbitrary`).
+//!   model of the CM's contract they are checked against ([`random_calls::Model`]: errnos from
+//!   the kernel's set, events at most once), shared by `tests/sim_proptest.rs` and the
+//!   cargo-fuzz target in `fuzz/` (feature `arbitrary`).
+//! * [`cm_model`]: a reference model of the CM that predicts every call's exact result and
+//!   every event's exact kind, id and status, over random lifecycles generic over [`TestBed`].
 //! * `tests/sim_conformance.rs`: the suite on RoCE (three seeds), InfiniBand, iWARP and
 //!   mainline-InfiniBand fabrics; `tests/verbs_conformance.rs`: on real librdmacm (ignored
 //!   unless `CMTWIN_RDMA_ADDR` names an RDMA device);
@@ -25,6 +28,8 @@
 //!   of its timer code, deadlocks, processes, faults at an exact moment, kernel profiles);
 //!   `tests/sim_determinism.rs`: a seed replays byte for byte;
 //!   `tests/sim_proptest.rs`: random call sequences keep the CM's contract;
+//!   `tests/sim_model.rs` and `tests/verbs_model.rs`: the CM model on the simulator (RoCE,
+//!   InfiniBand, iWARP) and on real librdmacm;
 //!   `tests/sim_datapath.rs`: the verbs data path on the simulator (example:
 //!   `tests/examples/request_response.rs`).
 #![forbid(unsafe_code)]
@@ -34,6 +39,7 @@ pub mod bed;
 pub mod bed_id;
 pub mod bed_verbs;
 pub mod capability;
+pub mod cm_model;
 pub mod conformance;
 pub mod datapath;
 pub mod device_link;

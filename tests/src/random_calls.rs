@@ -22,6 +22,10 @@
 //! [`Model::finish`]. Every field of every op accepts any value (indices wrap around the
 //! pools, choices wrap around their lists), so ops built from arbitrary bytes are as valid as
 //! the proptest strategy's. `CMTWIN_PROPTEST_VERBOSE=1` prints every op, call and result.
+//!
+//! This is a contract, not a prediction: any errno of [`ALLOWED`] passes. The exact result of
+//! each call and the exact events are checked by the CM model (`crate::cm_model`), on both
+//! backends.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};

@@ -1,0 +1,108 @@
+//! What a run of the model covered: per case, the event kinds reached, the calls made and the
+//! errnos predicted (and met: a case that completes met every prediction); summed over a run,
+//! with the share of cases reaching each event kind.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use cmtwin::{Call, Errno, EventKind};
+
+/// One case's coverage.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CaseStats {
+    /// The event kinds delivered (and checked) in the case.
+    pub reached: BTreeSet<EventKind>,
+    /// Calls made and checked, per call.
+    pub calls: BTreeMap<Call, u64>,
+    /// Failures predicted and met, per call and errno.
+    pub errnos: BTreeMap<(Call, Errno), u64>,
+    /// Events checked.
+    pub events: u64,
+    /// Ops not made: no such id, or an outcome the model does not predict.
+    pub skipped: u64,
+}
+
+impl CaseStats {
+    /// Counts one checked call and, if it failed as predicted, its errno.
+    pub fn call(&mut self, call: Call, errno: Option<Errno>) {
+        *self.calls.entry(call).or_default() += 1;
+        if let Some(errno) = errno {
+            *self.errnos.entry((call, errno)).or_default() += 1;
+        }
+    }
+
+    /// Counts one checked event.
+    pub fn event(&mut self, kind: EventKind) {
+        self.reached.insert(kind);
+        self.events += 1;
+    }
+}
+
+/// A run's coverage: the sum of its cases.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Cases run.
+    pub cases: u64,
+    /// Cases that reached each event kind.
+    pub reached: BTreeMap<EventKind, u64>,
+    /// Calls made and checked, per call.
+    pub calls: BTreeMap<Call, u64>,
+    /// Failures predicted and met, per call and errno.
+    pub errnos: BTreeMap<(Call, Errno), u64>,
+    /// Events checked.
+    pub events: u64,
+    /// Ops not made.
+    pub skipped: u64,
+}
+
+impl Stats {
+    /// Adds one case.
+    pub fn add(&mut self, case: &CaseStats) {
+        self.cases += 1;
+        for kind in &case.reached {
+            *self.reached.entry(*kind).or_default() += 1;
+        }
+        for (call, n) in &case.calls {
+            *self.calls.entry(*call).or_default() += n;
+        }
+        for (key, n) in &case.errnos {
+            *self.errnos.entry(*key).or_default() += n;
+        }
+        self.events += case.events;
+        self.skipped += case.skipped;
+    }
+
+    /// The share of cases (0 to 1) that reached `kind`.
+    pub fn share(&self, kind: EventKind) -> f64 {
+        let n = self.reached.get(&kind).copied().unwrap_or(0);
+        n as f64 / self.cases.max(1) as f64
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let calls: u64 = self.calls.values().sum();
+        writeln!(
+            f,
+            "{} cases, {calls} calls and {} events checked, {} ops skipped",
+            self.cases, self.events, self.skipped
+        )?;
+        write!(f, "cases reaching:")?;
+        for (kind, n) in &self.reached {
+            write!(
+                f,
+                " {kind} {:.1}%,",
+                100.0 * *n as f64 / self.cases.max(1) as f64
+            )?;
+        }
+        write!(f, "\ncalls:")?;
+        for (call, n) in &self.calls {
+            write!(f, " {call} {n},")?;
+        }
+        write!(f, "\nerrnos predicted and met:")?;
+        for ((call, errno), n) in &self.errnos {
+            write!(f, " {call} {errno} {n},")?;
+        }
+        Ok(())
+    }
+}

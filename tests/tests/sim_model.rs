@@ -1,0 +1,106 @@
+//! The CM model (`cmtwin_tests::cm_model`) on the simulator: thousands of cases on RoCE,
+//! InfiniBand and iWARP fabrics, every call's result and every event checked exactly against
+//! the model's prediction. Each test prints its coverage (share of cases reaching each event
+//! kind, calls made, errnos predicted and met) and checks it against the generator's weights.
+//! `CMTWIN_MODEL_CASES=<n>` runs more (or fewer) cases.
+
+use cmtwin::{EventKind, Transport};
+use cmtwin_sim::SimConfig;
+use cmtwin_tests::cm_model::{campaign, run_case, Stats};
+use cmtwin_tests::SimBed;
+
+/// The campaign's seed (fixed: the same cases, and the same statistics, on every run).
+const SEED: u64 = 0x00c3_0de1;
+
+fn cases() -> u32 {
+    std::env::var("CMTWIN_MODEL_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2000)
+}
+
+fn run(transport: Transport) -> Stats {
+    run_with(transport, SimConfig::default(), "Linux 6.1 profile")
+}
+
+fn run_with(transport: Transport, config: SimConfig, profile: &str) -> Stats {
+    let stats = campaign(cases(), SEED, 2000, |seed, ops| {
+        run_case(&SimBed::with_config(seed, transport, config.clone()), ops)
+    });
+    eprintln!("{transport:?} ({profile}): {stats}");
+    stats
+}
+
+/// Asserts that at least `min` of the cases reached `kind`.
+fn assert_share(stats: &Stats, kind: EventKind, min: f64) {
+    let share = stats.share(kind);
+    assert!(
+        share >= min,
+        "{kind} reached in {:.1}% of the cases, expected at least {:.0}%",
+        share * 100.0,
+        min * 100.0
+    );
+}
+
+/// What every transport reaches: most cases connect and disconnect; requests are refused and
+/// misuse is predicted too.
+fn assert_common(stats: &Stats) {
+    assert_eq!(stats.cases, u64::from(cases()));
+    assert_share(stats, EventKind::AddrResolved, 0.9);
+    assert_share(stats, EventKind::ConnectRequest, 0.85);
+    assert_share(stats, EventKind::Established, 0.6);
+    assert_share(stats, EventKind::Disconnected, 0.5);
+    assert_share(stats, EventKind::Rejected, 0.1);
+    assert!(
+        stats.errnos.len() >= 10,
+        "only {} (call, errno) pairs predicted",
+        stats.errnos.len()
+    );
+}
+
+#[test]
+fn model_holds_on_roce() {
+    let stats = run(Transport::Roce);
+    assert_common(&stats);
+    assert_share(&stats, EventKind::TimewaitExit, 0.5);
+    // UD exchanges: no listener, a reject or an unanswered request's destruction.
+    assert_share(&stats, EventKind::Unreachable, 0.03);
+}
+
+#[test]
+fn model_holds_on_infiniband() {
+    let stats = run(Transport::InfiniBand);
+    assert_common(&stats);
+    assert_share(&stats, EventKind::TimewaitExit, 0.5);
+    assert_share(&stats, EventKind::Unreachable, 0.03);
+}
+
+/// The twins of the Linux 6.12 beds (rxe-6.12, siw-6.12: shorter timewait and REQ retries).
+#[test]
+fn model_holds_on_the_linux612_profile() {
+    let roce = run_with(Transport::Roce, SimConfig::linux612(), "Linux 6.12 profile");
+    assert_common(&roce);
+    assert_share(&roce, EventKind::TimewaitExit, 0.5);
+    let iwarp = run_with(
+        Transport::Iwarp,
+        SimConfig::linux612(),
+        "Linux 6.12 profile",
+    );
+    assert_common(&iwarp);
+    assert_eq!(iwarp.share(EventKind::TimewaitExit), 0.0);
+}
+
+/// iWARP has no timewait (CM-SEMANTICS §5.3): no case may reach TIMEWAIT_EXIT.
+#[test]
+fn model_holds_on_iwarp() {
+    let stats = run(Transport::Iwarp);
+    assert_common(&stats);
+    assert_eq!(stats.share(EventKind::TimewaitExit), 0.0);
+}
+
+/// The same seed gives the same cases, outcomes and statistics.
+#[test]
+fn campaign_is_deterministic() {
+    let once = |_| campaign(200, SEED, 0, |seed, ops| run_case(&SimBed::new(seed), ops));
+    assert_eq!(once(0), once(1));
+}
