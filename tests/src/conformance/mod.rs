@@ -8,7 +8,7 @@
 //! Every scenario holds on every bed that has what it needs: waits are bounded
 //! ([`crate::steps::WAIT`]), ports come from `fresh_port`, servers bind to `server_ip`, clients
 //! resolve the server's address. Timings are asserted exactly in virtual time on the simulator
-//! and as windows on a real machine ([`crate::steps::assert_took`]).
+//! and as windows on a real machine ([`crate::steps::assert_timer_end`]; `crate::bed::twin_window`).
 
 pub mod acks;
 pub mod addrinfo;

@@ -43,7 +43,7 @@ pub(crate) fn largest_delivered<T: TestBed>(bed: &T, op: PrivateDataOp) -> usize
     }
 }
 
-/// The most user private data siw delivers in an MPA message (see [`largest_delivered`]).
+/// The most user private data siw delivers in an MPA message (see `largest_delivered`).
 const SIW_LARGEST_DELIVERED: usize = 251;
 
 /// The length the receiver sees for `sent` bytes sent with `op` (§6.2; iWARP: exact).
@@ -71,7 +71,7 @@ fn cleanup<T: TestBed>(bed: &T, listener: &Listener, client: &Endpoint, child: c
 }
 
 /// §6.1/§6.2: connect with the maximum (56 bytes on IB/RoCE; on iWARP the 251 bytes siw
-/// delivers, [`largest_delivered`]) delivers those bytes exactly.
+/// delivers, `largest_delivered`) delivers those bytes exactly.
 pub fn connect_data_at_maximum_is_delivered<T: TestBed>(bed: &T) {
     let max = largest_delivered(bed, PrivateDataOp::Connect);
     let data = pattern(max, 7);
@@ -132,7 +132,7 @@ pub fn connect_data_over_maximum_is_einval<T: TestBed>(bed: &T) {
     cleanup(bed, &listener, &client, req.id);
 }
 
-/// §6.1/§6.2: accept with the maximum (196 bytes; iWARP 251, [`largest_delivered`]) reaches
+/// §6.1/§6.2: accept with the maximum (196 bytes; iWARP 251, `largest_delivered`) reaches
 /// the client's ESTABLISHED exactly.
 pub fn accept_data_at_maximum_is_delivered<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
@@ -235,7 +235,7 @@ pub fn accept_data_over_maximum_is_einval<T: TestBed>(bed: &T) {
 }
 
 /// §6.1/§6.2: reject with the maximum (148 bytes) reaches the client's REJECTED exactly; on
-/// iWARP the 251 bytes siw delivers ([`largest_delivered`]) arrive at their length, status
+/// iWARP the 251 bytes siw delivers (`largest_delivered`) arrive at their length, status
 /// -ECONNRESET (siw's MPA reject).
 pub fn reject_data_at_maximum_is_delivered<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
