@@ -17,7 +17,7 @@ pub const STEP: Duration = Duration::from_secs(30);
 /// The address and route resolution timeout the C tools use (2000 ms).
 pub const RESOLVE_TIMEOUT: Duration = Duration::from_millis(2000);
 /// How long a completion wait blocks on the completion channel before it looks at the CM
-/// channel again.
+/// channel (only a quiet connection looks there, so that a busy one pays nothing for it).
 const CQ_SLICE: Duration = Duration::from_millis(10);
 /// The pause between two connect attempts of a client whose server does not listen yet.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
@@ -197,6 +197,17 @@ impl CompletionWait {
                 return Ok(Next::Completion(wc[0]));
             }
             may_have = false;
+            match cm.get_cq_event(self.channel, Wait::Timeout(CQ_SLICE)) {
+                Ok(cq) => {
+                    cm.ack_cq_events(cq, 1)?;
+                    cm.req_notify_cq(cq, false)?;
+                    may_have = true;
+                    continue;
+                }
+                Err(e) if e.errno == Errno::ETIMEDOUT => {}
+                Err(e) => return Err(e),
+            }
+            // A quiet slice: has the peer gone?
             if let Some((_, event)) = cm.try_get_cm_event(&[self.cm_channel])? {
                 let (kind, status) = (event.kind(), event.status());
                 cm.ack_cm_event(event)?;
@@ -214,15 +225,6 @@ impl CompletionWait {
                 return Err(CmError::application(format!(
                     "no completion within {STEP:?}"
                 )));
-            }
-            match cm.get_cq_event(self.channel, Wait::Timeout(CQ_SLICE)) {
-                Ok(cq) => {
-                    cm.ack_cq_events(cq, 1)?;
-                    cm.req_notify_cq(cq, false)?;
-                    may_have = true;
-                }
-                Err(e) if e.errno == Errno::ETIMEDOUT => {}
-                Err(e) => return Err(e),
             }
         }
     }
