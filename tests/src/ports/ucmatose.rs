@@ -55,8 +55,8 @@ pub struct Summary {
     pub received: u32,
     /// Sends that completed successfully.
     pub sent: u32,
-    /// Sends flushed by the disconnect before their completion came (the client does not
-    /// wait for its sends' completions, as ucmatose does not).
+    /// Sends flushed by the disconnect before their completion came (the client takes its
+    /// send completions only after the server's DISCONNECTED: ucmatose never waits for them).
     pub flushed: u32,
 }
 
