@@ -995,6 +995,144 @@ fn interop_rdma_core_ucmatose_client_with_cmtwin_server() {
     cm.destroy_event_channel(ch).unwrap();
 }
 
+/// How many pings and messages the interop runs exchange.
+const INTEROP_COUNT: u32 = 10;
+
+fn rping(args: &[&str]) -> std::process::Child {
+    std::process::Command::new("rping")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("rping (rdmacm-utils)")
+}
+
+/// The lines of `out` that start with `prefix`, without it.
+fn lines_after<'a>(out: &'a str, prefix: &str) -> Vec<&'a str> {
+    out.lines().filter_map(|l| l.strip_prefix(prefix)).collect()
+}
+
+/// The texts the pings carry (each ping's buffer up to its NUL).
+fn ping_texts(size: usize) -> Vec<String> {
+    (0..INTEROP_COUNT)
+        .map(|p| {
+            let d = cmtwin_tests::ports::rping::ping_data(p, size);
+            String::from_utf8(d[..size - 1].to_vec()).unwrap()
+        })
+        .collect()
+}
+
+/// Runs `serve` on a thread once its port is known, then lets `client` start (the C tools do
+/// not retry a rejected connect, so the server must be listening first; `serve` gets a
+/// moment for its bind and listen).
+fn serve_then<T: Send + 'static>(
+    serve: impl FnOnce(SocketAddr) -> T + Send + 'static,
+) -> (SocketAddr, std::thread::JoinHandle<T>) {
+    let addr = fresh_addr();
+    let server = std::thread::spawn(move || serve(addr));
+    std::thread::sleep(Duration::from_millis(500));
+    (addr, server)
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_cmtwin_rping_client_with_rdma_core_rping_server() {
+    use cmtwin_tests::ports::rping::{client, Options};
+    let addr = fresh_addr();
+    let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
+    let t0 = Instant::now();
+    let server = rping(&["-s", "-v", "-V", "-a", &ip, "-p", &port]);
+    let opts = Options {
+        count: INTEROP_COUNT,
+        patience: STEP,
+        ..Options::default()
+    };
+    let summary = client(&VerbsBackend::new(), addr, &opts);
+    let (ok, out) = finish(server, "rping server");
+    let summary = summary.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_eq!(summary.pings, INTEROP_COUNT, "{out}");
+    assert!(ok, "{out}");
+    // What the C server read from our buffers, ping by ping.
+    assert_eq!(
+        lines_after(&out, "server ping data: "),
+        ping_texts(64),
+        "{out}"
+    );
+    eprintln!("interop with the rping server took {:?}", t0.elapsed());
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_rdma_core_rping_client_with_cmtwin_server() {
+    use cmtwin_tests::ports::rping::{server, Options};
+    let t0 = Instant::now();
+    // The server checks every buffer it reads against the ping's expected text.
+    let (addr, served) = serve_then(|addr| server(&VerbsBackend::new(), addr, &Options::default()));
+    let count = INTEROP_COUNT.to_string();
+    let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
+    let client = rping(&["-c", "-v", "-V", "-C", &count, "-a", &ip, "-p", &port]);
+    let (ok, out) = finish(client, "rping client");
+    let summary = served
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(ok, "{out}");
+    assert_eq!(summary.pings, INTEROP_COUNT, "{out}");
+    // What the C client found in its sink after our RDMA writes (it compared it, -V).
+    assert_eq!(lines_after(&out, "ping data: "), ping_texts(64), "{out}");
+    eprintln!("interop with the rping client took {:?}", t0.elapsed());
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_cmtwin_ucmatose_client_with_rdma_core_ucmatose_server_exchanging_messages() {
+    use cmtwin_tests::ports::ucmatose::{client, Options};
+    let addr = fresh_addr();
+    let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
+    let t0 = Instant::now();
+    // ucmatose's defaults: 10 messages of 100 bytes each way.
+    let server = ucmatose(&["-b", &ip, "-p", &port]);
+    let opts = Options {
+        patience: STEP,
+        ..Options::default()
+    };
+    let summary = client(&VerbsBackend::new(), addr, &opts);
+    let (ok, out) = finish(server, "ucmatose server");
+    let summary = summary.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(ok, "{out}");
+    assert!(out.contains("data transfers complete"), "{out}");
+    assert_eq!(summary.received, INTEROP_COUNT, "{out}");
+    // The server had all our messages before it disconnected: none of ours was lost.
+    assert_eq!(summary.sent + summary.flushed, INTEROP_COUNT, "{summary:?}");
+    eprintln!(
+        "interop with the ucmatose server took {:?} ({summary:?})",
+        t0.elapsed()
+    );
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_rdma_core_ucmatose_client_with_cmtwin_server_exchanging_messages() {
+    use cmtwin_tests::ports::ucmatose::{server, Options, Summary};
+    let t0 = Instant::now();
+    let (addr, served) = serve_then(|addr| server(&VerbsBackend::new(), addr, &Options::default()));
+    let client = ucmatose(&["-s", &addr.ip().to_string(), "-p", &addr.port().to_string()]);
+    let (ok, out) = finish(client, "ucmatose client");
+    let summary = served
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(ok, "{out}");
+    assert!(out.contains("data transfers complete"), "{out}");
+    let all = Summary {
+        received: INTEROP_COUNT,
+        sent: INTEROP_COUNT,
+        flushed: 0,
+    };
+    assert_eq!(summary, all, "{out}");
+    eprintln!("interop with the ucmatose client took {:?}", t0.elapsed());
+}
+
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
 fn concurrent_calls_from_many_threads_never_crash() {

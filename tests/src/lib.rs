@@ -15,6 +15,7 @@
 //!   where the bed lacks a need.
 //! * [`datapath`]: steps of data path scenarios (connections with PDs, CQs and completion
 //!   channels, regions, waiting for completions), generic over `cmtwin::verbs::DataPath`.
+//! * [`ports`]: ports of rdma-core's `rping` and `ucmatose`, wire-compatible with the C tools.
 //! * [`random_calls`]: random call sequences on the simulator ([`random_calls::Op`]) and the
 //!   model of the CM's contract they are checked against ([`random_calls::Model`]: errnos from
 //!   the kernel's set, events at most once), shared by `tests/sim_proptest.rs` and the
@@ -46,6 +47,7 @@ pub mod device_link;
 pub mod fidelity;
 pub mod fuzzing;
 pub mod harness;
+pub mod ports;
 pub mod random_calls;
 pub mod recording;
 pub mod steps;

@@ -1,0 +1,16 @@
+//! Ports of rdma-core's example programs over [`cmtwin::verbs::DataPath`], written once for
+//! every backend and wire-compatible with the C tools: the examples `rping` and `ucmatose` run
+//! them on the simulator or the real backend, and backend-verbs' interop tests run them against
+//! the C `rping` and `ucmatose` in the Soft-RoCE VM.
+//!
+//! * [`session`]: the connection steps both ports share (expected CM events, a client connect
+//!   that retries while the server is not yet listening, completions waited for while the CM
+//!   channel is watched for the peer's disconnect, releasing the verbs objects).
+//! * [`simulated`]: a port's two sides as two processes of a simulated fabric.
+//! * [`rping`]: rping's protocol (buffer advertisements, RDMA read and write, verification).
+//! * [`ucmatose`]: ucmatose's default message exchange over one connection.
+
+pub mod rping;
+pub mod session;
+pub mod simulated;
+pub mod ucmatose;

@@ -1,0 +1,71 @@
+//! A port's server and client as two processes of a two-host simulated RoCE fabric, with
+//! what each returned and the fabric's trace.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cmtwin::{CmBackend, Result, Transport};
+use cmtwin_sim::{Fabric, SimBackend};
+
+/// The server host's address.
+pub const SERVER_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+/// The client host's address.
+pub const CLIENT_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+/// How long the client lets the server start listening (virtual time).
+const SERVER_HEAD_START: Duration = Duration::from_millis(200);
+
+/// What a simulated run of a port gave.
+#[derive(Debug)]
+pub struct PairRun<S> {
+    /// The server's result (`None`: its process failed before returning one).
+    pub server: Option<S>,
+    /// The client's result.
+    pub client: Option<S>,
+    /// The run's outcome (the first process error, or a deadlock).
+    pub outcome: std::result::Result<(), String>,
+    /// Virtual time at the end.
+    pub end: Duration,
+    /// The trace.
+    pub trace: String,
+}
+
+/// Runs `server(cm, addr)` on the server host and, after a head start, `client(cm, addr)` on
+/// the client host, of a fabric of `seed`; `addr` is port `port` of [`SERVER_IP`].
+pub fn run_pair<S, F, G>(seed: u64, port: u16, server: F, client: G) -> PairRun<S>
+where
+    S: Send + 'static,
+    F: FnOnce(&SimBackend, SocketAddr) -> Result<S> + Send + 'static,
+    G: FnOnce(&SimBackend, SocketAddr) -> Result<S> + Send + 'static,
+{
+    let fabric = Fabric::builder(seed)
+        .host("server", Transport::Roce, &[SERVER_IP])
+        .host("client", Transport::Roce, &[CLIENT_IP])
+        .build()
+        .expect("two hosts of distinct addresses make a valid fabric");
+    let addr = SocketAddr::new(SERVER_IP, port);
+    let served = Arc::new(Mutex::new(None));
+    let asked = Arc::new(Mutex::new(None));
+    let out = Arc::clone(&served);
+    fabric.spawn("server", "server", move |cm| {
+        let s = server(&cm, addr)?;
+        *out.lock().expect("not poisoned") = Some(s);
+        Ok(())
+    });
+    let out = Arc::clone(&asked);
+    fabric.spawn("client", "client", move |cm| {
+        cm.sleep(SERVER_HEAD_START)?;
+        let s = client(&cm, addr)?;
+        *out.lock().expect("not poisoned") = Some(s);
+        Ok(())
+    });
+    let outcome = fabric.run().map_err(|e| e.to_string());
+    let take = |m: Arc<Mutex<Option<S>>>| m.lock().expect("not poisoned").take();
+    PairRun {
+        server: take(served),
+        client: take(asked),
+        outcome,
+        end: fabric.now(),
+        trace: fabric.trace_text(),
+    }
+}
