@@ -182,6 +182,8 @@ pub(crate) struct Scheduler {
     next_low: u64,
     /// The scratch list of runnable processes a decision picks from.
     ready: Vec<usize>,
+    /// The processes that polled in vain (`yield_now`) since virtual time last moved.
+    polled_in_vain: BTreeSet<usize>,
 }
 
 impl Scheduler {
@@ -400,14 +402,7 @@ impl World {
     /// Whether process `j` can run now; a blocked process whose wait is over is made runnable,
     /// or waking when the schedule draws it a wake-up latency.
     fn take_if_ready(&mut self, j: usize) -> bool {
-        let notified = self.sched.procs[j].notified;
-        let ready = match &self.sched.procs[j].state {
-            ProcState::Runnable | ProcState::Deadlocked(_) => true,
-            ProcState::Waking(at) => self.now >= *at,
-            ProcState::Blocked(c) => c.satisfied(self, notified),
-            ProcState::Done => false,
-        };
-        if !ready {
+        if !self.can_run(j) {
             // Not runnable until its channel, key or deadline signals it again.
             self.sched.candidates.remove(&j);
             return false;
@@ -446,6 +441,25 @@ impl World {
 
     /// The scheduler's choice point: the process that runs next among those that can run now,
     /// other than `skip`, as the schedule's policy says; `None` when none can.
+    /// Whether process `j` could run now (runnable, its wake-up latency over, or its wait
+    /// satisfied).
+    fn can_run(&self, j: usize) -> bool {
+        let notified = self.sched.procs[j].notified;
+        match &self.sched.procs[j].state {
+            ProcState::Runnable | ProcState::Deadlocked(_) => true,
+            ProcState::Waking(at) => self.now >= *at,
+            ProcState::Blocked(c) => c.satisfied(self, notified),
+            ProcState::Done => false,
+        }
+    }
+
+    /// Whether every process that could run now has polled in vain since virtual time last
+    /// moved: then only the timeline can change anything.
+    fn only_pollers_can_run(&self) -> bool {
+        (0..self.sched.procs.len())
+            .all(|j| self.sched.polled_in_vain.contains(&j) || !self.can_run(j))
+    }
+
     fn pick_next(&mut self, skip: Option<usize>) -> Option<usize> {
         self.sched.decisions += 1;
         if self.sched.config.policy == SchedPolicy::RoundRobin {
@@ -546,6 +560,7 @@ impl World {
         if !self.step() {
             return false;
         }
+        self.sched.polled_in_vain.clear();
         let now = self.now;
         self.sched.deadlines_reached(now);
         true
@@ -722,14 +737,24 @@ fn switch_to(mut w: WorldGuard<'_>, me: usize, next: usize) -> WorldGuard<'_> {
 }
 
 /// An unproductive poll of a process: another process that can run goes first (this one gets
-/// the baton back when it is picked again), and when none can, the timeline runs its next
-/// action. Outside `Fabric::run` it does nothing.
+/// the baton back when it is picked again), and when none can, or when every one that can has
+/// polled in vain since virtual time last moved, the timeline runs its next action. Outside
+/// `Fabric::run` it does nothing.
 pub(crate) fn yield_now(mut w: WorldGuard<'_>) -> WorldGuard<'_> {
     let Some(me) = current_process(w.fabric_no) else {
         return w;
     };
+    w.sched.polled_in_vain.insert(me);
     match w.pick_next(Some(me)) {
-        Some(j) => switch_to(w, me, j),
+        Some(j) => {
+            if w.only_pollers_can_run() {
+                // Every process that can run is polling in vain: the polls take time, so the
+                // timeline's next action runs (else processes that all poll would hand the
+                // baton round for ever in one instant of virtual time).
+                w.advance();
+            }
+            switch_to(w, me, j)
+        }
         None => {
             w.advance();
             unwind_if_crashed(w, me)

@@ -179,6 +179,44 @@ fn a_zero_timeout_poll_advances_virtual_time() {
     );
 }
 
+/// Two processes that both busy-poll with NonBlocking, each for an event the timeline brings
+/// (ADDR_RESOLVED after the ARP round trip of 2 × 5 µs): when every process that can run has
+/// polled in vain, virtual time moves on, so neither hands the baton round for ever at time
+/// 0. Each gets its event at exactly 10 µs after a bounded number of polls (before, the polls
+/// alternated without end and the bound was hit).
+#[test]
+fn processes_that_all_poll_let_virtual_time_advance() {
+    let fabric = two_hosts();
+    let seen: [Slot<(u32, Duration, EventKind)>; 2] = [slot(), slot()];
+    for (name, dst, s) in [("p1", B_IP, seen[0].clone()), ("p2", A_IP, seen[1].clone())] {
+        let host = if name == "p1" { "a" } else { "b" };
+        fabric.spawn(host, name, move |cm| -> Result<(), CmError> {
+            let ch = cm.create_event_channel()?;
+            let id = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+            let dst = SocketAddr::new(ip(dst), 7000);
+            cm.resolve_addr(id, None, dst, Duration::from_secs(1))?;
+            let mut eagain = 0;
+            let event = loop {
+                match cm.get_cm_event(ch, Wait::NonBlocking) {
+                    Ok(event) => break event,
+                    Err(e) if e.errno == Errno::EAGAIN && eagain < 10_000 => eagain += 1,
+                    Err(e) => return Err(e),
+                }
+            };
+            *s.lock().unwrap() = Some((eagain, cm.now(), event.kind()));
+            cm.ack_cm_event(event)?;
+            cm.destroy_id(id)?;
+            cm.destroy_event_channel(ch)
+        });
+    }
+    fabric.run().expect("both pollers end");
+    for s in &seen {
+        let (polls, at, kind) = take(s);
+        assert_eq!((at, kind), (Duration::from_micros(10), EventKind::AddrResolved));
+        assert!(polls <= 4, "{polls} polls in vain");
+    }
+}
+
 // ----- 3. and 4. misuse of run and of threads -------------------------------------------------
 
 /// `Fabric::run` from inside one of the fabric's processes is refused with an error naming
