@@ -209,11 +209,14 @@ impl From<Side> for Verbs {
 
 impl Side {
     /// The next successful completion that is not a send's (sends are only counted by the
-    /// device), or `None` when the peer disconnected.
+    /// device), or `None` when the peer disconnected: DISCONNECTED, or a flushed work
+    /// request (the QP left RTS; siw flushes the posted receive before the CM reports the
+    /// disconnect, rxe after it; rping counts flushes as the end too).
     fn next<B: DataPath>(&self, cm: &B) -> Result<Option<WorkCompletion>> {
         loop {
             match self.wait.next(cm)? {
                 Next::Disconnected => return Ok(None),
+                Next::Completion(wc) if wc.status == WcStatus::WR_FLUSH_ERR => return Ok(None),
                 Next::Completion(wc) if wc.status != WcStatus::SUCCESS => {
                     return Err(CmError::application(format!("completion failed: {wc:?}")))
                 }
@@ -264,7 +267,9 @@ pub fn server<B: DataPath>(cm: &B, addr: SocketAddr, opts: &Options) -> Result<S
     cm.listen(listener, 3)?;
     let id = session::expect_event(cm, channel, EventKind::ConnectRequest)?;
     let side = setup(cm, id, opts.size, false, channel)?;
-    cm.accept(id, None)?;
+    // As rping's server: one RDMA read in flight each way. Without it the server's ORD is
+    // what the request carried, which on iWARP (siw) leaves it no RDMA read to issue.
+    cm.accept(id, Some(&conn_param()))?;
     let summary = serve_pings(cm, &side, opts)?;
     cm.disconnect(id)?;
     side.verbs.release(cm, id)?;
@@ -323,17 +328,23 @@ fn serve_pings<B: DataPath>(cm: &B, side: &Side, opts: &Options) -> Result<Summa
     }
 }
 
-/// Connects to `server`, runs `opts.count` pings, disconnects and releases everything.
-pub fn client<B: DataPath>(cm: &B, server: SocketAddr, opts: &Options) -> Result<Summary> {
-    opts.check()?;
-    let channel = cm.create_event_channel()?;
-    let param = ConnParam {
+/// rping's connection parameters, on both sides: one RDMA read in flight each way, seven
+/// transport and RNR retries.
+fn conn_param() -> ConnParam {
+    ConnParam {
         responder_resources: 1,
         initiator_depth: 1,
         retry_count: 7,
         rnr_retry_count: 7,
         ..ConnParam::default()
-    };
+    }
+}
+
+/// Connects to `server`, runs `opts.count` pings, disconnects and releases everything.
+pub fn client<B: DataPath>(cm: &B, server: SocketAddr, opts: &Options) -> Result<Summary> {
+    opts.check()?;
+    let channel = cm.create_event_channel()?;
+    let param = conn_param();
     let (id, side) =
         session::connect_when_listening(cm, channel, server, &param, opts.patience, |id| {
             setup(cm, id, opts.size, true, channel)
