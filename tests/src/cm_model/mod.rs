@@ -12,7 +12,7 @@
 //!   (REQ answered or not, DREQ sent or received), its QP, its peer; per channel, live or not.
 //! * [`predict`]: the prediction for each call in each state, with the CM-SEMANTICS section
 //!   and the conformance scenario pinning it; calls whose outcome the model does not know
-//!   exactly are not made (counted as skipped), never checked against a set of results.
+//!   exactly are not made (counted apart as not made), never checked against a set of results.
 //! * [`driver`]: makes the calls on a bed and checks them; every event the model expects is
 //!   fetched (bounded wait) before the next call, so predictions stay exact on a real machine.
 //! * [`stats`]: what a run covered (share of cases reaching each event kind, calls, errnos).

@@ -23,7 +23,7 @@ pub enum Target {
 
 /// One step of a case. Every step the model can predict exactly is made and checked; a step
 /// whose target does not exist, or whose outcome the model does not know exactly (see
-/// `cm_model::predict`), is skipped and counted as such.
+/// `cm_model::predict`), is not made and counted apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     /// A client channel for the slot (if it has none or it was destroyed) and a TCP id on it,

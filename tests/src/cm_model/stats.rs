@@ -19,7 +19,7 @@ pub struct CaseStats {
     /// Events checked.
     pub events: u64,
     /// Ops not made: no such id, or an outcome the model does not predict.
-    pub skipped: u64,
+    pub not_made: u64,
 }
 
 impl CaseStats {
@@ -52,7 +52,7 @@ pub struct Stats {
     /// Events checked.
     pub events: u64,
     /// Ops not made.
-    pub skipped: u64,
+    pub not_made: u64,
 }
 
 impl Stats {
@@ -69,7 +69,7 @@ impl Stats {
             *self.errnos.entry(*key).or_default() += n;
         }
         self.events += case.events;
-        self.skipped += case.skipped;
+        self.not_made += case.not_made;
     }
 
     /// The share of cases (0 to 1) that reached `kind`.
@@ -84,8 +84,8 @@ impl fmt::Display for Stats {
         let calls: u64 = self.calls.values().sum();
         writeln!(
             f,
-            "{} cases, {calls} calls and {} events checked, {} ops skipped",
-            self.cases, self.events, self.skipped
+            "{} cases, {calls} calls and {} events checked, {} ops drawn but not made",
+            self.cases, self.events, self.not_made
         )?;
         write!(f, "cases reaching:")?;
         for (kind, n) in &self.reached {
