@@ -12,42 +12,23 @@
 //!   `... -- --client <ip>[:port] ...`: one side on the real librdmacm and libibverbs, against
 //!   this example or the C `ucmatose` / `ucmatose -s <ip>` (port 7471 by default).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use cmtwin_tests::ports::command_line::{parse_addr, Mode};
 use cmtwin_tests::ports::simulated;
 use cmtwin_tests::ports::ucmatose::{self, Options, Summary, DEFAULT_PORT};
 use cmtwin_verbs::VerbsBackend;
 
-/// What the command line asks for.
-enum Mode {
-    Simulated(u64),
-    Both(SocketAddr),
-    Server(SocketAddr),
-    Client(SocketAddr),
-}
-
-fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    s.parse::<SocketAddr>()
-        .or_else(|_| {
-            s.parse::<IpAddr>()
-                .map(|ip| SocketAddr::new(ip, DEFAULT_PORT))
-        })
-        .map_err(|_| format!("{s:?} is no address"))
-}
-
 fn parse_args() -> Result<(Mode, Options), String> {
     let mut args = std::env::args().skip(1);
-    let mut mode = match std::env::var("CMTWIN_RDMA_ADDR") {
-        Ok(ip) => Mode::Both(parse_addr(&ip)?),
-        Err(_) => Mode::Simulated(1),
-    };
+    let mut mode = Mode::from_env(DEFAULT_PORT)?;
     let mut opts = Options::default();
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
-            "--server" => mode = Mode::Server(parse_addr(&value("--server")?)?),
-            "--client" => mode = Mode::Client(parse_addr(&value("--client")?)?),
+            "--server" => mode = Mode::Server(parse_addr(&value("--server")?, DEFAULT_PORT)?),
+            "--client" => mode = Mode::Client(parse_addr(&value("--client")?, DEFAULT_PORT)?),
             "-C" => opts.message_count = value("-C")?.parse().map_err(|e| format!("-C: {e}"))?,
             "-S" => opts.message_size = value("-S")?.parse().map_err(|e| format!("-S: {e}"))?,
             seed => mode = Mode::Simulated(seed.parse().map_err(|e| format!("{seed}: {e}"))?),

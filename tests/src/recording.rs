@@ -330,6 +330,18 @@ impl<B: CmBackend> Recorded<B> {
         self.recorder.push(at, text);
     }
 
+    /// Records `call(id) = address` for the address queries.
+    fn record_addr(&self, call: &str, id: IdHandle, result: &Result<Option<SocketAddr>>) {
+        self.record(|n| {
+            let id = n.id(id);
+            let result = match result {
+                Ok(a) => n.opt_addr(*a),
+                Err(e) => errno_text(e),
+            };
+            format!("{call}({id}) = {result}")
+        });
+    }
+
     fn event_text(n: &mut Namer<'_>, result: &Result<CmEvent>) -> String {
         match result {
             Ok(ev) => n.event_info(ev.info(), ev.private_data_opt()),
@@ -662,26 +674,12 @@ impl<B: CmBackend> CmBackend for Recorded<B> {
     }
     fn local_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
         let r = self.inner.local_addr(id);
-        self.record(|n| {
-            let id = n.id(id);
-            let result = match &r {
-                Ok(a) => n.opt_addr(*a),
-                Err(e) => errno_text(e),
-            };
-            format!("local_addr({id}) = {result}")
-        });
+        self.record_addr("local_addr", id, &r);
         r
     }
     fn peer_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
         let r = self.inner.peer_addr(id);
-        self.record(|n| {
-            let id = n.id(id);
-            let result = match &r {
-                Ok(a) => n.opt_addr(*a),
-                Err(e) => errno_text(e),
-            };
-            format!("peer_addr({id}) = {result}")
-        });
+        self.record_addr("peer_addr", id, &r);
         r
     }
     fn context(&self, id: IdHandle) -> Result<u64> {

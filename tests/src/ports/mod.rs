@@ -6,10 +6,13 @@
 //! * [`session`]: the connection steps both ports share (expected CM events, a client connect
 //!   that retries while the server is not yet listening, completions waited for while the CM
 //!   channel is watched for the peer's disconnect, releasing the verbs objects).
+//! * [`command_line`]: where an example's sides run ([`command_line::Mode`]) and how a
+//!   peer's address is written.
 //! * [`simulated`]: a port's two sides as two processes of a simulated fabric.
 //! * [`rping`]: rping's protocol (buffer advertisements, RDMA read and write, verification).
 //! * [`ucmatose`]: ucmatose's default message exchange over one connection.
 
+pub mod command_line;
 pub mod rping;
 pub mod session;
 pub mod simulated;
