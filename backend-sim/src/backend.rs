@@ -51,13 +51,31 @@ fn sync_result(call: Call, info: &EventInfo) -> Result<()> {
     ))
 }
 
+/// The calls that only look for something (and may yield when nothing is there).
+fn is_poll_or_wait(call: Call) -> bool {
+    matches!(
+        call,
+        Call::GetCmEvent
+            | Call::Poll
+            | Call::Sleep
+            | Call::PollCq
+            | Call::GetCqEvent
+            | Call::GetAsyncEvent
+    )
+}
+
 impl SimBackend {
     /// Locks the world for `call`: while `Fabric::run` is in progress only the fabric's own
     /// processes may call into it (EPERM for any other thread, untraced: tracing it would make
     /// the trace depend on the OS's thread scheduling).
     /// Every call is a yield point of a running process: the schedule may preempt it here.
+    /// A call that is not a poll or a wait may change what polls see (livelock detection).
     pub(crate) fn lock(&self, call: Call) -> Result<WorldGuard<'_>> {
-        self.lock_quiet(call).map(yield_point)
+        let mut w = self.lock_quiet(call)?;
+        if !is_poll_or_wait(call) {
+            w.sched.note_change();
+        }
+        Ok(yield_point(w))
     }
 
     /// As [`SimBackend::lock`] without the yield point (for bookkeeping after a call).
@@ -257,7 +275,7 @@ impl SimBackend {
             Wait::Timeout(d) if !d.is_zero() => Some(w.now.after(d)),
             Wait::Block => None,
             _ => {
-                let mut w = yield_now(w);
+                let mut w = yield_now(w).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
                 return self
                     .fetch_first(&mut w, call, channels)?
                     .ok_or_else(|| CmError::new(call, errno, detail));
@@ -304,7 +322,7 @@ impl SimBackend {
             Wait::Timeout(d) if !d.is_zero() => Some(w.now.after(d)),
             Wait::Block => None,
             _ => {
-                let w = yield_now(w);
+                let w = yield_now(w).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
                 let keys = self.chan_keys(&w, call, channels)?;
                 return Ok(ready(&w, &keys));
             }
@@ -803,7 +821,7 @@ impl CmBackend for SimBackend {
     fn sleep(&self, duration: Duration) -> Result<()> {
         let w = self.lock(Call::Sleep)?;
         if duration.is_zero() {
-            drop(yield_now(w));
+            yield_now(w).map_err(|m| CmError::new(Call::Sleep, Errno::EDEADLK, m))?;
             return Ok(());
         }
         let deadline = w.now.after(duration);

@@ -56,7 +56,11 @@
 //!   (nested in a process, or from another thread) is refused. So the trace of a run never
 //!   depends on the OS's thread scheduling. In a process, an unproductive poll
 //!   (`Wait::NonBlocking`, a zero timeout, a zero sleep) yields: the other processes run first,
-//!   or, if none can, the timeline runs its next action.
+//!   or, if none can, the timeline runs its next action. When the timeline is empty and every
+//!   process that can run keeps polling in vain with nothing changed in between (10 000 times
+//!   in a row each), nothing ever can: where hardware would spin for ever, the poll fails with
+//!   EDEADLK naming the livelock (a spin on `cmtwin::thread::yield_now` ends its process with
+//!   that report).
 //!
 //! Threads and tasks. A process may start more processes of its host with
 //! `cmtwin::thread::spawn` while the run is in progress, and use `cmtwin::sync`'s mutex,
@@ -112,6 +116,7 @@ mod faults;
 mod handoff;
 mod invariants;
 mod kernel;
+mod livelock;
 mod plan;
 mod process;
 pub mod replay;

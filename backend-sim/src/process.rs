@@ -29,6 +29,7 @@ use cmtwin::runtime::Describe;
 
 use crate::engine::timeline::{SimTime, TimerKey};
 use crate::handoff::{Wake, WorldGuard};
+use crate::livelock::{VainPolls, LIVELOCK_REPORT};
 use crate::rng::Stream;
 use crate::schedule::{SchedConfig, SchedPolicy};
 use crate::trace::TraceKind;
@@ -184,6 +185,8 @@ pub(crate) struct Scheduler {
     ready: Vec<usize>,
     /// The processes that polled in vain (`yield_now`) since virtual time last moved.
     polled_in_vain: BTreeSet<usize>,
+    /// Each process's run of vain polls since anything last changed (livelock detection).
+    vain_polls: VainPolls,
 }
 
 impl Scheduler {
@@ -241,6 +244,12 @@ impl Scheduler {
     /// Whether `Fabric::run` is in progress.
     pub(crate) fn running(&self) -> bool {
         self.running
+    }
+
+    /// A process did something a poll may observe (a call that is not a poll, an operation
+    /// of a primitive): every run of vain polls ends.
+    pub(crate) fn note_change(&mut self) {
+        self.vain_polls.changed();
     }
 
     /// Where process `index` waits for the baton.
@@ -460,6 +469,12 @@ impl World {
             .all(|j| self.sched.polled_in_vain.contains(&j) || !self.can_run(j))
     }
 
+    /// Whether every process that could run now has polled in vain, over and over, since
+    /// anything last changed (see `livelock.rs`); asked only when the timeline is empty.
+    fn livelocked(&self) -> bool {
+        (0..self.sched.procs.len()).all(|j| self.sched.vain_polls.exhausted(j) || !self.can_run(j))
+    }
+
     fn pick_next(&mut self, skip: Option<usize>) -> Option<usize> {
         self.sched.decisions += 1;
         if self.sched.config.policy == SchedPolicy::RoundRobin {
@@ -561,6 +576,7 @@ impl World {
             return false;
         }
         self.sched.polled_in_vain.clear();
+        self.sched.vain_polls.changed();
         let now = self.now;
         self.sched.deadlines_reached(now);
         true
@@ -738,26 +754,30 @@ fn switch_to(mut w: WorldGuard<'_>, me: usize, next: usize) -> WorldGuard<'_> {
 
 /// An unproductive poll of a process: another process that can run goes first (this one gets
 /// the baton back when it is picked again), and when none can, or when every one that can has
-/// polled in vain since virtual time last moved, the timeline runs its next action. Outside
-/// `Fabric::run` it does nothing.
-pub(crate) fn yield_now(mut w: WorldGuard<'_>) -> WorldGuard<'_> {
+/// polled in vain since virtual time last moved, the timeline runs its next action. Fails
+/// with the livelock report when the timeline is empty and every process that can run keeps
+/// polling in vain (`livelock.rs`). Outside `Fabric::run` it does nothing.
+pub(crate) fn yield_now(mut w: WorldGuard<'_>) -> Result<WorldGuard<'_>, &'static str> {
     let Some(me) = current_process(w.fabric_no) else {
-        return w;
+        return Ok(w);
     };
     w.sched.polled_in_vain.insert(me);
+    w.sched.vain_polls.polled_in_vain(me);
     match w.pick_next(Some(me)) {
         Some(j) => {
-            if w.only_pollers_can_run() {
-                // Every process that can run is polling in vain: the polls take time, so the
-                // timeline's next action runs (else processes that all poll would hand the
-                // baton round for ever in one instant of virtual time).
-                w.advance();
+            // Every process that can run is polling in vain: the polls take time, so the
+            // timeline's next action runs (else processes that all poll would hand the baton
+            // round for ever in one instant of virtual time).
+            if w.only_pollers_can_run() && !w.advance() && w.livelocked() {
+                return Err(LIVELOCK_REPORT);
             }
-            switch_to(w, me, j)
+            Ok(switch_to(w, me, j))
         }
         None => {
-            w.advance();
-            unwind_if_crashed(w, me)
+            if !w.advance() && w.livelocked() {
+                return Err(LIVELOCK_REPORT);
+            }
+            Ok(unwind_if_crashed(w, me))
         }
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::backend::SimBackend;
 use crate::error::{FabricError, SimError};
 use crate::fabric::{Fabric, PendingProc};
+use crate::livelock::{Livelocked, LIVELOCK_REPORT};
 use crate::process::{current_process, enter_process, wait_for_first_baton, Crashed, Proc, Shared};
 use crate::sim_runtime::SimRuntime;
 
@@ -148,6 +149,9 @@ fn run_process(
     let outcome = match catch_unwind(AssertUnwindSafe(move || body(backend))) {
         Ok(Ok(())) => Ok(()),
         Err(payload) if payload.is::<Crashed>() => Ok(()),
+        Err(payload) if payload.is::<Livelocked>() => {
+            Err(format!("process {} failed: {LIVELOCK_REPORT}", p.name))
+        }
         Ok(Err(e)) => Err(format!("process {} failed: {e}", p.name)),
         Err(payload) => Err(format!(
             "process {} panicked{}",

@@ -10,6 +10,7 @@ use cmtwin::runtime::{Describe, Runtime, Woken};
 use cmtwin::{Call, CmError, Errno};
 use rand::RngCore;
 
+use crate::livelock::{Livelocked, LIVELOCK_REPORT};
 use crate::process::{
     block, current_process, enter_process, wait_for_first_baton, was_notified, yield_now,
     yield_point, Cond, Crashed, Shared, Waiting,
@@ -49,11 +50,17 @@ impl Runtime for SimRuntime {
     }
 
     fn yield_point(&self) {
-        drop(yield_point(self.shared.lock()));
+        let mut w = self.shared.lock();
+        w.sched.note_change();
+        drop(yield_point(w));
     }
 
+    /// A process that cannot be told by an error that the run is livelocked ends with the
+    /// report (its run gives it as the process's failure).
     fn yield_now(&self) {
-        drop(yield_now(self.shared.lock()));
+        if yield_now(self.shared.lock()).is_err() {
+            std::panic::resume_unwind(Box::new(Livelocked));
+        }
     }
 
     fn block(
@@ -141,6 +148,9 @@ impl SimRuntime {
         let outcome = match catch_unwind(AssertUnwindSafe(body)) {
             Ok(()) => Ok(()),
             Err(payload) if payload.is::<Crashed>() => Ok(()),
+            Err(payload) if payload.is::<Livelocked>() => {
+                Err(format!("process {name} failed: {LIVELOCK_REPORT}"))
+            }
             Err(payload) => Err(format!(
                 "process {name} panicked{}",
                 panic_message(payload.as_ref())

@@ -223,6 +223,113 @@ fn processes_that_all_poll_let_virtual_time_advance() {
     );
 }
 
+/// Two processes that poll for ever for events nothing will produce (no call of theirs is in
+/// flight and the timeline is empty): the run is livelocked, and once each has polled in vain
+/// 10 000 times in a row with nothing changed, the poll fails with EDEADLK naming the
+/// livelock, where on hardware both would spin for ever (before, the run never returned).
+#[test]
+fn processes_polling_for_ever_for_nothing_get_edeadlk() {
+    let fabric = two_hosts();
+    let seen: [Slot<(u32, Errno, Duration)>; 2] = [slot(), slot()];
+    for (host, s) in [("a", seen[0].clone()), ("b", seen[1].clone())] {
+        fabric.spawn(host, host, move |cm| -> Result<(), CmError> {
+            let ch = cm.create_event_channel()?;
+            let mut polls = 0;
+            let err = loop {
+                match cm.get_cm_event(ch, Wait::NonBlocking) {
+                    Err(e) if e.errno == Errno::EAGAIN && polls < 1_000_000 => polls += 1,
+                    Err(e) => break e,
+                    Ok(event) => panic!("no event can come, got {event:?}"),
+                }
+            };
+            assert!(err.to_string().contains("livelock"), "{err}");
+            *s.lock().unwrap() = Some((polls, err.errno, cm.now()));
+            cm.destroy_event_channel(ch)
+        });
+    }
+    fabric
+        .run()
+        .expect("both pollers learn of the livelock and end");
+    // Each poll yields to the other: a's 10 001st poll finds both at 10 000 and fails. Then
+    // a destroys its channel, a change, so b's run of vain polls starts again: b, alone now,
+    // fails at its next 10 000th.
+    assert_eq!(take(&seen[0]), (10_000, Errno::EDEADLK, Duration::ZERO));
+    assert_eq!(take(&seen[1]), (19_999, Errno::EDEADLK, Duration::ZERO));
+}
+
+/// A process spinning on `cmtwin::thread::yield_now` for a flag that nothing will set cannot be
+/// told by an error: its run fails with the livelock report instead of spinning for ever.
+#[test]
+fn a_spin_on_yield_now_for_nothing_fails_the_run() {
+    let fabric = two_hosts();
+    fabric.spawn("a", "spinner", move |_cm| -> Result<(), CmError> {
+        loop {
+            cmtwin::thread::yield_now();
+        }
+    });
+    let err = fabric.run().expect_err("the spinner is ended");
+    let SimError::Failed { failures, .. } = &err else {
+        panic!("not a failed run: {err}");
+    };
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(
+        failures[0].starts_with("process spinner failed: livelock: every process that can run"),
+        "{}",
+        failures[0]
+    );
+}
+
+/// Polls in vain are no livelock while another process makes calls that change things, even
+/// with nothing in the timeline: a poller waits beside a process that creates and destroys
+/// 30 000 ids (three times the livelock threshold's polls), then gets the event the other
+/// finally causes.
+#[test]
+fn polls_beside_a_process_making_calls_are_no_livelock() {
+    let fabric = two_hosts();
+    let seen: Slot<(u32, EventKind)> = slot();
+    let s = seen.clone();
+    let (tx, rx) = mpsc::channel::<ChannelHandle>();
+    fabric.spawn("a", "poller", move |cm| -> Result<(), CmError> {
+        let ch = cm.create_event_channel()?;
+        tx.send(ch).expect("the worker waits for the channel");
+        let mut polls = 0;
+        let event = loop {
+            match cm.get_cm_event(ch, Wait::NonBlocking) {
+                Ok(event) => break event,
+                Err(e) if e.errno == Errno::EAGAIN => polls += 1,
+                Err(e) => return Err(e),
+            }
+        };
+        *s.lock().unwrap() = Some((polls, event.kind()));
+        let id = event.id();
+        cm.ack_cm_event(event)?;
+        cm.destroy_id(id)?;
+        cm.destroy_event_channel(ch)
+    });
+    fabric.spawn("a", "worker", move |cm| -> Result<(), CmError> {
+        let ch = rx.recv().expect("the poller sends its channel first");
+        for _ in 0..30_000 {
+            let id = cm.create_id(None, 0, PortSpace::TCP)?;
+            cm.destroy_id(id)?;
+            cm.sleep(Duration::ZERO)?;
+        }
+        let id = cm.create_id(Some(ch), 0, PortSpace::TCP)?;
+        cm.resolve_addr(
+            id,
+            None,
+            SocketAddr::new(ip(B_IP), 7000),
+            Duration::from_secs(1),
+        )?;
+        Ok(())
+    });
+    fabric.run().expect("the poller gets its event");
+    let (polls, kind) = take(&seen);
+    assert_eq!(kind, EventKind::AddrResolved);
+    // One vain poll per turn of the worker (30 000 zero sleeps), and one more while the ARP
+    // round trip of the worker's resolve runs.
+    assert_eq!(polls, 30_001);
+}
+
 // ----- 3. and 4. misuse of run and of threads -------------------------------------------------
 
 /// `Fabric::run` from inside one of the fabric's processes is refused with an error naming

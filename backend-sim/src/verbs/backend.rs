@@ -245,7 +245,7 @@ impl DataPath for SimBackend {
         let r = w.poll_cq(self.host, cq, wc);
         match r {
             Ok(0) if !wc.is_empty() => {
-                drop(yield_now(w));
+                yield_now(w).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
             }
             _ => trace_call(
                 &mut w,

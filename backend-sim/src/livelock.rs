@@ -1,0 +1,89 @@
+//! Livelock detection: processes that only poll while nothing is left that could change what
+//! they poll.
+//!
+//! A simulated process that polls (a non-blocking or zero-timeout wait, an empty `poll_cq`, a
+//! zero sleep, `cmtwin::thread::yield_now`) gives way to the others and lets the timeline run
+//! (`process::yield_now`). When the timeline is empty, no process can be woken, and every
+//! process that can run has only polled in vain, over and over, since anything last changed,
+//! nothing ever will: on hardware such a program spins for ever. The simulator says so
+//! instead: once every process that can run has polled in vain [`VAIN_POLLS_FOR_LIVELOCK`]
+//! times in a row with no change in between, the poll fails (EDEADLK for the fabric's calls;
+//! `cmtwin::thread::yield_now`, which cannot fail, ends its process with the same report).
+//!
+//! "A change" is anything a poll could observe: virtual time moving, or a process making a
+//! call that is not a poll or wait (it may queue an event or post work without the timeline),
+//! or operating a primitive of `cmtwin::sync`. The count is that large so that a process
+//! reading memory another process writes between its polls (which the fabric cannot see) has
+//! long since seen the write.
+
+/// Consecutive vain polls of every process that can run, with nothing changed in between,
+/// after which the run is declared livelocked.
+pub(crate) const VAIN_POLLS_FOR_LIVELOCK: u32 = 10_000;
+
+/// The report given to a process whose poll finds the run livelocked.
+pub(crate) const LIVELOCK_REPORT: &str =
+    "livelock: every process that can run keeps polling in vain, no process can be woken and \
+     nothing is left in the timeline, so nothing can ever change what they poll";
+
+/// The payload a process unwinds with when a poll that cannot fail finds the run livelocked
+/// (its run reports it as the process's failure).
+pub(crate) struct Livelocked;
+
+/// Each process's run of vain polls since the last change.
+#[derive(Default)]
+pub(crate) struct VainPolls {
+    /// Counts changes (time moving, calls that are not polls); a run of polls is current
+    /// while this has not moved since it began.
+    changes: u64,
+    /// Per process: the change count its run of vain polls began at, and its length.
+    runs: Vec<(u64, u32)>,
+}
+
+impl VainPolls {
+    /// Something a poll could observe may have changed: every run of vain polls ends.
+    pub(crate) fn changed(&mut self) {
+        self.changes = self.changes.wrapping_add(1);
+    }
+
+    /// Process `me` polled in vain: its current run grows by one, or a new one begins.
+    pub(crate) fn polled_in_vain(&mut self, me: usize) {
+        if self.runs.len() <= me {
+            self.runs.resize(me + 1, (0, 0));
+        }
+        let run = &mut self.runs[me];
+        if run.0 == self.changes {
+            run.1 = run.1.saturating_add(1);
+        } else {
+            *run = (self.changes, 1);
+        }
+    }
+
+    /// Whether process `j` has polled in vain at least [`VAIN_POLLS_FOR_LIVELOCK`] times with
+    /// nothing changed since its run began.
+    pub(crate) fn exhausted(&self, j: usize) -> bool {
+        self.runs
+            .get(j)
+            .is_some_and(|&(at, n)| at == self.changes && n >= VAIN_POLLS_FOR_LIVELOCK)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_of_vain_polls_is_exhausted_only_at_the_limit_and_only_while_nothing_changes() {
+        let mut v = VainPolls::default();
+        for _ in 0..VAIN_POLLS_FOR_LIVELOCK - 1 {
+            v.polled_in_vain(1);
+        }
+        assert!(!v.exhausted(1));
+        assert!(!v.exhausted(0), "process 0 never polled");
+        v.polled_in_vain(1);
+        assert!(v.exhausted(1));
+        v.changed();
+        assert!(!v.exhausted(1), "a change ends the run");
+        v.polled_in_vain(1);
+        assert!(!v.exhausted(1), "a new run begins at one poll");
+    }
+}
