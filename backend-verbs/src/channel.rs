@@ -8,10 +8,10 @@
 
 use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use cmtwin::{Call, ChannelHandle, CmEvent, EventKind, PortSpace, Result, Wait};
 
+use crate::deadline::Deadline;
 use crate::events::event_info;
 use crate::ffi::{self, EventFd, RawChannel, RawEvent, RawId, QPT_UD};
 use crate::registry::{lock, AddrinfoState, ChannelObj, IdState, TakeError};
@@ -106,7 +106,7 @@ impl VerbsBackend {
     ) -> Result<(ChannelHandle, CmEvent)> {
         let call = Call::GetCmEvent;
         let chans = self.channel_objs(call, channels)?;
-        let deadline = Deadline::of(wait);
+        let mut deadline = Deadline::of(wait);
         loop {
             for chan in &chans {
                 if let Some(ev) = self.try_fetch(chan)? {
@@ -137,7 +137,7 @@ impl VerbsBackend {
     ) -> Result<Vec<ChannelHandle>> {
         let call = Call::Poll;
         let chans = self.channel_objs(call, channels)?;
-        let deadline = Deadline::of(wait);
+        let mut deadline = Deadline::of(wait);
         loop {
             let timeout_ms = deadline.poll_timeout().unwrap_or(0);
             let readable = ffi::poll_which(&fds_of(&chans), timeout_ms)
@@ -308,44 +308,4 @@ fn fds_of(chans: &[Arc<ChannelObj>]) -> Vec<RawFd> {
 fn list(channels: &[ChannelHandle]) -> String {
     let names: Vec<String> = channels.iter().map(|c| c.to_string()).collect();
     format!("[{}]", names.join(", "))
-}
-
-/// When a wait ends.
-enum Deadline {
-    /// Never (`Wait::Block`, or a timeout too large to represent).
-    Never,
-    /// At once (`Wait::NonBlocking`).
-    Now,
-    /// At this instant.
-    At(Instant),
-}
-
-impl Deadline {
-    fn of(wait: Wait) -> Deadline {
-        match wait {
-            Wait::Block => Deadline::Never,
-            Wait::NonBlocking => Deadline::Now,
-            Wait::Timeout(d) => Instant::now()
-                .checked_add(d)
-                .map_or(Deadline::Never, Deadline::At),
-        }
-    }
-
-    /// The timeout of the next `poll` (-1: forever); `None` once the wait is over.
-    fn poll_timeout(&self) -> Option<i32> {
-        match self {
-            Deadline::Never => Some(-1),
-            Deadline::Now => None,
-            Deadline::At(t) => {
-                let left = t.saturating_duration_since(Instant::now());
-                (!left.is_zero()).then(|| ms_ceil(left))
-            }
-        }
-    }
-}
-
-/// `d` in whole milliseconds, rounded up, as poll wants it.
-fn ms_ceil(d: Duration) -> i32 {
-    let ms = d.as_nanos().div_ceil(1_000_000);
-    i32::try_from(ms).unwrap_or(i32::MAX)
 }

@@ -107,6 +107,7 @@
 
 mod addrinfo;
 mod channel;
+mod deadline;
 mod events;
 #[allow(unsafe_code)] // the crate's only unsafe code, each block with a SAFETY comment
 mod ffi;

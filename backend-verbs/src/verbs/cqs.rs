@@ -1,13 +1,13 @@
 //! Completion channels and CQs: creation and destruction, arming, CQ events, polling.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use cmtwin::verbs::{WcOpcode, WcStatus, WorkCompletion};
 use cmtwin::{Call, CompChannelHandle, CqHandle, IdHandle, Result, Wait};
 
 use super::objects::{in_use, ChannelEntry, ChannelObj, CqEntry, CqObj};
 use super::regions::release_all;
+use crate::deadline::Deadline;
 use crate::ffi::{RawCompChannel, RawCq, RawWc};
 use crate::registry::{lock, Registry};
 use crate::{c_err, err, keys_exhausted, VerbsBackend};
@@ -209,10 +209,7 @@ impl VerbsBackend {
     pub(crate) fn get_cq_event_impl(&self, h: CompChannelHandle, wait: Wait) -> Result<CqHandle> {
         let call = Call::GetCqEvent;
         let ch = self.comp_channel(call, h)?;
-        let deadline = match wait {
-            Wait::Timeout(d) => Some(Instant::now() + d),
-            _ => None,
-        };
+        let mut deadline = Deadline::of(wait);
         loop {
             {
                 // The event is read and counted under the registry lock, so that destroy_cq
@@ -230,18 +227,12 @@ impl VerbsBackend {
                     Err(e) => return Err(c_err(call, e)),
                 }
             }
-            let timeout_ms = match (wait, deadline) {
-                (Wait::NonBlocking, _) => {
-                    return Err(err(call, libc::EAGAIN, format!("no CQ event on {h}")))
-                }
-                (_, Some(d)) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(err(call, libc::ETIMEDOUT, format!("no CQ event on {h}")));
-                    }
-                    crate::id::timeout_ms(left).max(1)
-                }
-                _ => -1,
+            let Some(timeout_ms) = deadline.poll_timeout() else {
+                let errno = match wait {
+                    Wait::NonBlocking => libc::EAGAIN,
+                    _ => libc::ETIMEDOUT,
+                };
+                return Err(err(call, errno, format!("no CQ event on {h}")));
             };
             crate::ffi::poll_readable(&[ch.raw.fd()], timeout_ms).map_err(|e| c_err(call, e))?;
         }

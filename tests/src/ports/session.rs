@@ -187,7 +187,9 @@ impl CompletionWait {
     /// The next completion, or the peer's disconnect; ETIMEDOUT-like application error when
     /// neither comes within [`STEP`], and any other CM event is an error naming it.
     pub fn next<B: DataPath>(&self, cm: &B) -> Result<Next> {
-        let deadline = cm.now() + STEP;
+        // The clock is read only when the completion is not there at once: in a VM under
+        // software emulation a clock read is a system call that costs more than a ping.
+        let mut deadline = None;
         let mut wc = [WorkCompletion::default()];
         // The CQ is armed and was polled empty since: only a CQ event can bring a completion
         // (so an empty poll never waits in place of the CM channel's look).
@@ -197,6 +199,7 @@ impl CompletionWait {
                 return Ok(Next::Completion(wc[0]));
             }
             may_have = false;
+            let deadline = *deadline.get_or_insert_with(|| cm.now() + STEP);
             match cm.get_cq_event(self.channel, Wait::Timeout(CQ_SLICE)) {
                 Ok(cq) => {
                     cm.ack_cq_events(cq, 1)?;
@@ -241,7 +244,8 @@ pub fn take_completions<B: DataPath>(
     channel: CompChannelHandle,
     n: usize,
 ) -> Result<Vec<WorkCompletion>> {
-    let deadline = cm.now() + STEP;
+    // The clock is read only once a poll comes back empty (see `CompletionWait::next`).
+    let mut deadline = None;
     let mut done = Vec::with_capacity(n);
     let mut wc = [WorkCompletion::default(); 8];
     while done.len() < n {
@@ -251,7 +255,8 @@ pub fn take_completions<B: DataPath>(
         if got > 0 {
             continue;
         }
-        let left = deadline.saturating_sub(cm.now());
+        let now = cm.now();
+        let left = deadline.get_or_insert(now + STEP).saturating_sub(now);
         let fired = cm
             .get_cq_event(channel, Wait::Timeout(left))
             .map_err(|e| CmError::application(format!("{} of {n} completions: {e}", done.len())))?;
