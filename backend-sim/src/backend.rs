@@ -64,6 +64,36 @@ fn is_poll_or_wait(call: Call) -> bool {
     )
 }
 
+/// How long siw's `rdma_connect` blocks in TCP's SYN retries before ETIMEDOUT when the peer
+/// never answers: Linux's six retries (`tcp_syn_retries`) from a 1 s timeout, doubling each
+/// time (1 + 2 + 4 + ... + 64 s; measured about 127 s on siw, Linux 6.1 and 6.12).
+pub const IW_TCP_SYN_GIVE_UP: Duration = Duration::from_secs(127);
+
+/// `rdma_connect` on the world: when it fails because an iWARP peer never answered the TCP
+/// connection, the caller first waits [`IW_TCP_SYN_GIVE_UP`] in virtual time (others run
+/// meanwhile), as siw blocks in the call; the outcome is the one found at the start (the
+/// timeout is the only ETIMEDOUT `connect` gives).
+fn wait_out_unanswered_tcp<'a>(
+    mut w: WorldGuard<'a>,
+    host: HostKey,
+    id: IdHandle,
+    param: Option<&ConnParam>,
+) -> Result<(WorldGuard<'a>, Result<()>)> {
+    let r = w.connect(host, id, param);
+    if !r.as_ref().is_err_and(|e| e.errno == Errno::ETIMEDOUT) {
+        return Ok((w, r));
+    }
+    let cond = Cond {
+        channels: Vec::new(),
+        deadline: Some(w.now.after(IW_TCP_SYN_GIVE_UP)),
+        key: None,
+        what: Waiting::InCall(Call::Connect, id, "TCP's SYN retries to a silent peer"),
+    };
+    let (w, blocked) = block(w, cond);
+    blocked.map_err(|msg| CmError::new(Call::Connect, Errno::EDEADLK, msg))?;
+    Ok((w, r))
+}
+
 impl SimBackend {
     /// Locks the world for `call`: while `Fabric::run` is in progress only the fabric's own
     /// processes may call into it (EPERM for any other thread, untraced: tracing it would make
@@ -102,10 +132,23 @@ impl SimBackend {
     ) -> Result<T> {
         let mut w = self.lock(call)?;
         let r = f(&mut w, self.host);
+        self.trace_result(&mut w, call, args, &r);
+        r
+    }
+
+    /// Traces call `call` of this host with its result `r` and the arguments `args` gives
+    /// (asked only when tracing is on).
+    fn trace_result<T: TraceValue>(
+        &self,
+        w: &mut World,
+        call: Call,
+        args: impl FnOnce() -> Args,
+        r: &Result<T>,
+    ) {
         #[cfg(debug_assertions)]
         w.check_invariants_amortized();
         if w.trace.is_on() {
-            let result = match &r {
+            let result = match r {
                 Ok(v) => v.shown(),
                 Err(e) => Shown::Errno(e.errno),
             };
@@ -116,7 +159,6 @@ impl SimBackend {
                 Entry::Call { call, args, result },
             );
         }
-        r
     }
 
     /// As librdmacm's `rdma_destroy_id`, waits while fetched events of `id` are
@@ -554,13 +596,16 @@ impl CmBackend for SimBackend {
         result
     }
 
+    /// On iWARP the call makes siw's TCP connection: when the peer never answers, it returns
+    /// ETIMEDOUT only once TCP gives up, [`IW_TCP_SYN_GIVE_UP`] later, and is traced then.
     fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {
-        self.call(
-            Call::Connect,
-            || Args::Id(id),
-            |w, h| w.connect(h, id, param),
-        )?;
-        self.complete_sync(Call::Connect, id)
+        let call = Call::Connect;
+        let w = self.lock(call)?;
+        let (mut w, r) = wait_out_unanswered_tcp(w, self.host, id, param)?;
+        self.trace_result(&mut w, call, || Args::Id(id), &r);
+        drop(w);
+        r?;
+        self.complete_sync(call, id)
     }
 
     fn accept(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {

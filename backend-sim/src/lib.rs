@@ -136,7 +136,7 @@ mod verbs;
 mod wire;
 mod world;
 
-pub use backend::SimBackend;
+pub use backend::{SimBackend, IW_TCP_SYN_GIVE_UP};
 pub use cm::messages::MessageKind;
 pub use config::{
     ack_timeout, cm_ms, kernel_timer_delay, mra_timeout, req_timeout, KernelProfile, SimConfig,

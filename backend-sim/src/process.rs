@@ -63,6 +63,8 @@ pub(crate) enum Waiting {
     Primitive(Describe),
     /// `rdma_destroy_id` waiting for the acknowledgement of the id's fetched events.
     Acks(cmtwin::IdHandle),
+    /// A call on an id that blocks in the kernel for the reason given (a deadline ends it).
+    InCall(cmtwin::Call, cmtwin::IdHandle, &'static str),
 }
 
 /// The key a process waiting in `rdma_destroy_id` for the acknowledgements of id `id`'s
@@ -94,6 +96,7 @@ impl Cond {
             Waiting::Acks(id) => {
                 format!("rdma_destroy_id on {id}, waiting for the acknowledgement of its events")
             }
+            Waiting::InCall(call, id, why) => format!("{} on {id} ({why})", call.name()),
         }
     }
 
