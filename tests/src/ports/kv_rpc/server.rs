@@ -115,10 +115,8 @@ impl Books {
     }
 }
 
-/// The work request id of a reply sent from `slot` (BYE's answer marked).
-fn send_wr_id(slot: u64, bye: bool) -> u64 {
-    slot | (u64::from(bye) << 32)
-}
+/// The mark in the work request id of the reply to a BYE (its slot in the low bits).
+const BYE_REPLY: u64 = 1 << 32;
 
 /// What polling a connection's CQ found.
 #[derive(Default)]
@@ -218,14 +216,12 @@ impl Conn {
                 self.replies += 1;
                 let offset = slot as usize * MSG_LEN;
                 cm.mr_write(self.tx.handle, offset, &reply.encode())?;
-                let wr_id = send_wr_id(slot, reply.op == Op::Bye);
+                let wr_id = slot | if reply.op == Op::Bye { BYE_REPLY } else { 0 };
                 cm.post_send_msg(self.id, wr_id, &self.tx, offset, MSG_LEN as u32, false)?;
                 Ok(Some(req))
             }
             _ => {
-                if wc.wr_id == send_wr_id(wc.wr_id & 0xffff_ffff, true) {
-                    books.done = true;
-                }
+                books.done |= wc.wr_id & BYE_REPLY != 0;
                 Ok(None)
             }
         }
@@ -471,4 +467,38 @@ pub fn serve<B: DataPath>(cm: &B, addr: SocketAddr, opts: &ServerOptions) -> Res
     }
     cm.destroy_event_channel(channel)?;
     Ok(books.report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(request: u64, op: Op, key: u64, value: u64) -> Message {
+        Message {
+            client: 9,
+            request,
+            op,
+            key,
+            value,
+        }
+    }
+
+    #[test]
+    fn a_request_sent_again_is_answered_from_the_cache_not_executed() {
+        let mut books = Books::default();
+        assert_eq!(books.answer(req(1, Op::Add, 4, 5)).value, 5);
+        assert_eq!(books.answer(req(1, Op::Add, 4, 5)).value, 5);
+        assert_eq!(books.answer(req(2, Op::Add, 4, 5)).value, 10);
+        assert_eq!(books.report.executions.get(&(9, 1)), Some(&1));
+        assert_eq!(books.report.executions.get(&(9, 2)), Some(&1));
+        assert_eq!(books.report.replays, 1);
+        assert_eq!(books.report.store.get(&4), Some(&10));
+        // An older request than the last executed one is refused, not executed.
+        let stale = books.answer(req(1, Op::Add, 4, 5));
+        assert_eq!((stale.op, stale.value), (Op::Stale, 2));
+        assert_eq!(books.report.store.get(&4), Some(&10));
+        assert!(!books.bye);
+        assert_eq!(books.answer(req(3, Op::Bye, 0, 0)).op, Op::Bye);
+        assert!(books.bye && !books.done);
+    }
 }
