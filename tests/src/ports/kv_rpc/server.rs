@@ -3,8 +3,9 @@
 //! client's reply cache), and listens again when its device comes back after a removal. It
 //! ends once the answer to a client's BYE is delivered (its send completed successfully), or,
 //! when that cannot be known (the connection ended first: the client may have the answer, or
-//! may come back for it), once it has been idle for [`ServerOptions::linger`] with no
-//! connection left, as TCP's TIME_WAIT outlasts a lost last acknowledgement.
+//! may come back for it), once it has been idle for [`ServerOptions::linger`] (a connection
+//! still open then is one its client left without a word), as TCP's TIME_WAIT outlasts a
+//! lost last acknowledgement.
 //!
 //! One thread does everything: every id is on one CM event channel, every connection's CQ
 //! reports to one completion channel, waited for as [`super::wait`] says.
@@ -34,8 +35,9 @@ pub struct ServerOptions {
     pub listen_patience: Duration,
     /// The pause between two attempts to listen.
     pub listen_pause: Duration,
-    /// How long the server stays, idle and without connections, after executing a BYE whose
-    /// answer it does not know to be delivered (longer than a client takes to come back).
+    /// How long the server stays idle after executing a BYE whose answer it does not know to
+    /// be delivered (longer than a client takes to come back, and than its wait for an
+    /// answer).
     pub linger: Duration,
 }
 
@@ -338,16 +340,15 @@ impl Site {
                     return Ok(end);
                 }
             }
-            let lingered = books.bye && self.conns.is_empty();
-            if books.done || (lingered && cm.now() >= last_activity + opts.linger) {
+            let wait = if books.bye {
+                opts.linger
+            } else {
+                opts.idle_limit
+            };
+            let until = last_activity + wait;
+            if books.done || (books.bye && cm.now() >= until) {
                 return Ok(End::Done);
             }
-            let until = last_activity
-                + if lingered {
-                    opts.linger
-                } else {
-                    opts.idle_limit
-                };
             if cm.now() >= until {
                 return Err(CmError::application(format!(
                     "nothing happened for {:?} ({} connections open)",
