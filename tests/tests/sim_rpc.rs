@@ -210,3 +210,49 @@ fn a_run_without_faults_uses_one_connection() {
     // microseconds each follow, 10 ms apart.
     assert_eq!(client.finished_at, Duration::from_nanos(495_406_732));
 }
+
+#[test]
+fn a_server_whose_device_never_comes_back_makes_both_sides_give_up_with_an_error() {
+    use cmtwin_sim::{FaultAction, FaultPlan, Trigger};
+    let gone = FaultPlan::new().scheduled(
+        Trigger::at(Duration::from_millis(300)),
+        FaultAction::RemoveDevice {
+            host: "server".into(),
+        },
+    );
+    let faults = Faults {
+        loss: 0.0,
+        cm: false,
+        data_drops: 0,
+        data_delays: 0,
+        removal: None,
+        plan: gone,
+    };
+    let run = simulated::run(3, REQUESTS, Some(&faults)).expect("a valid plan");
+    let outcome = run.outcome.expect_err("nobody can finish");
+    let lines: Vec<&str> = outcome.lines().skip(1).collect();
+    assert_eq!(
+        lines,
+        [
+            "process server failed: application error: cannot listen on 10.0.0.1:7472 within \
+             60s: rdma_bind_addr: ENODEV (19): 10.0.0.1 belongs to a removed RDMA device",
+            "process client failed: application error: gave up after 30 attempts in a row \
+             without an answer (request 6 of 25): event RDMA_CM_EVENT_ADDR_ERROR",
+        ]
+    );
+    assert!(run.client.is_none() && run.server.is_none());
+    // The server tried to listen again for 60 s from 300 ms on (every 50 ms). The client had
+    // 5 answers; its connection then failed (transport retries exceeded), and 29 attempts
+    // more ended in ADDR_ERROR, each after the 2 s resolve timeout (no neighbour answers for
+    // 10.0.0.1), with backoffs of 20 ms doubling to 1 s between them: 30 failures in a row.
+    assert_eq!(run.end, Duration::from_nanos(83_101_979_848));
+    let t = &run.trace;
+    let retry_exceeded = count(t, |l| {
+        l.contains(" client ") && l.contains("Send transport retry counter exceeded")
+    });
+    assert_eq!(retry_exceeded, 1);
+    assert_eq!(
+        count(t, |l| l.contains("deliver RDMA_CM_EVENT_ADDR_ERROR")),
+        29
+    );
+}

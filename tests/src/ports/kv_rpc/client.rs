@@ -334,10 +334,10 @@ pub fn run<B: DataPath>(
     let mut failures = 0u32;
     let note = |report: &mut ClientReport, failures: &mut u32, why: String| -> Result<()> {
         *failures += 1;
-        if *failures > opts.max_failures {
+        if *failures >= opts.max_failures {
             return Err(CmError::application(format!(
                 "gave up after {} attempts in a row without an answer (request {} of {}): {why}",
-                *failures - 1,
+                *failures,
                 report.answered.len() + 1,
                 requests.len()
             )));
