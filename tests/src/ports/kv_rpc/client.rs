@@ -316,6 +316,120 @@ fn check(req: &Message, reply: &Message, store: &mut BTreeMap<u64, u64>) -> Resu
     Ok(())
 }
 
+/// The client's progress through its requests, across connections.
+struct Progress<'a> {
+    requests: &'a [Message],
+    report: ClientReport,
+    /// The reference model, with every answered request applied in order.
+    model: BTreeMap<u64, u64>,
+    /// The request ids sent at least once.
+    sent: BTreeSet<u64>,
+    /// Attempts and connections in a row that brought no answer.
+    failures: u32,
+}
+
+impl Progress<'_> {
+    fn done(&self) -> bool {
+        self.report.answered.len() == self.requests.len()
+    }
+
+    /// Connects and exchanges until every request is answered.
+    fn until_done<B: DataPath>(
+        &mut self,
+        cm: &B,
+        channel: ChannelHandle,
+        server: SocketAddr,
+        opts: &ClientOptions,
+    ) -> Result<()> {
+        while !self.done() {
+            self.report.attempts += 1;
+            let mut conn = match Conn::open(cm, channel, server, opts) {
+                Ok(conn) => conn,
+                Err(Failure::Broken(why)) => {
+                    self.failed(cm, opts, why)?;
+                    continue;
+                }
+                Err(Failure::Fatal(e)) => return Err(e),
+            };
+            self.report.connections += 1;
+            let why = match self.exchange_all(cm, channel, &mut conn, opts) {
+                Ok(why) => why,
+                Err(e) => {
+                    // The error that ends the client is the one to report; the release is
+                    // only tidiness.
+                    let _ = conn.release(cm);
+                    return Err(e);
+                }
+            };
+            match why {
+                None => conn.close(cm, channel, opts)?,
+                Some(why) => {
+                    conn.release(cm)?;
+                    if self.done() {
+                        *self.report.breaks.entry(why).or_default() += 1;
+                    } else {
+                        self.failed(cm, opts, why)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Exchanges the requests left on `conn` until all are answered (`None`) or the
+    /// connection breaks (why).
+    fn exchange_all<B: DataPath>(
+        &mut self,
+        cm: &B,
+        channel: ChannelHandle,
+        conn: &mut Conn,
+        opts: &ClientOptions,
+    ) -> Result<Option<String>> {
+        loop {
+            let req = self.requests[self.report.answered.len()];
+            if !self.sent.insert(req.request) {
+                self.report.resent += 1;
+            }
+            let ex = match conn.exchange(cm, channel, &req, opts) {
+                Ok(ex) => ex,
+                Err(Failure::Broken(why)) => return Ok(Some(why)),
+                Err(Failure::Fatal(e)) => return Err(e),
+            };
+            if let Some(reply) = ex.reply {
+                check(&req, &reply, &mut self.model)?;
+                self.report.answered.push(reply);
+                self.failures = 0;
+                if self.done() {
+                    self.report.finished_at = cm.now();
+                }
+            }
+            if ex.broken.is_some() || self.done() {
+                return Ok(ex.broken);
+            }
+            if !opts.think.is_zero() {
+                cm.sleep(opts.think)?;
+            }
+        }
+    }
+
+    /// An attempt or a connection ended without an answer because of `why`: an error once
+    /// `opts.max_failures` did in a row, else a backoff doubling from `opts.backoff`.
+    fn failed<B: DataPath>(&mut self, cm: &B, opts: &ClientOptions, why: String) -> Result<()> {
+        self.failures += 1;
+        if self.failures >= opts.max_failures {
+            return Err(CmError::application(format!(
+                "gave up after {} attempts in a row without an answer (request {} of {}): {why}",
+                self.failures,
+                self.report.answered.len() + 1,
+                self.requests.len()
+            )));
+        }
+        *self.report.breaks.entry(why).or_default() += 1;
+        let doubling = 2u32.saturating_pow((self.failures - 1).min(16));
+        cm.sleep((opts.backoff * doubling).min(opts.max_backoff))
+    }
+}
+
 /// Sends `requests` (ids counting from 1, the last one a BYE) to `server` until each is
 /// answered, checking every answer against the reference model.
 pub fn run<B: DataPath>(
@@ -328,72 +442,16 @@ pub fn run<B: DataPath>(
         return Err(CmError::application("the requests must end with a BYE"));
     }
     let channel = cm.create_event_channel()?;
-    let mut report = ClientReport::default();
-    let mut model = BTreeMap::new();
-    let mut sent = BTreeSet::new();
-    let mut failures = 0u32;
-    let note = |report: &mut ClientReport, failures: &mut u32, why: String| -> Result<()> {
-        *failures += 1;
-        if *failures >= opts.max_failures {
-            return Err(CmError::application(format!(
-                "gave up after {} attempts in a row without an answer (request {} of {}): {why}",
-                *failures,
-                report.answered.len() + 1,
-                requests.len()
-            )));
-        }
-        *report.breaks.entry(why).or_default() += 1;
-        let doubling = 2u32.saturating_pow((*failures - 1).min(16));
-        cm.sleep((opts.backoff * doubling).min(opts.max_backoff))
+    let mut progress = Progress {
+        requests,
+        report: ClientReport::default(),
+        model: BTreeMap::new(),
+        sent: BTreeSet::new(),
+        failures: 0,
     };
-    while report.answered.len() < requests.len() {
-        report.attempts += 1;
-        let mut conn = match Conn::open(cm, channel, server, opts) {
-            Ok(conn) => conn,
-            Err(Failure::Broken(why)) => {
-                note(&mut report, &mut failures, why)?;
-                continue;
-            }
-            Err(Failure::Fatal(e)) => return Err(e),
-        };
-        report.connections += 1;
-        let why = loop {
-            let req = requests[report.answered.len()];
-            if !sent.insert(req.request) {
-                report.resent += 1;
-            }
-            let ex = match conn.exchange(cm, channel, &req, opts) {
-                Ok(ex) => ex,
-                Err(Failure::Broken(why)) => break Some(why),
-                Err(Failure::Fatal(e)) => return Err(e),
-            };
-            if let Some(reply) = ex.reply {
-                check(&req, &reply, &mut model)?;
-                report.answered.push(reply);
-                failures = 0;
-                if report.answered.len() == requests.len() {
-                    report.finished_at = cm.now();
-                }
-            }
-            if ex.broken.is_some() || report.answered.len() == requests.len() {
-                break ex.broken;
-            }
-            if !opts.think.is_zero() {
-                cm.sleep(opts.think)?;
-            }
-        };
-        match why {
-            None => conn.close(cm, channel, opts)?,
-            Some(why) => {
-                conn.release(cm)?;
-                if report.answered.len() < requests.len() {
-                    note(&mut report, &mut failures, why)?;
-                } else {
-                    *report.breaks.entry(why).or_default() += 1;
-                }
-            }
-        }
-    }
-    cm.destroy_event_channel(channel)?;
-    Ok(report)
+    let outcome = progress.until_done(cm, channel, server, opts);
+    let destroyed = cm.destroy_event_channel(channel);
+    outcome?;
+    destroyed?;
+    Ok(progress.report)
 }
