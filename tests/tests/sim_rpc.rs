@@ -27,6 +27,7 @@ struct Tally {
     most_connections: u32,
     slowest: Duration,
     breaks: BTreeMap<String, u64>,
+    closes: BTreeMap<String, u64>,
 }
 
 impl Tally {
@@ -123,6 +124,9 @@ fn check(seed: u64, run: &RpcRun, faults: &Faults, tally: &mut Tally) {
     for (why, n) in &client.breaks {
         *tally.breaks.entry(why.clone()).or_default() += u64::from(*n);
     }
+    for (why, n) in &server.closes {
+        *tally.closes.entry(why.clone()).or_default() += u64::from(*n);
+    }
 }
 
 #[test]
@@ -147,6 +151,10 @@ fn every_answered_request_is_executed_exactly_once_under_faults() {
     );
     println!("why the client's attempts and connections ended (over all seeds):");
     for (why, n) in &tally.breaks {
+        println!("  {n:6} {why}");
+    }
+    println!("why the server closed connections (over all seeds):");
+    for (why, n) in &tally.closes {
         println!("  {n:6} {why}");
     }
     // The faults bit: enough seeds saw each of them, and reconnected.

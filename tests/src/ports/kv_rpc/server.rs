@@ -390,12 +390,16 @@ impl Site {
             return Ok(());
         }
         if let Some(client) = polled.client {
-            // The client is on this connection now: its older ones are dead or dying.
-            let id = self.conns[i].id;
-            let (old, kept): (Vec<Conn>, Vec<Conn>) = std::mem::take(&mut self.conns)
-                .into_iter()
-                .partition(|c| c.id != id && c.client == Some(client));
-            self.conns = kept;
+            // The client is on this connection now: the ones it made before (accepted
+            // earlier: the list is in accept order) are dead or dying. A late request on an
+            // old connection closes nothing newer.
+            let mut old = Vec::new();
+            for (j, c) in std::mem::take(&mut self.conns).into_iter().enumerate() {
+                match j < i && c.client == Some(client) {
+                    true => old.push(c),
+                    false => self.conns.push(c),
+                }
+            }
             for conn in old {
                 conn.close(cm)?;
                 books.closed("superseded".into());
@@ -419,7 +423,7 @@ impl Site {
                     self.conns.push(conn);
                 }
                 Err(e) => {
-                    books.closed(format!("not accepted: {}", e.errno));
+                    books.closed(format!("not accepted: {} {}", e.call, e.errno));
                     cm.destroy_id(id)?;
                 }
             }
