@@ -85,6 +85,16 @@ impl Topology {
             .any(|d| !self.devices[*d].present && self.devices[*d].ips.contains(&ip))
     }
 
+    /// The host anywhere on the fabric whose device has or had `ip`, present or removed: a
+    /// QP addressed to it is still addressed (the wire finds nobody there while the device
+    /// is gone).
+    pub(crate) fn host_of_ip(&self, ip: IpAddr) -> Option<HostKey> {
+        self.devices
+            .iter()
+            .find(|d| d.ips.contains(&ip))
+            .map(|d| d.host)
+    }
+
     /// The (host, device) anywhere on the fabric that owns `ip`.
     pub(crate) fn owner_of_ip(&self, ip: IpAddr) -> Option<(HostKey, DevKey)> {
         self.devices

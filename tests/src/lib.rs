@@ -15,7 +15,8 @@
 //!   where the bed lacks a need.
 //! * [`datapath`]: steps of data path scenarios (connections with PDs, CQs and completion
 //!   channels, regions, waiting for completions), generic over `cmtwin::verbs::DataPath`.
-//! * [`ports`]: ports of rdma-core's `rping` and `ucmatose`, wire-compatible with the C tools.
+//! * [`ports`]: ports of rdma-core's `rping` and `ucmatose`, wire-compatible with the C tools,
+//!   and a reconnecting key-value RPC (`ports::kv_rpc`).
 //! * [`random_calls`]: random call sequences on the simulator ([`random_calls::Op`]) and the
 //!   model of the CM's contract they are checked against ([`random_calls::Model`]: errnos from
 //!   the kernel's set, events at most once), shared by `tests/sim_proptest.rs` and the
@@ -31,7 +32,8 @@
 //!   `tests/sim_proptest.rs`: random call sequences keep the CM's contract;
 //!   `tests/sim_model.rs` and `tests/verbs_model.rs`: the CM model on the simulator (RoCE,
 //!   InfiniBand, iWARP) and on real librdmacm;
-//!   `tests/sim_datapath.rs`: the verbs data path on the simulator (example:
+//!   `tests/sim_datapath.rs`: the verbs data path on the simulator;
+//!   `tests/sim_rpc.rs`: the key-value RPC under seeded faults, 1000 seeds (example:
 //!   `tests/examples/request_response.rs`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -53,7 +53,7 @@ impl World {
             false => (req.qp_num, req.rnr_retry_count),
         };
         let peer_ip = i.peer?.ip();
-        let (peer_host, _) = self.topo.owner_of_ip(peer_ip)?;
+        let peer_host = self.topo.host_of_ip(peer_ip)?;
         let plt = i.path_plt.unwrap_or(self.cfg.packet_life_time);
         let timeout = i
             .ack_timeout
@@ -160,7 +160,7 @@ impl World {
         let moved = match to {
             QpState::Init => self.verbs.qps.get_mut(&q).expect("live QP").machine.init(),
             QpState::Rtr => {
-                let Some((peer_host, _)) = self.topo.owner_of_ip(dgid_ip(&attr.ah_attr)) else {
+                let Some(peer_host) = self.topo.host_of_ip(dgid_ip(&attr.ah_attr)) else {
                     return refused("the path's destination GID is no host of the fabric".into());
                 };
                 let qp = self.verbs.qps.get_mut(&q).expect("live QP");

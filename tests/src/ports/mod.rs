@@ -11,8 +11,11 @@
 //! * [`simulated`]: a port's two sides as two processes of a simulated fabric.
 //! * [`rping`]: rping's protocol (buffer advertisements, RDMA read and write, verification).
 //! * [`ucmatose`]: ucmatose's default message exchange over one connection.
+//! * [`kv_rpc`]: a key-value RPC that reconnects after any failure and executes each answered
+//!   request exactly once (not a port of a C tool).
 
 pub mod command_line;
+pub mod kv_rpc;
 pub mod rping;
 pub mod session;
 pub mod simulated;

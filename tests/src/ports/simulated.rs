@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cmtwin::{CmBackend, Result, Transport};
-use cmtwin_sim::{Fabric, SimBackend};
+use cmtwin_sim::{Fabric, FabricBuilder, SimBackend};
 
 /// The server host's address.
 pub const SERVER_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
@@ -38,11 +38,29 @@ where
     F: FnOnce(&SimBackend, SocketAddr) -> Result<S> + Send + 'static,
     G: FnOnce(&SimBackend, SocketAddr) -> Result<S> + Send + 'static,
 {
-    let fabric = Fabric::builder(seed)
+    run_pair_with(seed, port, |b| b, server, client)
+        .expect("two hosts of distinct addresses make a valid fabric")
+}
+
+/// [`run_pair`] on a fabric that `setup` configures further (a configuration, fault plans:
+/// the hosts are named `server` and `client`); an error when the fabric cannot be built
+/// (e.g. an invalid plan).
+pub fn run_pair_with<S, F, G>(
+    seed: u64,
+    port: u16,
+    setup: impl FnOnce(FabricBuilder) -> FabricBuilder,
+    server: F,
+    client: G,
+) -> std::result::Result<PairRun<S>, String>
+where
+    S: Send + 'static,
+    F: FnOnce(&SimBackend, SocketAddr) -> Result<S> + Send + 'static,
+    G: FnOnce(&SimBackend, SocketAddr) -> Result<S> + Send + 'static,
+{
+    let builder = Fabric::builder(seed)
         .host("server", Transport::Roce, &[SERVER_IP])
-        .host("client", Transport::Roce, &[CLIENT_IP])
-        .build()
-        .expect("two hosts of distinct addresses make a valid fabric");
+        .host("client", Transport::Roce, &[CLIENT_IP]);
+    let fabric = setup(builder).build().map_err(|e| e.to_string())?;
     let addr = SocketAddr::new(SERVER_IP, port);
     let served = Arc::new(Mutex::new(None));
     let asked = Arc::new(Mutex::new(None));
@@ -61,11 +79,11 @@ where
     });
     let outcome = fabric.run().map_err(|e| e.to_string());
     let take = |m: Arc<Mutex<Option<S>>>| m.lock().expect("not poisoned").take();
-    PairRun {
+    Ok(PairRun {
         server: take(served),
         client: take(asked),
         outcome,
         end: fabric.now(),
         trace: fabric.trace_text(),
-    }
+    })
 }
