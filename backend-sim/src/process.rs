@@ -29,9 +29,10 @@ use cmtwin::runtime::Describe;
 
 use crate::engine::timeline::{SimTime, TimerKey};
 use crate::handoff::{Wake, WorldGuard};
-use crate::livelock::{VainPolls, LIVELOCK_REPORT};
+use crate::polling::{VainPolls, LIVELOCK_REPORT, POLLS_BEFORE_TIME_MOVES};
 use crate::rng::Stream;
 use crate::schedule::{SchedConfig, SchedPolicy};
+use crate::topology::HostKey;
 use crate::trace::TraceKind;
 use crate::world::{Action, ChanKey, World};
 
@@ -137,12 +138,15 @@ pub(crate) struct Proc {
     group: usize,
     /// Whether its process crashed: it unwinds as soon as it runs again.
     crashed: bool,
+    /// The host it runs on.
+    host: HostKey,
 }
 
 impl Proc {
-    /// A runnable process named `name`, of group `group`.
-    pub(crate) fn new(name: String, group: usize) -> Self {
+    /// A runnable process named `name`, of group `group`, on host `host`.
+    pub(crate) fn new(name: String, group: usize, host: HostKey) -> Self {
         Proc {
+            host,
             name,
             state: ProcState::Runnable,
             wake: Arc::new(Wake::default()),
@@ -473,7 +477,13 @@ impl World {
     }
 
     /// Whether every process that could run now has polled in vain, over and over, since
-    /// anything last changed (see `livelock.rs`); asked only when the timeline is empty.
+    /// anything last changed (see `polling.rs`); asked only when the timeline is empty.
+    fn input_waiting_for(&self, me: usize) -> bool {
+        let p = &self.sched.procs[me];
+        self.sched.vain_polls.run_length(me) <= POLLS_BEFORE_TIME_MOVES
+            && self.input_waiting(p.group, p.host)
+    }
+
     fn livelocked(&self) -> bool {
         (0..self.sched.procs.len()).all(|j| self.sched.vain_polls.exhausted(j) || !self.can_run(j))
     }
@@ -650,7 +660,8 @@ impl World {
     /// group); its index.
     pub(crate) fn register_process(&mut self, name: String, parent: usize) -> usize {
         let group = self.sched.group_of(parent);
-        let index = self.sched.register(Proc::new(name, group));
+        let host = self.sched.procs[parent].host;
+        let index = self.sched.register(Proc::new(name, group, host));
         self.draw_priorities(index);
         index
     }
@@ -759,7 +770,7 @@ fn switch_to(mut w: WorldGuard<'_>, me: usize, next: usize) -> WorldGuard<'_> {
 /// the baton back when it is picked again), and when none can, or when every one that can has
 /// polled in vain since virtual time last moved, the timeline runs its next action. Fails
 /// with the livelock report when the timeline is empty and every process that can run keeps
-/// polling in vain (`livelock.rs`). Outside `Fabric::run` it does nothing.
+/// polling in vain (`polling.rs`). Outside `Fabric::run` it does nothing.
 pub(crate) fn yield_now(mut w: WorldGuard<'_>) -> Result<WorldGuard<'_>, &'static str> {
     let Some(me) = current_process(w.fabric_no) else {
         return Ok(w);
@@ -770,14 +781,19 @@ pub(crate) fn yield_now(mut w: WorldGuard<'_>) -> Result<WorldGuard<'_>, &'stati
         Some(j) => {
             // Every process that can run is polling in vain: the polls take time, so the
             // timeline's next action runs (else processes that all poll would hand the baton
-            // round for ever in one instant of virtual time).
-            if w.only_pollers_can_run() && !w.advance() && w.livelocked() {
+            // round for ever in one instant of virtual time), unless this one has input
+            // waiting elsewhere, which it would see first (`polling.rs`).
+            if w.only_pollers_can_run()
+                && !w.input_waiting_for(me)
+                && !w.advance()
+                && w.livelocked()
+            {
                 return Err(LIVELOCK_REPORT);
             }
             Ok(switch_to(w, me, j))
         }
         None => {
-            if !w.advance() && w.livelocked() {
+            if !w.input_waiting_for(me) && !w.advance() && w.livelocked() {
                 return Err(LIVELOCK_REPORT);
             }
             Ok(unwind_if_crashed(w, me))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::backend::SimBackend;
 use crate::error::{FabricError, SimError};
 use crate::fabric::{Fabric, PendingProc};
-use crate::livelock::{Livelocked, LIVELOCK_REPORT};
+use crate::polling::{Livelocked, LIVELOCK_REPORT};
 use crate::process::{current_process, enter_process, wait_for_first_baton, Crashed, Proc, Shared};
 use crate::sim_runtime::SimRuntime;
 
@@ -113,7 +113,7 @@ impl Fabric {
         let procs = runnable
             .iter()
             .enumerate()
-            .map(|(i, (p, _))| Proc::new(p.name.clone(), i))
+            .map(|(i, (p, host))| Proc::new(p.name.clone(), i, *host))
             .collect();
         let schedule = w.cfg.schedule;
         w.sched.start(procs, schedule);

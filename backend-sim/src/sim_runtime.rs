@@ -10,7 +10,7 @@ use cmtwin::runtime::{Describe, Runtime, Woken};
 use cmtwin::{Call, CmError, Errno};
 use rand::RngCore;
 
-use crate::livelock::{Livelocked, LIVELOCK_REPORT};
+use crate::polling::{Livelocked, LIVELOCK_REPORT};
 use crate::process::{
     block, current_process, enter_process, wait_for_first_baton, was_notified, yield_now,
     yield_point, Cond, Crashed, Shared, Waiting,

@@ -223,6 +223,55 @@ fn processes_that_all_poll_let_virtual_time_advance() {
     );
 }
 
+/// A vain poll of one channel while another channel of the process already holds an event
+/// does not move virtual time to the timeline's next action: the process would look there
+/// microseconds later. Here ADDR_RESOLVED is queued on the first channel at 10 µs; at 1 ms the
+/// process polls the second channel (whose id resolves an address nobody has: its ADDR_ERROR
+/// comes only at 2 s) and then the first, and gets the event at 1 ms (before, the vain poll
+/// ran the timeline up to the ADDR_ERROR and the event was fetched at 2 s).
+#[test]
+fn a_vain_poll_does_not_skip_time_past_input_waiting_elsewhere() {
+    let fabric = two_hosts();
+    let seen: Slot<(Duration, EventKind, Duration)> = slot();
+    let s = seen.clone();
+    fabric.spawn("a", "poller", move |cm| -> Result<(), CmError> {
+        let (ch1, ch2) = (cm.create_event_channel()?, cm.create_event_channel()?);
+        let id1 = cm.create_id(Some(ch1), 0, PortSpace::TCP)?;
+        let id2 = cm.create_id(Some(ch2), 0, PortSpace::TCP)?;
+        let timeout = Duration::from_secs(2);
+        cm.resolve_addr(id1, None, SocketAddr::new(ip(B_IP), 7000), timeout)?;
+        cm.resolve_addr(id2, None, SocketAddr::new(ip("10.0.0.99"), 7000), timeout)?;
+        cm.sleep(Duration::from_millis(1))?;
+        let errno = cm
+            .get_cm_event(ch2, Wait::NonBlocking)
+            .map(|_| ())
+            .unwrap_err()
+            .errno;
+        assert_eq!(errno, Errno::EAGAIN);
+        let event = cm.get_cm_event(ch1, Wait::NonBlocking)?;
+        let got = (cm.now(), event.kind());
+        cm.ack_cm_event(event)?;
+        let late = cm.get_cm_event(ch2, Wait::Block)?;
+        assert_eq!(late.kind(), EventKind::AddrError);
+        *s.lock().unwrap() = Some((got.0, got.1, cm.now()));
+        cm.ack_cm_event(late)?;
+        for id in [id1, id2] {
+            cm.destroy_id(id)?;
+        }
+        cm.destroy_event_channel(ch1)?;
+        cm.destroy_event_channel(ch2)
+    });
+    fabric.run().expect("the poller ends");
+    assert_eq!(
+        take(&seen),
+        (
+            Duration::from_millis(1),
+            EventKind::AddrResolved,
+            Duration::from_secs(2)
+        )
+    );
+}
+
 /// Two processes that poll for ever for events nothing will produce (no call of theirs is in
 /// flight and the timeline is empty): the run is livelocked, and once each has polled in vain
 /// 10 000 times in a row with nothing changed, the poll fails with EDEADLK naming the

@@ -1,20 +1,33 @@
-//! Livelock detection: processes that only poll while nothing is left that could change what
-//! they poll.
+//! Polls in vain: when they let virtual time move, and when they are a livelock.
 //!
 //! A simulated process that polls (a non-blocking or zero-timeout wait, an empty `poll_cq`, a
-//! zero sleep, `cmtwin::thread::yield_now`) gives way to the others and lets the timeline run
-//! (`process::yield_now`). When the timeline is empty, no process can be woken, and every
-//! process that can run has only polled in vain, over and over, since anything last changed,
-//! nothing ever will: on hardware such a program spins for ever. The simulator says so
-//! instead: once every process that can run has polled in vain [`VAIN_POLLS_FOR_LIVELOCK`]
-//! times in a row with no change in between, the poll fails (EDEADLK for the fabric's calls;
-//! `cmtwin::thread::yield_now`, which cannot fail, ends its process with the same report).
+//! zero sleep, `cmtwin::thread::yield_now`) and finds nothing gives way to the others, and when
+//! none can run the timeline runs its next action (`process::yield_now`): the shortcut for a
+//! process that would spin until then. It is wrong for a process that has something waiting
+//! elsewhere (an event on another of its CM channels, a completion in a CQ of its host, a CQ
+//! event, an asynchronous event), which it would find at its next look, microseconds later:
+//! such a poll leaves virtual time where it is, for at most [`POLLS_BEFORE_TIME_MOVES`] vain
+//! polls in a row (a process that never looks there does not stop time for ever).
+//!
+//! A livelock: when the timeline is empty, no process can be woken, and every process that can
+//! run has only polled in vain, over and over, since anything last changed, nothing ever will:
+//! on hardware such a program spins for ever. The simulator says so instead: once every process
+//! that can run has polled in vain [`VAIN_POLLS_FOR_LIVELOCK`] times in a row with no change in
+//! between, the poll fails (EDEADLK for the fabric's calls; `cmtwin::thread::yield_now`, which
+//! cannot fail, ends its process with the same report).
 //!
 //! "A change" is anything a poll could observe: virtual time moving, or a process making a
 //! call that is not a poll or wait (it may queue an event or post work without the timeline),
 //! or operating a primitive of `cmtwin::sync`. The count is that large so that a process
 //! reading memory another process writes between its polls (which the fabric cannot see) has
 //! long since seen the write.
+
+use crate::topology::HostKey;
+use crate::world::World;
+
+/// Vain polls in a row of a process with input waiting elsewhere after which virtual time
+/// moves on all the same.
+pub(crate) const POLLS_BEFORE_TIME_MOVES: u32 = 64;
 
 /// Consecutive vain polls of every process that can run, with nothing changed in between,
 /// after which the run is declared livelocked.
@@ -58,12 +71,46 @@ impl VainPolls {
         }
     }
 
+    /// How many times in a row process `j` has polled in vain with nothing changed.
+    pub(crate) fn run_length(&self, j: usize) -> u32 {
+        match self.runs.get(j) {
+            Some(&(at, n)) if at == self.changes => n,
+            _ => 0,
+        }
+    }
+
     /// Whether process `j` has polled in vain at least [`VAIN_POLLS_FOR_LIVELOCK`] times with
     /// nothing changed since its run began.
     pub(crate) fn exhausted(&self, j: usize) -> bool {
-        self.runs
-            .get(j)
-            .is_some_and(|&(at, n)| at == self.changes && n >= VAIN_POLLS_FOR_LIVELOCK)
+        self.run_length(j) >= VAIN_POLLS_FOR_LIVELOCK
+    }
+}
+
+impl World {
+    /// Whether a process of group `group` on host `host` has input waiting that a poll of
+    /// something else did not see: an event on a CM channel of its group, a completion in a
+    /// CQ of its host, a CQ event on a completion channel of its host, an asynchronous event
+    /// of its host. (A scan: asked only for a vain poll that would move virtual time.)
+    pub(crate) fn input_waiting(&self, group: usize, host: HostKey) -> bool {
+        let cm = self
+            .kernel
+            .channels
+            .iter_unordered()
+            .any(|(_, c)| c.owner == Some(group) && !c.queue.is_empty());
+        let cqs = || {
+            (self.verbs.cqs.iter_unordered()).any(|(_, c)| c.host == host && !c.entries.is_empty())
+        };
+        let cq_events = || {
+            (self.verbs.channels.iter_unordered())
+                .any(|(_, c)| c.host == host && !c.events.is_empty())
+        };
+        let async_events = || {
+            self.verbs
+                .async_events
+                .get(&host)
+                .is_some_and(|q| !q.is_empty())
+        };
+        cm || cqs() || cq_events() || async_events()
     }
 }
 
