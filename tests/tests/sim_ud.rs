@@ -12,13 +12,13 @@ use std::time::Duration;
 use cmtwin::verbs::{AccessFlags, DataPath, WcStatus, GRH_LEN};
 use cmtwin::{CmBackend, Transport};
 use cmtwin_sim::{SimBackend, SimConfig};
-use cmtwin_tests::datapath::{connect, next_completion, post_recv_all, region, Side};
+use cmtwin_tests::datapath::{connect, post_recv_all, region, Side};
 use cmtwin_tests::steps::ok;
 use cmtwin_tests::ud_datapath::{
     a_qkey_mismatch_is_dropped, a_receive_too_small_is_a_length_error,
     a_ud_destination_on_an_rc_qp_is_refused, assert_no_completion, assert_ud_receive,
-    assert_ud_sent, dest, join, multicast_reaches_every_member, ud_connect, ud_misuse_is_refused,
-    ud_send, ud_send_reaches_the_server, SILENCE,
+    assert_ud_sent, dest, join, multicast_reaches_every_member, next_completion, ud_connect,
+    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, SILENCE,
 };
 use cmtwin_tests::{SimBed, TestBed};
 
