@@ -1192,6 +1192,13 @@ mod ud {
 
     #[test]
     #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn the_server_answers_through_an_address_handle_made_from_the_receive() {
+        let (s, c) = backends();
+        shared::the_server_answers_through_an_address_handle_from_the_receive(&s, &c, addr());
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
     fn a_qkey_mismatch_is_dropped() {
         let (s, c) = backends();
         shared::a_qkey_mismatch_is_dropped(&s, &c, addr());

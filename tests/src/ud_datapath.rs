@@ -267,6 +267,70 @@ pub fn ud_send_reaches_the_server<B: DataPath>(
     (pair, ah)
 }
 
+/// udaddy's reply: after [`ud_send_reaches_the_server`], the server makes an address handle
+/// from the receive's completion and GRH (`ibv_create_ah_from_wc`) and answers the client's
+/// QP (`src_qp`) with the id's qkey; the client's receive completes with the server's QP
+/// number.
+pub fn the_server_answers_through_an_address_handle_from_the_receive<B: DataPath>(
+    server: &B,
+    client: &B,
+    addr: SocketAddr,
+) {
+    let rx = std::cell::Cell::new(None);
+    let pair = ud_connect(server, client, addr, |s| {
+        let mr = region(server, s.pd, GRH_LEN as usize + 64, 0, LW);
+        post_recv_all(server, s.qp, 1, &mr);
+        rx.set(Some(mr));
+    });
+    let rx = rx.get().expect("posted before accept");
+    let back = region(client, pair.client.pd, GRH_LEN as usize + 64, 0, LW);
+    post_recv_all(client, pair.client.qp, 5, &back);
+    let ah = ok(
+        client.create_ah(pair.client.pd, &pair.to_server.ah_attr),
+        "create_ah",
+    );
+    ud_send(
+        client,
+        &pair.client,
+        2,
+        dest(ah, &pair.to_server, pair.to_server.qkey),
+        b"ping",
+    );
+    assert_ud_sent(&next_completion(client, &pair.client), &pair.client, 2, 4);
+    let wc = next_completion(server, &pair.server);
+    let mut grh = [0; GRH_LEN as usize];
+    ok(server.mr_read(rx.handle, 0, &mut grh), "mr_read");
+    let reply = ok(
+        server.create_ah_from_wc(pair.server.pd, &wc, &grh),
+        "create_ah_from_wc",
+    );
+    let to = UdDest {
+        ah: reply,
+        remote_qpn: wc.src_qp,
+        remote_qkey: cmtwin::RDMA_UDP_QKEY,
+    };
+    ud_send(server, &pair.server, 3, to, b"pong");
+    assert_ud_sent(&next_completion(server, &pair.server), &pair.server, 3, 4);
+    let wc = next_completion(client, &pair.client);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.src_qp),
+        (5, WcStatus::SUCCESS, pair.server.qpn)
+    );
+    let mut got = [0; 4];
+    ok(
+        client.mr_read(back.handle, GRH_LEN as usize, &mut got),
+        "mr_read",
+    );
+    assert_eq!(&got, b"pong");
+    let mut not_a_receive = wc;
+    not_a_receive.grh = false;
+    expect_errno(
+        server.create_ah_from_wc(pair.server.pd, &not_a_receive, &grh),
+        Call::CreateAhFromWc,
+        Errno::EINVAL,
+    );
+}
+
 /// A datagram whose qkey is not the receiver's is dropped without a completion (the send
 /// completes SUCCESS); the receive stays posted and takes the next datagram with the right
 /// qkey.

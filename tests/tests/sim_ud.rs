@@ -17,7 +17,8 @@ use cmtwin_tests::steps::ok;
 use cmtwin_tests::ud_datapath::{
     a_qkey_mismatch_is_dropped, a_receive_too_small_is_a_length_error,
     a_ud_destination_on_an_rc_qp_is_refused, assert_no_completion, assert_ud_receive,
-    assert_ud_sent, dest, join, multicast_reaches_every_member, next_completion, ud_connect,
+    assert_ud_sent, dest, join, multicast_reaches_every_member, next_completion,
+    the_server_answers_through_an_address_handle_from_the_receive, ud_connect,
     ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, SILENCE,
 };
 use cmtwin_tests::{SimBed, TestBed};
@@ -188,6 +189,18 @@ fn on_infiniband_a_datagram_through_a_local_address_handle_has_no_grh_and_leaves
         &grh[36..40],
         &[10, 0, 0, 1],
         "destination GID: the server's"
+    );
+}
+
+#[test]
+fn the_server_answers_through_an_address_handle_made_from_the_receive() {
+    // RoCE only: an InfiniBand datagram through a local address handle has no GRH, and the
+    // source LID that libibverbs would use instead is not in the trait's completion.
+    let bed = bed(14, Transport::Roce);
+    the_server_answers_through_an_address_handle_from_the_receive(
+        bed.server(),
+        bed.client(),
+        addr(7010),
     );
 }
 

@@ -3,7 +3,8 @@
 //! destination is looked up when a datagram is sent, so a handle to an address that leads
 //! nowhere is taken, and its datagrams are lost, as on hardware.
 
-use cmtwin::{AhAttr, AhHandle, Call, CmError, Errno, PdHandle, Result};
+use cmtwin::verbs::{WcOpcode, WcStatus, WorkCompletion, GRH_LEN};
+use cmtwin::{AhAttr, AhHandle, Call, CmError, Errno, GlobalRoute, PdHandle, Result};
 
 use super::{Ah, ObjKey};
 use crate::world::{HostKey, World};
@@ -52,6 +53,37 @@ impl World {
         Ok(AhHandle::from_raw(self.stamp(key)))
     }
 
+    /// `ibv_create_ah_from_wc`: an address handle to the source of the route header `grh`.
+    pub(crate) fn create_ah_from_wc(
+        &mut self,
+        host: HostKey,
+        pd: PdHandle,
+        wc: &WorkCompletion,
+        grh: &[u8; GRH_LEN as usize],
+    ) -> Result<AhHandle> {
+        let call = Call::CreateAhFromWc;
+        let refuse = |why: &str| Err(CmError::new(call, Errno::EINVAL, why));
+        if wc.status != WcStatus::SUCCESS || wc.opcode != WcOpcode::Recv || !wc.grh {
+            return refuse("not a successful receive with a GRH");
+        }
+        let Some(source) = source_gid(grh) else {
+            return refuse("the header is neither an IB GRH nor an IPv4 header");
+        };
+        self.pd_key(host, call, pd)?;
+        let attr = AhAttr {
+            grh: GlobalRoute {
+                dgid: source,
+                hop_limit: 64,
+                ..GlobalRoute::default()
+            },
+            is_global: true,
+            port_num: 1,
+            ..AhAttr::default()
+        };
+        self.create_ah(host, pd, &attr)
+            .map_err(|e| CmError::new(call, e.errno, e.detail))
+    }
+
     /// `ibv_destroy_ah`.
     pub(crate) fn destroy_ah(&mut self, host: HostKey, h: AhHandle) -> Result<()> {
         let key = self.ah_key(host, Call::DestroyAh, h)?;
@@ -61,4 +93,14 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// The source GID a route header names: rxe's IPv4 header (20 zero bytes, then the header,
+/// whose source address is an IPv4-mapped GID) or an InfiniBand GRH (version 6).
+fn source_gid(grh: &[u8; GRH_LEN as usize]) -> Option<[u8; 16]> {
+    if grh[..20].iter().all(|&b| b == 0) && grh[20] >> 4 == 4 {
+        let ip = std::net::Ipv4Addr::new(grh[32], grh[33], grh[34], grh[35]);
+        return Some(ip.to_ipv6_mapped().octets());
+    }
+    (grh[0] >> 4 == 6).then(|| grh[8..24].try_into().expect("16 bytes"))
 }

@@ -349,6 +349,20 @@ impl DataPath for SimBackend {
         )
     }
 
+    fn create_ah_from_wc(
+        &self,
+        pd: PdHandle,
+        wc: &WorkCompletion,
+        grh: &[u8; cmtwin::verbs::GRH_LEN as usize],
+    ) -> Result<AhHandle> {
+        self.verbs_call(
+            Call::CreateAhFromWc,
+            || format!("{pd}, wr {} from qp {:#x}", wc.wr_id, wc.src_qp),
+            |ah: &AhHandle| ah.to_string(),
+            |w, h| w.create_ah_from_wc(h, pd, wc, grh),
+        )
+    }
+
     fn destroy_ah(&self, ah: AhHandle) -> Result<()> {
         self.verbs_call(
             Call::DestroyAh,

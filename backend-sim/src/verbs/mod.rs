@@ -9,8 +9,8 @@
 //!   format.
 //! * `ud.rs`: one UD QP as a sans-IO state machine (posts and datagrams in; datagrams and
 //!   completions out: unreliable, the GRH space and `src_qp` of UD receives);
-//!   `machine.rs` a QP's machine of either kind; `address_handles.rs` `ibv_create_ah` and
-//!   `ibv_destroy_ah`; `ud_wire.rs` datagrams on the data wire, unicast and to every member
+//!   `machine.rs` a QP's machine of either kind; `address_handles.rs` `ibv_create_ah`,
+//!   `ibv_create_ah_from_wc` and `ibv_destroy_ah`; `ud_wire.rs` datagrams on the data wire, unicast and to every member
 //!   of a multicast group, the receiver's qkey check, the route header a receive gets.
 //! * `objects.rs`: PDs, regions, CQs and completion channels (the calls that make, use and
 //!   destroy them, and where completions and CQ events go).

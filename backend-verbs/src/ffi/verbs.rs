@@ -496,6 +496,33 @@ impl RawAh {
         NonNull::new(p).map(RawAh).ok_or_else(last_errno)
     }
 
+    /// `ibv_create_ah_from_wc(pd, wc, grh, port)` for a receive of QP `qp_num` from QP
+    /// `src_qp` that placed the route header `grh`.
+    pub(crate) fn from_wc(
+        pd: &RawPd,
+        (qp_num, src_qp): (u32, u32),
+        grh: &[u8; 40],
+        port: u8,
+    ) -> CResult<RawAh> {
+        // SAFETY: ibv_wc is plain data; all-zero is valid.
+        let mut wc: sys::ibv_wc = unsafe { mem::zeroed() };
+        wc.qp_num = qp_num;
+        wc.src_qp = src_qp;
+        wc.wc_flags = sys::ibv_wc_flags::IBV_WC_GRH.0;
+        let mut header = *grh;
+        // SAFETY: live PD; `wc` and the 40 bytes of `header` (the size of struct ibv_grh,
+        // which libibverbs only reads) are valid for the call.
+        let p = unsafe {
+            sys::ibv_create_ah_from_wc(
+                pd.as_ptr(),
+                &mut wc,
+                header.as_mut_ptr().cast::<sys::ibv_grh>(),
+                port,
+            )
+        };
+        NonNull::new(p).map(RawAh).ok_or_else(last_errno)
+    }
+
     /// `ibv_destroy_ah`; on failure the handle is given back.
     pub(crate) fn destroy(self) -> Result<(), (i32, RawAh)> {
         // SAFETY: a live address handle the backend made; consumed here.

@@ -198,6 +198,15 @@ impl DataPath for VerbsBackend {
         self.create_ah_impl(pd, attr)
     }
 
+    fn create_ah_from_wc(
+        &self,
+        pd: PdHandle,
+        wc: &WorkCompletion,
+        grh: &[u8; cmtwin::verbs::GRH_LEN as usize],
+    ) -> Result<AhHandle> {
+        self.create_ah_from_wc_impl(pd, wc, grh)
+    }
+
     fn destroy_ah(&self, ah: AhHandle) -> Result<()> {
         self.destroy_ah_impl(ah)
     }

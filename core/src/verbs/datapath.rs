@@ -185,6 +185,22 @@ pub trait DataPath: CmBackend {
     /// * EINVAL: `port_num` is not a port of the PD's device (0 is taken as 1).
     fn create_ah(&self, pd: PdHandle, attr: &AhAttr) -> Result<AhHandle>;
 
+    /// `ibv_create_ah_from_wc(pd, wc, grh, port)`: an address handle back to the sender of
+    /// the UD receive `wc`, from the global route header `grh` the receive placed in the
+    /// first [`super::GRH_LEN`] bytes of its buffer (on RoCE over IPv4 the IPv4 header in its
+    /// last 20 bytes, as rxe places it). With `remote_qpn` `wc.src_qp` it answers the sender.
+    ///
+    /// * EINVAL: `wc` is not a successful receive with a GRH (`wc.grh`: an InfiniBand
+    ///   datagram through a local address handle has none, and the source LID libibverbs
+    ///   would use then is not in [`super::WorkCompletion`]), or `grh` is neither an IB GRH
+    ///   nor rxe's IPv4 header.
+    fn create_ah_from_wc(
+        &self,
+        pd: PdHandle,
+        wc: &super::WorkCompletion,
+        grh: &[u8; super::GRH_LEN as usize],
+    ) -> Result<AhHandle>;
+
     /// `ibv_destroy_ah`. Posted sends keep their destination (the device copied it).
     fn destroy_ah(&self, ah: AhHandle) -> Result<()>;
 
