@@ -1,7 +1,7 @@
 //! Ports of rdma-core's example programs over [`cmtwin::verbs::DataPath`], written once for
-//! every backend and wire-compatible with the C tools: the examples `rping` and `ucmatose` run
-//! them on the simulator or the real backend, and backend-verbs' interop tests run them against
-//! the C `rping` and `ucmatose` in the Soft-RoCE VM.
+//! every backend and wire-compatible with the C tools: the examples `rping`, `ucmatose` and
+//! `udaddy` run them on the simulator or the real backend, and backend-verbs' interop tests run
+//! them against the C `rping`, `ucmatose` and `udaddy` in the Soft-RoCE VM.
 //!
 //! * [`session`]: the connection steps both ports share (expected CM events, a client connect
 //!   that retries while the server is not yet listening, completions waited for while the CM
@@ -11,9 +11,12 @@
 //! * [`simulated`]: a port's two sides as two processes of a simulated fabric.
 //! * [`rping`]: rping's protocol (buffer advertisements, RDMA read and write, verification).
 //! * [`ucmatose`]: ucmatose's default message exchange over one connection.
+//! * [`udaddy`]: udaddy's datagram exchange (SIDR, sends with immediate data, replies
+//!   through an address handle made from a receive).
 
 pub mod command_line;
 pub mod rping;
 pub mod session;
 pub mod simulated;
 pub mod ucmatose;
+pub mod udaddy;
