@@ -19,7 +19,7 @@ use cmtwin_tests::ud_datapath::{
     a_ud_destination_on_an_rc_qp_is_refused, assert_no_completion, assert_ud_receive,
     assert_ud_sent, dest, join, multicast_reaches_every_member, next_completion,
     the_server_answers_through_an_address_handle_from_the_receive, ud_connect,
-    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, SILENCE,
+    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, ShortReceive, SILENCE,
 };
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -215,7 +215,8 @@ fn a_qkey_mismatch_is_dropped_silently() {
 #[test]
 fn a_receive_too_small_for_grh_and_payload_completes_with_a_length_error() {
     let bed = bed(6, Transport::Roce);
-    a_receive_too_small_is_a_length_error(bed.server(), bed.client(), addr(7005));
+    let (s, c) = (bed.server(), bed.client());
+    a_receive_too_small_is_a_length_error(s, c, addr(7005), ShortReceive::LengthError);
 }
 
 #[test]
