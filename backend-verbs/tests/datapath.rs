@@ -1206,12 +1206,13 @@ mod ud {
 
     #[test]
     #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
-    fn a_receive_too_small_drops_the_datagram_on_rxe() {
+    fn a_receive_too_small_is_a_qp_operation_error_on_rxe() {
         let (s, c) = backends();
-        // rxe (6.1 and 6.12) drops it as a UD class D error, with no completion; hardware
-        // reports LOC_LEN_ERR, as the simulator does.
+        // rxe fails its copy into the receive with EINVAL and takes it for a malformed
+        // receive: LOC_QP_OP_ERR, the QP in ERROR; hardware reports LOC_LEN_ERR, as the
+        // simulator does.
         let bed = if super::rxe() {
-            shared::ShortReceive::Dropped
+            shared::ShortReceive::QpOperationError
         } else {
             shared::ShortReceive::LengthError
         };

@@ -14,8 +14,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, Payload, QpInitAttrEx, SendOp, SendWr, UdDest, WcOpcode,
-    WcStatus, WorkCompletion, GRH_LEN, MULTICAST_QPN,
+    AccessFlags, DataPath, MemoryRegion, Payload, QpInitAttrEx, QpState, SendOp, SendWr, UdDest,
+    WcOpcode, WcStatus, WorkCompletion, GRH_LEN, MULTICAST_QPN,
 };
 use cmtwin::{
     AhAttr, AhHandle, Call, ChannelHandle, CmBackend, Errno, EventKind, EventParam, IdHandle,
@@ -364,16 +364,15 @@ pub enum ShortReceive {
     /// The receive completes with LOC_LEN_ERR and the QP stays usable (the simulator, as
     /// the specification's UD class D error with a completion).
     LengthError,
-    /// The datagram is dropped without a completion (rxe on Linux 6.1 and 6.12: its
-    /// responder's class D drop). The receive stays at the head of the queue, with the GRH
-    /// already copied into it, so that rxe drops every later datagram too: the scenario ends
-    /// there.
-    Dropped,
+    /// The receive completes with LOC_QP_OP_ERR and the QP enters ERROR (rxe on Linux 6.1,
+    /// measured, and 6.12, read: its copy into the receive fails with EINVAL, which its
+    /// responder takes for a malformed receive, a class A error).
+    QpOperationError,
 }
 
 /// A receive smaller than the GRH space and the payload: as `bed` says, a LOC_LEN_ERR
 /// completion after which the QP stays usable (the next receive takes the next datagram), or
-/// a silent drop.
+/// rxe's LOC_QP_OP_ERR with the QP in ERROR.
 pub fn a_receive_too_small_is_a_length_error<B: DataPath>(
     server: &B,
     client: &B,
@@ -399,11 +398,21 @@ pub fn a_receive_too_small_is_a_length_error<B: DataPath>(
         2,
         data.len(),
     );
-    if bed == ShortReceive::Dropped {
-        assert_no_completion(server, &pair.server);
+    let wc = next_completion(server, &pair.server);
+    if bed == ShortReceive::QpOperationError {
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.qp_num),
+            (1, WcStatus::LOC_QP_OP_ERR, pair.server.qpn),
+            "{wc:?}"
+        );
+        let state = ok(server.query_qp_state(pair.server.qp), "query_qp_state");
+        assert_eq!(
+            state,
+            QpState::Error,
+            "a class A error moves the QP to ERROR"
+        );
         return;
     }
-    let wc = next_completion(server, &pair.server);
     assert_eq!(
         (wc.wr_id, wc.status, wc.qp_num),
         (1, WcStatus::LOC_LEN_ERR, pair.server.qpn),
@@ -558,10 +567,12 @@ pub fn ud_misuse_is_refused<B: DataPath>(server: &B, client: &B, addr: SocketAdd
     assert_no_completion(c, side);
 }
 
-/// A UD destination on an RC QP is refused (EINVAL): `side` is a connected side of `cm`.
+/// A UD destination on an RC QP is refused (EINVAL): `side` is a connected side of `cm`
+/// (the address handle leads to its peer: the path of its QP's RTR attributes).
 pub fn a_ud_destination_on_an_rc_qp_is_refused<B: DataPath>(cm: &B, side: &Side) {
     let pd = side.pd;
-    let ah = ok(cm.create_ah(pd, &AhAttr::default()), "create_ah");
+    let path = ok(cm.init_qp_attr(side.id, QpState::Rtr), "init_qp_attr").ah_attr;
+    let ah = ok(cm.create_ah(pd, &path), "create_ah");
     let mr = ok(cm.reg_mr(pd, vec![1; 16], AccessFlags::NONE), "reg_mr");
     let sge = [mr.sge(0, 16)];
     let to = UdDest {
