@@ -93,13 +93,13 @@
 //! timewait, no CONNECT_RESPONSE, exact-length private data, -ECONNREFUSED), multicast joins,
 //! librdmacm's processing at fetch time, synchronous ids, DNS-mode `resolve_addrinfo`, and the
 //! faults of `faults.rs` and of fault plans, the ACK_TIMEOUT option's effect on RoCE paths. Not modelled (yet):
-//! AF_IB addressing, alternate paths and LAP, the UD qkey-mismatch ADDR_ERROR, ECE, and UD and
-//! multicast data.
+//! AF_IB addressing, alternate paths and LAP, the UD qkey-mismatch ADDR_ERROR, ECE.
 //!
 //! The data path ([`cmtwin::verbs::DataPath`], `verbs/`): PDs, memory regions, CQs shared by
 //! QPs with completion channels and arming, RC QPs whose states the CM drives, and RC
 //! delivery in order and exactly once over the simulated links with transport and RNR retries,
-//! with the completion statuses hardware reports.
+//! with the completion statuses hardware reports; address handles and UD datagrams, unicast
+//! and to every member of a multicast group, unreliable on the same links.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -1172,3 +1172,74 @@ fn an_overrun_cq_reports_cq_err_as_an_asynchronous_event() {
     );
     teardown(&s, &c, conn);
 }
+
+// ----- UD and multicast (the shared scenarios of `cmtwin_tests::ud_datapath`) -------------
+
+mod ud {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+    use cmtwin_tests::datapath::connect;
+    use cmtwin_tests::ud_datapath as shared;
+
+    use super::{addr, backends};
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn a_ud_send_reaches_the_server_with_grh_space_and_src_qp() {
+        let (s, c) = backends();
+        shared::ud_send_reaches_the_server(&s, &c, addr(), b"udaddy says hi");
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn the_server_answers_through_an_address_handle_made_from_the_receive() {
+        let (s, c) = backends();
+        shared::the_server_answers_through_an_address_handle_from_the_receive(&s, &c, addr());
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn a_qkey_mismatch_is_dropped() {
+        let (s, c) = backends();
+        shared::a_qkey_mismatch_is_dropped(&s, &c, addr());
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn a_receive_too_small_is_a_qp_operation_error_on_rxe() {
+        let (s, c) = backends();
+        // rxe fails its copy into the receive with EINVAL and takes it for a malformed
+        // receive: LOC_QP_OP_ERR, the QP in ERROR; hardware reports LOC_LEN_ERR, as the
+        // simulator does.
+        let bed = if super::rxe() {
+            shared::ShortReceive::QpOperationError
+        } else {
+            shared::ShortReceive::LengthError
+        };
+        shared::a_receive_too_small_is_a_length_error(&s, &c, addr(), bed);
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn multicast_reaches_both_joined_members() {
+        let (s, c) = backends();
+        let ip = addr().ip();
+        let group = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(239, 7, 8, 1)), 0);
+        shared::multicast_reaches_every_member(&s, &c, (ip, ip), group, b"to all");
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn ud_misuse_is_refused_with_the_verbs_errnos() {
+        let (s, c) = backends();
+        shared::ud_misuse_is_refused(&s, &c, addr());
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn a_ud_destination_on_an_rc_qp_is_refused() {
+        let (s, c) = backends();
+        let conn = connect(&s, &c, addr());
+        shared::a_ud_destination_on_an_rc_qp_is_refused(&c, &conn.client);
+    }
+}

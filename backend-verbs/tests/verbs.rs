@@ -1133,6 +1133,66 @@ fn interop_rdma_core_ucmatose_client_with_cmtwin_server_exchanging_messages() {
     eprintln!("interop with the ucmatose client took {:?}", t0.elapsed());
 }
 
+/// rdma-core's `udaddy` with `args` (it always uses port 7174: its `-p` is a port space).
+fn udaddy(args: &[&str]) -> std::process::Child {
+    std::process::Command::new("udaddy")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("udaddy (rdmacm-utils)")
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_cmtwin_udaddy_client_with_rdma_core_udaddy_server() {
+    use cmtwin_tests::ports::udaddy::{client, Options, DEFAULT_PORT};
+    let addr = SocketAddr::new(rdma_ip(), DEFAULT_PORT);
+    let t0 = Instant::now();
+    // udaddy's defaults: 10 datagrams of 100 bytes each way.
+    let server = udaddy(&["-b", &addr.ip().to_string()]);
+    let opts = Options {
+        patience: STEP,
+        ..Options::default()
+    };
+    let summary = client(&VerbsBackend::new(), addr, &opts);
+    let (ok, out) = finish(server, "udaddy server");
+    let summary = summary.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(ok, "{out}");
+    assert!(out.contains("data transfers complete"), "{out}");
+    assert_eq!(summary.received, INTEROP_COUNT, "{out}");
+    assert_eq!(summary.sent, INTEROP_COUNT, "{out}");
+    eprintln!(
+        "interop with the udaddy server took {:?} ({summary:?})",
+        t0.elapsed()
+    );
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_rdma_core_udaddy_client_with_cmtwin_udaddy_server() {
+    use cmtwin_tests::ports::udaddy::{server, Options, Summary, DEFAULT_PORT};
+    let addr = SocketAddr::new(rdma_ip(), DEFAULT_PORT);
+    let t0 = Instant::now();
+    let served =
+        std::thread::spawn(move || server(&VerbsBackend::new(), addr, &Options::default()));
+    std::thread::sleep(Duration::from_millis(500));
+    let client = udaddy(&["-s", &addr.ip().to_string()]);
+    let (ok, out) = finish(client, "udaddy client");
+    let summary = served
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(ok, "{out}");
+    assert!(out.contains("data transfers complete"), "{out}");
+    let all = Summary {
+        received: INTEROP_COUNT,
+        sent: INTEROP_COUNT,
+    };
+    assert_eq!(summary, all, "{out}");
+    eprintln!("interop with the udaddy client took {:?}", t0.elapsed());
+}
+
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
 fn concurrent_calls_from_many_threads_never_crash() {

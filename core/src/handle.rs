@@ -35,6 +35,10 @@ pub struct QpHandle(u64);
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CompChannelHandle(u64);
 
+/// A handle to an address handle (`struct ibv_ah`): where a UD send goes.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AhHandle(u64);
+
 macro_rules! handle_impls {
     ($ty:ident, $prefix:literal) => {
         impl $ty {
@@ -72,3 +76,4 @@ handle_impls!(MrHandle, "mr");
 handle_impls!(CqHandle, "cq");
 handle_impls!(QpHandle, "qp");
 handle_impls!(CompChannelHandle, "cc");
+handle_impls!(AhHandle, "ah");

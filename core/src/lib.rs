@@ -54,7 +54,7 @@ pub use event::{
 pub use event_kind::EventKind;
 pub use expect::{expect_event, ExpectError};
 pub use handle::{
-    ChannelHandle, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpHandle,
+    AhHandle, ChannelHandle, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpHandle,
 };
 pub use params::{
     rai, AddrInfo, AddrInfoHints, AsyncEvent, CmOption, ConnParam, JoinFlags, QpCap, QpInitAttr,

@@ -54,6 +54,7 @@ pub mod random_calls;
 pub mod recording;
 pub mod steps;
 pub mod trace_text;
+pub mod ud_datapath;
 
 pub use bed::{SimBed, TestBed};
 pub use bed_verbs::VerbsBed;

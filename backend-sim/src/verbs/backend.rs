@@ -11,8 +11,8 @@ use cmtwin::verbs::{
     SendWr, VerbsAsyncEvent, WorkCompletion,
 };
 use cmtwin::{
-    Call, CmError, CompChannelHandle, CqHandle, Errno, IdHandle, MrHandle, PdHandle, QpHandle,
-    Result, Wait,
+    AhAttr, AhHandle, Call, CmError, CompChannelHandle, CqHandle, Errno, IdHandle, MrHandle,
+    PdHandle, QpHandle, Result, Wait,
 };
 
 use super::wait::wait_for;
@@ -92,7 +92,13 @@ fn describe_send(qp: QpHandle, wr: &SendWr<'_>) -> String {
         ),
         Payload::Inline(b) => format!("inline {} bytes", b.len()),
     };
-    format!("{qp}, wr {} {:?} {payload}", wr.wr_id, wr.op)
+    match wr.ud {
+        Some(ud) => format!(
+            "{qp}, wr {} {:?} {payload} to {} qpn {:#x} qkey {:#x}",
+            wr.wr_id, wr.op, ud.ah, ud.remote_qpn, ud.remote_qkey
+        ),
+        None => format!("{qp}, wr {} {:?} {payload}", wr.wr_id, wr.op),
+    }
 }
 
 impl DataPath for SimBackend {
@@ -331,6 +337,38 @@ impl DataPath for SimBackend {
             || format!("{qp}, {:?}", attr.qp_state),
             zero,
             |w, h| w.modify_qp(h, qp, attr),
+        )
+    }
+
+    fn create_ah(&self, pd: PdHandle, attr: &AhAttr) -> Result<AhHandle> {
+        self.verbs_call(
+            Call::CreateAh,
+            || format!("{pd}, dgid {:?}", std::net::Ipv6Addr::from(attr.grh.dgid)),
+            |ah: &AhHandle| ah.to_string(),
+            |w, h| w.create_ah(h, pd, attr),
+        )
+    }
+
+    fn create_ah_from_wc(
+        &self,
+        pd: PdHandle,
+        wc: &WorkCompletion,
+        grh: &[u8; cmtwin::verbs::GRH_LEN as usize],
+    ) -> Result<AhHandle> {
+        self.verbs_call(
+            Call::CreateAhFromWc,
+            || format!("{pd}, wr {} from qp {:#x}", wc.wr_id, wc.src_qp),
+            |ah: &AhHandle| ah.to_string(),
+            |w, h| w.create_ah_from_wc(h, pd, wc, grh),
+        )
+    }
+
+    fn destroy_ah(&self, ah: AhHandle) -> Result<()> {
+        self.verbs_call(
+            Call::DestroyAh,
+            || ah.to_string(),
+            zero,
+            |w, h| w.destroy_ah(h, ah),
         )
     }
 

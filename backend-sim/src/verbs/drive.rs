@@ -6,7 +6,7 @@ use cmtwin::verbs::{AccessFlags, Sge, WcStatus};
 use cmtwin::AsyncEvent;
 
 use super::rc::{Memory, QpOutput, Queue};
-use super::{Mr, ObjKey, RcQp, Verbs, VerbsAction, VerbsAsyncEvent};
+use super::{Mr, ObjKey, QpMachine, Verbs, VerbsAction, VerbsAsyncEvent};
 use crate::engine::timeline::SimTime;
 use crate::store::Store;
 use crate::world::{Action, DevKey, World};
@@ -80,7 +80,7 @@ impl World {
     pub(crate) fn drive_qp<R>(
         &mut self,
         q: ObjKey,
-        input: impl FnOnce(&mut RcQp, &mut dyn Memory, &mut Vec<QpOutput>) -> R,
+        input: impl FnOnce(&mut QpMachine, &mut dyn Memory, &mut Vec<QpOutput>) -> R,
     ) -> R {
         let mut out = std::mem::take(&mut self.verbs.outputs);
         let r = {
@@ -114,6 +114,7 @@ impl World {
         let (send_cq, recv_cq) = (qp.send_cq, qp.recv_cq);
         match output {
             QpOutput::Packet(pkt) => self.send_data(q, pkt),
+            QpOutput::Datagram(d) => self.send_datagram(q, d),
             QpOutput::Complete {
                 queue,
                 wc,
@@ -183,6 +184,12 @@ impl World {
                 }
                 self.drive_qp(qp, |m, _, out| m.on_timer(out));
             }
+            VerbsAction::DeliverDatagram {
+                from,
+                to,
+                sgid,
+                datagram,
+            } => self.deliver_datagram(from, to, sgid, datagram),
         }
     }
 }

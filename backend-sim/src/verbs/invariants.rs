@@ -1,6 +1,7 @@
 //! The data path's invariants, checked with the world's (`invariants.rs`): the indexes of QPs
 //! agree with their ids, and every count that guards a destroy (a region's busy count, the
-//! users of a PD, a CQ or a completion channel) equals what actually refers to the object.
+//! users of a PD (regions, QPs and address handles), of a CQ or of a completion channel)
+//! equals what actually refers to the object.
 
 use std::collections::BTreeMap;
 
@@ -33,7 +34,7 @@ impl World {
             *pd_users.entry(qp.pd).or_default() += 1;
             *cq_users.entry(qp.send_cq).or_default() += 1;
             *cq_users.entry(qp.recv_cq).or_default() += 1;
-            for s in qp.machine.posted_sges() {
+            for s in &qp.machine.posted_sges() {
                 if let Some(&mr) = v.mr_by_key.get(&(qp.dev, s.lkey)) {
                     *busy.entry(mr).or_default() += 1;
                 }
@@ -57,6 +58,9 @@ impl World {
                 Some(key),
                 "region {key} by key"
             );
+        }
+        for ah in v.ahs.iter_unordered().map(|(_, ah)| ah) {
+            *pd_users.entry(ah.pd).or_default() += 1;
         }
         for (key, pd) in v.pds.iter_unordered() {
             let users = pd_users.get(key).copied().unwrap_or(0);

@@ -1,11 +1,17 @@
 //! The verbs data path, modelled at the level of libibverbs' objects: protection domains,
 //! memory regions (keys, device addresses, bounds, access, busy while work uses them),
-//! completion queues shared by QPs with completion channels and arming, and RC QPs whose
-//! state the CM drives as librdmacm and the kernel drive it.
+//! completion queues shared by QPs with completion channels and arming, address handles, RC
+//! QPs whose state the CM drives as librdmacm and the kernel drive it, and UD QPs with
+//! unicast and multicast datagrams.
 //!
 //! * `rc.rs`: one RC QP as a sans-IO state machine (posts, CM-driven state changes, packets,
 //!   its timer in; packets, completions, timers and COMM_EST out); `packet.rs` its wire
 //!   format.
+//! * `ud.rs`: one UD QP as a sans-IO state machine (posts and datagrams in; datagrams and
+//!   completions out: unreliable, the GRH space and `src_qp` of UD receives);
+//!   `machine.rs` a QP's machine of either kind; `address_handles.rs` `ibv_create_ah`,
+//!   `ibv_create_ah_from_wc` and `ibv_destroy_ah`; `ud_wire.rs` datagrams on the data wire, unicast and to every member
+//!   of a multicast group, the receiver's qkey check, the route header a receive gets.
 //! * `objects.rs`: PDs, regions, CQs and completion channels (the calls that make, use and
 //!   destroy them, and where completions and CQ events go).
 //! * `qps.rs`: QPs on ids: creation, the CM's transitions (INIT at creation, RTR/RTS at
@@ -23,19 +29,25 @@
 //! * `backend.rs`: [`cmtwin::verbs::DataPath`] for `SimBackend`; `wait.rs` its blocking
 //!   waits (CQ events, asynchronous events) through the scheduler.
 //!
-//! Not modelled (yet): UD and multicast work requests, SRQs, atomics, memory windows, SQD,
-//! path-MTU segmentation.
+//! Not modelled (yet): SRQs, atomics, memory windows, SQD, path-MTU segmentation (a UD send
+//! above the port's 4096-byte MTU is refused), UD QPs apart from ids, multicast
+//! joins' attachment delay (a membership receives from the `rdma_join_multicast` call on,
+//! not from its MULTICAST_JOIN), the sender's `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`.
 
+mod address_handles;
 mod backend;
 mod drive;
 mod faults;
 mod invariants;
+mod machine;
 mod modify;
 mod objects;
 mod packet;
 mod posts;
 mod qps;
 mod rc;
+mod ud;
+mod ud_wire;
 mod wait;
 mod wire;
 
@@ -48,8 +60,10 @@ use crate::store::{KeyMap, Store};
 use crate::topology::{DevKey, HostKey};
 use crate::world::IdKey;
 
+pub(crate) use machine::QpMachine;
 pub(crate) use packet::Packet;
 pub(crate) use rc::RcQp;
+pub(crate) use ud::{Datagram, UdQp};
 
 /// Key of a PD, region, CQ, completion channel or QP (one serial counter for all of them).
 pub(crate) type ObjKey = u64;
@@ -109,8 +123,6 @@ pub(crate) struct Qp {
     /// The id whose QP it is (`None`: made by `create_external_qp`).
     pub id: Option<IdKey>,
     pub qpn: u32,
-    /// A UD QP (no requests: they need address handles).
-    pub ud: bool,
     pub pd: ObjKey,
     pub send_cq: ObjKey,
     pub recv_cq: ObjKey,
@@ -124,7 +136,14 @@ pub(crate) struct Qp {
     /// entry, when it runs early, is put off to it (progress restarts the transport timer on
     /// every acknowledgement, which would otherwise cancel and schedule an entry each time).
     pub timer_due: SimTime,
-    pub machine: RcQp,
+    pub machine: QpMachine,
+}
+
+/// An address handle: where UD sends through it go.
+pub(crate) struct Ah {
+    pub host: HostKey,
+    pub pd: ObjKey,
+    pub attr: cmtwin::AhAttr,
 }
 
 /// A targeted fault on data packets: the next `count` are lost, or delayed.
@@ -144,6 +163,14 @@ pub(crate) enum VerbsAction {
     },
     /// QP `qp`'s timer fires.
     QpTimer { qp: ObjKey },
+    /// A datagram arrives at host `to.0`'s QP `to.1`, from QP `from.1` of host `from.0`
+    /// whose GID is `sgid`.
+    DeliverDatagram {
+        from: (HostKey, u32),
+        to: (HostKey, u32),
+        sgid: [u8; 16],
+        datagram: Datagram,
+    },
 }
 
 /// Every verbs object of the fabric.
@@ -161,6 +188,7 @@ pub(crate) struct Verbs {
     pub cqs: Store<Box<Cq>>,
     pub channels: Store<Box<CompChannel>>,
     pub qps: Store<Box<Qp>>,
+    pub ahs: Store<Ah>,
     /// QPs by (host, QP number).
     pub qp_by_num: KeyMap<(HostKey, u32), ObjKey>,
     /// QPs by their id.
@@ -193,6 +221,7 @@ impl Default for Verbs {
             cqs: Store::default(),
             channels: Store::default(),
             qps: Store::default(),
+            ahs: Store::default(),
             qp_by_num: KeyMap::default(),
             qp_of_id: KeyMap::default(),
             rep_conn: KeyMap::default(),

@@ -10,7 +10,8 @@ use std::time::Duration;
 use cmtwin::verbs::{AccessFlags, QpAttr, QpInitAttrEx, QpState};
 use cmtwin::{Call, CmError, Errno, IdHandle, QpHandle, QpType, Result};
 
-use super::rc::{RcParams, RcQp};
+use super::rc::RcParams;
+use super::{QpMachine, RcQp};
 use crate::world::{HostKey, IdKey, World};
 
 /// IB's encoding of `min_rnr_timer`, in units of 10 µs: 0 is 655.36 ms, 1 is 0.01 ms, ...
@@ -85,8 +86,8 @@ impl World {
         }
         let (dev, pd, cqs) = self.qp_objects(host, call, attr)?;
         let qpn = self.draw_qp_number(host, dev);
-        let machine = RcQp::new(qpn, attr.cap, attr.sq_sig_all).in_reset();
-        let key = self.insert_qp((host, dev, None), pd, cqs, false, false, machine);
+        let machine = QpMachine::Rc(RcQp::new(qpn, attr.cap, attr.sq_sig_all).in_reset());
+        let key = self.insert_qp((host, dev, None), pd, cqs, false, machine);
         Ok(QpHandle::from_raw(self.stamp(key)))
     }
 
@@ -159,6 +160,10 @@ impl World {
         };
         let moved = match to {
             QpState::Init => self.verbs.qps.get_mut(&q).expect("live QP").machine.init(),
+            QpState::Rtr if self.verbs.qps[&q].machine.is_ud() => {
+                let qp = self.verbs.qps.get_mut(&q).expect("live QP");
+                qp.machine.rtr(rnr_timer(attr.min_rnr_timer))
+            }
             QpState::Rtr => {
                 let Some(peer_host) = self.topo.host_of_ip(dgid_ip(&attr.ah_attr)) else {
                     return refused("the path's destination GID is no host of the fabric".into());

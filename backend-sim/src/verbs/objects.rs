@@ -494,8 +494,12 @@ impl World {
             let h = self.cq_handle(key);
             self.record_text(Some(host), TraceKind::Queue, |_| {
                 let imm = wc.imm.map(|i| format!(" imm {i:#x}")).unwrap_or_default();
+                let src = match (wc.src_qp, wc.grh) {
+                    (0, false) => String::new(),
+                    (src, grh) => format!(" from qp {src:#x}{}", if grh { " grh" } else { "" }),
+                };
                 format!(
-                    "cqe on {h}: wr {} {:?} {} qp {:#x} {} bytes{imm}",
+                    "cqe on {h}: wr {} {:?} {} qp {:#x} {} bytes{imm}{src}",
                     wc.wr_id, wc.opcode, wc.status, wc.qp_num, wc.byte_len
                 )
             });

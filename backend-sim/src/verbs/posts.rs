@@ -1,16 +1,21 @@
 //! Posts: `ibv_post_send` and `ibv_post_recv` as the device takes them: the checks that
 //! refuse a request (EINVAL, ENOMEM), the bytes gathered at post time (a bad key or range
-//! becomes a LOC_PROT_ERR completion), and the busy counts that keep a region registered
+//! becomes a LOC_PROT_ERR completion), a UD send's destination (its address handle and the
+//! port's MTU), and the busy counts that keep a region registered
 //! while requests name it.
 
 use std::sync::Arc;
 
-use cmtwin::verbs::{AccessFlags, Payload, RecvWr, SendOp, SendWr, Sge, WcStatus};
+use cmtwin::verbs::{AccessFlags, Payload, RecvWr, SendOp, SendWr, Sge, UdDest, WcStatus};
 use cmtwin::{Call, CmError, Errno, QpHandle, Result};
 
 use super::rc::{PostError, RecvEntry, SendEntry, SendKind, Sges};
+use super::ud::{UdSendEntry, UdTarget};
 use super::{Mr, ObjKey};
 use crate::world::{DevKey, HostKey, World};
+
+/// The largest UD payload: the simulated port's active MTU.
+pub(crate) const UD_MTU: u32 = 4096;
 
 impl World {
     // ----- posts -------------------------------------------------------------------------
@@ -21,18 +26,80 @@ impl World {
         let q = self.qp_key(host, call, h)?;
         let qp = &self.verbs.qps[&q];
         let (dev, pd, cap) = (qp.dev, qp.pd, qp.machine.cap());
-        if qp.ud {
-            return Err(CmError::new(
-                call,
-                Errno::EINVAL,
-                "UD requests need an address handle, which is not modelled yet",
-            ));
+        match (qp.machine.is_ud(), wr.ud) {
+            (true, Some(dest)) => return self.post_ud_send(host, q, wr, dest),
+            (true, None) => {
+                let why = "a send on a UD QP needs a destination (wr.ud)";
+                return Err(CmError::new(call, Errno::EINVAL, why));
+            }
+            (false, Some(_)) => {
+                let why = "a UD destination (wr.ud) on a connected QP";
+                return Err(CmError::new(call, Errno::EINVAL, why));
+            }
+            (false, None) => {}
         }
         let mut entry = self.send_entry(wr, dev, pd, &cap)?;
         entry.signaled = wr.signaled;
         entry.solicited = wr.solicited;
         self.hold_entries(dev, &entry.sges);
         match self.drive_qp(q, |m, _, out| m.post_send(entry, out)) {
+            Ok(()) => Ok(()),
+            Err((e, entry)) => {
+                for s in entry.sges.iter() {
+                    self.release_entry(dev, s);
+                }
+                Err(post_error(call, e, cap.max_send_wr))
+            }
+        }
+    }
+
+    /// `ibv_post_send` of `wr` to `dest` on UD QP `q`.
+    fn post_ud_send(
+        &mut self,
+        host: HostKey,
+        q: ObjKey,
+        wr: &SendWr<'_>,
+        dest: UdDest,
+    ) -> Result<()> {
+        let call = Call::PostSend;
+        let qp = &self.verbs.qps[&q];
+        let (dev, pd, cap) = (qp.dev, qp.pd, qp.machine.cap());
+        let refuse = |why: String| Err(CmError::new(call, Errno::EINVAL, why));
+        let imm = match wr.op {
+            SendOp::Send => None,
+            SendOp::SendWithImm(imm) => Some(imm),
+            op => return refuse(format!("{op:?} on a UD QP (only sends are)")),
+        };
+        let ah = &self.verbs.ahs[&self.ah_key(host, call, dest.ah)?];
+        if ah.pd != pd {
+            return refuse(format!("{} is of another PD than the QP", dest.ah));
+        }
+        let target = UdTarget {
+            dgid: ah.attr.grh.dgid,
+            global: ah.attr.is_global,
+            remote_qpn: dest.remote_qpn,
+            remote_qkey: dest.remote_qkey,
+        };
+        let sent = self.send_entry(wr, dev, pd, &cap)?;
+        let len: u64 = match wr.payload {
+            Payload::Inline(bytes) => bytes.len() as u64,
+            Payload::Sges(sges) => sges.iter().map(|s| u64::from(s.length)).sum(),
+        };
+        if len > u64::from(UD_MTU) {
+            return refuse(format!("{len} bytes exceed the port's MTU {UD_MTU}"));
+        }
+        let entry = UdSendEntry {
+            wr_id: wr.wr_id,
+            target,
+            data: sent.data,
+            imm,
+            sges: sent.sges,
+            signaled: wr.signaled,
+            solicited: wr.solicited,
+            fault: sent.fault,
+        };
+        self.hold_entries(dev, &entry.sges);
+        match self.drive_qp(q, |m, _, out| m.post_ud_send(entry, out)) {
             Ok(()) => Ok(()),
             Err((e, entry)) => {
                 for s in entry.sges.iter() {

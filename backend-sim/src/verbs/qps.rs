@@ -8,7 +8,7 @@ use cmtwin::{
     Call, CmError, CompChannelHandle, Errno, IdHandle, QpCap, QpHandle, QpInitAttr, Result,
 };
 
-use super::{ObjKey, Qp, RcQp};
+use super::{ObjKey, Qp, QpMachine, RcQp, UdQp};
 use crate::engine::timeline::SimTime;
 use crate::world::{DevKey, HostKey, IdKey, World};
 
@@ -73,13 +73,26 @@ impl World {
         let cap = attr.cap;
         let send_cq = self.new_cq(host, dev, cap.max_send_wr.max(1), Some(send_channel), true);
         let recv_cq = self.new_cq(host, dev, cap.max_recv_wr.max(1), Some(recv_channel), true);
-        let mut machine = RcQp::new(qpn, cap, attr.sq_sig_all);
-        let ud = !attr.qp_type.is_connected();
-        if ud {
-            machine.ready_unconnected();
-        }
+        let machine = self.new_machine(id, qpn, attr.qp_type, cap, attr.sq_sig_all);
         let where_ = (host, dev, Some(id));
-        self.insert_qp(where_, pd, (send_cq, recv_cq), true, ud, machine);
+        self.insert_qp(where_, pd, (send_cq, recv_cq), true, machine);
+    }
+
+    /// The machine of id `id`'s new QP `qpn` of type `qp_type`: RC in INIT, or UD in RTS
+    /// with the id's qkey (as librdmacm moves a UD QP at creation).
+    fn new_machine(
+        &self,
+        id: IdKey,
+        qpn: u32,
+        qp_type: cmtwin::QpType,
+        cap: QpCap,
+        sq_sig_all: bool,
+    ) -> QpMachine {
+        if qp_type.is_connected() {
+            QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all))
+        } else {
+            QpMachine::Ud(UdQp::new(qpn, cap, sq_sig_all, self.id(id).qkey))
+        }
     }
 
     /// Records QP `machine` of host, device and id `where_` and counts its users of the PD
@@ -90,8 +103,7 @@ impl World {
         pd: ObjKey,
         (send_cq, recv_cq): (ObjKey, ObjKey),
         implicit: bool,
-        ud: bool,
-        machine: RcQp,
+        machine: QpMachine,
     ) -> ObjKey {
         let (host, dev, id) = where_;
         self.verbs.pds.get_mut(&pd).expect("live PD").users += 1;
@@ -105,7 +117,6 @@ impl World {
             dev,
             id,
             qpn,
-            ud,
             pd,
             send_cq,
             recv_cq,
@@ -165,12 +176,8 @@ impl World {
         }
         let qpn = self.draw_qp_number(host, dev);
         self.id_mut(key).qp = Some(qpn);
-        let mut machine = RcQp::new(qpn, attr.cap, attr.sq_sig_all);
-        let ud = !attr.qp_type.is_connected();
-        if ud {
-            machine.ready_unconnected();
-        }
-        self.insert_qp((host, dev, Some(key)), pd, cqs, false, ud, machine);
+        let machine = self.new_machine(key, qpn, attr.qp_type, attr.cap, attr.sq_sig_all);
+        self.insert_qp((host, dev, Some(key)), pd, cqs, false, machine);
         Ok(qpn)
     }
 

@@ -167,6 +167,8 @@ pub(crate) enum QpOutput {
     CancelTimer,
     /// The QP received its first request (IBV_EVENT_COMM_EST).
     CommEst,
+    /// Send this datagram (UD QPs only, `ud.rs`).
+    Datagram(super::ud::Datagram),
 }
 
 /// The connection attributes of RTS.
@@ -332,11 +334,6 @@ impl RcQp {
         self.state = QpState::Rts;
         self.pump(out);
         true
-    }
-
-    /// INIT → RTR → RTS of a UD QP, at creation.
-    pub(crate) fn ready_unconnected(&mut self) {
-        self.state = QpState::Rts;
     }
 
     /// Any state → ERROR, flushing every outstanding request.
@@ -621,8 +618,8 @@ impl RcQp {
             status,
             opcode: e.kind.opcode(),
             byte_len,
-            imm: None,
             qp_num: self.qpn,
+            ..WorkCompletion::default()
         };
         out.push(QpOutput::Complete {
             queue: Queue::Send,
@@ -793,6 +790,7 @@ impl RcQp {
             byte_len,
             imm,
             qp_num: self.qpn,
+            ..WorkCompletion::default()
         };
         out.push(QpOutput::Complete {
             queue: Queue::Recv,

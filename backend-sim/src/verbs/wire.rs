@@ -5,6 +5,9 @@
 //! and receives nothing; a packet for a QP that does not exist, is not connected to the
 //! sender, or is not ready to receive is dropped, as hardware drops it.
 
+use std::fmt;
+
+use crate::engine::timeline::SimTime;
 use crate::rng::Stream;
 use crate::trace::TraceKind;
 use crate::world::{Action, HostKey, World};
@@ -23,6 +26,27 @@ impl World {
             return;
         }
         let from = (host, qpn);
+        let Some(at) = self.wire_arrival(from, to, &pkt) else {
+            return;
+        };
+        let action = VerbsAction::Deliver {
+            from,
+            to,
+            packet: pkt,
+        };
+        self.timeline.schedule(at, Action::Verbs(action));
+    }
+
+    /// The fate of one data packet (`shown` in the trace) from QP `from` to QP `to`: lost to
+    /// a targeted fault or the random loss (`None`), or the time it arrives (latency, jitter,
+    /// a targeted delay, after what the link already carries).
+    pub(crate) fn wire_arrival(
+        &mut self,
+        from: (HostKey, u32),
+        to: (HostKey, u32),
+        shown: &dyn fmt::Display,
+    ) -> Option<SimTime> {
+        let host = from.0;
         let mut extra = std::time::Duration::ZERO;
         if let Some(f) = self.verbs.faults.front_mut() {
             f.count -= 1;
@@ -32,15 +56,15 @@ impl World {
             }
             match delay {
                 None => {
-                    self.trace_packet(host, TraceKind::Loss, from, to, &pkt, "targeted");
-                    return;
+                    self.trace_packet(host, TraceKind::Loss, from, to, shown, "targeted");
+                    return None;
                 }
                 Some(d) => extra = d,
             }
         }
         if self.rng.chance(Stream::DataLoss, self.cfg.loss_probability) {
-            self.trace_packet(host, TraceKind::Loss, from, to, &pkt, "");
-            return;
+            self.trace_packet(host, TraceKind::Loss, from, to, shown, "");
+            return None;
         }
         let jitter = self.rng.range(
             Stream::DataLatency,
@@ -51,13 +75,8 @@ impl World {
         let last = self.verbs.link_clock.entry((host, to.0)).or_default();
         let at = self.now.after(delay).max(*last);
         *last = at;
-        self.trace_packet(host, TraceKind::Send, from, to, &pkt, "");
-        let action = VerbsAction::Deliver {
-            from,
-            to,
-            packet: pkt,
-        };
-        self.timeline.schedule(at, Action::Verbs(action));
+        self.trace_packet(host, TraceKind::Send, from, to, shown, "");
+        Some(at)
     }
 
     /// A data packet arrives at QP `to`.
@@ -82,13 +101,13 @@ impl World {
     }
 
     /// Traces a data packet from QP `from` to QP `to` (only when tracing is on).
-    fn trace_packet(
+    pub(crate) fn trace_packet(
         &mut self,
         host: HostKey,
         kind: TraceKind,
         from: (HostKey, u32),
         to: (HostKey, u32),
-        pkt: &Packet,
+        pkt: &dyn fmt::Display,
         note: &str,
     ) {
         if self.trace.is_on() {

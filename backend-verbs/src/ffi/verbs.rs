@@ -349,6 +349,9 @@ pub(crate) struct RawWc {
     pub byte_len: u32,
     pub imm: Option<u32>,
     pub qp_num: u32,
+    pub src_qp: u32,
+    /// `IBV_WC_GRH`.
+    pub grh: bool,
 }
 
 impl RawCq {
@@ -396,6 +399,8 @@ impl RawCq {
                 imm: with_imm
                     .then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data })),
                 qp_num: wc.qp_num,
+                src_qp: wc.src_qp,
+                grh: wc.wc_flags & sys::ibv_wc_flags::IBV_WC_GRH.0 != 0,
             };
         }
         Ok(got)
@@ -473,6 +478,58 @@ unsafe impl Send for RawQp {}
 // SAFETY: as above.
 unsafe impl Sync for RawQp {}
 
+/// An address handle the backend made (`ibv_create_ah`), destroyed by `destroy`.
+pub(crate) struct RawAh(NonNull<sys::ibv_ah>);
+
+// SAFETY: an ibv_ah is a plain handle; libibverbs' calls on it are thread-safe.
+unsafe impl Send for RawAh {}
+// SAFETY: as above.
+unsafe impl Sync for RawAh {}
+
+impl RawAh {
+    /// `ibv_create_ah(pd, attr)` on port `port`.
+    pub(crate) fn create(pd: &RawPd, a: &cmtwin::AhAttr, port: u8) -> CResult<RawAh> {
+        let mut c = zeroed_qp_attr();
+        set_ah_attr(&mut c, a, port);
+        // SAFETY: live PD; `c.ah_attr` is valid for the call (libibverbs copies it).
+        let p = unsafe { sys::ibv_create_ah(pd.as_ptr(), &mut c.ah_attr) };
+        NonNull::new(p).map(RawAh).ok_or_else(last_errno)
+    }
+
+    /// `ibv_create_ah_from_wc(pd, wc, grh, port)` for a receive of QP `qp_num` from QP
+    /// `src_qp` that placed the route header `grh`.
+    pub(crate) fn from_wc(
+        pd: &RawPd,
+        (qp_num, src_qp): (u32, u32),
+        grh: &[u8; 40],
+        port: u8,
+    ) -> CResult<RawAh> {
+        // SAFETY: ibv_wc is plain data; all-zero is valid.
+        let mut wc: sys::ibv_wc = unsafe { mem::zeroed() };
+        wc.qp_num = qp_num;
+        wc.src_qp = src_qp;
+        wc.wc_flags = sys::ibv_wc_flags::IBV_WC_GRH.0;
+        let mut header = *grh;
+        // SAFETY: live PD; `wc` and the 40 bytes of `header` (the size of struct ibv_grh,
+        // which libibverbs only reads) are valid for the call.
+        let p = unsafe {
+            sys::ibv_create_ah_from_wc(
+                pd.as_ptr(),
+                &mut wc,
+                header.as_mut_ptr().cast::<sys::ibv_grh>(),
+                port,
+            )
+        };
+        NonNull::new(p).map(RawAh).ok_or_else(last_errno)
+    }
+
+    /// `ibv_destroy_ah`; on failure the handle is given back.
+    pub(crate) fn destroy(self) -> Result<(), (i32, RawAh)> {
+        // SAFETY: a live address handle the backend made; consumed here.
+        check_ibv(unsafe { sys::ibv_destroy_ah(self.0.as_ptr()) }).map_err(|e| (e, self))
+    }
+}
+
 /// One scatter/gather entry in C form.
 pub(crate) type RawSge = sys::ibv_sge;
 
@@ -486,6 +543,8 @@ pub(crate) struct SendReq<'a> {
     pub flags: u32,
     pub imm: Option<u32>,
     pub remote: Option<(u64, u32)>,
+    /// A UD send's destination: address handle, remote QP number, remote qkey.
+    pub ud: Option<(&'a RawAh, u32, u32)>,
     pub sges: &'a [RawSge],
 }
 
@@ -560,8 +619,16 @@ impl RawQp {
         if let Some((remote_addr, rkey)) = req.remote {
             wr.wr.rdma = sys::rdma_t { remote_addr, rkey };
         }
+        if let Some((ah, remote_qpn, remote_qkey)) = req.ud {
+            wr.wr.ud = sys::ud_t {
+                ah: ah.0.as_ptr(),
+                remote_qpn,
+                remote_qkey,
+            };
+        }
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
-        // SAFETY: live QP; `wr` and the entries it points to are valid for the call. Entries
+        // SAFETY: live QP; `wr` and the entries it points to are valid for the call, and so
+        // is a UD send's address handle (the device copies its address vector). Entries
         // name registered memory by key: the device checks keys and bounds and fails the
         // request (LOC_PROT_ERR) rather than touch anything else. Inline bytes are copied
         // during the call.

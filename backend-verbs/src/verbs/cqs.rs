@@ -291,6 +291,8 @@ fn translate(reg: &mut Registry, ctx: usize, r: &RawWc) -> WorkCompletion {
         // send or write with immediate, with no value.
         imm: r.imm.filter(|_| r.opcode & 0x80 != 0),
         qp_num: r.qp_num,
+        src_qp: r.src_qp,
+        grh: r.grh,
     };
     let token = r.wr_id;
     let posted = reg

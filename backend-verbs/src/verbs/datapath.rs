@@ -9,8 +9,8 @@ use cmtwin::verbs::{
     VerbsAsyncEvent, WorkCompletion,
 };
 use cmtwin::{
-    AsyncEvent, Call, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpHandle, Result,
-    Wait,
+    AhAttr, AhHandle, AsyncEvent, Call, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle,
+    QpHandle, Result, Wait,
 };
 
 use crate::ffi::{RawAsyncEvent, RawCtx};
@@ -192,6 +192,23 @@ impl DataPath for VerbsBackend {
 
     fn qp_number(&self, qp: QpHandle) -> Result<u32> {
         self.qp_number_impl(qp)
+    }
+
+    fn create_ah(&self, pd: PdHandle, attr: &AhAttr) -> Result<AhHandle> {
+        self.create_ah_impl(pd, attr)
+    }
+
+    fn create_ah_from_wc(
+        &self,
+        pd: PdHandle,
+        wc: &WorkCompletion,
+        grh: &[u8; cmtwin::verbs::GRH_LEN as usize],
+    ) -> Result<AhHandle> {
+        self.create_ah_from_wc_impl(pd, wc, grh)
+    }
+
+    fn destroy_ah(&self, ah: AhHandle) -> Result<()> {
+        self.destroy_ah_impl(ah)
     }
 
     fn post_send(&self, qp: QpHandle, wr: &SendWr<'_>) -> Result<()> {

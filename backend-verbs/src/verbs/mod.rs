@@ -14,8 +14,9 @@
 //! * `qps.rs`: QPs on ids (`rdma_create_qp` with the backend's PD, with chosen CQs or with
 //!   the CQs librdmacm makes), apart from ids (the external-QP path), `rdma_init_qp_attr`,
 //!   `ibv_modify_qp`, and their retirement before librdmacm or libibverbs frees them.
-//! * `posts.rs`: `ibv_post_send` and `ibv_post_recv`, each request under a token of the
-//!   backend's that the completion brings back.
+//! * `address_handles.rs`: `ibv_create_ah`, `ibv_create_ah_from_wc` and `ibv_destroy_ah`.
+//! * `posts.rs`: `ibv_post_send` (with a UD send's destination) and `ibv_post_recv`, each
+//!   request under a token of the backend's that the completion brings back.
 //! * `async_events.rs`: the devices' asynchronous events, routed to the backend value whose
 //!   QP or CQ they concern.
 //! * `datapath.rs`: the trait's methods.
@@ -42,6 +43,7 @@
 //!   has none), and the port from `ah_attr.port_num` (1 when 0); an address that leads
 //!   nowhere is accepted, and requests then end in RETRY_EXC_ERR.
 
+mod address_handles;
 mod anchors;
 mod async_events;
 mod cqs;

@@ -11,7 +11,7 @@ use cmtwin::{Call, CmError, IdHandle, QpCap};
 
 use super::regions::Region;
 use crate::err;
-use crate::ffi::{RawCompChannel, RawCq, RawCtx, RawPd, RawQp};
+use crate::ffi::{RawAh, RawCompChannel, RawCq, RawCtx, RawPd, RawQp};
 
 /// A protection domain.
 pub(crate) struct PdObj {
@@ -57,11 +57,23 @@ pub(crate) struct QpObj {
     pub qpn: u32,
     /// The capacities asked for (posts are checked against them).
     pub cap: QpCap,
-    /// A UD QP (its requests need address handles, which the trait does not have).
+    /// A UD QP (its sends need a destination: an address handle).
     pub ud: bool,
     /// Held across each `ibv_post_send`, so that tokens follow the send queue's order.
     pub send_order: Mutex<()>,
     pub queues: Mutex<Queues>,
+}
+
+/// An address handle.
+pub(crate) struct AhObj {
+    pub raw: RawAh,
+    pub ctx: RawCtx,
+}
+
+/// An address handle in a PD.
+pub(crate) struct AhEntry {
+    pub obj: Arc<AhObj>,
+    pub pd: u64,
 }
 
 /// A registered region in a PD.
@@ -73,7 +85,7 @@ pub(crate) struct MrEntry {
 /// A PD and what uses it.
 pub(crate) struct PdEntry {
     pub obj: Arc<PdObj>,
-    /// Regions and QPs in it.
+    /// Regions, QPs and address handles in it.
     pub users: u32,
     /// The backend's PD of its device (`id->pd`), freed with the backend.
     pub default: bool,
@@ -116,6 +128,7 @@ pub(crate) struct VerbsObjects {
     /// The default PD of each device context.
     pub default_pd: BTreeMap<usize, u64>,
     pub mrs: BTreeMap<u64, MrEntry>,
+    pub ahs: BTreeMap<u64, AhEntry>,
     pub channels: BTreeMap<u64, ChannelEntry>,
     pub cqs: BTreeMap<u64, CqEntry>,
     pub cq_by_addr: BTreeMap<usize, u64>,
@@ -311,8 +324,8 @@ impl VerbsObjects {
         self.qp_of_id.clear();
     }
 
-    /// For the backend's drop, after its ids are destroyed: the CQs, channels, regions and
-    /// PDs it made (no QP uses them any more).
+    /// For the backend's drop, after its ids are destroyed: the CQs, channels, regions,
+    /// address handles and PDs it made (no QP uses them any more).
     pub(crate) fn teardown_rest(&mut self) {
         for (_, c) in std::mem::take(&mut self.cqs) {
             super::async_events::forget_cq(c.obj.raw.addr());
@@ -334,6 +347,11 @@ impl VerbsObjects {
             }
         }
         drop(keys);
+        for (_, a) in std::mem::take(&mut self.ahs) {
+            if let Ok(a) = Arc::try_unwrap(a.obj) {
+                let _ = a.raw.destroy();
+            }
+        }
         for (_, p) in std::mem::take(&mut self.pds) {
             if let Ok(p) = Arc::try_unwrap(p.obj) {
                 let _ = p.raw.dealloc();

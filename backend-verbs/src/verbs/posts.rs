@@ -4,13 +4,18 @@
 //! the regions). Tokens of a QP count up; the low bit is 1 for receives. Send tokens follow
 //! the send queue's order (posts of one QP are serialised), so a send's completion also
 //! completes every earlier send of the queue (unsignaled ones report nothing themselves).
+//!
+//! A send on a UD QP must name its destination (`wr.ud`: an address handle of the QP's PD)
+//! and be a send (with or without immediate data) of at most the port's active MTU; what
+//! rxe would take and silently not send (an over-long datagram) is refused with EINVAL, as
+//! the simulator refuses it. A connected QP refuses a `wr.ud`.
 
 use std::sync::Arc;
 
 use cmtwin::verbs::{Payload, RecvWr, SendOp, SendWr, Sge, WcOpcode};
 use cmtwin::{Call, QpHandle, Result};
 
-use super::objects::{Posted, QpObj};
+use super::objects::{AhObj, Posted, QpObj};
 use super::regions::{keys_for_post, release_all, KeyTable, Region};
 use crate::ffi::{
     RawSge, SendReq, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED, WR_RDMA_READ, WR_RDMA_WRITE,
@@ -64,13 +69,7 @@ impl VerbsBackend {
     pub(crate) fn post_send_impl(&self, h: QpHandle, wr: &SendWr<'_>) -> Result<()> {
         let call = Call::PostSend;
         let qp = self.qp_obj(call, h)?;
-        if qp.ud {
-            return Err(err(
-                call,
-                libc::EINVAL,
-                "UD requests need an address handle, which the trait does not have yet",
-            ));
-        }
+        let ud = self.ud_destination(h, &qp, wr)?;
         let (opcode, imm, remote, completes_as) = match wr.op {
             SendOp::Send => (WR_SEND, None, None, WcOpcode::Send),
             SendOp::SendWithImm(i) => (WR_SEND_WITH_IMM, Some(i), None, WcOpcode::Send),
@@ -164,6 +163,7 @@ impl VerbsBackend {
             flags,
             imm,
             remote,
+            ud: ud.as_ref().map(|(ah, qpn, qkey)| (&ah.raw, *qpn, *qkey)),
             sges: &sges,
         };
         // The table's read lock is held across the post (see `regions.rs`).
@@ -173,6 +173,57 @@ impl VerbsBackend {
             }
             post_errno(call, e, &qp, true)
         })
+    }
+
+    /// The destination of send `wr` on QP `h`: on a UD QP its address handle (of the QP's
+    /// PD), remote QP number and qkey, checked as the module's documentation says; `None` on
+    /// a connected QP (which refuses one).
+    fn ud_destination(
+        &self,
+        h: QpHandle,
+        qp: &QpObj,
+        wr: &SendWr<'_>,
+    ) -> Result<Option<(Arc<AhObj>, u32, u32)>> {
+        let call = Call::PostSend;
+        let dest = match (qp.ud, wr.ud) {
+            (false, None) => return Ok(None),
+            (false, Some(_)) => {
+                return Err(err(
+                    call,
+                    libc::EINVAL,
+                    "a UD destination (wr.ud) on a connected QP",
+                ))
+            }
+            (true, None) => {
+                return Err(err(
+                    call,
+                    libc::EINVAL,
+                    "a send on a UD QP needs a destination (wr.ud)",
+                ))
+            }
+            (true, Some(dest)) => dest,
+        };
+        if !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) {
+            let why = format!("{:?} on a UD QP (only sends are)", wr.op);
+            return Err(err(call, libc::EINVAL, why));
+        }
+        let (ah, ah_pd) = self.ah_obj(call, dest.ah)?;
+        let qp_pd = self.reg().verbs.qps.get(&h.raw()).map(|e| e.pd);
+        if qp_pd != Some(ah_pd) {
+            let why = format!("{} is of another PD than the QP", dest.ah);
+            return Err(err(call, libc::EINVAL, why));
+        }
+        let len: u64 = match wr.payload {
+            Payload::Inline(bytes) => bytes.len() as u64,
+            Payload::Sges(sges) => sges.iter().map(|s| u64::from(s.length)).sum(),
+        };
+        let mtu = 128u64 << qp.ctx.active_mtu(1).map_err(|e| c_err(call, e))?;
+        if len > mtu {
+            // rxe would complete it as sent and emit nothing (IB C10-93.1.1).
+            let why = format!("{len} bytes exceed the port's MTU {mtu}");
+            return Err(err(call, libc::EINVAL, why));
+        }
+        Ok(Some((ah, dest.remote_qpn, dest.remote_qkey)))
     }
 
     pub(crate) fn post_recv_impl(&self, h: QpHandle, wr: &RecvWr<'_>) -> Result<()> {

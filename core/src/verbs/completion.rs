@@ -79,6 +79,10 @@ pub enum WcOpcode {
     RecvRdmaWithImm = 129,
 }
 
+/// The bytes a UD receive reserves for the global route header at the start of its buffer
+/// (`sizeof(struct ibv_grh)`): the payload lands after them and `byte_len` counts them.
+pub const GRH_LEN: u32 = 40;
+
 /// `struct ibv_wc`, the fields a protocol reads. As in libibverbs, only `wr_id`, `status` and
 /// `qp_num` are meaningful when the status is not SUCCESS.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -95,4 +99,10 @@ pub struct WorkCompletion {
     pub imm: Option<u32>,
     /// The local QP's number.
     pub qp_num: u32,
+    /// The sending QP's number (`src_qp`), for receives on a UD QP (0 otherwise).
+    pub src_qp: u32,
+    /// `IBV_WC_GRH`: the first [`GRH_LEN`] bytes of a UD receive's buffer hold the
+    /// datagram's global route header (on RoCE always; on InfiniBand when the sender's
+    /// address handle is global). Without it those bytes are left as they were.
+    pub grh: bool,
 }

@@ -5,7 +5,8 @@ use crate::verbs::{
     VerbsAsyncEvent, WorkCompletion,
 };
 use crate::{
-    CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpHandle, Result, Wait,
+    AhAttr, AhHandle, CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle,
+    QpHandle, Result, Wait,
 };
 
 /// The verbs data path of a connection manager backend: protection domains, memory regions,
@@ -17,7 +18,7 @@ use crate::{
 ///
 /// * Errors carry the call and the errno libibverbs gives for the misuse. Every method taking
 ///   an id fails with **ENOENT** for an id that is not live in this backend, and every method
-///   taking a PD, MR, CQ, completion channel or QP with **EBADF** for one that is not
+///   taking a PD, MR, CQ, completion channel, QP or address handle with **EBADF** for one that is not
 ///   (destroyed, never created, or another backend's); these are not repeated below. Objects live on the
 ///   device of the id they were created through; an id whose device was removed gives
 ///   **ENXIO**.
@@ -177,12 +178,45 @@ pub trait DataPath: CmBackend {
     /// QP.
     fn qp_number(&self, qp: QpHandle) -> Result<u32>;
 
+    /// `ibv_create_ah(pd, attr)`: an address handle for UD sends from QPs of `pd`, from the
+    /// `ah_attr` a UD ESTABLISHED or a MULTICAST_JOIN carries (a group's GID reaches every
+    /// member). An address that leads to no host is taken; datagrams to it are lost.
+    ///
+    /// * EINVAL: `port_num` is not a port of the PD's device (0 is taken as 1).
+    fn create_ah(&self, pd: PdHandle, attr: &AhAttr) -> Result<AhHandle>;
+
+    /// `ibv_create_ah_from_wc(pd, wc, grh, port)`: an address handle back to the sender of
+    /// the UD receive `wc`, from the global route header `grh` the receive placed in the
+    /// first [`super::GRH_LEN`] bytes of its buffer (on RoCE over IPv4 the IPv4 header in its
+    /// last 20 bytes, as rxe places it). With `remote_qpn` `wc.src_qp` it answers the sender.
+    ///
+    /// * EINVAL: `wc` is not a successful receive with a GRH (`wc.grh`: an InfiniBand
+    ///   datagram through a local address handle has none, and the source LID libibverbs
+    ///   would use then is not in [`super::WorkCompletion`]), or `grh` is neither an IB GRH
+    ///   nor rxe's IPv4 header.
+    fn create_ah_from_wc(
+        &self,
+        pd: PdHandle,
+        wc: &super::WorkCompletion,
+        grh: &[u8; super::GRH_LEN as usize],
+    ) -> Result<AhHandle>;
+
+    /// `ibv_destroy_ah`. Posted sends keep their destination (the device copied it).
+    fn destroy_ah(&self, ah: AhHandle) -> Result<()>;
+
     /// `ibv_post_send(qp, wr, ...)`. The local bytes are checked when the device takes the
     /// request: a bad key or range completes it with LOC_PROT_ERR and the QP enters ERROR.
     ///
+    /// On a UD QP a send (`wr.ud`) is unreliable: it completes SUCCESS once transmitted,
+    /// whether or not a receiver takes it; a receiver without a posted receive, or whose
+    /// qkey differs, drops it, and a receive smaller than [`super::GRH_LEN`] + the payload
+    /// completes with LOC_LEN_ERR.
+    ///
     /// * EINVAL: the QP is in RESET, more entries than `max_send_sge`, inline bytes above
-    ///   `max_inline_data` or for an RDMA read, or a UD QP (UD requests need an address
-    ///   handle, which this trait does not have yet).
+    ///   `max_inline_data` or for an RDMA read; on a UD QP: no `wr.ud`, an operation other
+    ///   than a send, an address handle of another PD, or a payload above the port's MTU
+    ///   (which rxe would report as sent and drop); on a connected QP: a `wr.ud`.
+    /// * EBADF: `wr.ud`'s address handle is not live.
     /// * ENOMEM: the send queue holds `max_send_wr` requests.
     fn post_send(&self, qp: QpHandle, wr: &SendWr<'_>) -> Result<()>;
 
@@ -284,6 +318,37 @@ pub trait DataPath: CmBackend {
         )?];
         let mut wr = SendWr::new(wr_id, super::SendOp::Send, super::Payload::Sges(&sge));
         wr.solicited = solicited;
+        self.post_send(super::helpers::qp_of(self, crate::Call::PostSend, id)?, &wr)
+    }
+
+    /// `rdma_post_ud_send`: a signaled UD send of `len` bytes of `mr` from `offset` to QP
+    /// `remote_qpn` through `ah`, with librdmacm's qkey ([`crate::RDMA_UDP_QKEY`]).
+    ///
+    /// * EINVAL: the id has no QP, or the bytes are not inside the region.
+    /// * The errnos of `post_send`.
+    #[allow(clippy::too_many_arguments)]
+    fn post_ud_send(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: u32,
+        ah: AhHandle,
+        remote_qpn: u32,
+    ) -> Result<()> {
+        let sge = [super::helpers::sge_in(
+            crate::Call::PostSend,
+            mr,
+            offset,
+            len,
+        )?];
+        let dest = super::UdDest {
+            ah,
+            remote_qpn,
+            remote_qkey: crate::RDMA_UDP_QKEY,
+        };
+        let wr = SendWr::ud_send(wr_id, dest, None, super::Payload::Sges(&sge));
         self.post_send(super::helpers::qp_of(self, crate::Call::PostSend, id)?, &wr)
     }
 

@@ -1,5 +1,6 @@
 //! The verbs data path: protection domains, memory regions, completion queues and channels,
-//! QPs with chosen CQs, work requests and completions, as libibverbs has them, behind the
+//! QPs with chosen CQs, address handles, work requests (UD sends to an address handle
+//! included) and completions, as libibverbs has them, behind the
 //! [`DataPath`] trait that extends [`crate::CmBackend`].
 //!
 //! A connection's first request, written once for every backend that implements it:
@@ -34,8 +35,8 @@ mod memory;
 mod qp;
 mod work;
 
-pub use completion::{WcOpcode, WcStatus, WorkCompletion};
+pub use completion::{WcOpcode, WcStatus, WorkCompletion, GRH_LEN};
 pub use datapath::DataPath;
 pub use memory::{AccessFlags, MemoryRegion};
 pub use qp::{QpAttr, QpCqs, QpInitAttrEx, QpState, VerbsAsyncEvent};
-pub use work::{Payload, RecvWr, SendOp, SendWr, Sge};
+pub use work::{Payload, RecvWr, SendOp, SendWr, Sge, UdDest, MULTICAST_QPN};

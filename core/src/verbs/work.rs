@@ -55,6 +55,22 @@ pub enum Payload<'a> {
     Inline(&'a [u8]),
 }
 
+/// Where a UD send goes (`ibv_send_wr.wr.ud`): an address handle, the destination QP's number
+/// (0xFFFFFF for a multicast group) and the qkey the destination QP must have (a datagram
+/// whose qkey differs is dropped by the receiver without a trace).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdDest {
+    /// The address handle (`wr.ud.ah`), made by `create_ah` in the QP's PD.
+    pub ah: crate::AhHandle,
+    /// The destination QP (`wr.ud.remote_qpn`).
+    pub remote_qpn: u32,
+    /// The destination's qkey (`wr.ud.remote_qkey`).
+    pub remote_qkey: u32,
+}
+
+/// The QP number multicast datagrams are sent to (`remote_qpn` for a group).
+pub const MULTICAST_QPN: u32 = 0x00FF_FFFF;
+
 /// `struct ibv_send_wr` (one request; a C list is a loop of posts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendWr<'a> {
@@ -69,6 +85,9 @@ pub struct SendWr<'a> {
     pub signaled: bool,
     /// `IBV_SEND_SOLICITED`: the peer's CQ armed for solicited events fires.
     pub solicited: bool,
+    /// The destination of a send on a UD QP (`wr.ud`): required there (only `Send` and
+    /// `SendWithImm` are UD operations), refused on a connected QP.
+    pub ud: Option<UdDest>,
 }
 
 impl<'a> SendWr<'a> {
@@ -80,6 +99,20 @@ impl<'a> SendWr<'a> {
             payload,
             signaled: true,
             solicited: false,
+            ud: None,
+        }
+    }
+
+    /// A signaled, unsolicited UD send of `payload` to `dest` (with `imm` for
+    /// `IBV_WR_SEND_WITH_IMM`).
+    pub fn ud_send(wr_id: u64, dest: UdDest, imm: Option<u32>, payload: Payload<'a>) -> Self {
+        let op = match imm {
+            Some(imm) => SendOp::SendWithImm(imm),
+            None => SendOp::Send,
+        };
+        SendWr {
+            ud: Some(dest),
+            ..SendWr::new(wr_id, op, payload)
         }
     }
 }

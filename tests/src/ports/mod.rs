@@ -1,7 +1,7 @@
 //! Ports of rdma-core's example programs over [`cmtwin::verbs::DataPath`], written once for
-//! every backend and wire-compatible with the C tools: the examples `rping` and `ucmatose` run
-//! them on the simulator or the real backend, and backend-verbs' interop tests run them against
-//! the C `rping` and `ucmatose` in the Soft-RoCE VM.
+//! every backend and wire-compatible with the C tools: the examples `rping`, `ucmatose` and
+//! `udaddy` run them on the simulator or the real backend, and backend-verbs' interop tests run
+//! them against the C `rping`, `ucmatose` and `udaddy` in the Soft-RoCE VM.
 //!
 //! * [`session`]: the connection steps both ports share (expected CM events, a client connect
 //!   that retries while the server is not yet listening, completions waited for while the CM
@@ -13,6 +13,8 @@
 //! * [`ucmatose`]: ucmatose's default message exchange over one connection.
 //! * [`kv_rpc`]: a key-value RPC that reconnects after any failure and executes each answered
 //!   request exactly once (not a port of a C tool).
+//! * [`udaddy`]: udaddy's datagram exchange (SIDR, sends with immediate data, replies
+//!   through an address handle made from a receive).
 
 pub mod command_line;
 pub mod kv_rpc;
@@ -20,3 +22,4 @@ pub mod rping;
 pub mod session;
 pub mod simulated;
 pub mod ucmatose;
+pub mod udaddy;

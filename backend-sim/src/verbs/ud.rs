@@ -1,0 +1,481 @@
+//! One UD QP as a sans-IO state machine, apart from the RC one (`rc.rs`): inputs are the
+//! application's posts, state changes, and datagrams the world routed to it; outputs are
+//! datagrams to send and completions. Unreliable: no PSNs, acknowledgements, retries or
+//! timer; a send completes SUCCESS when transmitted, whatever becomes of it.
+//!
+//! * A receiver drops a datagram (no completion) when it is not ready to receive (RESET,
+//!   INIT, ERROR), when no receive is posted (UD has no RNR), or when the datagram's qkey
+//!   is not the QP's (the world checks the qkey before handing it over).
+//! * A taken datagram fills the oldest receive: the first [`GRH_LEN`] bytes are the global
+//!   route header's (written only when the datagram carries one: `IBV_WC_GRH`), the payload
+//!   follows, and `byte_len` counts both, as libibverbs reports UD receives. A receive too
+//!   small for both completes with LOC_LEN_ERR and the QP stays usable (a UD class D error:
+//!   the datagram is lost, nothing is answered).
+//! * Sends posted before RTS wait for it; ERROR flushes both queues.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use cmtwin::verbs::{QpState, Sge, WcOpcode, WcStatus, WorkCompletion, GRH_LEN};
+use cmtwin::QpCap;
+
+use super::rc::{Memory, PostError, QpOutput, Queue, RecvEntry, Sges};
+
+/// Where a datagram goes, as the address handle said when the send was posted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct UdTarget {
+    /// The destination GID (a group's for multicast).
+    pub dgid: [u8; 16],
+    /// Whether the sender's address handle carries a global route header.
+    pub global: bool,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+}
+
+/// A posted UD send, its bytes gathered at post time.
+#[derive(Clone, Debug)]
+pub(crate) struct UdSendEntry {
+    pub wr_id: u64,
+    pub target: UdTarget,
+    pub data: Arc<[u8]>,
+    pub imm: Option<u32>,
+    pub sges: Sges,
+    pub signaled: bool,
+    pub solicited: bool,
+    /// A local error found when the bytes were gathered.
+    pub fault: Option<WcStatus>,
+}
+
+/// A datagram on the wire: what a receiver learns of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Datagram {
+    pub target: UdTarget,
+    pub data: Arc<[u8]>,
+    pub imm: Option<u32>,
+    pub solicited: bool,
+}
+
+impl std::fmt::Display for Datagram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "UD_SEND {} bytes qkey {:#x}",
+            self.data.len(),
+            self.target.remote_qkey
+        )?;
+        match self.imm {
+            Some(imm) => write!(f, " imm {imm:#x}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One UD QP.
+pub(crate) struct UdQp {
+    state: QpState,
+    qpn: u32,
+    cap: QpCap,
+    sq_sig_all: bool,
+    /// The qkey a datagram must carry to be taken.
+    qkey: u32,
+    /// Sends posted before RTS.
+    sq: VecDeque<UdSendEntry>,
+    rq: VecDeque<RecvEntry>,
+}
+
+impl UdQp {
+    /// A UD QP numbered `qpn` with `qkey`, in RTS, as `rdma_create_qp` leaves it.
+    pub(crate) fn new(qpn: u32, cap: QpCap, sq_sig_all: bool, qkey: u32) -> Self {
+        UdQp {
+            state: QpState::Rts,
+            qpn,
+            cap,
+            sq_sig_all,
+            qkey,
+            sq: VecDeque::new(),
+            rq: VecDeque::new(),
+        }
+    }
+
+    pub(crate) fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    pub(crate) fn state(&self) -> QpState {
+        self.state
+    }
+
+    pub(crate) fn cap(&self) -> QpCap {
+        self.cap
+    }
+
+    /// The qkey datagrams must carry.
+    pub(crate) fn qkey(&self) -> u32 {
+        self.qkey
+    }
+
+    /// The entries of every outstanding request, send queue first.
+    pub(crate) fn posted_sges(&self) -> impl Iterator<Item = &Sge> {
+        let sends = self.sq.iter().flat_map(|e| e.sges.iter());
+        sends.chain(self.rq.iter().flat_map(|r| r.sges.iter()))
+    }
+
+    /// Every outstanding request's entries, discarded without completions (RESET, destroy).
+    pub(crate) fn discard(&mut self) -> Vec<Sge> {
+        let mut sges: Vec<Sge> = self.sq.drain(..).flat_map(|e| e.sges.to_vec()).collect();
+        sges.extend(self.rq.drain(..).flat_map(|r| r.sges.to_vec()));
+        self.state = QpState::Reset;
+        sges
+    }
+
+    /// RESET → INIT, INIT → RTR, RTR → RTS (sending what waited); false otherwise.
+    pub(crate) fn step_to(&mut self, to: QpState, out: &mut Vec<QpOutput>) -> bool {
+        let from = match to {
+            QpState::Init => QpState::Reset,
+            QpState::Rtr => QpState::Init,
+            QpState::Rts => QpState::Rtr,
+            _ => return false,
+        };
+        if self.state != from {
+            return false;
+        }
+        self.state = to;
+        if to == QpState::Rts {
+            while let Some(e) = self.sq.pop_front() {
+                self.transmit(e, out);
+            }
+        }
+        true
+    }
+
+    /// Any state but RESET → ERROR, flushing both queues.
+    pub(crate) fn enter_error(&mut self, out: &mut Vec<QpOutput>) {
+        if matches!(self.state, QpState::Error | QpState::Reset) {
+            return;
+        }
+        self.state = QpState::Error;
+        while let Some(e) = self.sq.pop_front() {
+            self.complete_send(e, WcStatus::WR_FLUSH_ERR, out);
+        }
+        while let Some(r) = self.rq.pop_front() {
+            self.complete_recv(r, WcStatus::WR_FLUSH_ERR, 0, None, Arrival::failed(0), out);
+        }
+    }
+
+    fn check_post(&self, len: usize, depth: u32) -> Result<(), PostError> {
+        match self.state {
+            QpState::Reset => Err(PostError::Reset),
+            QpState::Error => Ok(()),
+            _ if len >= depth as usize => Err(PostError::Full),
+            _ => Ok(()),
+        }
+    }
+
+    /// `ibv_post_send` of `entry` (given back when refused).
+    pub(crate) fn post_send(
+        &mut self,
+        mut entry: UdSendEntry,
+        out: &mut Vec<QpOutput>,
+    ) -> Result<(), (PostError, UdSendEntry)> {
+        if let Err(e) = self.check_post(self.sq.len(), self.cap.max_send_wr) {
+            return Err((e, entry));
+        }
+        entry.signaled |= self.sq_sig_all;
+        match self.state {
+            QpState::Error => self.complete_send(entry, WcStatus::WR_FLUSH_ERR, out),
+            QpState::Rts | QpState::Sqd => self.transmit(entry, out),
+            _ => self.sq.push_back(entry),
+        }
+        Ok(())
+    }
+
+    /// `ibv_post_recv` of `entry` (given back when refused).
+    pub(crate) fn post_recv(
+        &mut self,
+        entry: RecvEntry,
+        out: &mut Vec<QpOutput>,
+    ) -> Result<(), (PostError, RecvEntry)> {
+        if let Err(e) = self.check_post(self.rq.len(), self.cap.max_recv_wr) {
+            return Err((e, entry));
+        }
+        if self.state == QpState::Error {
+            self.complete_recv(
+                entry,
+                WcStatus::WR_FLUSH_ERR,
+                0,
+                None,
+                Arrival::failed(0),
+                out,
+            );
+        } else {
+            self.rq.push_back(entry);
+        }
+        Ok(())
+    }
+
+    /// Sends `e` (or fails it for its local fault, which moves the QP to ERROR).
+    fn transmit(&mut self, e: UdSendEntry, out: &mut Vec<QpOutput>) {
+        if let Some(fault) = e.fault {
+            self.complete_send(e, fault, out);
+            self.enter_error(out);
+            return;
+        }
+        out.push(QpOutput::Datagram(Datagram {
+            target: e.target.clone(),
+            data: Arc::clone(&e.data),
+            imm: e.imm,
+            solicited: e.solicited,
+        }));
+        self.complete_send(e, WcStatus::SUCCESS, out);
+    }
+
+    /// Why a datagram arriving now would be dropped, if it would.
+    pub(crate) fn refusal(&self) -> Option<&'static str> {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            Some("the QP is not ready to receive")
+        } else if self.rq.is_empty() {
+            Some("no receive posted")
+        } else {
+            None
+        }
+    }
+
+    /// Datagram `d` from QP `src_qp` arrived (its qkey already checked); `grh` is the
+    /// header to place before the payload, when it carries one. Whether it was taken.
+    pub(crate) fn on_datagram(
+        &mut self,
+        src_qp: u32,
+        d: &Datagram,
+        grh: Option<[u8; GRH_LEN as usize]>,
+        mem: &mut dyn Memory,
+        out: &mut Vec<QpOutput>,
+    ) -> Result<(), &'static str> {
+        if let Some(why) = self.refusal() {
+            return Err(why);
+        }
+        let r = self.rq.pop_front().expect("checked by refusal");
+        let capacity: u64 = r.sges.iter().map(|s| u64::from(s.length)).sum();
+        let len = GRH_LEN + d.data.len() as u32;
+        if u64::from(len) > capacity {
+            let from = Arrival::failed(src_qp);
+            self.complete_recv(r, WcStatus::LOC_LEN_ERR, 0, None, from, out);
+            return Ok(());
+        }
+        let placed = match grh {
+            Some(header) => {
+                let mut bytes = Vec::with_capacity(len as usize);
+                bytes.extend_from_slice(&header);
+                bytes.extend_from_slice(&d.data);
+                mem.scatter(&r.sges, &bytes)
+            }
+            None => mem.scatter(&skip(&r.sges, GRH_LEN), &d.data),
+        };
+        match placed {
+            Ok(()) => {
+                let from = Arrival {
+                    src_qp,
+                    grh: grh.is_some(),
+                    solicited: d.solicited,
+                };
+                self.complete_recv(r, WcStatus::SUCCESS, len, d.imm, from, out);
+            }
+            Err(status) => {
+                self.complete_recv(r, status, 0, None, Arrival::failed(src_qp), out);
+                self.enter_error(out);
+            }
+        }
+        Ok(())
+    }
+
+    fn complete_send(&self, e: UdSendEntry, status: WcStatus, out: &mut Vec<QpOutput>) {
+        let ok = status == WcStatus::SUCCESS;
+        let wc = (!ok || e.signaled).then(|| WorkCompletion {
+            wr_id: e.wr_id,
+            status,
+            opcode: WcOpcode::Send,
+            byte_len: if ok { e.data.len() as u32 } else { 0 },
+            qp_num: self.qpn,
+            ..WorkCompletion::default()
+        });
+        out.push(QpOutput::Complete {
+            queue: Queue::Send,
+            wc,
+            solicited: false,
+            sges: e.sges,
+        });
+    }
+
+    /// A receive's completion for the datagram `from` describes.
+    fn complete_recv(
+        &self,
+        r: RecvEntry,
+        status: WcStatus,
+        byte_len: u32,
+        imm: Option<u32>,
+        from: Arrival,
+        out: &mut Vec<QpOutput>,
+    ) {
+        let ok = status == WcStatus::SUCCESS;
+        let Arrival {
+            src_qp,
+            grh,
+            solicited,
+        } = from;
+        let wc = WorkCompletion {
+            wr_id: r.wr_id,
+            status,
+            opcode: WcOpcode::Recv,
+            byte_len,
+            imm,
+            qp_num: self.qpn,
+            src_qp: if ok { src_qp } else { 0 },
+            grh: ok && grh,
+        };
+        out.push(QpOutput::Complete {
+            queue: Queue::Recv,
+            wc: Some(wc),
+            solicited,
+            sges: r.sges,
+        });
+    }
+}
+
+/// What a receive's completion says of the datagram that consumed it.
+#[derive(Clone, Copy)]
+struct Arrival {
+    src_qp: u32,
+    grh: bool,
+    solicited: bool,
+}
+
+impl Arrival {
+    /// A datagram from `src_qp` that was not placed (or no datagram: 0).
+    fn failed(src_qp: u32) -> Self {
+        Arrival {
+            src_qp,
+            grh: false,
+            solicited: false,
+        }
+    }
+}
+
+/// The entries `sges` without their first `n` bytes.
+fn skip(sges: &[Sge], mut n: u32) -> Vec<Sge> {
+    let mut rest = Vec::with_capacity(sges.len());
+    for s in sges {
+        let cut = n.min(s.length);
+        n -= cut;
+        if cut < s.length {
+            rest.push(Sge {
+                addr: s.addr + u64::from(cut),
+                length: s.length - cut,
+                lkey: s.lkey,
+            });
+        }
+    }
+    rest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory that records what is scattered where.
+    #[derive(Default)]
+    struct Recorder(Vec<(Vec<Sge>, Vec<u8>)>);
+
+    impl Memory for Recorder {
+        fn scatter(&mut self, sges: &[Sge], data: &[u8]) -> Result<(), WcStatus> {
+            self.0.push((sges.to_vec(), data.to_vec()));
+            Ok(())
+        }
+        fn remote_write(&mut self, _: u32, _: u64, _: &[u8]) -> bool {
+            false
+        }
+        fn remote_read(&mut self, _: u32, _: u64, _: u32) -> Option<Vec<u8>> {
+            None
+        }
+    }
+
+    fn cap() -> QpCap {
+        QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        }
+    }
+
+    fn recv(wr_id: u64, len: u32) -> RecvEntry {
+        let sge = Sge {
+            addr: 0x1000,
+            length: len,
+            lkey: 7,
+        };
+        RecvEntry {
+            wr_id,
+            sges: Sges::One(sge),
+        }
+    }
+
+    fn datagram(len: usize) -> Datagram {
+        Datagram {
+            target: UdTarget {
+                dgid: [0; 16],
+                global: false,
+                remote_qpn: 0x20,
+                remote_qkey: 1,
+            },
+            data: Arc::from(vec![0xab; len]),
+            imm: None,
+            solicited: false,
+        }
+    }
+
+    fn recv_wcs(out: &[QpOutput]) -> Vec<WorkCompletion> {
+        out.iter()
+            .filter_map(|o| match o {
+                QpOutput::Complete {
+                    queue: Queue::Recv,
+                    wc: Some(wc),
+                    ..
+                } => Some(*wc),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn without_a_grh_the_payload_lands_after_the_reserved_bytes() {
+        let (mut qp, mut mem, mut out) =
+            (UdQp::new(0x10, cap(), true, 1), Recorder::default(), vec![]);
+        qp.post_recv(recv(1, 100), &mut out).unwrap();
+        qp.on_datagram(0x30, &datagram(10), None, &mut mem, &mut out)
+            .unwrap();
+        let wc = recv_wcs(&out)[0];
+        assert_eq!(
+            (wc.status, wc.byte_len, wc.src_qp, wc.grh),
+            (WcStatus::SUCCESS, 50, 0x30, false)
+        );
+        assert_eq!(mem.0[0].0[0].addr, 0x1000 + 40);
+        assert_eq!(mem.0[0].0[0].length, 60);
+        assert_eq!(mem.0[0].1, vec![0xab; 10]);
+    }
+
+    #[test]
+    fn a_receive_too_small_for_grh_and_payload_is_a_length_error_and_the_qp_stays_ready() {
+        let (mut qp, mut mem, mut out) =
+            (UdQp::new(0x10, cap(), true, 1), Recorder::default(), vec![]);
+        qp.post_recv(recv(1, 49), &mut out).unwrap();
+        qp.on_datagram(0x30, &datagram(10), None, &mut mem, &mut out)
+            .unwrap();
+        assert_eq!(recv_wcs(&out)[0].status, WcStatus::LOC_LEN_ERR);
+        assert_eq!(qp.state(), QpState::Rts);
+        assert!(mem.0.is_empty());
+        assert_eq!(
+            qp.on_datagram(0x30, &datagram(1), None, &mut mem, &mut out),
+            Err("no receive posted")
+        );
+    }
+}

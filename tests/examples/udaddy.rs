@@ -1,0 +1,123 @@
+//! udaddy (rdma-core's `udaddy`) with its datagram exchange over one SIDR "connection": the
+//! client sends `-C` messages of `-S` bytes as sends with immediate data to the server's UD
+//! QP, the server answers each through an address handle made from the first receive. The
+//! protocol is `cmtwin_tests::ports::udaddy`, wire-compatible with the C `udaddy`.
+//!
+//! * `cargo run -p cmtwin-tests --example udaddy [seed]`: both sides on the simulator (10
+//!   messages of 100 bytes each way), run twice to check that the seed replays the same trace;
+//!   `CMTWIN_TRACE=1` prints it. With `CMTWIN_RDMA_ADDR=<ip of an RDMA interface>`, both
+//!   sides on the real librdmacm instead, on two threads.
+//! * `... --example udaddy -- --server <ip>[:port] [-C count] [-S size]` and
+//!   `... -- --client <ip>[:port] ...`: one side on the real librdmacm and libibverbs, against
+//!   this example or the C `udaddy` / `udaddy -s <ip>` (port 7174 by default).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use cmtwin_tests::ports::command_line::{parse_addr, Mode};
+use cmtwin_tests::ports::simulated;
+use cmtwin_tests::ports::udaddy::{self, Options, Summary, DEFAULT_PORT};
+use cmtwin_verbs::VerbsBackend;
+
+fn parse_args() -> Result<(Mode, Options), String> {
+    let mut args = std::env::args().skip(1);
+    let mut mode = Mode::from_env(DEFAULT_PORT)?;
+    let mut opts = Options::default();
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--server" => mode = Mode::Server(parse_addr(&value("--server")?, DEFAULT_PORT)?),
+            "--client" => mode = Mode::Client(parse_addr(&value("--client")?, DEFAULT_PORT)?),
+            "-C" => opts.message_count = value("-C")?.parse().map_err(|e| format!("-C: {e}"))?,
+            "-S" => opts.message_size = value("-S")?.parse().map_err(|e| format!("-S: {e}"))?,
+            seed => mode = Mode::Simulated(seed.parse().map_err(|e| format!("{seed}: {e}"))?),
+        }
+    }
+    Ok((mode, opts))
+}
+
+/// Both sides on the simulator, twice: the summaries must be exact and the traces equal.
+fn simulated(seed: u64, opts: Options) -> Result<(), String> {
+    let run = || {
+        simulated::run_pair(
+            seed,
+            DEFAULT_PORT,
+            move |cm, addr| udaddy::server(cm, addr, &opts),
+            move |cm, addr| udaddy::client(cm, addr, &opts),
+        )
+    };
+    let first = run();
+    if std::env::var_os("CMTWIN_TRACE").is_some() {
+        println!("--- trace (seed {seed}) ---\n{}", first.trace);
+    }
+    first.outcome.clone()?;
+    // The simulator's default fabric loses no datagram: every message and reply arrives.
+    let all = Summary {
+        received: opts.message_count,
+        sent: opts.message_count,
+    };
+    for (side, got) in [("server", first.server), ("client", first.client)] {
+        if got != Some(all) {
+            return Err(format!("{side}: {got:?} instead of {all:?}"));
+        }
+    }
+    let second = run();
+    if second.trace != first.trace || second.end != first.end {
+        return Err(format!("seed {seed} did not replay the same trace"));
+    }
+    println!(
+        "simulator (seed {seed}): {} datagrams of {} bytes each way after {:?} of virtual \
+         time; the seed replays the same trace",
+        opts.message_count, opts.message_size, first.end
+    );
+    Ok(())
+}
+
+/// Both sides on the real backend at `addr`, on two threads: every datagram must arrive.
+fn both(addr: SocketAddr, opts: Options) -> Result<(), String> {
+    let server = std::thread::spawn(move || udaddy::server(&VerbsBackend::new(), addr, &opts));
+    let patient = Options {
+        patience: Duration::from_secs(10),
+        ..opts
+    };
+    let client = udaddy::client(&VerbsBackend::new(), addr, &patient);
+    let server = server
+        .join()
+        .map_err(|_| "the server thread panicked".to_string())?
+        .map_err(|e| format!("server: {e}"))?;
+    let client = client.map_err(|e| format!("client: {e}"))?;
+    let n = opts.message_count;
+    if server.received != n || client.received != n {
+        return Err(format!(
+            "server {server:?}, client {client:?}: not {n} each way"
+        ));
+    }
+    println!("librdmacm on {addr}: {n} datagrams each way");
+    Ok(())
+}
+
+fn main() {
+    let outcome = parse_args().and_then(|(mode, opts)| {
+        let real = |side: &str, r: cmtwin::Result<Summary>| {
+            let s = r.map_err(|e| format!("{side}: {e}"))?;
+            println!("{side}: {s:?}");
+            Ok(())
+        };
+        match mode {
+            Mode::Simulated(seed) => simulated(seed, opts),
+            Mode::Both(addr) => both(addr, opts),
+            Mode::Server(addr) => real("server", udaddy::server(&VerbsBackend::new(), addr, &opts)),
+            Mode::Client(addr) => {
+                let opts = Options {
+                    patience: Duration::from_secs(10),
+                    ..opts
+                };
+                real("client", udaddy::client(&VerbsBackend::new(), addr, &opts))
+            }
+        }
+    });
+    if let Err(e) = outcome {
+        eprintln!("failed: {e}");
+        std::process::exit(1);
+    }
+}

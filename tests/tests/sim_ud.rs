@@ -1,0 +1,357 @@
+//! UD and multicast data path on the simulator: the shared scenarios of
+//! `cmtwin_tests::ud_datapath` on RoCE and InfiniBand beds, with exact virtual times, loss,
+//! the route header's bytes, multicast loopback and delivery to non-members.
+//!
+//! Times: the fabric's wire latency is 5 µs without jitter, so a datagram reaches its
+//! receiver 5 µs after it is posted; the send completes when it is posted (the device has
+//! transmitted it; nothing answers a datagram).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use cmtwin::verbs::{AccessFlags, DataPath, WcStatus, GRH_LEN};
+use cmtwin::{CmBackend, Transport};
+use cmtwin_sim::{SimBackend, SimConfig};
+use cmtwin_tests::datapath::{connect, post_recv_all, region, Side};
+use cmtwin_tests::steps::ok;
+use cmtwin_tests::ud_datapath::{
+    a_qkey_mismatch_is_dropped, a_receive_too_small_is_a_length_error,
+    a_ud_destination_on_an_rc_qp_is_refused, assert_no_completion, assert_ud_receive,
+    assert_ud_sent, dest, join, multicast_reaches_every_member, next_completion,
+    the_server_answers_through_an_address_handle_from_the_receive, ud_connect,
+    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, ShortReceive, SILENCE,
+};
+use cmtwin_tests::{SimBed, TestBed};
+
+const US: Duration = Duration::from_micros(1);
+const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
+
+/// A bed of `transport` whose wire has no jitter, so that times are exact sums of latencies.
+fn bed(seed: u64, transport: Transport) -> SimBed {
+    let config = SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..SimConfig::default()
+    };
+    SimBed::with_config(seed, transport, config)
+}
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::new(SimBed::SERVER_IP, port)
+}
+
+fn group() -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(239, 7, 7, 9)), 0)
+}
+
+/// The payload of a receive region after the GRH space, and the GRH space itself.
+fn grh_bytes(cm: &SimBackend, mr: &cmtwin::verbs::MemoryRegion) -> Vec<u8> {
+    let mut grh = vec![0; GRH_LEN as usize];
+    ok(cm.mr_read(mr.handle, 0, &mut grh), "mr_read");
+    grh
+}
+
+#[test]
+fn a_ud_send_reaches_the_server_with_grh_space_and_src_qp_on_roce_and_infiniband() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = bed(1, transport);
+        ud_send_reaches_the_server(bed.server(), bed.client(), addr(7000), b"udaddy says hi");
+    }
+}
+
+#[test]
+fn a_datagram_arrives_one_latency_after_its_send_which_completes_at_once() {
+    let bed = bed(2, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let rx = std::cell::Cell::new(None);
+    let pair = ud_connect(s, c, addr(7001), |side| {
+        let mr = region(s, side.pd, 128, 0, LW);
+        post_recv_all(s, side.qp, 1, &mr);
+        rx.set(Some(mr));
+    });
+    let rx = rx.get().expect("posted");
+    let ah = ok(
+        c.create_ah(pair.client.pd, &pair.to_server.ah_attr),
+        "create_ah",
+    );
+    let to = dest(ah, &pair.to_server, pair.to_server.qkey);
+    let t0 = c.now();
+    ud_send(c, &pair.client, 2, to, b"timed");
+    assert_ud_sent(&next_completion(c, &pair.client), &pair.client, 2, 5);
+    assert_eq!(c.now(), t0, "the send completes when posted");
+    let wc = next_completion(s, &pair.server);
+    assert_eq!(s.now() - t0, 5 * US, "one wire latency");
+    assert_ud_receive(
+        s,
+        &wc,
+        (1, pair.client.qpn, &pair.to_server.ah_attr),
+        &rx,
+        b"timed",
+    );
+}
+
+#[test]
+fn on_roce_the_grh_space_holds_the_ipv4_header_as_rxe_writes_it() {
+    let bed = bed(3, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let rx = std::cell::Cell::new(None);
+    let pair = ud_connect(s, c, addr(7002), |side| {
+        let mr = region(s, side.pd, 128, 0xee, LW);
+        post_recv_all(s, side.qp, 1, &mr);
+        rx.set(Some(mr));
+    });
+    let rx = rx.get().expect("posted");
+    let ah = ok(
+        c.create_ah(pair.client.pd, &pair.to_server.ah_attr),
+        "create_ah",
+    );
+    ud_send(
+        c,
+        &pair.client,
+        2,
+        dest(ah, &pair.to_server, pair.to_server.qkey),
+        &[7; 10],
+    );
+    let wc = next_completion(s, &pair.server);
+    assert!(wc.grh, "RoCE datagrams carry a GRH");
+    let grh = grh_bytes(s, &rx);
+    assert_eq!(&grh[..20], &[0; 20], "rxe zeroes the first 20 bytes");
+    // IPv4: version 4, header length 5, total 20 + 8 (UDP) + 12 (BTH) + 8 (DETH) + 10 + 4.
+    assert_eq!(grh[20], 0x45);
+    assert_eq!(u16::from_be_bytes([grh[22], grh[23]]), 62);
+    assert_eq!((grh[28], grh[29]), (64, 17), "TTL 64, UDP");
+    assert_eq!(&grh[32..36], &[10, 0, 0, 2], "source: the client");
+    assert_eq!(&grh[36..40], &[10, 0, 0, 1], "destination: the server");
+}
+
+#[test]
+fn on_infiniband_a_datagram_through_a_local_address_handle_has_no_grh_and_leaves_its_space() {
+    let bed = bed(4, Transport::InfiniBand);
+    let (s, c) = (bed.server(), bed.client());
+    let rx = std::cell::Cell::new(None);
+    let pair = ud_connect(s, c, addr(7003), |side| {
+        let mr = region(s, side.pd, 128, 0xee, LW);
+        post_recv_all(s, side.qp, 1, &mr);
+        rx.set(Some(mr));
+    });
+    let rx = rx.get().expect("posted");
+    assert!(
+        !pair.to_server.ah_attr.is_global,
+        "IB's SIDR reply: a local address"
+    );
+    let ah = ok(
+        c.create_ah(pair.client.pd, &pair.to_server.ah_attr),
+        "create_ah",
+    );
+    ud_send(
+        c,
+        &pair.client,
+        2,
+        dest(ah, &pair.to_server, pair.to_server.qkey),
+        b"ib",
+    );
+    let wc = next_completion(s, &pair.server);
+    assert_eq!(
+        (wc.status, wc.grh, wc.byte_len),
+        (WcStatus::SUCCESS, false, 42)
+    );
+    assert_eq!(
+        grh_bytes(s, &rx),
+        vec![0xee; 40],
+        "the GRH space is left as it was"
+    );
+    // A global address handle to the same QP: an InfiniBand GRH with both GIDs.
+    let mut global = pair.to_server.ah_attr;
+    global.is_global = true;
+    let gah = ok(c.create_ah(pair.client.pd, &global), "create_ah (global)");
+    post_recv_all(s, pair.server.qp, 3, &rx);
+    ud_send(
+        c,
+        &pair.client,
+        4,
+        dest(gah, &pair.to_server, pair.to_server.qkey),
+        b"ib",
+    );
+    let wc = next_completion(s, &pair.server);
+    assert_eq!((wc.wr_id, wc.grh, wc.byte_len), (3, true, 42));
+    let grh = grh_bytes(s, &rx);
+    assert_eq!(
+        (grh[0], grh[6], grh[7]),
+        (0x60, 0x1b, 64),
+        "version 6, next header BTH"
+    );
+    assert_eq!(u16::from_be_bytes([grh[4], grh[5]]), 12 + 8 + 2 + 4);
+    assert_eq!(
+        &grh[20..24],
+        &[10, 0, 0, 2],
+        "source GID: the client's (IPv4-mapped)"
+    );
+    assert_eq!(
+        &grh[36..40],
+        &[10, 0, 0, 1],
+        "destination GID: the server's"
+    );
+}
+
+#[test]
+fn the_server_answers_through_an_address_handle_made_from_the_receive() {
+    // RoCE only: an InfiniBand datagram through a local address handle has no GRH, and the
+    // source LID that libibverbs would use instead is not in the trait's completion.
+    let bed = bed(14, Transport::Roce);
+    the_server_answers_through_an_address_handle_from_the_receive(
+        bed.server(),
+        bed.client(),
+        addr(7010),
+    );
+}
+
+#[test]
+fn a_qkey_mismatch_is_dropped_silently() {
+    let bed = bed(5, Transport::Roce);
+    a_qkey_mismatch_is_dropped(bed.server(), bed.client(), addr(7004));
+    let text = bed.fabric.trace_text();
+    assert!(text.contains("(qkey mismatch)"), "the drop is traced");
+}
+
+#[test]
+fn a_receive_too_small_for_grh_and_payload_completes_with_a_length_error() {
+    let bed = bed(6, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    a_receive_too_small_is_a_length_error(s, c, addr(7005), ShortReceive::LengthError);
+}
+
+#[test]
+fn a_lost_datagram_is_lost_while_its_send_succeeds_and_without_a_receive_it_is_dropped() {
+    let bed = bed(7, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let rx = std::cell::Cell::new(None);
+    let pair = ud_connect(s, c, addr(7006), |side| {
+        let mr = region(s, side.pd, 128, 0, LW);
+        post_recv_all(s, side.qp, 1, &mr);
+        rx.set(Some(mr));
+    });
+    let rx = rx.get().expect("posted");
+    let ah = ok(
+        c.create_ah(pair.client.pd, &pair.to_server.ah_attr),
+        "create_ah",
+    );
+    let to = dest(ah, &pair.to_server, pair.to_server.qkey);
+    bed.fabric.drop_data_packets(1).expect("outside a run");
+    ud_send(c, &pair.client, 2, to, b"lost");
+    assert_ud_sent(&next_completion(c, &pair.client), &pair.client, 2, 4);
+    let t0 = s.now();
+    assert_no_completion(s, &pair.server);
+    assert_eq!(s.now() - t0, SILENCE, "nothing came, nothing was retried");
+    ud_send(c, &pair.client, 3, to, b"found");
+    assert_ud_sent(&next_completion(c, &pair.client), &pair.client, 3, 5);
+    let wc = next_completion(s, &pair.server);
+    assert_ud_receive(
+        s,
+        &wc,
+        (1, pair.client.qpn, &pair.to_server.ah_attr),
+        &rx,
+        b"found",
+    );
+    // No receive posted now: the next datagram is dropped, not kept for a later receive.
+    ud_send(c, &pair.client, 4, to, b"dropped");
+    assert_ud_sent(&next_completion(c, &pair.client), &pair.client, 4, 7);
+    s.sleep(SILENCE).expect("sleep");
+    post_recv_all(s, pair.server.qp, 5, &rx);
+    assert_no_completion(s, &pair.server);
+    assert!(bed.fabric.trace_text().contains("(no receive posted)"));
+}
+
+#[test]
+fn multicast_reaches_both_joined_members_and_not_the_sender_without_a_receive() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = bed(8, transport);
+        let (s, c) = (bed.server(), bed.client());
+        let ips = (SimBed::SERVER_IP, SimBed::CLIENT_IP);
+        let [_, _, sender] = multicast_reaches_every_member(s, c, ips, group(), b"to all");
+        assert_no_completion(c, &sender.side);
+    }
+}
+
+#[test]
+fn a_multicast_sender_that_joined_with_a_receive_gets_its_own_datagram_and_a_non_member_none() {
+    let bed = bed(9, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let len = GRH_LEN as usize + 32;
+    let member = join(s, SocketAddr::new(SimBed::SERVER_IP, 0), group(), len);
+    let sender = join(c, SocketAddr::new(SimBed::CLIENT_IP, 0), group(), len);
+    let other = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(239, 7, 7, 10)), 0);
+    let stranger = join(s, SocketAddr::new(SimBed::SERVER_IP, 0), other, len);
+    let ah = ok(
+        c.create_ah(sender.side.pd, &sender.group.ah_attr),
+        "create_ah",
+    );
+    let t0 = c.now();
+    ud_send(
+        c,
+        &sender.side,
+        2,
+        dest(ah, &sender.group, sender.group.qkey),
+        b"echo",
+    );
+    let mut got = [
+        next_completion(c, &sender.side),
+        next_completion(c, &sender.side),
+    ];
+    got.sort_by_key(|wc| wc.wr_id);
+    assert_ud_sent(&got[1], &sender.side, 2, 4);
+    let from = (1, sender.side.qpn, &sender.group.ah_attr);
+    assert_ud_receive(c, &got[0], from, &sender.rx, b"echo");
+    assert_eq!(c.now() - t0, 5 * US, "the loopback copy takes the wire too");
+    assert_ud_receive(
+        s,
+        &next_completion(s, &member.side),
+        from,
+        &member.rx,
+        b"echo",
+    );
+    assert_no_completion(s, &stranger.side);
+}
+
+#[test]
+fn a_group_datagram_to_another_qpn_than_0xffffff_reaches_nobody() {
+    let bed = bed(10, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let member = join(s, SocketAddr::new(SimBed::SERVER_IP, 0), group(), 128);
+    let sender = join(c, SocketAddr::new(SimBed::CLIENT_IP, 0), group(), 0);
+    let ah = ok(
+        c.create_ah(sender.side.pd, &sender.group.ah_attr),
+        "create_ah",
+    );
+    let mut to = dest(ah, &sender.group, sender.group.qkey);
+    to.remote_qpn = member.side.qpn;
+    ud_send(c, &sender.side, 2, to, b"astray");
+    assert_ud_sent(&next_completion(c, &sender.side), &sender.side, 2, 6);
+    assert_no_completion(s, &member.side);
+}
+
+#[test]
+fn ud_misuse_is_refused_with_the_verbs_errnos() {
+    let bed = bed(11, Transport::Roce);
+    ud_misuse_is_refused(bed.server(), bed.client(), addr(7007));
+}
+
+#[test]
+fn a_ud_destination_on_an_rc_qp_is_refused_with_einval() {
+    let bed = bed(12, Transport::Roce);
+    let conn = connect(bed.server(), bed.client(), addr(7008));
+    a_ud_destination_on_an_rc_qp_is_refused(bed.client(), &conn.client);
+}
+
+#[test]
+fn removing_the_device_flushes_a_ud_qps_receives() {
+    let bed = bed(13, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let rx = std::cell::Cell::new(None);
+    let pair = ud_connect(s, c, addr(7009), |side: &Side| {
+        let mr = region(s, side.pd, 128, 0, LW);
+        post_recv_all(s, side.qp, 1, &mr);
+        rx.set(Some(mr));
+    });
+    bed.fabric.remove_device("server").expect("outside a run");
+    let wc = next_completion(s, &pair.server);
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::WR_FLUSH_ERR));
+}
