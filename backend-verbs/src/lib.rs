@@ -188,8 +188,15 @@ impl Drop for Shared {
             let (ids, channels) = reg.drain();
             (ids, channels, std::mem::take(&mut reg.verbs))
         };
-        // QPs made apart from ids first; the ids' QPs and librdmacm's CQs go with the ids;
-        // then the CQs, channels, regions and PDs the backend made.
+        // Groups still joined are left first: that detaches the ids' QPs, which could not be
+        // destroyed while attached. Then QPs made apart from ids; the ids' QPs and librdmacm's
+        // CQs go with the ids; then the CQs, channels, regions and PDs the backend made.
+        for obj in &ids {
+            let groups = std::mem::take(&mut lock(&obj.state).groups);
+            for group in groups {
+                let _ = obj.raw.leave_multicast(&group);
+            }
+        }
         verbs.teardown_qps();
         // The last clone of the backend is gone and `&mut self`: no call is in progress, so
         // every Arc is the registry's only one, except that each id holds its channel (dropped

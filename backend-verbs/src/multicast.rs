@@ -33,14 +33,21 @@ impl VerbsBackend {
                 None => o.raw.join_multicast(&addr, context),
                 Some(f) => o.raw.join_multicast_ex(&addr, f.as_raw(), context),
             }
-            .map_err(|e| c_err(call, e))
+            .map_err(|e| c_err(call, e))?;
+            crate::registry::lock(&o.state).groups.push(addr);
+            Ok(())
         })
     }
 
     pub(crate) fn leave_multicast_impl(&self, id: IdHandle, addr: SocketAddr) -> Result<()> {
         let call = Call::LeaveMulticast;
         self.on_id(call, id, |o| {
-            o.raw.leave_multicast(&addr).map_err(|e| c_err(call, e))
+            o.raw.leave_multicast(&addr).map_err(|e| c_err(call, e))?;
+            let mut state = crate::registry::lock(&o.state);
+            if let Some(i) = state.groups.iter().position(|g| *g == addr) {
+                state.groups.remove(i);
+            }
+            Ok(())
         })
     }
 }

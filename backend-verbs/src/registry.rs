@@ -158,6 +158,10 @@ pub(crate) struct IdState {
     /// A connection request's new id that was not accepted yet: the kernel drops its events
     /// (uid 0, §5.6), including USER events written on it.
     pub unaccepted: bool,
+    /// The multicast groups joined and not left: the backend's drop leaves them first, which
+    /// detaches the id's QP (libibverbs refuses to destroy a QP still attached to a group, and
+    /// the QP would then keep the device open for good).
+    pub groups: Vec<std::net::SocketAddr>,
 }
 
 impl IdState {
@@ -172,6 +176,7 @@ impl IdState {
             sync_override: None,
             device_removed: false,
             unaccepted: false,
+            groups: Vec::new(),
         }
     }
 
