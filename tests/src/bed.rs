@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use cmtwin::{CmBackend, Errno, Transport};
-use cmtwin_sim::{kernel_timer_delay, Fabric, KernelProfile, PathFailure, SimBackend, SimConfig};
+use cmtwin_sim::{
+    kernel_timer_delay, Fabric, KernelProfile, MessageKind, PathFailure, SimBackend, SimConfig,
+};
 
 use crate::capability::Need;
 
@@ -114,6 +116,7 @@ pub trait TestBed {
             | Need::AddressChange
             | Need::PathQueryFault
             | Need::MulticastLoss
+            | Need::CmMessageLoss
             | Need::SaAddrinfo => Some(format!("the bed has no hook for {need}")),
             _ => None,
         }
@@ -164,6 +167,14 @@ pub trait TestBed {
     fn lose_multicast_group(&self, group: IpAddr) -> HookResult {
         let _ = group;
         Err("no multicast hook".into())
+    }
+
+    /// Loses the next `count` CM messages of `kind` sent on the bed's wire (either direction);
+    /// the IB CM retransmits them after its timeout (§15.2). Only where
+    /// `lacks(Need::CmMessageLoss)` is `None`.
+    fn lose_cm_messages(&self, kind: MessageKind, count: u32) -> HookResult {
+        let _ = (kind, count);
+        Err("no CM message loss hook".into())
     }
 }
 
@@ -359,5 +370,10 @@ impl TestBed for SimBed {
     }
     fn lose_multicast_group(&self, group: IpAddr) -> HookResult {
         self.fabric.multicast_lost(group).map_err(|e| e.to_string())
+    }
+    fn lose_cm_messages(&self, kind: MessageKind, count: u32) -> HookResult {
+        self.fabric
+            .drop_next(kind, count)
+            .map_err(|e| e.to_string())
     }
 }

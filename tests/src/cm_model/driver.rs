@@ -10,12 +10,14 @@ use cmtwin::{
     PrivateDataOp, QpInitAttr, QpType, Result, Transport, Wait,
 };
 
-use super::op::{Op, OverMaxCall, Target};
+use super::op::{LossyCall, Op, OverMaxCall, Target};
 use super::predict::{predict, EventFor, Expected, IdCall, Prediction, QUIET};
 use super::state::{IdState, ModelId, World};
 use super::stats::CaseStats;
+use crate::capability::Need;
 use crate::steps::{pattern, WAIT};
 use crate::TestBed;
+use cmtwin_sim::MessageKind;
 
 /// A check's failure: what the model predicted and what came.
 pub type Check = std::result::Result<(), String>;
@@ -89,6 +91,7 @@ impl<T: TestBed> Case<'_, T> {
                 Some(ch) => self.destroy_channel(ch),
                 None => self.not_made(),
             },
+            Op::Lossy { target, call, lost } => self.lossy(target, call, lost),
         }
     }
 
@@ -203,6 +206,61 @@ impl<T: TestBed> Case<'_, T> {
         let Some(prediction) = predict(&self.world, self.bed.transport(), idx, call) else {
             return self.not_made();
         };
+        self.make_predicted(idx, call, len, prediction)
+    }
+
+    /// [`Op::Lossy`]: where the bed can lose CM messages and the model predicts that the call
+    /// succeeds and sends the message, the next `lost` messages of its kind are lost and the
+    /// call is made: the IB CM retransmits them (§15.2: REQ, REP and DREQ after their
+    /// response timeout; a lost RTU makes the passive side resend its REP, answered by a new
+    /// RTU), so the predicted events come, later (the first retry of RoCE's 6.1 profile at
+    /// about 6.3 s, the second at twice that, within [`WAIT`]).
+    fn lossy(&mut self, target: Target, lossy: LossyCall, lost: u8) -> Check {
+        if self.bed.lacks(Need::CmMessageLoss).is_some() {
+            return self.not_made();
+        }
+        let Some(idx) = self.world.target(target) else {
+            return self.not_made();
+        };
+        let (call, kind) = match lossy {
+            LossyCall::ConnectReq => (IdCall::Connect { param: true }, MessageKind::Req),
+            LossyCall::AcceptRep => (IdCall::Accept, MessageKind::Rep),
+            LossyCall::AcceptRtu => (IdCall::Accept, MessageKind::Rtu),
+            LossyCall::DisconnectDreq => (IdCall::Disconnect, MessageKind::Dreq),
+        };
+        let Some(prediction) = predict(&self.world, self.bed.transport(), idx, call) else {
+            return self.not_made();
+        };
+        let id = &self.world.ids[idx];
+        let sends = prediction.errno.is_none()
+            && !id.ud
+            && match lossy {
+                LossyCall::ConnectReq => true,
+                LossyCall::AcceptRep | LossyCall::AcceptRtu => id.state == IdState::Requested,
+                LossyCall::DisconnectDreq => prediction.now.contains(&(idx, IdState::DreqSent)),
+            };
+        if !sends {
+            return self.not_made();
+        }
+        self.bed
+            .lose_cm_messages(kind, lost.into())
+            .map_err(|e| format!("losing {lost} {kind:?}: {e}"))?;
+        if self.verbose {
+            eprintln!("    fault: the next {lost} {kind:?} lost");
+        }
+        self.stats.fault(lossy);
+        self.make_predicted(idx, call, 0, prediction)
+    }
+
+    /// Makes `call` on id `idx` with the model's `prediction`, and checks it and the events
+    /// that follow.
+    fn make_predicted(
+        &mut self,
+        idx: usize,
+        call: IdCall,
+        len: u8,
+        prediction: Prediction,
+    ) -> Check {
         let id = self.world.ids[idx].clone();
         let result = self.make(&id, call, len);
         self.expect(prediction.call, result, prediction.errno)?;

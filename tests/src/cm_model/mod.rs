@@ -33,12 +33,12 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
 pub use driver::run_case;
-pub use op::Op;
+pub use op::{Draws, Op};
 pub use stats::{CaseStats, Stats};
 
-/// Runs `cases` cases drawn from `seed` (each a bed seed and a sequence of ops); `run` runs
-/// one on a bed (e.g. `|seed, ops| run_case(&SimBed::new(seed), ops)`). Returns the run's
-/// coverage.
+/// Runs `cases` cases drawn from `seed` (each a bed seed and a sequence of ops, with what
+/// `draws` allows: [`Draws::for_bed`]); `run` runs one on a bed (e.g. `|seed, ops|
+/// run_case(&SimBed::new(seed), ops)`). Returns the run's coverage.
 ///
 /// # Panics
 ///
@@ -48,6 +48,7 @@ pub fn campaign(
     cases: u32,
     seed: u64,
     max_shrink_iters: u32,
+    draws: Draws,
     run: impl Fn(u64, &[Op]) -> std::result::Result<CaseStats, String>,
 ) -> Stats {
     let config = Config {
@@ -59,7 +60,7 @@ pub fn campaign(
     };
     let stats = RefCell::new(Stats::default());
     let mut runner = TestRunner::new(config);
-    let result = runner.run(&(any::<u64>(), op::case()), |(bed_seed, ops)| {
+    let result = runner.run(&(any::<u64>(), op::case(draws)), |(bed_seed, ops)| {
         let case = run(bed_seed, &ops).map_err(TestCaseError::fail)?;
         stats.borrow_mut().add(&case);
         Ok(())
