@@ -1,7 +1,8 @@
 //! The CM model (`cmtwin_tests::cm_model`) on the simulator: thousands of cases on RoCE,
-//! InfiniBand and iWARP fabrics, every call's result and every event checked exactly against
-//! the model's prediction. Each test prints its coverage (share of cases reaching each event
-//! kind, calls made, errnos predicted and met) and checks it against the generator's weights.
+//! InfiniBand and iWARP fabrics of three hosts (with CM messages lost on IB and RoCE), every
+//! call's result and every event checked exactly against the model's prediction. Each test prints its coverage (share of cases reaching each event
+//! kind, faults applied, cases with two hosts connected at once, calls made, errnos predicted
+//! and met) and checks it against the generator's weights.
 //! `CMTWIN_MODEL_CASES=<n>` runs more (or fewer) cases.
 
 use cmtwin::{EventKind, Transport};
@@ -24,10 +25,13 @@ fn run(transport: Transport) -> Stats {
 }
 
 fn run_with(transport: Transport, config: SimConfig, profile: &str) -> Stats {
-    // The simulator loses CM messages on IB and RoCE (iWARP's ride TCP).
-    let draws = Draws::for_bed(&SimBed::with_config(0, transport, config.clone()));
+    // Three hosts; the simulator loses CM messages on IB and RoCE (iWARP's ride TCP).
+    let draws = Draws::for_bed(&SimBed::with_third_host(0, transport, config.clone()));
     let stats = campaign(cases(), SEED, 2000, draws, |seed, ops| {
-        run_case(&SimBed::with_config(seed, transport, config.clone()), ops)
+        run_case(
+            &SimBed::with_third_host(seed, transport, config.clone()),
+            ops,
+        )
     });
     eprintln!("{transport:?} ({profile}): {stats}");
     stats
@@ -53,6 +57,12 @@ fn assert_common(stats: &Stats) {
     assert_share(stats, EventKind::Established, 0.6);
     assert_share(stats, EventKind::Disconnected, 0.5);
     assert_share(stats, EventKind::Rejected, 0.1);
+    let two = stats.two_hosts_connected as f64 / stats.cases as f64;
+    assert!(
+        two >= 0.1,
+        "two hosts connected at once in {:.1}% of the cases",
+        two * 100.0
+    );
     assert!(
         stats.errnos.len() >= 10,
         "only {} (call, errno) pairs predicted",

@@ -6,13 +6,13 @@
 use std::net::SocketAddr;
 
 use cmtwin::{
-    max_private_data, Call, CmBackend, ConnParam, Errno, EventInfo, IdHandle, PortSpace,
+    max_private_data, Call, CmBackend, ConnParam, Errno, EventInfo, EventKind, IdHandle, PortSpace,
     PrivateDataOp, QpInitAttr, QpType, Result, Transport, Wait,
 };
 
 use super::op::{LossyCall, Op, OverMaxCall, Target};
 use super::predict::{predict, EventFor, Expected, IdCall, Prediction, QUIET};
-use super::state::{IdState, ModelId, World};
+use super::state::{IdState, ModelId, World, THIRD_SLOT};
 use super::stats::CaseStats;
 use crate::capability::Need;
 use crate::steps::{pattern, WAIT};
@@ -59,6 +59,14 @@ impl<T: TestBed> Case<'_, T> {
             self.bed.server()
         } else {
             self.bed.client()
+        }
+    }
+
+    /// The backend of the server, the client or (`third`) the bed's third host.
+    fn cm_at(&self, server: bool, third: bool) -> &T::Backend {
+        match self.bed.third() {
+            Some(cm) if third => cm,
+            _ => self.cm(server),
         }
     }
 
@@ -136,21 +144,30 @@ impl<T: TestBed> Case<'_, T> {
     /// A channel for `slot` if it has no live one, and a new TCP id on it, or a UDP one (a TCP
     /// one on iWARP, which has no UD).
     fn new_client(&mut self, slot: usize, ud: bool) -> Check {
+        let third = slot == THIRD_SLOT;
+        if third && self.bed.third().is_none() {
+            return self.not_made();
+        }
         let ud = ud && has_ud(self.bed.transport());
         let ch = match self.world.slots[slot].channel {
             Some(ch) if self.world.channels[ch].live => ch,
             _ => {
-                let r = self.bed.client().create_event_channel();
+                let r = self.cm_at(false, third).create_event_channel();
                 let handle = self.expect(Call::CreateEventChannel, r, None)?.expect("ok");
                 let ch = self.world.add_channel(handle, false);
+                self.world.channels[ch].third = third;
                 self.world.slots[slot].channel = Some(ch);
                 ch
             }
         };
         let handle = self.world.channels[ch].handle;
-        let r = self.bed.client().create_id(Some(handle), 0, port_space(ud));
+        let r = self
+            .cm_at(false, third)
+            .create_id(Some(handle), 0, port_space(ud));
         let id = self.expect(Call::CreateId, r, None)?.expect("ok");
-        let idx = self.world.add_id(ModelId::new(id, false, ch, ud));
+        let mut model = ModelId::new(id, false, ch, ud);
+        model.third = third;
+        let idx = self.world.add_id(model);
         self.world.slots[slot] = super::state::Slot {
             channel: Some(ch),
             client: Some(idx),
@@ -272,17 +289,17 @@ impl<T: TestBed> Case<'_, T> {
 
     /// Makes the call itself.
     fn make(&self, id: &ModelId, call: IdCall, len: u8) -> Result<()> {
-        let cm = self.cm(id.server);
+        let cm = self.cm_at(id.server, id.third);
         let data = pattern(len.into(), 0x5a);
         let param = ConnParam::with_private_data(&data);
         let timeout = crate::steps::RESOLVE_TIMEOUT;
         let h = id.handle;
         match call {
             IdCall::Bind => {
-                let ip = if id.server {
-                    self.bed.server_ip()
-                } else {
-                    self.bed.client_ip()
+                let ip = match self.bed.third_ip() {
+                    Some(ip) if id.third => ip,
+                    _ if id.server => self.bed.server_ip(),
+                    _ => self.bed.client_ip(),
                 };
                 cm.bind_addr(h, SocketAddr::new(ip, self.bed.fresh_port()))
             }
@@ -351,7 +368,7 @@ impl<T: TestBed> Case<'_, T> {
         if let Some(ch) = prediction.quiet {
             let channel = self.world.channels[ch];
             let r = self
-                .cm(channel.server)
+                .cm_at(channel.server, channel.third)
                 .get_cm_event(channel.handle, Wait::Timeout(QUIET));
             self.expect(
                 Call::GetCmEvent,
@@ -366,7 +383,7 @@ impl<T: TestBed> Case<'_, T> {
     /// [`WAIT`]), acks it and checks it.
     fn expect_event(&mut self, expected: &Expected) -> Check {
         let channel = self.world.channels[expected.channel];
-        let cm = self.cm(channel.server);
+        let cm = self.cm_at(channel.server, channel.third);
         let event = cm
             .get_cm_event(channel.handle, Wait::Timeout(WAIT))
             .map_err(|e| format!("waiting for {expected:?}: {e}"))?;
@@ -403,6 +420,9 @@ impl<T: TestBed> Case<'_, T> {
             }
         }
         self.stats.event(info.kind);
+        if info.kind == EventKind::Established {
+            self.stats.hosts_connected(self.world.hosts_connected());
+        }
         Ok(())
     }
 
@@ -446,9 +466,13 @@ impl<T: TestBed> Case<'_, T> {
         } else {
             PortSpace::TCP
         };
-        let r = self.bed.client().create_id(Some(channel.handle), 0, ps);
+        let r = self
+            .cm_at(false, channel.third)
+            .create_id(Some(channel.handle), 0, ps);
         if let Some(id) = self.expect(Call::CreateId, r, errno)? {
-            self.world.add_id(ModelId::new(id, false, ch, false));
+            let mut model = ModelId::new(id, false, ch, false);
+            model.third = channel.third;
+            self.world.add_id(model);
         }
         Ok(())
     }
@@ -475,7 +499,7 @@ impl<T: TestBed> Case<'_, T> {
             Errno::EBADF
         };
         let r = self
-            .cm(channel.server)
+            .cm_at(channel.server, channel.third)
             .get_cm_event(channel.handle, Wait::NonBlocking);
         self.expect(Call::GetCmEvent, r.map(|e| e.info().clone()), Some(errno))?;
         Ok(())
@@ -493,7 +517,7 @@ impl<T: TestBed> Case<'_, T> {
             None
         };
         let r = self
-            .cm(channel.server)
+            .cm_at(channel.server, channel.third)
             .destroy_event_channel(channel.handle);
         self.expect(Call::DestroyEventChannel, r, errno)?;
         if errno.is_none() {

@@ -8,6 +8,12 @@
 //!   UD exchanges of UDP ids) with misuse calls, stale and foreign handles sprinkled in,
 //!   weighted so that most cases reach ESTABLISHED,
 //!   DISCONNECTED and (IB, RoCE) TIMEWAIT_EXIT; they shrink by dropping lifecycles and ops.
+//!   What a bed allows ([`Draws::for_bed`]) adds more: on a bed that can lose CM messages
+//!   (the simulator on IB and RoCE), a third of the lifecycles lose their REQ, REP, RTU or
+//!   DREQ once or twice, which the IB CM retransmits (same events, later); on a bed with a
+//!   third host (`SimBed::with_third_host`), lifecycles of that host run inside others, so
+//!   that two pairs are connected to the server at once. The real beds have neither: their
+//!   cases are the fault-free, two-host ones.
 //! * [`state`]: the model's state: per id, cma.c's state refined by the IB or iWARP CM's
 //!   (REQ answered or not, DREQ sent or received), its QP, its peer; per channel, live or not.
 //! * [`predict`]: the prediction for each call in each state, with the CM-SEMANTICS section
@@ -15,7 +21,8 @@
 //!   exactly are not made (counted apart as not made), never checked against a set of results.
 //! * [`driver`]: makes the calls on a bed and checks them; every event the model expects is
 //!   fetched (bounded wait) before the next call, so predictions stay exact on a real machine.
-//! * [`stats`]: what a run covered (share of cases reaching each event kind, calls, errnos).
+//! * [`stats`]: what a run covered (share of cases reaching each event kind, faults applied,
+//!   cases with two hosts connected at once, calls, errnos).
 //!
 //! [`campaign`] runs many cases from a fixed proptest seed; `tests/sim_model.rs` runs it on
 //! the simulator (RoCE, InfiniBand, iWARP) and `tests/verbs_model.rs` on real librdmacm.

@@ -167,8 +167,8 @@ enum Answer {
     Nothing,
 }
 
-/// One lifecycle's choices (see [`lifecycle`]): drawn by the proptest strategy, or built from
-/// arbitrary bytes by the fuzz target.
+/// One lifecycle's choices (the ops of [`Lifecycle::ops`]): drawn by the proptest strategy
+/// ([`case`]), or built from arbitrary bytes by the fuzz target ([`Chunk`]).
 #[derive(Clone, Debug, Arbitrary)]
 pub struct Lifecycle {
     #[arbitrary(with = slot)]
@@ -461,6 +461,9 @@ fn lossy_lifecycle() -> impl Strategy<Value = Lifecycle> {
 pub struct Draws {
     /// Lifecycles with a CM message lost ([`Op::Lossy`], `Need::CmMessageLoss`).
     pub cm_message_loss: bool,
+    /// Lifecycles on the bed's third host (`TestBed::third`, slot
+    /// [`THIRD_SLOT`](super::state::THIRD_SLOT)).
+    pub third_host: bool,
 }
 
 impl Draws {
@@ -468,6 +471,7 @@ impl Draws {
     pub fn for_bed(bed: &impl crate::TestBed) -> Self {
         Draws {
             cm_message_loss: bed.lacks(crate::capability::Need::CmMessageLoss).is_none(),
+            third_host: bed.third().is_some(),
         }
     }
 }
@@ -481,13 +485,49 @@ pub fn case(draws: Draws) -> BoxedStrategy<Vec<Op>> {
     } else {
         lifecycle().boxed()
     };
-    let chunk = prop_oneof![
-        5 => lifecycle.prop_map(|l| l.ops()),
-        1 => prop::collection::vec(misuse(), 1..4),
-    ];
+    let chunk = if draws.third_host {
+        // Two lifecycles at once, the second on the third host, run inside the first before
+        // it ends its connection: two pairs connected to the server at once.
+        let pair = (lifecycle.clone(), lifecycle.clone()).prop_map(|(first, mut second)| {
+            second.slot = super::state::THIRD_SLOT;
+            nest(first.ops(), second.ops())
+        });
+        prop_oneof![
+            5 => lifecycle.prop_map(|l| l.ops()),
+            1 => prop::collection::vec(misuse(), 1..4),
+            2 => pair,
+        ]
+        .boxed()
+    } else {
+        prop_oneof![
+            5 => lifecycle.prop_map(|l| l.ops()),
+            1 => prop::collection::vec(misuse(), 1..4),
+        ]
+        .boxed()
+    };
     prop::collection::vec(chunk, 1..5)
         .prop_map(|chunks| chunks.concat())
         .boxed()
+}
+
+/// `inner`'s ops run inside `outer`'s, before `outer` first disconnects or destroys an id.
+fn nest(mut outer: Vec<Op>, inner: Vec<Op>) -> Vec<Op> {
+    let at = outer
+        .iter()
+        .position(|op| {
+            matches!(
+                op,
+                Op::Disconnect(_)
+                    | Op::DestroyId(_)
+                    | Op::Lossy {
+                        call: LossyCall::DisconnectDreq,
+                        ..
+                    }
+            )
+        })
+        .unwrap_or(outer.len());
+    outer.splice(at..at, inner);
+    outer
 }
 
 /// A piece of a case built from arbitrary bytes (the fuzz target `cm_model`): a lifecycle as

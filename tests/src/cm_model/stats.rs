@@ -24,9 +24,16 @@ pub struct CaseStats {
     pub not_made: u64,
     /// Faults applied, per kind (the call whose CM message was lost).
     pub faults: BTreeMap<LossyCall, u64>,
+    /// The most active hosts (the client, a third host) connected at once.
+    pub hosts_connected: usize,
 }
 
 impl CaseStats {
+    /// Notes how many active hosts are connected at once.
+    pub fn hosts_connected(&mut self, n: usize) {
+        self.hosts_connected = self.hosts_connected.max(n);
+    }
+
     /// Counts one fault applied.
     pub fn fault(&mut self, kind: LossyCall) {
         *self.faults.entry(kind).or_default() += 1;
@@ -66,6 +73,8 @@ pub struct Stats {
     pub faults: BTreeMap<LossyCall, u64>,
     /// Cases with at least one fault applied.
     pub faulted: u64,
+    /// Cases with connections from two active hosts to the server at once.
+    pub two_hosts_connected: u64,
 }
 
 impl Stats {
@@ -87,6 +96,7 @@ impl Stats {
             *self.faults.entry(*kind).or_default() += n;
         }
         self.faulted += u64::from(!case.faults.is_empty());
+        self.two_hosts_connected += u64::from(case.hosts_connected >= 2);
     }
 
     /// All faults applied.
@@ -126,6 +136,11 @@ impl fmt::Display for Stats {
         for (kind, n) in &self.faults {
             write!(f, " {kind:?} {n},")?;
         }
+        write!(
+            f,
+            "\ncases with two hosts connected to the server at once: {:.1}%",
+            100.0 * self.two_hosts_connected as f64 / self.cases.max(1) as f64
+        )?;
         write!(f, "\ncalls:")?;
         for (call, n) in &self.calls {
             write!(f, " {call} {n},")?;
