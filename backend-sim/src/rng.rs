@@ -25,25 +25,29 @@ pub(crate) enum Stream {
     DataLoss = 8,
 }
 
-/// One ChaCha generator per stream, all derived from one seed.
+/// One ChaCha generator per stream, all derived from one seed, each made on its first draw
+/// (a short run draws from few streams, and seeding all of them was a twentieth of a fuzz
+/// execution); a stream's draws do not depend on when it was made.
 pub(crate) struct Streams {
-    gens: Vec<ChaCha8Rng>,
+    seed: u64,
+    gens: [Option<ChaCha8Rng>; 9],
 }
 
 impl Streams {
     pub(crate) fn new(seed: u64) -> Self {
-        let gens = (0..9)
-            .map(|i| {
-                let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                rng.set_stream(i);
-                rng
-            })
-            .collect();
-        Streams { gens }
+        Streams {
+            seed,
+            gens: Default::default(),
+        }
     }
 
     pub(crate) fn get(&mut self, s: Stream) -> &mut ChaCha8Rng {
-        &mut self.gens[s as usize]
+        let seed = self.seed;
+        self.gens[s as usize].get_or_insert_with(|| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(s as u64);
+            rng
+        })
     }
 
     /// A uniform draw in `lo..=hi` from stream `s`.

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use cmtwin::{CmBackend, Errno, Transport};
-use cmtwin_sim::{kernel_timer_delay, Fabric, KernelProfile, PathFailure, SimBackend, SimConfig};
+use cmtwin_sim::{
+    kernel_timer_delay, Fabric, KernelProfile, MessageKind, PathFailure, SimBackend, SimConfig,
+};
 
 use crate::capability::Need;
 
@@ -114,9 +116,23 @@ pub trait TestBed {
             | Need::AddressChange
             | Need::PathQueryFault
             | Need::MulticastLoss
+            | Need::CmMessageLoss
             | Need::SaAddrinfo => Some(format!("the bed has no hook for {need}")),
             _ => None,
         }
+    }
+
+    /// A third host, beside the server and the client, whose ids connect to the same server
+    /// (several connections at once between different pairs), where the bed has one: the
+    /// simulator's three-host bed ([`SimBed::with_third_host`]); a real bed has two
+    /// addresses on one device, so no.
+    fn third(&self) -> Option<&Self::Backend> {
+        None
+    }
+
+    /// The third host's address, with [`third`](Self::third).
+    fn third_ip(&self) -> Option<IpAddr> {
+        None
     }
 
     /// Whether the server's and the client's ids use one and the same device (then a fault
@@ -165,6 +181,14 @@ pub trait TestBed {
         let _ = group;
         Err("no multicast hook".into())
     }
+
+    /// Loses the next `count` CM messages of `kind` sent on the bed's wire (either direction);
+    /// the IB CM retransmits them after its timeout (§15.2). Only where
+    /// `lacks(Need::CmMessageLoss)` is `None`.
+    fn lose_cm_messages(&self, kind: MessageKind, count: u32) -> HookResult {
+        let _ = (kind, count);
+        Err("no CM message loss hook".into())
+    }
 }
 
 /// The window a real bed's measurement of a timer is checked against when its twin lasts
@@ -193,6 +217,7 @@ pub struct SimBed {
     pub fabric: Fabric,
     server: SimBackend,
     client: SimBackend,
+    third: Option<SimBackend>,
     transport: Transport,
     config: SimConfig,
     /// Ports only need to be unique within one fabric; a per-bed counter keeps the trace of a
@@ -205,6 +230,9 @@ impl SimBed {
     pub const SERVER_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
     /// The client's address on the simulated fabric.
     pub const CLIENT_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+
+    /// The third host's address ([`SimBed::with_third_host`]).
+    pub const THIRD_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3));
 
     /// An address on the hosts' subnet that resolves (its neighbour answers ARP) but runs no
     /// RDMA CM: CM messages to it vanish (CM-SEMANTICS §5.2 S6).
@@ -231,19 +259,33 @@ impl SimBed {
     /// A fabric of `transport` devices from `seed` with a non-default configuration (timing,
     /// loss, kernel profile).
     pub fn with_config(seed: u64, transport: Transport, config: SimConfig) -> Self {
-        let fabric = Fabric::builder(seed)
+        Self::build(seed, transport, config, false)
+    }
+
+    /// As [`with_config`](Self::with_config), with a third host `third` (10.0.0.3) whose ids
+    /// connect to the server too ([`TestBed::third`]).
+    pub fn with_third_host(seed: u64, transport: Transport, config: SimConfig) -> Self {
+        Self::build(seed, transport, config, true)
+    }
+
+    fn build(seed: u64, transport: Transport, config: SimConfig, third: bool) -> Self {
+        let mut builder = Fabric::builder(seed)
             .config(config.clone())
             .silent_address(Self::SILENT_IP)
             .host("server", transport, &[Self::SERVER_IP])
-            .host("client", transport, &[Self::CLIENT_IP])
-            .build()
-            .expect("a valid configuration");
+            .host("client", transport, &[Self::CLIENT_IP]);
+        if third {
+            builder = builder.host("third", transport, &[Self::THIRD_IP]);
+        }
+        let fabric = builder.build().expect("a valid configuration");
         let server = fabric.backend("server");
         let client = fabric.backend("client");
+        let third = third.then(|| fabric.backend("third"));
         SimBed {
             fabric,
             server,
             client,
+            third,
             transport,
             config,
             next_port: AtomicU16::new(20_000),
@@ -264,6 +306,12 @@ impl TestBed for SimBed {
     }
     fn client_ip(&self) -> IpAddr {
         Self::CLIENT_IP
+    }
+    fn third(&self) -> Option<&SimBackend> {
+        self.third.as_ref()
+    }
+    fn third_ip(&self) -> Option<IpAddr> {
+        self.third.as_ref().map(|_| Self::THIRD_IP)
     }
     fn transport(&self) -> Transport {
         self.transport
@@ -359,5 +407,10 @@ impl TestBed for SimBed {
     }
     fn lose_multicast_group(&self, group: IpAddr) -> HookResult {
         self.fabric.multicast_lost(group).map_err(|e| e.to_string())
+    }
+    fn lose_cm_messages(&self, kind: MessageKind, count: u32) -> HookResult {
+        self.fabric
+            .drop_next(kind, count)
+            .map_err(|e| e.to_string())
     }
 }

@@ -194,6 +194,7 @@ impl TestBed for VerbsBed {
             Need::SaAddrinfo => {
                 "SA-mode rdma_resolve_addrinfo needs Linux >= 6.18 and an InfiniBand SA (§10.3)"
             }
+            Need::CmMessageLoss => "no hook can lose a chosen CM MAD on a real wire",
             _ => return None,
         };
         Some(why.to_string())

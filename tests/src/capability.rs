@@ -52,6 +52,10 @@ pub enum Need {
     MulticastLoss,
     /// `rdma_resolve_addrinfo` in SA mode (RAI_SA: Linux ≥ 6.18, an InfiniBand SA, §10.3).
     SaAddrinfo,
+    /// Fault hook: lose the next CM messages of a kind on the wire
+    /// ([`TestBed::lose_cm_messages`](crate::TestBed::lose_cm_messages)); the IB CM
+    /// retransmits them (§15.2): IB and RoCE.
+    CmMessageLoss,
 }
 
 impl Need {
@@ -74,6 +78,9 @@ impl Need {
             }
             Need::CommEst => "notify(COMM_EST) does nothing on iWARP (§9.2)",
             Need::PathQueryFault => "iWARP routes need no SA path query (§4.5)",
+            Need::CmMessageLoss => {
+                "iWARP's connection messages ride TCP, which retransmits below the CM (§5.3)"
+            }
             _ => return None,
         })
     }

@@ -11,15 +11,20 @@ use arbitrary::{Arbitrary, Unstructured};
 use cmtwin::Transport;
 use cmtwin_sim::scenarios::connect_teardown;
 use cmtwin_sim::sweep::RunContext;
-use cmtwin_sim::{Fault, FaultAction, FaultPlan};
+use cmtwin_sim::{Fault, FaultAction, FaultPlan, SimConfig};
 
+use crate::cm_model::op::Chunk;
+use crate::cm_model::CaseStats;
 use crate::random_calls::{self, Op};
+use crate::SimBed;
 
 /// Ops beyond this many are ignored (the proptest draws 40).
 pub const MAX_OPS: usize = 64;
 
 /// Target `call_sequences`: a fabric seed and up to [`MAX_OPS`] random CM calls, checked by
-/// the model of [`random_calls`] (the property test's), final checks included.
+/// the model of [`random_calls`] (the property test's), final checks included. The fabric
+/// keeps no trace (nothing here reads it); a failing input's seed and ops replay with the trace
+/// on through [`random_calls::run`].
 ///
 /// # Panics
 ///
@@ -29,7 +34,70 @@ pub fn call_sequences(data: &[u8]) {
     let Ok((seed, ops)) = <(u64, Vec<Op>)>::arbitrary(&mut u) else {
         return;
     };
-    random_calls::run(seed, &ops[..ops.len().min(MAX_OPS)]);
+    random_calls::run_untraced(seed, &ops[..ops.len().min(MAX_OPS)]);
+}
+
+/// Ops of a `cm_model` input beyond this many are ignored (the proptest's cases have up to
+/// about 60).
+pub const MAX_MODEL_OPS: usize = 80;
+
+/// Target `cm_model`: a transport, a fabric seed and a sequence of lifecycles and single ops
+/// ([`Chunk`]), run by the CM model (`crate::cm_model`, the same driver as
+/// `tests/sim_model.rs`) on a simulated bed without trace: every call's exact result and every
+/// event predicted is checked.
+///
+/// # Panics
+///
+/// When the simulator and the model disagree; the message names the op and gives the line
+/// that replays the case (with `CMTWIN_MODEL_VERBOSE=1` to see every call and event).
+pub fn cm_model(data: &[u8]) {
+    let Some((transport, seed, ops)) = model_case(data) else {
+        return;
+    };
+    if let Err(e) = run_model_case(transport, seed, &ops) {
+        panic!(
+            "the CM model disagrees with the simulator: {e}\nreplay: \
+             cmtwin_tests::cm_model::run_case(&SimBed::with_transport({seed}, \
+             Transport::{transport:?}), &{ops:?}) (with cmtwin_tests::cm_model::op::{{Op::*, \
+             Target::*, OverMaxCall::*, LossyCall::*}})"
+        );
+    }
+}
+
+/// What a `cm_model` input covers (the events reached, the faults applied), `None` if the
+/// bytes make no case or the case fails: for choosing starting inputs.
+pub fn cm_model_stats(data: &[u8]) -> Option<CaseStats> {
+    let (transport, seed, ops) = model_case(data)?;
+    run_model_case(transport, seed, &ops).ok()
+}
+
+/// A `cm_model` input's transport, fabric seed and ops (at most [`MAX_MODEL_OPS`]): chunks
+/// until the bytes run out, so every byte counts.
+fn model_case(data: &[u8]) -> Option<(Transport, u64, Vec<crate::cm_model::Op>)> {
+    let mut u = Unstructured::new(data);
+    let (which, seed) = <(u8, u64)>::arbitrary(&mut u).ok()?;
+    let mut chunks = Vec::new();
+    while !u.is_empty() {
+        chunks.push(Chunk::arbitrary(&mut u).ok()?);
+    }
+    let transport =
+        [Transport::Roce, Transport::InfiniBand, Transport::Iwarp][usize::from(which % 3)];
+    let mut ops = Chunk::ops(&chunks);
+    ops.truncate(MAX_MODEL_OPS);
+    Some((transport, seed, ops))
+}
+
+/// Runs a case on a simulated bed without trace.
+fn run_model_case(
+    transport: Transport,
+    seed: u64,
+    ops: &[crate::cm_model::Op],
+) -> Result<CaseStats, String> {
+    let config = SimConfig {
+        trace: false,
+        ..SimConfig::default()
+    };
+    crate::cm_model::run_case(&SimBed::with_config(seed, transport, config), ops)
 }
 
 /// Target `fault_plans`: the first byte picks a transport and a seed, the rest is read as a

@@ -33,9 +33,9 @@ use std::time::Duration;
 
 use cmtwin::{
     AsyncEvent, Call, ChannelHandle, CmBackend, CmError, CmEvent, CmOption, ConnParam, Errno,
-    EventInfo, EventKind, EventParam, IdHandle, PortSpace, QpInitAttr, QpType, Wait,
+    EventInfo, EventKind, EventParam, IdHandle, PortSpace, QpInitAttr, QpType, Transport, Wait,
 };
-use cmtwin_sim::SimBackend;
+use cmtwin_sim::{SimBackend, SimConfig};
 
 use crate::{SimBed, TestBed};
 
@@ -354,11 +354,36 @@ pub struct Model {
 /// When the simulator breaks the CM's contract (see the module documentation) or one of its
 /// own invariants.
 pub fn run(seed: u64, ops: &[Op]) {
-    let mut model = Model::new(seed);
+    run_on(Model::new(seed), seed, ops);
+}
+
+/// [`run`] without the fabric's trace: the same calls, checks and invariants, for the fuzz
+/// target, which reads no trace and runs thousands of sequences a second (formatting every
+/// call's arguments for the trace was a tenth of a run). A failure replays with the trace on
+/// through [`run`].
+///
+/// # Panics
+///
+/// As [`run`].
+pub fn run_untraced(seed: u64, ops: &[Op]) {
+    let config = SimConfig {
+        trace: false,
+        ..SimConfig::default()
+    };
+    run_on(
+        Model::with_bed(SimBed::with_config(seed, Transport::Roce, config)),
+        seed,
+        ops,
+    );
+}
+
+fn run_on(mut model: Model, seed: u64, ops: &[Op]) {
     for (i, op) in ops.iter().enumerate() {
-        let replay = format!("seed {seed}, op {i}: {op:?}");
+        // The replay line is written only when it is printed: formatting it for every op was
+        // a fifth of a fuzz execution.
+        let replay = || format!("seed {seed}, op {i}: {op:?}");
         if model.verbose {
-            eprintln!("{replay}");
+            eprintln!("{}", replay());
         }
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.apply(op)));
         if let Err(panic) = outcome {
@@ -367,7 +392,7 @@ pub fn run(seed: u64, ops: &[Op]) {
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            panic!("{replay}: {msg}");
+            panic!("{}: {msg}", replay());
         }
     }
     model.finish();
@@ -378,8 +403,14 @@ impl Model {
     /// channel on each host (the server's first, so [`Op::Dial`], [`Op::Serve`] and
     /// [`Op::Pump`] find them) and a TCP and a UDP listener on 10.0.0.1:5000.
     pub fn new(seed: u64) -> Self {
+        Self::with_bed(SimBed::new(seed))
+    }
+
+    /// The same starting point as [`Model::new`] on a `bed` built by the caller (e.g. with
+    /// the trace off).
+    pub fn with_bed(bed: SimBed) -> Self {
         let mut model = Model {
-            bed: SimBed::new(seed),
+            bed,
             ids: Vec::new(),
             channels: Vec::new(),
             destroyed_ids: BTreeSet::new(),

@@ -45,3 +45,8 @@ fn fault_plan_inputs_replay() {
 fn call_sequence_inputs_replay() {
     replay("call_sequences", cmtwin_tests::fuzzing::call_sequences);
 }
+
+#[test]
+fn cm_model_inputs_replay() {
+    replay("cm_model", cmtwin_tests::fuzzing::cm_model);
+}

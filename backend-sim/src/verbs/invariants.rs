@@ -3,9 +3,8 @@
 //! users of a PD (regions, QPs and address handles), of a CQ or of a completion channel)
 //! equals what actually refers to the object.
 
-use std::collections::BTreeMap;
-
 use super::ObjKey;
+use crate::store::KeyMap;
 use crate::world::World;
 
 impl World {
@@ -13,9 +12,11 @@ impl World {
     #[cfg_attr(not(debug_assertions), allow(dead_code))]
     pub(crate) fn check_verbs_invariants(&self) {
         let v = &self.verbs;
-        let mut pd_users: BTreeMap<ObjKey, u32> = BTreeMap::new();
-        let mut cq_users: BTreeMap<ObjKey, u32> = BTreeMap::new();
-        let mut busy: BTreeMap<ObjKey, u32> = BTreeMap::new();
+        // Counts are only looked up, never walked: hash maps (ordered ones were most of the
+        // cost of checking a small world after every call).
+        let mut pd_users: KeyMap<ObjKey, u32> = KeyMap::default();
+        let mut cq_users: KeyMap<ObjKey, u32> = KeyMap::default();
+        let mut busy: KeyMap<ObjKey, u32> = KeyMap::default();
         for &pd in v.default_pd.values() {
             *pd_users.entry(pd).or_default() += 1;
         }
@@ -66,7 +67,7 @@ impl World {
             let users = pd_users.get(key).copied().unwrap_or(0);
             assert_eq!(pd.users, users, "PD {key}'s users");
         }
-        let mut channel_cqs: BTreeMap<ObjKey, u32> = BTreeMap::new();
+        let mut channel_cqs: KeyMap<ObjKey, u32> = KeyMap::default();
         for (key, cq) in v.cqs.iter_unordered() {
             let users = cq_users.get(key).copied().unwrap_or(0);
             assert_eq!(cq.users, users, "CQ {key}'s users");

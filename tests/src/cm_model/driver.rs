@@ -6,16 +6,18 @@
 use std::net::SocketAddr;
 
 use cmtwin::{
-    max_private_data, Call, CmBackend, ConnParam, Errno, EventInfo, IdHandle, PortSpace,
+    max_private_data, Call, CmBackend, ConnParam, Errno, EventInfo, EventKind, IdHandle, PortSpace,
     PrivateDataOp, QpInitAttr, QpType, Result, Transport, Wait,
 };
 
-use super::op::{Op, OverMaxCall, Target};
+use super::op::{LossyCall, Op, OverMaxCall, Target};
 use super::predict::{predict, EventFor, Expected, IdCall, Prediction, QUIET};
-use super::state::{IdState, ModelId, World};
+use super::state::{IdState, ModelId, World, THIRD_SLOT};
 use super::stats::CaseStats;
+use crate::capability::Need;
 use crate::steps::{pattern, WAIT};
 use crate::TestBed;
+use cmtwin_sim::MessageKind;
 
 /// A check's failure: what the model predicted and what came.
 pub type Check = std::result::Result<(), String>;
@@ -60,6 +62,14 @@ impl<T: TestBed> Case<'_, T> {
         }
     }
 
+    /// The backend of the server, the client or (`third`) the bed's third host.
+    fn cm_at(&self, server: bool, third: bool) -> &T::Backend {
+        match self.bed.third() {
+            Some(cm) if third => cm,
+            _ => self.cm(server),
+        }
+    }
+
     fn apply(&mut self, op: Op) -> Check {
         match op {
             Op::NewClient { slot, ud } => self.new_client(slot, ud),
@@ -89,6 +99,7 @@ impl<T: TestBed> Case<'_, T> {
                 Some(ch) => self.destroy_channel(ch),
                 None => self.not_made(),
             },
+            Op::Lossy { target, call, lost } => self.lossy(target, call, lost),
         }
     }
 
@@ -133,21 +144,30 @@ impl<T: TestBed> Case<'_, T> {
     /// A channel for `slot` if it has no live one, and a new TCP id on it, or a UDP one (a TCP
     /// one on iWARP, which has no UD).
     fn new_client(&mut self, slot: usize, ud: bool) -> Check {
+        let third = slot == THIRD_SLOT;
+        if third && self.bed.third().is_none() {
+            return self.not_made();
+        }
         let ud = ud && has_ud(self.bed.transport());
         let ch = match self.world.slots[slot].channel {
             Some(ch) if self.world.channels[ch].live => ch,
             _ => {
-                let r = self.bed.client().create_event_channel();
+                let r = self.cm_at(false, third).create_event_channel();
                 let handle = self.expect(Call::CreateEventChannel, r, None)?.expect("ok");
                 let ch = self.world.add_channel(handle, false);
+                self.world.channels[ch].third = third;
                 self.world.slots[slot].channel = Some(ch);
                 ch
             }
         };
         let handle = self.world.channels[ch].handle;
-        let r = self.bed.client().create_id(Some(handle), 0, port_space(ud));
+        let r = self
+            .cm_at(false, third)
+            .create_id(Some(handle), 0, port_space(ud));
         let id = self.expect(Call::CreateId, r, None)?.expect("ok");
-        let idx = self.world.add_id(ModelId::new(id, false, ch, ud));
+        let mut model = ModelId::new(id, false, ch, ud);
+        model.third = third;
+        let idx = self.world.add_id(model);
         self.world.slots[slot] = super::state::Slot {
             channel: Some(ch),
             client: Some(idx),
@@ -203,6 +223,84 @@ impl<T: TestBed> Case<'_, T> {
         let Some(prediction) = predict(&self.world, self.bed.transport(), idx, call) else {
             return self.not_made();
         };
+        self.make_predicted(idx, call, len, prediction)
+    }
+
+    /// [`Op::Lossy`]: where the bed can lose CM messages and the model predicts that the call
+    /// succeeds and sends the message, the next `lost` messages of its kind are lost and the
+    /// call is made: the IB CM retransmits them (§15.2: REQ, REP and DREQ after their
+    /// response timeout; a lost RTU makes the passive side resend its REP, answered by a new
+    /// RTU), so the predicted events come, later (the first retry of RoCE's 6.1 profile at
+    /// about 6.3 s, the second at twice that, within [`WAIT`]).
+    fn lossy(&mut self, target: Target, lossy: LossyCall, lost: u8) -> Check {
+        if self.bed.lacks(Need::CmMessageLoss).is_some() {
+            return self.not_made();
+        }
+        let Some(idx) = self.world.target(target) else {
+            return self.not_made();
+        };
+        let (call, kind) = match lossy {
+            LossyCall::ConnectReq => (IdCall::Connect { param: true }, MessageKind::Req),
+            LossyCall::AcceptRep => (IdCall::Accept, MessageKind::Rep),
+            LossyCall::AcceptRtu => (IdCall::Accept, MessageKind::Rtu),
+            LossyCall::DisconnectDreq => (IdCall::Disconnect, MessageKind::Dreq),
+        };
+        let Some(prediction) = predict(&self.world, self.bed.transport(), idx, call) else {
+            return self.not_made();
+        };
+        if self.exchange_pending_besides(idx) {
+            return self.not_made();
+        }
+        let id = &self.world.ids[idx];
+        let sends = prediction.errno.is_none()
+            && !id.ud
+            && match lossy {
+                LossyCall::ConnectReq => true,
+                LossyCall::AcceptRep | LossyCall::AcceptRtu => id.state == IdState::Requested,
+                LossyCall::DisconnectDreq => prediction.now.contains(&(idx, IdState::DreqSent)),
+            };
+        if !sends {
+            return self.not_made();
+        }
+        self.bed
+            .lose_cm_messages(kind, lost.into())
+            .map_err(|e| format!("losing {lost} {kind:?}: {e}"))?;
+        if self.verbose {
+            eprintln!("    fault: the next {lost} {kind:?} lost");
+        }
+        self.stats.fault(lossy);
+        self.make_predicted(idx, call, 0, prediction)
+    }
+
+    /// Whether an id other than `idx` and its peer waits on a CM timer: a request not
+    /// answered yet (its REQ or SIDR REQ is retransmitted every few seconds) or a disconnect
+    /// half done (DREQ retransmitted until answered, then timewait). A lost message costs
+    /// seconds of waiting for the retransmission, in which those timers fire; a retransmitted
+    /// request then arriving just after its answer is a new request for the server (CONNECT_
+    /// REQUEST of a requester that gave up: found by the `cm_model` fuzz target), which the
+    /// model does not predict. So messages are lost only while nothing else is pending.
+    fn exchange_pending_besides(&self, idx: usize) -> bool {
+        let peer = self.world.ids[idx].peer;
+        self.world.ids.iter().enumerate().any(|(i, id)| {
+            i != idx
+                && Some(i) != peer
+                && id.live()
+                && matches!(
+                    id.state,
+                    IdState::Requested | IdState::DreqSent | IdState::DreqReceived
+                )
+        })
+    }
+
+    /// Makes `call` on id `idx` with the model's `prediction`, and checks it and the events
+    /// that follow.
+    fn make_predicted(
+        &mut self,
+        idx: usize,
+        call: IdCall,
+        len: u8,
+        prediction: Prediction,
+    ) -> Check {
         let id = self.world.ids[idx].clone();
         let result = self.make(&id, call, len);
         self.expect(prediction.call, result, prediction.errno)?;
@@ -214,17 +312,17 @@ impl<T: TestBed> Case<'_, T> {
 
     /// Makes the call itself.
     fn make(&self, id: &ModelId, call: IdCall, len: u8) -> Result<()> {
-        let cm = self.cm(id.server);
+        let cm = self.cm_at(id.server, id.third);
         let data = pattern(len.into(), 0x5a);
         let param = ConnParam::with_private_data(&data);
         let timeout = crate::steps::RESOLVE_TIMEOUT;
         let h = id.handle;
         match call {
             IdCall::Bind => {
-                let ip = if id.server {
-                    self.bed.server_ip()
-                } else {
-                    self.bed.client_ip()
+                let ip = match self.bed.third_ip() {
+                    Some(ip) if id.third => ip,
+                    _ if id.server => self.bed.server_ip(),
+                    _ => self.bed.client_ip(),
                 };
                 cm.bind_addr(h, SocketAddr::new(ip, self.bed.fresh_port()))
             }
@@ -293,7 +391,7 @@ impl<T: TestBed> Case<'_, T> {
         if let Some(ch) = prediction.quiet {
             let channel = self.world.channels[ch];
             let r = self
-                .cm(channel.server)
+                .cm_at(channel.server, channel.third)
                 .get_cm_event(channel.handle, Wait::Timeout(QUIET));
             self.expect(
                 Call::GetCmEvent,
@@ -308,7 +406,7 @@ impl<T: TestBed> Case<'_, T> {
     /// [`WAIT`]), acks it and checks it.
     fn expect_event(&mut self, expected: &Expected) -> Check {
         let channel = self.world.channels[expected.channel];
-        let cm = self.cm(channel.server);
+        let cm = self.cm_at(channel.server, channel.third);
         let event = cm
             .get_cm_event(channel.handle, Wait::Timeout(WAIT))
             .map_err(|e| format!("waiting for {expected:?}: {e}"))?;
@@ -345,6 +443,9 @@ impl<T: TestBed> Case<'_, T> {
             }
         }
         self.stats.event(info.kind);
+        if info.kind == EventKind::Established {
+            self.stats.hosts_connected(self.world.hosts_connected());
+        }
         Ok(())
     }
 
@@ -388,9 +489,13 @@ impl<T: TestBed> Case<'_, T> {
         } else {
             PortSpace::TCP
         };
-        let r = self.bed.client().create_id(Some(channel.handle), 0, ps);
+        let r = self
+            .cm_at(false, channel.third)
+            .create_id(Some(channel.handle), 0, ps);
         if let Some(id) = self.expect(Call::CreateId, r, errno)? {
-            self.world.add_id(ModelId::new(id, false, ch, false));
+            let mut model = ModelId::new(id, false, ch, false);
+            model.third = channel.third;
+            self.world.add_id(model);
         }
         Ok(())
     }
@@ -417,7 +522,7 @@ impl<T: TestBed> Case<'_, T> {
             Errno::EBADF
         };
         let r = self
-            .cm(channel.server)
+            .cm_at(channel.server, channel.third)
             .get_cm_event(channel.handle, Wait::NonBlocking);
         self.expect(Call::GetCmEvent, r.map(|e| e.info().clone()), Some(errno))?;
         Ok(())
@@ -435,7 +540,7 @@ impl<T: TestBed> Case<'_, T> {
             None
         };
         let r = self
-            .cm(channel.server)
+            .cm_at(channel.server, channel.third)
             .destroy_event_channel(channel.handle);
         self.expect(Call::DestroyEventChannel, r, errno)?;
         if errno.is_none() {

@@ -8,6 +8,12 @@
 //!   UD exchanges of UDP ids) with misuse calls, stale and foreign handles sprinkled in,
 //!   weighted so that most cases reach ESTABLISHED,
 //!   DISCONNECTED and (IB, RoCE) TIMEWAIT_EXIT; they shrink by dropping lifecycles and ops.
+//!   What a bed allows ([`Draws::for_bed`]) adds more: on a bed that can lose CM messages
+//!   (the simulator on IB and RoCE), a third of the lifecycles lose their REQ, REP, RTU or
+//!   DREQ once or twice, which the IB CM retransmits (same events, later); on a bed with a
+//!   third host (`SimBed::with_third_host`), lifecycles of that host run inside others, so
+//!   that two pairs are connected to the server at once. The real beds have neither: their
+//!   cases are the fault-free, two-host ones.
 //! * [`state`]: the model's state: per id, cma.c's state refined by the IB or iWARP CM's
 //!   (REQ answered or not, DREQ sent or received), its QP, its peer; per channel, live or not.
 //! * [`predict`]: the prediction for each call in each state, with the CM-SEMANTICS section
@@ -15,7 +21,8 @@
 //!   exactly are not made (counted apart as not made), never checked against a set of results.
 //! * [`driver`]: makes the calls on a bed and checks them; every event the model expects is
 //!   fetched (bounded wait) before the next call, so predictions stay exact on a real machine.
-//! * [`stats`]: what a run covered (share of cases reaching each event kind, calls, errnos).
+//! * [`stats`]: what a run covered (share of cases reaching each event kind, faults applied,
+//!   cases with two hosts connected at once, calls, errnos).
 //!
 //! [`campaign`] runs many cases from a fixed proptest seed; `tests/sim_model.rs` runs it on
 //! the simulator (RoCE, InfiniBand, iWARP) and `tests/verbs_model.rs` on real librdmacm.
@@ -33,12 +40,12 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
 pub use driver::run_case;
-pub use op::Op;
+pub use op::{Draws, Op};
 pub use stats::{CaseStats, Stats};
 
-/// Runs `cases` cases drawn from `seed` (each a bed seed and a sequence of ops); `run` runs
-/// one on a bed (e.g. `|seed, ops| run_case(&SimBed::new(seed), ops)`). Returns the run's
-/// coverage.
+/// Runs `cases` cases drawn from `seed` (each a bed seed and a sequence of ops, with what
+/// `draws` allows: [`Draws::for_bed`]); `run` runs one on a bed (e.g. `|seed, ops|
+/// run_case(&SimBed::new(seed), ops)`). Returns the run's coverage.
 ///
 /// # Panics
 ///
@@ -48,6 +55,7 @@ pub fn campaign(
     cases: u32,
     seed: u64,
     max_shrink_iters: u32,
+    draws: Draws,
     run: impl Fn(u64, &[Op]) -> std::result::Result<CaseStats, String>,
 ) -> Stats {
     let config = Config {
@@ -59,7 +67,7 @@ pub fn campaign(
     };
     let stats = RefCell::new(Stats::default());
     let mut runner = TestRunner::new(config);
-    let result = runner.run(&(any::<u64>(), op::case()), |(bed_seed, ops)| {
+    let result = runner.run(&(any::<u64>(), op::case(draws)), |(bed_seed, ops)| {
         let case = run(bed_seed, &ops).map_err(TestCaseError::fail)?;
         stats.borrow_mut().add(&case);
         Ok(())

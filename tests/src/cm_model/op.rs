@@ -1,7 +1,11 @@
 //! The operations the CM model drives, and the proptest strategy that draws sequences of them:
 //! mostly well-formed connection lifecycles (create, resolve, route, QP, connect, accept or
-//! reject, disconnect, destroy) with misuse calls and stale handles sprinkled in.
+//! reject, disconnect, destroy) with misuse calls and stale handles sprinkled in. The same
+//! lifecycles and ops also come from arbitrary bytes ([`Chunk`], for the fuzz target
+//! `cm_model`): every value `arbitrary` builds is one the model handles (slots and private data
+//! lengths are drawn among the valid ones).
 
+use arbitrary::{Arbitrary, Unstructured};
 use proptest::prelude::*;
 
 /// How many connection slots a case uses: each slot is one client channel, the latest client
@@ -9,12 +13,12 @@ use proptest::prelude::*;
 pub const SLOTS: usize = 2;
 
 /// The id an operation acts on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Arbitrary)]
 pub enum Target {
     /// The latest client id of a slot.
-    Client(usize),
+    Client(#[arbitrary(with = slot)] usize),
     /// The server's child id of the slot's latest request.
-    Child(usize),
+    Child(#[arbitrary(with = slot)] usize),
     /// The server's latest listener.
     Listener,
     /// Any id ever created in the case, destroyed ones included (index modulo their number).
@@ -24,12 +28,13 @@ pub enum Target {
 /// One step of a case. Every step the model can predict exactly is made and checked; a step
 /// whose target does not exist, or whose outcome the model does not know exactly (see
 /// `cm_model::predict`), is not made and counted apart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Arbitrary)]
 pub enum Op {
     /// A client channel for the slot (if it has none or it was destroyed) and a TCP id on it,
     /// or a UDP id (IB and RoCE only: iWARP has no UD, CM-SEMANTICS §13.2, and gets a TCP id).
     NewClient {
         /// The slot.
+        #[arbitrary(with = slot)]
         slot: usize,
         /// A UDP id (else TCP).
         ud: bool,
@@ -53,6 +58,7 @@ pub enum Op {
         /// Pass connection parameters (else none).
         param: bool,
         /// Private data length (with parameters).
+        #[arbitrary(with = data_len)]
         len: u8,
     },
     /// `rdma_listen` with backlog 8.
@@ -62,6 +68,7 @@ pub enum Op {
         /// The id.
         target: Target,
         /// Private data length.
+        #[arbitrary(with = data_len)]
         len: u8,
     },
     /// `rdma_reject` with `len` bytes of private data.
@@ -69,6 +76,7 @@ pub enum Op {
         /// The id.
         target: Target,
         /// Private data length.
+        #[arbitrary(with = data_len)]
         len: u8,
     },
     /// `rdma_disconnect`.
@@ -89,6 +97,7 @@ pub enum Op {
     /// space. A TCP id made so belongs to no slot.
     StrayCreate {
         /// The slot.
+        #[arbitrary(with = slot)]
         slot: usize,
         /// An unknown port space (else TCP).
         bad_ps: bool,
@@ -100,17 +109,45 @@ pub enum Op {
     /// A non-blocking `rdma_get_cm_event` on a channel (the slot's, or the server's).
     Poll {
         /// The slot whose channel (else the server's).
+        #[arbitrary(with = server_or_slot)]
         slot: Option<usize>,
+    },
+    /// A call with the CM message it sends lost on the wire `lost` times (1 or 2), on beds
+    /// with the hook (`Need::CmMessageLoss`: the simulator, IB and RoCE): made only where the
+    /// model predicts that the call succeeds and sends that message, so the IB CM's
+    /// retransmission (§15.2) brings the same events, later.
+    Lossy {
+        /// The id.
+        target: Target,
+        /// The call and the message lost.
+        call: LossyCall,
+        /// How many times in a row.
+        #[arbitrary(with = losses)]
+        lost: u8,
     },
     /// `rdma_destroy_event_channel` (the slot's, or the server's).
     DestroyChannel {
         /// The slot whose channel (else the server's).
+        #[arbitrary(with = server_or_slot)]
         slot: Option<usize>,
     },
 }
 
+/// A call that sends one CM message, and that message lost on the wire ([`Op::Lossy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Arbitrary)]
+pub enum LossyCall {
+    /// `rdma_connect` (with parameters), its REQ lost.
+    ConnectReq,
+    /// `rdma_accept`, its REP lost.
+    AcceptRep,
+    /// `rdma_accept`, the initiator's RTU that answers it lost.
+    AcceptRtu,
+    /// `rdma_disconnect` of an established id, its DREQ lost.
+    DisconnectDreq,
+}
+
 /// The calls [`Op::OverMax`] makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Arbitrary)]
 pub enum OverMaxCall {
     /// `rdma_connect`.
     Connect,
@@ -121,7 +158,7 @@ pub enum OverMaxCall {
 }
 
 /// How the server answers a slot's request in a lifecycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Arbitrary)]
 enum Answer {
     Accept,
     Reject,
@@ -130,13 +167,16 @@ enum Answer {
     Nothing,
 }
 
-/// One lifecycle's choices (see [`lifecycle`]).
-#[derive(Clone, Debug)]
-struct Plan {
+/// One lifecycle's choices (the ops of [`Lifecycle::ops`]): drawn by the proptest strategy
+/// ([`case`]), or built from arbitrary bytes by the fuzz target ([`Chunk`]).
+#[derive(Clone, Debug, Arbitrary)]
+pub struct Lifecycle {
+    #[arbitrary(with = slot)]
     slot: usize,
     ud: bool,
     bind: bool,
     param: bool,
+    #[arbitrary(with = data_len)]
     len: u8,
     answer: Answer,
     server_first: bool,
@@ -145,10 +185,23 @@ struct Plan {
     cut: Option<usize>,
     pokes: Vec<u8>,
     misuse: Vec<(usize, Op)>,
+    /// The call of the lifecycle whose CM message is lost, and how many times.
+    #[arbitrary(with = loss)]
+    loss: Option<(LossyCall, u8)>,
 }
 
-impl Plan {
-    fn ops(&self) -> Vec<Op> {
+/// A lifecycle's loss from arbitrary bytes.
+fn loss(u: &mut Unstructured) -> arbitrary::Result<Option<(LossyCall, u8)>> {
+    Ok(if u.arbitrary()? {
+        Some((u.arbitrary()?, losses(u)?))
+    } else {
+        None
+    })
+}
+
+impl Lifecycle {
+    /// The lifecycle's ops, in order.
+    pub fn ops(&self) -> Vec<Op> {
         let (client, child) = (Target::Client(self.slot), Target::Child(self.slot));
         let mut ops = vec![Op::NewClient {
             slot: self.slot,
@@ -165,19 +218,26 @@ impl Plan {
         let (early, pokes): (Vec<u8>, Vec<u8>) = self.pokes.iter().partition(|k| **k % 12 == 8);
         let (pending, answered): (Vec<u8>, Vec<u8>) = pokes.iter().partition(|k| **k % 12 > 8);
         ops.extend(early.iter().map(|kind| poke(*kind, client, child)));
-        ops.push(Op::Connect {
+        let lossy = |target, call: LossyCall| {
+            self.loss
+                .filter(|(lost, _)| *lost == call)
+                .map(|(call, lost)| Op::Lossy { target, call, lost })
+        };
+        ops.push(lossy(client, LossyCall::ConnectReq).unwrap_or(Op::Connect {
             target: client,
             param: self.param,
             len: self.len,
-        });
+        }));
         ops.extend(pending.iter().map(|kind| poke(*kind, client, child)));
         match self.answer {
             Answer::Accept => ops.extend([
                 Op::CreateQp(child),
-                Op::Accept {
-                    target: child,
-                    len: self.len,
-                },
+                lossy(child, LossyCall::AcceptRep)
+                    .or(lossy(child, LossyCall::AcceptRtu))
+                    .unwrap_or(Op::Accept {
+                        target: child,
+                        len: self.len,
+                    }),
             ]),
             Answer::Reject => ops.push(Op::Reject {
                 target: child,
@@ -202,7 +262,7 @@ impl Plan {
         };
         // A UD exchange has no connection to end (§13.2).
         if !self.ud {
-            ops.push(Op::Disconnect(first));
+            ops.push(lossy(first, LossyCall::DisconnectDreq).unwrap_or(Op::Disconnect(first)));
         }
         if self.second_disconnect && !self.ud {
             ops.push(Op::Disconnect(second));
@@ -256,6 +316,31 @@ fn poke(kind: u8, client: Target, child: Target) -> Op {
     }
 }
 
+/// A slot index from arbitrary bytes.
+fn slot(u: &mut Unstructured) -> arbitrary::Result<usize> {
+    u.choose_index(SLOTS)
+}
+
+/// A slot index or none (the server's channel) from arbitrary bytes.
+fn server_or_slot(u: &mut Unstructured) -> arbitrary::Result<Option<usize>> {
+    Ok(if u.arbitrary()? { Some(slot(u)?) } else { None })
+}
+
+/// How many times a message is lost in a row (1 or 2: the retries stay within the model's
+/// wait for an event) from arbitrary bytes.
+fn losses(u: &mut Unstructured) -> arbitrary::Result<u8> {
+    u.int_in_range(1..=2)
+}
+
+/// A private data length the model predicts (see [`len`]) from arbitrary bytes.
+fn data_len(u: &mut Unstructured) -> arbitrary::Result<u8> {
+    u.choose(&DATA_LENS).copied()
+}
+
+/// The private data lengths of connects, accepts and rejects: none, some, and the most a
+/// REQ carries on IB and RoCE (CM-SEMANTICS §6.1).
+const DATA_LENS: [u8; 3] = [0, 16, 56];
+
 fn target() -> impl Strategy<Value = Target> {
     let slot = || 0..SLOTS;
     prop_oneof![
@@ -267,7 +352,7 @@ fn target() -> impl Strategy<Value = Target> {
 }
 
 fn len() -> impl Strategy<Value = u8> {
-    prop_oneof![Just(0u8), Just(16), Just(56)]
+    prop_oneof![Just(DATA_LENS[0]), Just(DATA_LENS[1]), Just(DATA_LENS[2])]
 }
 
 /// One misuse or stray call: any call on any id (stale and foreign ones included), polls,
@@ -303,7 +388,7 @@ fn misuse() -> impl Strategy<Value = Op> {
 /// reject, the child's or the client's destruction before an answer, or no answer), the second
 /// disconnect comes 9 times in 10, one lifecycle in 10 is cut short, 0 to 3 calls poke its
 /// ids at chosen points ([`poke`]), and 0 to 3 misuse calls are inserted anywhere.
-fn lifecycle() -> impl Strategy<Value = Vec<Op>> {
+fn lifecycle() -> impl Strategy<Value = Lifecycle> {
     let answer = prop_oneof![
         14 => Just(Answer::Accept),
         3 => Just(Answer::Reject),
@@ -334,7 +419,7 @@ fn lifecycle() -> impl Strategy<Value = Vec<Op>> {
                 (cut, pokes),
                 misuse,
             )| {
-                Plan {
+                Lifecycle {
                     slot,
                     ud,
                     bind,
@@ -347,18 +432,123 @@ fn lifecycle() -> impl Strategy<Value = Vec<Op>> {
                     cut,
                     pokes,
                     misuse,
+                    loss: None,
                 }
-                .ops()
             },
         )
 }
 
-/// A case: 1 to 4 chunks, each a lifecycle (5 in 6) or 1 to 3 misuse calls, flattened. It
-/// shrinks by dropping chunks and ops.
-pub fn case() -> impl Strategy<Value = Vec<Op>> {
-    let chunk = prop_oneof![
-        5 => lifecycle(),
-        1 => prop::collection::vec(misuse(), 1..4),
+/// One lifecycle in three with a CM message of it lost once or twice ([`Op::Lossy`]).
+fn lossy_lifecycle() -> impl Strategy<Value = Lifecycle> {
+    let call = prop_oneof![
+        Just(LossyCall::ConnectReq),
+        Just(LossyCall::AcceptRep),
+        Just(LossyCall::AcceptRtu),
+        Just(LossyCall::DisconnectDreq),
     ];
-    prop::collection::vec(chunk, 1..5).prop_map(|chunks| chunks.concat())
+    (
+        lifecycle(),
+        prop::option::weighted(1.0 / 3.0, (call, 1u8..=2)),
+    )
+        .prop_map(|(mut lifecycle, loss)| {
+            lifecycle.loss = loss;
+            lifecycle
+        })
+}
+
+/// What a campaign's cases may contain beyond calls, as the bed allows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Draws {
+    /// Lifecycles with a CM message lost ([`Op::Lossy`], `Need::CmMessageLoss`).
+    pub cm_message_loss: bool,
+    /// Lifecycles on the bed's third host (`TestBed::third`, slot
+    /// [`THIRD_SLOT`](super::state::THIRD_SLOT)).
+    pub third_host: bool,
+}
+
+impl Draws {
+    /// What `bed` can give.
+    pub fn for_bed(bed: &impl crate::TestBed) -> Self {
+        Draws {
+            cm_message_loss: bed.lacks(crate::capability::Need::CmMessageLoss).is_none(),
+            third_host: bed.third().is_some(),
+        }
+    }
+}
+
+/// A case: 1 to 4 chunks, each a lifecycle (5 in 6) or 1 to 3 misuse calls, flattened. It
+/// shrinks by dropping chunks and ops. Without any of `draws`, the cases are the same as
+/// before faults existed (the strategy draws nothing more).
+pub fn case(draws: Draws) -> BoxedStrategy<Vec<Op>> {
+    let lifecycle = if draws.cm_message_loss {
+        lossy_lifecycle().boxed()
+    } else {
+        lifecycle().boxed()
+    };
+    let chunk = if draws.third_host {
+        // Two lifecycles at once, the second on the third host, run inside the first before
+        // it ends its connection: two pairs connected to the server at once.
+        let pair = (lifecycle.clone(), lifecycle.clone()).prop_map(|(first, mut second)| {
+            second.slot = super::state::THIRD_SLOT;
+            nest(first.ops(), second.ops())
+        });
+        prop_oneof![
+            5 => lifecycle.prop_map(|l| l.ops()),
+            1 => prop::collection::vec(misuse(), 1..4),
+            2 => pair,
+        ]
+        .boxed()
+    } else {
+        prop_oneof![
+            5 => lifecycle.prop_map(|l| l.ops()),
+            1 => prop::collection::vec(misuse(), 1..4),
+        ]
+        .boxed()
+    };
+    prop::collection::vec(chunk, 1..5)
+        .prop_map(|chunks| chunks.concat())
+        .boxed()
+}
+
+/// `inner`'s ops run inside `outer`'s, before `outer` first disconnects or destroys an id.
+fn nest(mut outer: Vec<Op>, inner: Vec<Op>) -> Vec<Op> {
+    let at = outer
+        .iter()
+        .position(|op| {
+            matches!(
+                op,
+                Op::Disconnect(_)
+                    | Op::DestroyId(_)
+                    | Op::Lossy {
+                        call: LossyCall::DisconnectDreq,
+                        ..
+                    }
+            )
+        })
+        .unwrap_or(outer.len());
+    outer.splice(at..at, inner);
+    outer
+}
+
+/// A piece of a case built from arbitrary bytes (the fuzz target `cm_model`): a lifecycle as
+/// the proptest strategy draws them, or one op of any kind.
+#[derive(Clone, Debug, Arbitrary)]
+pub enum Chunk {
+    /// A connection lifecycle on a slot.
+    Lifecycle(Lifecycle),
+    /// One op.
+    Op(Op),
+}
+
+impl Chunk {
+    /// The ops of `chunks`, in order.
+    pub fn ops(chunks: &[Chunk]) -> Vec<Op> {
+        chunks
+            .iter()
+            .flat_map(|chunk| match chunk {
+                Chunk::Lifecycle(l) => l.ops(),
+                Chunk::Op(op) => vec![*op],
+            })
+            .collect()
+    }
 }

@@ -197,7 +197,7 @@ pub fn predict(
             | IdCall::CreateQp
     );
     if id.ud && !ud_only {
-        return predict_ud(world, idx, call);
+        return predict_ud(world, transport, idx, call);
     }
     match call {
         // §3.2: bind only from IDLE (legality::bind_twice_is_einval, bind_after_resolve_or_listen).
@@ -278,17 +278,24 @@ pub fn predict(
             _ => None,
         },
         IdCall::DestroyId => Some(predict_destroy(world, iwarp, idx)),
-        // §6.1: too much private data is EINVAL and changes nothing, where the call would
-        // otherwise be made (private_data::*_over_maximum_is_einval; the length is checked
-        // against the id's device, so only ids with one are predicted).
-        IdCall::OverMax(which) => over_max(world, idx, which),
+        // §6.1: too much private data is EINVAL (an accept's failure rejects the request).
+        IdCall::OverMax(which) => over_max(world, transport, idx, which),
     }
 }
 
-/// §6.1: too much private data is EINVAL and changes nothing, where the call would otherwise
-/// be made (private_data::*_over_maximum_is_einval; the length is checked against the id's
-/// device, so only ids with one are predicted).
-fn over_max(world: &World, idx: usize, which: OverMaxCall) -> Option<Prediction> {
+/// §6.1: too much private data is EINVAL, where the call would otherwise be made
+/// (private_data::*_over_maximum_is_einval; the length is checked against the id's device,
+/// so only ids with one are predicted). A connect or reject changes nothing; a connection's
+/// accept fails in the kernel, whose failure path rejects the request (cma.c's `rdma_accept`,
+/// §4.10, §6.1's "the kernel then rejects the request with REJ 28"): the initiator gets
+/// REJECTED with the transport's refusal status, as after `rdma_reject`. (A UD accept's
+/// reject attempt is not predicted: §6.1 leaves its outcome open.)
+fn over_max(
+    world: &World,
+    transport: Transport,
+    idx: usize,
+    which: OverMaxCall,
+) -> Option<Prediction> {
     let id = &world.ids[idx];
     let s = id.state;
     let legal = match which {
@@ -296,10 +303,25 @@ fn over_max(world: &World, idx: usize, which: OverMaxCall) -> Option<Prediction>
         OverMaxCall::Accept => s == IdState::Requested && id.server && id.qp,
         OverMaxCall::Reject => s == IdState::Requested && id.server,
     };
-    if legal {
-        Prediction::fails(IdCall::OverMax(which).call(), Errno::EINVAL)
-    } else {
-        None
+    if !legal {
+        return None;
+    }
+    let call = IdCall::OverMax(which).call();
+    match (which, id.ud, id.peer.filter(|p| world.ids[*p].live())) {
+        (OverMaxCall::Accept, true, _) => None,
+        (OverMaxCall::Accept, false, Some(peer)) if world.ids[peer].state == IdState::Requested => {
+            let mut p = Prediction::fails(call, Errno::EINVAL)?.with(idx, IdState::Refused);
+            p = p.event(
+                world,
+                peer,
+                EventKind::Rejected,
+                refusal_status(transport),
+                IdState::Refused,
+            );
+            Some(p)
+        }
+        (OverMaxCall::Accept, false, _) => None,
+        _ => Prediction::fails(call, Errno::EINVAL),
     }
 }
 
@@ -310,7 +332,7 @@ fn over_max(world: &World, idx: usize, which: OverMaxCall) -> Option<Prediction>
 /// reject UNREACHABLE 2 (ud::ud_reject_is_unreachable_2), as does its destruction unanswered
 /// (§7.4's SIDR_REQ_RCVD row). A connect outside ROUTE_RESOLVED is EINVAL (§3.2), as are the
 /// connection calls of §3.2 on an id that never connected; the rest is not predicted.
-fn predict_ud(world: &World, idx: usize, call: IdCall) -> Option<Prediction> {
+fn predict_ud(world: &World, transport: Transport, idx: usize, call: IdCall) -> Option<Prediction> {
     use IdState::*;
     let id = &world.ids[idx];
     let (c, s) = (call.call(), id.state);
@@ -366,7 +388,7 @@ fn predict_ud(world: &World, idx: usize, call: IdCall) -> Option<Prediction> {
             SidrStatus::REJECT,
             Datagram,
         )),
-        IdCall::OverMax(which) => over_max(world, idx, which),
+        IdCall::OverMax(which) => over_max(world, transport, idx, which),
         IdCall::Establish if id.qp => Prediction::fails(c, Errno::EINVAL),
         IdCall::Disconnect => match s {
             Idle | AddrBound | AddrResolved | RouteResolved => Prediction::fails(c, Errno::EINVAL),

@@ -8,6 +8,10 @@ use cmtwin::{ChannelHandle, IdHandle};
 
 use super::op::{Target, SLOTS};
 
+/// The slot of the bed's third host (an active side besides the client), where it has one:
+/// its client ids and channel live there, and connect to the same server.
+pub const THIRD_SLOT: usize = SLOTS;
+
 /// What the model knows of one id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IdState {
@@ -53,8 +57,10 @@ pub enum IdState {
 pub struct ModelId {
     /// Its handle.
     pub handle: IdHandle,
-    /// On the server's backend (else the client's).
+    /// On the server's backend (else the client's, or the third host's).
     pub server: bool,
+    /// On the bed's third host.
+    pub third: bool,
     /// Index of its channel in [`World::channels`].
     pub channel: usize,
     /// Its state.
@@ -79,6 +85,7 @@ impl ModelId {
         ModelId {
             handle,
             server,
+            third: false,
             channel,
             state: IdState::Idle,
             qp: false,
@@ -101,8 +108,10 @@ impl ModelId {
 pub struct ModelChannel {
     /// Its handle.
     pub handle: ChannelHandle,
-    /// On the server's backend (else the client's).
+    /// On the server's backend (else the client's, or the third host's).
     pub server: bool,
+    /// On the bed's third host.
+    pub third: bool,
     /// Not destroyed.
     pub live: bool,
 }
@@ -126,8 +135,8 @@ pub struct World {
     pub ids: Vec<ModelId>,
     /// Every channel created, in order.
     pub channels: Vec<ModelChannel>,
-    /// The connection slots.
-    pub slots: [Slot; SLOTS],
+    /// The connection slots, the third host's last ([`THIRD_SLOT`]).
+    pub slots: [Slot; SLOTS + 1],
     /// The server's channel (listeners and children).
     pub server_channel: Option<usize>,
     /// The latest listener.
@@ -190,8 +199,21 @@ impl World {
         self.channels.push(ModelChannel {
             handle,
             server,
+            third: false,
             live: true,
         });
         self.channels.len() - 1
+    }
+}
+
+impl World {
+    /// How many active hosts (the client, the third host) have an established connection now.
+    pub fn hosts_connected(&self) -> usize {
+        let on = |third: bool| {
+            self.ids.iter().any(|id| {
+                !id.server && id.third == third && id.live() && id.state == IdState::Established
+            })
+        };
+        usize::from(on(false)) + usize::from(on(true))
     }
 }

@@ -7,6 +7,8 @@ use std::fmt;
 
 use cmtwin::{Call, Errno, EventKind};
 
+use super::op::LossyCall;
+
 /// One case's coverage.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CaseStats {
@@ -20,9 +22,23 @@ pub struct CaseStats {
     pub events: u64,
     /// Ops not made: no such id, or an outcome the model does not predict.
     pub not_made: u64,
+    /// Faults applied, per kind (the call whose CM message was lost).
+    pub faults: BTreeMap<LossyCall, u64>,
+    /// The most active hosts (the client, a third host) connected at once.
+    pub hosts_connected: usize,
 }
 
 impl CaseStats {
+    /// Notes how many active hosts are connected at once.
+    pub fn hosts_connected(&mut self, n: usize) {
+        self.hosts_connected = self.hosts_connected.max(n);
+    }
+
+    /// Counts one fault applied.
+    pub fn fault(&mut self, kind: LossyCall) {
+        *self.faults.entry(kind).or_default() += 1;
+    }
+
     /// Counts one checked call and, if it failed as predicted, its errno.
     pub fn call(&mut self, call: Call, errno: Option<Errno>) {
         *self.calls.entry(call).or_default() += 1;
@@ -53,6 +69,12 @@ pub struct Stats {
     pub events: u64,
     /// Ops not made.
     pub not_made: u64,
+    /// Faults applied, per kind.
+    pub faults: BTreeMap<LossyCall, u64>,
+    /// Cases with at least one fault applied.
+    pub faulted: u64,
+    /// Cases with connections from two active hosts to the server at once.
+    pub two_hosts_connected: u64,
 }
 
 impl Stats {
@@ -70,6 +92,16 @@ impl Stats {
         }
         self.events += case.events;
         self.not_made += case.not_made;
+        for (kind, n) in &case.faults {
+            *self.faults.entry(*kind).or_default() += n;
+        }
+        self.faulted += u64::from(!case.faults.is_empty());
+        self.two_hosts_connected += u64::from(case.hosts_connected >= 2);
+    }
+
+    /// All faults applied.
+    pub fn faults_applied(&self) -> u64 {
+        self.faults.values().sum()
     }
 
     /// The share of cases (0 to 1) that reached `kind`.
@@ -95,6 +127,20 @@ impl fmt::Display for Stats {
                 100.0 * *n as f64 / self.cases.max(1) as f64
             )?;
         }
+        write!(
+            f,
+            "\nfaults applied: {} in {:.1}% of the cases:",
+            self.faults_applied(),
+            100.0 * self.faulted as f64 / self.cases.max(1) as f64
+        )?;
+        for (kind, n) in &self.faults {
+            write!(f, " {kind:?} {n},")?;
+        }
+        write!(
+            f,
+            "\ncases with two hosts connected to the server at once: {:.1}%",
+            100.0 * self.two_hosts_connected as f64 / self.cases.max(1) as f64
+        )?;
         write!(f, "\ncalls:")?;
         for (call, n) in &self.calls {
             write!(f, " {call} {n},")?;
