@@ -7,7 +7,8 @@
 //!   receivers on three hosts (10 messages of 100 bytes), then a sender and one receiver; each
 //!   run twice to check that the seed replays the same trace, with every member's virtual
 //!   times checked exactly. `-C`, `-S` change the exchange, `-o` makes the sender a send-only
-//!   member. `CMTWIN_TRACE=1` prints the first trace.
+//!   member. `CMTWIN_TRACE=1` prints the first trace. With `CMTWIN_RDMA_ADDR=<ip of an RDMA
+//!   interface>`, a receiver and a sender on the real librdmacm instead, on two threads.
 //! * `... --example mckey -- -m <group ip> [-b <local ip>] [-s] [-C count] [-S size] [-o]`:
 //!   one member on the real librdmacm and libibverbs, with mckey's flags (`-s` sender, else
 //!   receiver; `-o` a send-only join), against this example or the C `mckey`.
@@ -40,7 +41,12 @@ enum Mode {
     Simulated(u64),
     /// One member on librdmacm: its role, local address and group.
     Real(Role, Option<SocketAddr>, SocketAddr),
+    /// A receiver and a sender on librdmacm, on two threads, from this local address.
+    Both(SocketAddr),
 }
+
+/// The group of [`Mode::Both`].
+const REAL_GROUP: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(239, 1, 77, 3)), 0);
 
 fn parse_ip(s: &str) -> Result<SocketAddr, String> {
     let ip: IpAddr = s.parse().map_err(|_| format!("{s:?} is no IP address"))?;
@@ -68,7 +74,10 @@ fn parse_args() -> Result<(Mode, Options), String> {
         None if local.is_some() || role == Role::Sender => {
             return Err("-b and -s need -m <group>".to_string())
         }
-        None => Mode::Simulated(seed),
+        None => match std::env::var("CMTWIN_RDMA_ADDR") {
+            Ok(ip) => Mode::Both(parse_ip(&ip)?),
+            Err(_) => Mode::Simulated(seed),
+        },
     };
     Ok((mode, opts))
 }
@@ -105,7 +114,7 @@ fn simulated(seed: u64, receivers: usize, opts: Options) -> Result<(), String> {
             wire_jitter: Duration::ZERO,
             ..SimConfig::default()
         };
-        simulated::run_group(seed, |b| b.config(exact), processes)
+        simulated::run_group(seed, |b| b.config(exact), |_| Ok(()), processes)
     };
     let first = run()?;
     if std::env::var_os("CMTWIN_TRACE").is_some() {
@@ -207,6 +216,36 @@ fn real(
     Ok(())
 }
 
+/// A receiver on a thread and a sender, both on the real backend at `local`: the receiver
+/// must take every message.
+fn both(local: SocketAddr, opts: Options) -> Result<(), String> {
+    let receiver = std::thread::spawn(move || {
+        let cm = VerbsBackend::new();
+        mckey::member(&cm, Role::Receiver, Some(local), REAL_GROUP, &opts)
+    });
+    // The receiver's receives are posted before its join; the sender pauses 3 s after its own.
+    std::thread::sleep(Duration::from_millis(500));
+    let cm = VerbsBackend::new();
+    let sender = mckey::member(&cm, Role::Sender, Some(local), REAL_GROUP, &opts)
+        .map_err(|e| format!("sender: {e}"))?;
+    let receiver = receiver
+        .join()
+        .map_err(|_| "the receiver thread panicked".to_string())?
+        .map_err(|e| format!("receiver: {e}"))?;
+    let n = opts.messages();
+    if receiver.sources != [(sender.qpn, n)] {
+        return Err(format!(
+            "receiver {receiver:?} did not take the sender's {n}"
+        ));
+    }
+    println!(
+        "librdmacm on {}: {n} datagrams to {}",
+        local.ip(),
+        REAL_GROUP.ip()
+    );
+    Ok(())
+}
+
 fn main() {
     let outcome = parse_args().and_then(|(mode, opts)| match mode {
         Mode::Simulated(seed) => {
@@ -214,6 +253,7 @@ fn main() {
             simulated(seed, 1, opts)
         }
         Mode::Real(role, local, group) => real(role, local, group, &opts),
+        Mode::Both(local) => both(local, opts),
     });
     if let Err(e) = outcome {
         eprintln!("failed: {e}");

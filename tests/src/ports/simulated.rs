@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cmtwin::{CmBackend, Result, Transport};
-use cmtwin_sim::{Fabric, FabricBuilder, SimBackend};
+use cmtwin_sim::{Fabric, FabricBuilder, FabricError, SimBackend};
 
 /// The server host's address.
 pub const SERVER_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
@@ -116,17 +116,20 @@ pub struct GroupRun<S> {
 }
 
 /// Runs every process on a RoCE host of its own of a fabric of `seed`, all starting at
-/// virtual time 0, on a fabric that `setup` configures further; an error when the fabric
-/// cannot be built (e.g. two hosts of one name or address).
+/// virtual time 0, on a fabric that `setup` configures further and `faults` then prepares
+/// (e.g. data packets to lose); an error when the fabric cannot be built (e.g. two hosts of
+/// one name or address) or `faults` fails.
 pub fn run_group<S: Send + 'static>(
     seed: u64,
     setup: impl FnOnce(FabricBuilder) -> FabricBuilder,
+    faults: impl FnOnce(&Fabric) -> std::result::Result<(), FabricError>,
     processes: Vec<GroupProcess<S>>,
 ) -> std::result::Result<GroupRun<S>, String> {
     let builder = processes.iter().fold(Fabric::builder(seed), |b, p| {
         b.host(p.host, Transport::Roce, &[p.ip])
     });
     let fabric = setup(builder).build().map_err(|e| e.to_string())?;
+    faults(&fabric).map_err(|e| e.to_string())?;
     let mut slots = Vec::with_capacity(processes.len());
     for p in processes {
         let slot = Arc::new(Mutex::new(None));
