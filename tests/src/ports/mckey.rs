@@ -7,11 +7,11 @@
 //! marked so, and one region of a message plus the 40 bytes of GRH space; a receiver posts
 //! `message_count` receives of the whole region. It joins the group (a full member, or a
 //! send-only one with mckey's `-o`), and the MULTICAST_JOIN carries the group's address handle
-//! attributes, QP number (0xFFFFFF) and qkey. After mckey's pause for the subnet manager
-//! ([`Options::settle`], 3 s), a sender makes an address handle from those attributes and
-//! sends `message_count` messages of `message_size` bytes to the group as sends with
-//! immediate data (its own QP number); a receiver takes `message_count` receives, whoever
-//! sent them. Both then leave the group and release their objects.
+//! attributes, QP number (0xFFFFFF) and qkey, from which every member makes an address
+//! handle. After mckey's pause for the subnet manager ([`Options::settle`], 3 s), a sender
+//! sends `message_count` messages of `message_size` bytes through it to the group as sends
+//! with immediate data (its own QP number); a receiver takes `message_count` receives,
+//! whoever sent them. Both then leave the group and release their objects.
 //!
 //! Message contents are not part of the protocol; a receiver checks lengths, statuses and that
 //! each datagram's immediate data names the QP it came from. mckey's sender posts every send
