@@ -215,11 +215,13 @@ pub(crate) struct Outstanding {
     pub membership: Option<McKey>,
 }
 
-/// One multicast join of an id: the group and the join's context.
+/// One multicast join of an id: the group, the join's context, and whether the id's QP
+/// receives the group's datagrams (librdmacm attaches it unless the join is send-only).
 #[derive(Clone, Copy)]
 pub(crate) struct Membership {
     pub addr: SocketAddr,
     pub context: u64,
+    pub attached: bool,
 }
 
 /// Every host's ids, channels, ports and fetched events (keys are fabric-wide serials; each

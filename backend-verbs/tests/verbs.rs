@@ -1193,6 +1193,124 @@ fn interop_rdma_core_udaddy_client_with_cmtwin_udaddy_server() {
     eprintln!("interop with the udaddy client took {:?}", t0.elapsed());
 }
 
+/// rdma-core's `mckey` with `args`. Its output is block-buffered into the pipe, so it can be
+/// read only once the process has ended: the tests give it a head start instead of waiting
+/// for its "joined" line.
+fn mckey(args: &[&str]) -> std::process::Child {
+    std::process::Command::new("mckey")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mckey (rdmacm-utils)")
+}
+
+/// The bytes of each message of the mckey interop runs (mckey's default).
+const MCKEY_SIZE: u32 = 100;
+
+/// The options of the Rust side of the mckey interop runs: mckey's defaults (10 messages of
+/// 100 bytes, the 3 s pause).
+fn mckey_options() -> cmtwin_tests::ports::mckey::Options {
+    cmtwin_tests::ports::mckey::Options {
+        message_count: INTEROP_COUNT,
+        message_size: MCKEY_SIZE,
+        ..Default::default()
+    }
+}
+
+/// Checks the output of a C `mckey` that ran its exchange to the end.
+fn assert_mckey_completed(ok: bool, out: &str) {
+    assert!(ok, "{out}");
+    assert!(out.contains("mckey: joined dgid: "), "{out}");
+    assert!(out.contains("data transfers complete"), "{out}");
+    assert!(out.contains("return status 0"), "{out}");
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_rdma_core_mckey_receiver_with_cmtwin_mckey_sender() {
+    use cmtwin_tests::ports::mckey::{member, Role};
+    // Both members share the one rxe device: rxe gives a group datagram to every QP attached
+    // to the group on the device (the IP stack loops the packet back to it).
+    let group: SocketAddr = "239.1.77.1:0".parse().unwrap();
+    let local = SocketAddr::new(rdma_ip(), 0);
+    let (count, size) = (INTEROP_COUNT.to_string(), MCKEY_SIZE.to_string());
+    let ip = rdma_ip().to_string();
+    let t0 = Instant::now();
+    let args = ["-m", "239.1.77.1", "-b", &ip, "-C", &count, "-S", &size];
+    let receiver = mckey(&args);
+    // The receiver posts its receives before it joins; our sender pauses 3 s after its own
+    // join, as mckey does, before it sends.
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = member(
+        &VerbsBackend::new(),
+        Role::Sender,
+        Some(local),
+        group,
+        &mckey_options(),
+    );
+    let (ok, out) = finish(receiver, "mckey receiver");
+    let sent = sent.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_mckey_completed(ok, &out);
+    assert_eq!(sent.sent, INTEROP_COUNT, "{out}");
+    assert_eq!(sent.group.qp_num, 0xFF_FFFF, "{out}");
+    eprintln!(
+        "interop with the mckey receiver took {:?} ({sent:?})",
+        t0.elapsed()
+    );
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_rdma_core_mckey_sender_with_cmtwin_mckey_receiver() {
+    use cmtwin_tests::ports::mckey::{member, Role};
+    let group: SocketAddr = "239.1.77.2:0".parse().unwrap();
+    let local = SocketAddr::new(rdma_ip(), 0);
+    let t0 = Instant::now();
+    let received = std::thread::spawn(move || {
+        member(
+            &VerbsBackend::new(),
+            Role::Receiver,
+            Some(local),
+            group,
+            &mckey_options(),
+        )
+    });
+    // Our receiver's receives are posted before its join; the C sender pauses 3 s after its
+    // join before it sends.
+    std::thread::sleep(Duration::from_millis(500));
+    let (count, size) = (INTEROP_COUNT.to_string(), MCKEY_SIZE.to_string());
+    let ip = rdma_ip().to_string();
+    let args = [
+        "-m",
+        "239.1.77.2",
+        "-b",
+        &ip,
+        "-s",
+        "-C",
+        &count,
+        "-S",
+        &size,
+    ];
+    let (ok, out) = finish(mckey(&args), "mckey sender");
+    let summary = received
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_mckey_completed(ok, &out);
+    assert_eq!(summary.received, INTEROP_COUNT, "{out}");
+    assert_eq!(
+        summary.sources.len(),
+        1,
+        "one sending QP: {summary:?}\n{out}"
+    );
+    assert_eq!(summary.sources[0].1, INTEROP_COUNT, "{out}");
+    eprintln!(
+        "interop with the mckey sender took {:?} ({summary:?})",
+        t0.elapsed()
+    );
+}
+
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
 fn concurrent_calls_from_many_threads_never_crash() {

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cmtwin::verbs::{AccessFlags, DataPath, WcStatus, GRH_LEN};
-use cmtwin::{CmBackend, Transport};
+use cmtwin::{CmBackend, EventParam, JoinFlags, PortSpace, Transport, Wait};
 use cmtwin_sim::{SimBackend, SimConfig};
 use cmtwin_tests::datapath::{connect, post_recv_all, region, Side};
 use cmtwin_tests::steps::ok;
@@ -19,7 +19,7 @@ use cmtwin_tests::ud_datapath::{
     a_ud_destination_on_an_rc_qp_is_refused, assert_no_completion, assert_ud_receive,
     assert_ud_sent, dest, join, multicast_reaches_every_member, next_completion,
     the_server_answers_through_an_address_handle_from_the_receive, ud_connect,
-    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, ShortReceive, SILENCE,
+    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, ud_side, ShortReceive, SILENCE,
 };
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -309,6 +309,47 @@ fn a_multicast_sender_that_joined_with_a_receive_gets_its_own_datagram_and_a_non
         b"echo",
     );
     assert_no_completion(s, &stranger.side);
+}
+
+/// mckey's `-o`: a send-only full member's QP is not attached to the group (librdmacm
+/// attaches none), so the group's datagrams, its own included, do not reach it; its sends
+/// reach the members.
+#[test]
+fn a_send_only_member_reaches_the_group_and_gets_nothing_from_it() {
+    let bed = bed(11, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let len = GRH_LEN as usize + 32;
+    let member = join(s, SocketAddr::new(SimBed::SERVER_IP, 0), group(), len);
+    let channel = ok(c.create_event_channel(), "channel");
+    let id = ok(c.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    ok(
+        c.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    let sender = ud_side(c, channel, id);
+    let rx = region(c, sender.pd, len, 0, LW);
+    post_recv_all(c, sender.qp, 1, &rx);
+    let only = JoinFlags::SendOnlyFullMember;
+    ok(c.join_multicast_ex(id, group(), only, 7), "send-only join");
+    let joined = ok(c.get_cm_event(channel, Wait::Timeout(SILENCE)), "event");
+    let EventParam::Multicast { ud, .. } = *joined.param() else {
+        panic!("{:?} instead of MULTICAST_JOIN", joined.kind());
+    };
+    ok(c.ack_cm_event(joined), "ack");
+    let ah = ok(c.create_ah(sender.pd, &ud.ah_attr), "create_ah");
+    let t0 = c.now();
+    ud_send(c, &sender, 2, dest(ah, &ud, ud.qkey), b"one way");
+    assert_ud_sent(&next_completion(c, &sender), &sender, 2, 7);
+    let from = (1, sender.qpn, &ud.ah_attr);
+    assert_ud_receive(
+        s,
+        &next_completion(s, &member.side),
+        from,
+        &member.rx,
+        b"one way",
+    );
+    assert_eq!(s.now() - t0, 5 * US, "one wire latency");
+    assert_no_completion(c, &sender);
 }
 
 #[test]

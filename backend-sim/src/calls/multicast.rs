@@ -20,16 +20,16 @@ impl World {
     /// `rdma_join_multicast` (`call` JoinMulticast) and `rdma_join_multicast_ex` (flags).
     ///
     /// A send-only full member join takes the same checks and gives the same MULTICAST_JOIN
-    /// as a full one: what differs is below this model (the kernel asks the SA for JoinState
-    /// 0x8 on IB, which every SA since 2015 grants; it sends no IGMP join on RoCE; librdmacm
-    /// attaches no QP to the group).
+    /// as a full one; below this model the kernel asks the SA for JoinState 0x8 on IB (which
+    /// every SA since 2015 grants) and sends no IGMP join on RoCE. librdmacm attaches no QP to
+    /// the group: the id's QP does not receive the group's datagrams (it may send to it).
     pub(crate) fn join_multicast(
         &mut self,
         host: HostKey,
         call: Call,
         h: IdHandle,
         addr: SocketAddr,
-        _flags: JoinFlags,
+        flags: JoinFlags,
         context: u64,
     ) -> Result<()> {
         let key = self.id_key(host, call, h)?;
@@ -73,9 +73,15 @@ impl World {
             qkey: id.qkey,
         };
         let mc = self.fresh_key();
-        self.id_mut(key)
-            .multicast
-            .insert(mc, Membership { addr, context });
+        let attached = flags != JoinFlags::SendOnlyFullMember;
+        self.id_mut(key).multicast.insert(
+            mc,
+            Membership {
+                addr,
+                context,
+                attached,
+            },
+        );
         let delay = if transport == Transport::InfiniBand {
             self.cfg.sa_latency
         } else {

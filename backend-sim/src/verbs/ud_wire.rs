@@ -4,11 +4,11 @@
 //!
 //! * The address handle's destination GID names the receiver: the host whose device holds the
 //!   address, and there QP `remote_qpn`; or, for a multicast group's GID with `remote_qpn`
-//!   0xFFFFFF, every UD QP whose id has joined the group (the CM's memberships, one copy
-//!   each, lost or delayed apart, as a switch replicates). The sender's own QP gets a copy
-//!   only if its id joined too: multicast loopback, as hardware does unless the QP was made
-//!   with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (and as rxe does for a QP attached to the
-//!   group).
+//!   0xFFFFFF, every UD QP whose id has joined the group, not send-only (the CM's
+//!   memberships, one copy each, lost or delayed apart, as a switch replicates). The
+//!   sender's own QP gets a copy only if its id joined too, not send-only: multicast
+//!   loopback, as hardware does unless the QP was made with
+//!   `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (and as rxe does for a QP attached to the group).
 //! * The receiver drops, silently as hardware does, a datagram for a QP that does not exist
 //!   or is not UD, one whose qkey is not the QP's, and one that finds the QP not ready or
 //!   without a posted receive; the drop is traced.
@@ -97,7 +97,10 @@ impl World {
 
     /// The UD QPs whose ids joined group `group`, in the order they were made.
     fn group_members(&self, group: IpAddr) -> Vec<(HostKey, u32)> {
-        let joined = |id| self.id(id).multicast.values().any(|m| m.addr.ip() == group);
+        let joined = |id| {
+            let mut memberships = self.id(id).multicast.values();
+            memberships.any(|m| m.attached && m.addr.ip() == group)
+        };
         self.verbs
             .qps
             .iter()

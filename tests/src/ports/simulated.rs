@@ -1,12 +1,13 @@
-//! A port's server and client as two processes of a two-host simulated RoCE fabric, with
-//! what each returned and the fabric's trace.
+//! A port's server and client as two processes of a two-host simulated RoCE fabric, or a
+//! group's members as processes of hosts of their own, with what each returned and the
+//! fabric's trace.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cmtwin::{CmBackend, Result, Transport};
-use cmtwin_sim::{Fabric, FabricBuilder, SimBackend};
+use cmtwin_sim::{Fabric, FabricBuilder, FabricError, SimBackend};
 
 /// The server host's address.
 pub const SERVER_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
@@ -82,6 +83,72 @@ where
     Ok(PairRun {
         server: take(served),
         client: take(asked),
+        outcome,
+        end: fabric.now(),
+        trace: fabric.trace_text(),
+    })
+}
+
+/// What a process of [`run_group`] runs, given its backend and its host's address.
+pub type GroupBody<S> = Box<dyn FnOnce(&SimBackend, IpAddr) -> Result<S> + Send>;
+
+/// A process of [`run_group`]: its host, the host's address, and what it runs there.
+pub struct GroupProcess<S> {
+    /// The host's name (each process has a host of its own).
+    pub host: &'static str,
+    /// The host's address.
+    pub ip: IpAddr,
+    /// What the process runs, given its backend and its host's address.
+    pub body: GroupBody<S>,
+}
+
+/// What a simulated run of [`run_group`] gave.
+#[derive(Debug)]
+pub struct GroupRun<S> {
+    /// Each process's result, in the order given (`None`: it failed before returning one).
+    pub results: Vec<Option<S>>,
+    /// The run's outcome (the first process error, or a deadlock).
+    pub outcome: std::result::Result<(), String>,
+    /// Virtual time at the end.
+    pub end: Duration,
+    /// The trace.
+    pub trace: String,
+}
+
+/// Runs every process on a RoCE host of its own of a fabric of `seed`, all starting at
+/// virtual time 0, on a fabric that `setup` configures further and `faults` then prepares
+/// (e.g. data packets to lose); an error when the fabric cannot be built (e.g. two hosts of
+/// one name or address) or `faults` fails.
+pub fn run_group<S: Send + 'static>(
+    seed: u64,
+    setup: impl FnOnce(FabricBuilder) -> FabricBuilder,
+    faults: impl FnOnce(&Fabric) -> std::result::Result<(), FabricError>,
+    processes: Vec<GroupProcess<S>>,
+) -> std::result::Result<GroupRun<S>, String> {
+    let builder = processes.iter().fold(Fabric::builder(seed), |b, p| {
+        b.host(p.host, Transport::Roce, &[p.ip])
+    });
+    let fabric = setup(builder).build().map_err(|e| e.to_string())?;
+    faults(&fabric).map_err(|e| e.to_string())?;
+    let mut slots = Vec::with_capacity(processes.len());
+    for p in processes {
+        let slot = Arc::new(Mutex::new(None));
+        let out = Arc::clone(&slot);
+        let (ip, body) = (p.ip, p.body);
+        fabric.spawn(p.host, p.host, move |cm| {
+            let s = body(&cm, ip)?;
+            *out.lock().expect("not poisoned") = Some(s);
+            Ok(())
+        });
+        slots.push(slot);
+    }
+    let outcome = fabric.run().map_err(|e| e.to_string());
+    let results = slots
+        .into_iter()
+        .map(|m| m.lock().expect("not poisoned").take())
+        .collect();
+    Ok(GroupRun {
+        results,
         outcome,
         end: fabric.now(),
         trace: fabric.trace_text(),
