@@ -19,6 +19,7 @@ use std::time::Duration;
 use cmtwin::verbs::MULTICAST_QPN;
 use cmtwin::RDMA_UDP_QKEY;
 use cmtwin_sim::SimConfig;
+use cmtwin_tests::ports::command_line::exit_unless_ud_available;
 use cmtwin_tests::ports::mckey::{self, Options, Role, Summary};
 use cmtwin_tests::ports::simulated::{self, GroupProcess};
 use cmtwin_verbs::VerbsBackend;
@@ -247,13 +248,18 @@ fn both(local: SocketAddr, opts: Options) -> Result<(), String> {
 }
 
 fn main() {
-    let outcome = parse_args().and_then(|(mode, opts)| match mode {
-        Mode::Simulated(seed) => {
-            simulated(seed, 2, opts)?;
-            simulated(seed, 1, opts)
+    let outcome = parse_args().and_then(|(mode, opts)| {
+        if !matches!(mode, Mode::Simulated(_)) {
+            exit_unless_ud_available();
         }
-        Mode::Real(role, local, group) => real(role, local, group, &opts),
-        Mode::Both(local) => both(local, opts),
+        match mode {
+            Mode::Simulated(seed) => {
+                simulated(seed, 2, opts)?;
+                simulated(seed, 1, opts)
+            }
+            Mode::Real(role, local, group) => real(role, local, group, &opts),
+            Mode::Both(local) => both(local, opts),
+        }
     });
     if let Err(e) = outcome {
         eprintln!("failed: {e}");

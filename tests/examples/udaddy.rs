@@ -14,7 +14,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use cmtwin_tests::ports::command_line::{parse_addr, Mode};
+use cmtwin_tests::ports::command_line::{self, parse_addr, Mode};
 use cmtwin_tests::ports::simulated;
 use cmtwin_tests::ports::udaddy::{self, Options, Summary, DEFAULT_PORT};
 use cmtwin_verbs::VerbsBackend;
@@ -103,6 +103,9 @@ fn main() {
             println!("{side}: {s:?}");
             Ok(())
         };
+        if !matches!(mode, Mode::Simulated(_)) {
+            command_line::exit_unless_ud_available();
+        }
         match mode {
             Mode::Simulated(seed) => simulated(seed, opts),
             Mode::Both(addr) => both(addr, opts),

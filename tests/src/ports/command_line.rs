@@ -27,6 +27,28 @@ impl Mode {
     }
 }
 
+/// The exit status of an example that cannot run on the RDMA device it was given: the VM
+/// runs report it as ignored, with the reason the example printed, never as passed (automake's
+/// convention for a test that was not run).
+pub const NOT_RUN: i32 = 77;
+
+/// Why an example of UD or multicast cannot run on the real device: iWARP (its transport as
+/// `CMTWIN_RDMA_TRANSPORT` names it, which `scripts/vm-run` sets) has no UD QPs and no
+/// multicast. `None` elsewhere.
+pub fn ud_unavailable() -> Option<&'static str> {
+    let iwarp = std::env::var("CMTWIN_RDMA_TRANSPORT").is_ok_and(|t| t == "iwarp");
+    iwarp.then_some("iWARP has no UD QPs and no multicast, which this example needs")
+}
+
+/// Ends an example that needs UD, with [`NOT_RUN`] and the reason, when the real device has
+/// none (see [`ud_unavailable`]).
+pub fn exit_unless_ud_available() {
+    if let Some(why) = ud_unavailable() {
+        println!("not run: {why}");
+        std::process::exit(NOT_RUN);
+    }
+}
+
 /// `ip:port`, or an IP alone with `default_port`.
 pub fn parse_addr(s: &str, default_port: u16) -> Result<SocketAddr, String> {
     s.parse::<SocketAddr>()
