@@ -310,15 +310,9 @@ pub trait DataPath: CmBackend {
         len: u32,
         solicited: bool,
     ) -> Result<()> {
-        let sge = [super::helpers::sge_in(
-            crate::Call::PostSend,
-            mr,
-            offset,
-            len,
-        )?];
-        let mut wr = SendWr::new(wr_id, super::SendOp::Send, super::Payload::Sges(&sge));
-        wr.solicited = solicited;
-        self.post_send(super::helpers::qp_of(self, crate::Call::PostSend, id)?, &wr)
+        let op = super::SendOp::Send;
+        let shape = |wr: &mut SendWr<'_>| wr.solicited = solicited;
+        super::helpers::post_one(self, id, wr_id, op, mr, offset, len, shape)
     }
 
     /// `rdma_post_ud_send`: a signaled UD send of `len` bytes of `mr` from `offset` to QP
@@ -337,19 +331,14 @@ pub trait DataPath: CmBackend {
         ah: AhHandle,
         remote_qpn: u32,
     ) -> Result<()> {
-        let sge = [super::helpers::sge_in(
-            crate::Call::PostSend,
-            mr,
-            offset,
-            len,
-        )?];
         let dest = super::UdDest {
             ah,
             remote_qpn,
             remote_qkey: crate::RDMA_UDP_QKEY,
         };
-        let wr = SendWr::ud_send(wr_id, dest, None, super::Payload::Sges(&sge));
-        self.post_send(super::helpers::qp_of(self, crate::Call::PostSend, id)?, &wr)
+        let op = super::SendOp::Send;
+        let shape = |wr: &mut SendWr<'_>| wr.ud = Some(dest);
+        super::helpers::post_one(self, id, wr_id, op, mr, offset, len, shape)
     }
 
     /// `rdma_post_read`: reads `len` bytes of the peer's memory at `remote_addr` (its region's
@@ -369,7 +358,7 @@ pub trait DataPath: CmBackend {
         rkey: u32,
     ) -> Result<()> {
         let op = super::SendOp::RdmaRead { remote_addr, rkey };
-        super::helpers::post_one(self, id, wr_id, op, mr, offset, len)
+        super::helpers::post_one(self, id, wr_id, op, mr, offset, len, |_| {})
     }
 
     /// `rdma_post_write`: writes `len` bytes of `mr` from `offset` to the peer's memory at
@@ -389,7 +378,7 @@ pub trait DataPath: CmBackend {
         rkey: u32,
     ) -> Result<()> {
         let op = super::SendOp::RdmaWrite { remote_addr, rkey };
-        super::helpers::post_one(self, id, wr_id, op, mr, offset, len)
+        super::helpers::post_one(self, id, wr_id, op, mr, offset, len, |_| {})
     }
 
     /// `rdma_get_send_comp`: the next completion of the id's send CQ, waiting on its channel

@@ -20,9 +20,10 @@ pub(crate) fn sge_in(call: Call, mr: &MemoryRegion, offset: usize, len: u32) -> 
     }
 }
 
-/// `id`'s QP (EINVAL naming `call` without one).
 /// Posts `op` on `id`'s QP with one gather entry: `len` bytes of `mr` from `offset` (the
-/// one-region work requests of the rdma_verbs.h helpers).
+/// one-region work requests of the rdma_verbs.h helpers), after `shape` sets what else the
+/// helper's request carries (solicited, a UD destination).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn post_one<B: DataPath + ?Sized>(
     dp: &B,
     id: IdHandle,
@@ -31,15 +32,16 @@ pub(crate) fn post_one<B: DataPath + ?Sized>(
     mr: &MemoryRegion,
     offset: usize,
     len: u32,
+    shape: impl FnOnce(&mut crate::verbs::SendWr<'_>),
 ) -> Result<()> {
     let sge = [sge_in(Call::PostSend, mr, offset, len)?];
     let qp = qp_of(dp, Call::PostSend, id)?;
-    dp.post_send(
-        qp,
-        &crate::verbs::SendWr::new(wr_id, op, crate::verbs::Payload::Sges(&sge)),
-    )
+    let mut wr = crate::verbs::SendWr::new(wr_id, op, crate::verbs::Payload::Sges(&sge));
+    shape(&mut wr);
+    dp.post_send(qp, &wr)
 }
 
+/// `id`'s QP (EINVAL naming `call` without one).
 pub(crate) fn qp_of<B: DataPath + ?Sized>(dp: &B, call: Call, id: IdHandle) -> Result<QpHandle> {
     dp.qp(id)?
         .ok_or_else(|| CmError::new(call, Errno::EINVAL, format!("{id} has no QP")))
