@@ -43,36 +43,21 @@ fn parse_args() -> Result<(Mode, Options), String> {
 
 /// Both sides on the simulator, twice: the summaries must be exact and the traces equal.
 fn simulated(seed: u64, opts: Options) -> Result<(), String> {
-    let run = || {
-        simulated::run_pair(
-            seed,
-            DEFAULT_PORT,
-            move |cm, addr| rping::server(cm, addr, &opts),
-            move |cm, addr| rping::client(cm, addr, &opts),
-        )
-    };
-    let first = run();
-    if std::env::var_os("CMTWIN_TRACE").is_some() {
-        println!("--- trace (seed {seed}) ---\n{}", first.trace);
-    }
-    first.outcome.clone()?;
     let expected = Summary {
         pings: opts.count,
         rdma_bytes: 2 * opts.size as u64 * u64::from(opts.count),
     };
-    for (side, got) in [("server", first.server), ("client", first.client)] {
-        if got != Some(expected) {
-            return Err(format!("{side}: {got:?} instead of {expected:?}"));
-        }
-    }
-    let second = run();
-    if second.trace != first.trace || second.end != first.end {
-        return Err(format!("seed {seed} did not replay the same trace"));
-    }
+    let end = simulated::run_pair_replayed(
+        seed,
+        DEFAULT_PORT,
+        move |cm, addr| rping::server(cm, addr, &opts),
+        move |cm, addr| rping::client(cm, addr, &opts),
+        expected,
+    )?;
     println!(
-        "simulator (seed {seed}): {} pings of {} bytes verified on both sides after {:?} of \
-         virtual time; the seed replays the same trace",
-        opts.count, opts.size, first.end
+        "simulator (seed {seed}): {} pings of {} bytes verified on both sides after {end:?} \
+         of virtual time; the seed replays the same trace",
+        opts.count, opts.size
     );
     Ok(())
 }

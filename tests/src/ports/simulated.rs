@@ -43,6 +43,39 @@ where
         .expect("two hosts of distinct addresses make a valid fabric")
 }
 
+/// [`run_pair`] as the examples run it: twice, printing the trace when `CMTWIN_TRACE` is
+/// set; each side must return `expected` and the second run must replay the first's trace
+/// and end time exactly. Gives the virtual time at the end.
+pub fn run_pair_replayed<S, F, G>(
+    seed: u64,
+    port: u16,
+    server: F,
+    client: G,
+    expected: S,
+) -> std::result::Result<Duration, String>
+where
+    S: Send + PartialEq + std::fmt::Debug + 'static,
+    F: Fn(&SimBackend, SocketAddr) -> Result<S> + Send + Clone + 'static,
+    G: Fn(&SimBackend, SocketAddr) -> Result<S> + Send + Clone + 'static,
+{
+    let run = || run_pair(seed, port, server.clone(), client.clone());
+    let first = run();
+    if std::env::var_os("CMTWIN_TRACE").is_some() {
+        println!("--- trace (seed {seed}) ---\n{}", first.trace);
+    }
+    first.outcome.clone()?;
+    for (side, got) in [("server", &first.server), ("client", &first.client)] {
+        if got.as_ref() != Some(&expected) {
+            return Err(format!("{side}: {got:?} instead of {expected:?}"));
+        }
+    }
+    let second = run();
+    if second.trace != first.trace || second.end != first.end {
+        return Err(format!("seed {seed} did not replay the same trace"));
+    }
+    Ok(first.end)
+}
+
 /// [`run_pair`] on a fabric that `setup` configures further (a configuration, fault plans:
 /// the hosts are named `server` and `client`); an error when the fabric cannot be built
 /// (e.g. an invalid plan).
