@@ -193,6 +193,41 @@ impl SimBackend {
         }
     }
 
+    /// As siw's `rdma_destroy_id` of an iWARP initiator whose MPA request is unanswered:
+    /// iw_cm waits for the reply, or for siw's MPA timeout (`MPA_REPLY_TIMEOUT` after the
+    /// request), before the id goes; the time passes in virtual time, others run meanwhile.
+    /// The rdma_cm hands no event of the id out once its destroy began (the world discards
+    /// what the reply or the timeout queued).
+    fn await_mpa_reply(&self, id: IdHandle) -> Result<()> {
+        let call = Call::DestroyId;
+        let mut w = self.lock(call)?;
+        loop {
+            let Ok(key) = w.id_key(self.host, call, id) else {
+                return Ok(()); // the call reports the bad handle
+            };
+            if !w.id_awaits_mpa_reply(key) {
+                return Ok(());
+            }
+            w.id_mut(key).destroying = true;
+            if current_process(w.fabric_no).is_none() {
+                // Outside a run the caller runs the timeline itself: the MPA timer is in it.
+                if !w.step() {
+                    return Ok(());
+                }
+                continue;
+            }
+            let cond = Cond {
+                channels: Vec::new(),
+                deadline: None,
+                key: Some(crate::process::mpa_reply_key(key)),
+                what: Waiting::InCall(call, id, "iw_cm's wait for the MPA reply or timeout"),
+            };
+            let (woken, r) = block(w, cond);
+            r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
+            w = woken;
+        }
+    }
+
     /// For a synchronous id: waits for its next event, keeps it as the current event, and
     /// turns it into the call's result as librdmacm's `ucma_complete` does.
     fn complete_sync(&self, call: Call, h: IdHandle) -> Result<()> {
@@ -488,6 +523,7 @@ impl CmBackend for SimBackend {
     }
 
     fn destroy_id(&self, id: IdHandle) -> Result<()> {
+        self.await_mpa_reply(id)?;
         self.await_acks(id)?;
         self.call(
             Call::DestroyId,

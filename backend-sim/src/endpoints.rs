@@ -110,6 +110,13 @@ impl World {
         self.add_endpoint(owner, cm)
     }
 
+    /// Whether id `id` is an iWARP initiator whose MPA request is unanswered.
+    pub(crate) fn id_awaits_mpa_reply(&self, id: IdKey) -> bool {
+        let ep = self.kernel.ids.get(&id).and_then(|i| i.ep);
+        ep.and_then(|ep| self.cm.eps.get(&ep))
+            .is_some_and(|e| e.owner == Some(id) && e.cm.awaits_mpa_reply())
+    }
+
     /// Gives endpoint `ep` an input and carries out what it answers.
     pub(crate) fn drive<R>(
         &mut self,
@@ -118,7 +125,14 @@ impl World {
     ) -> R {
         let mut out = std::mem::take(&mut self.cm.outputs);
         let record = self.cm.eps.get_mut(&ep).expect("live endpoint");
+        let awaited = record.cm.awaits_mpa_reply();
         let r = input(&mut record.cm, &mut out);
+        if awaited && !record.cm.awaits_mpa_reply() {
+            if let Some(owner) = record.owner {
+                // A process waiting in rdma_destroy_id for this reply may go on.
+                self.sched.wake_all(crate::process::mpa_reply_key(owner));
+            }
+        }
         for o in out.drain(..) {
             self.carry_out(ep, o);
         }

@@ -147,6 +147,9 @@ pub(crate) struct Id {
     /// librdmacm turned a CONNECT_RESPONSE of this id into CONNECT_ERROR: it swallows the
     /// REJECTED and DISCONNECTED that follow (cma.c, `connect_error`).
     pub connect_error: bool,
+    /// `rdma_destroy_id` has begun and blocks in the kernel (an iWARP initiator waiting for
+    /// its MPA reply): the rdma_cm queues no more events for the id.
+    pub destroying: bool,
     /// The connection data of the REQ this id sent (active) or received (passive child): the
     /// QPs take their transport retry count from it (and the passive side its RNR retry count
     /// and the peer's QP number).
@@ -194,6 +197,7 @@ impl Id {
             request_queued_on: None,
             unacked: 0,
             connect_error: false,
+            destroying: false,
             req_conn: None,
         }
     }

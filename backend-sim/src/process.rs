@@ -74,6 +74,12 @@ pub(crate) fn acks_key(id: crate::kernel::IdKey) -> u64 {
     (1 << 63) | id
 }
 
+/// The key a process waiting in `rdma_destroy_id` for the MPA reply of iWARP id `id` blocks
+/// on (apart from [`acks_key`] and every key of `cmtwin::sync`).
+pub(crate) fn mpa_reply_key(id: crate::kernel::IdKey) -> u64 {
+    (1 << 62) | id
+}
+
 impl Cond {
     /// What the caller waits in, for a deadlock report.
     fn describe(&self, w: &World) -> String {

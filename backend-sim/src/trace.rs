@@ -159,6 +159,8 @@ pub(crate) enum EventDrop {
     Removed,
     /// librdmacm swallows it after the id's CONNECT_ERROR.
     AfterConnectError,
+    /// The id's destroy has begun (the rdma_cm hands out nothing more of it).
+    Destroying,
 }
 
 /// What a record says, as values.
@@ -243,6 +245,7 @@ impl fmt::Display for Entry {
             Entry::EventDropped { kind, id, why } => match why {
                 EventDrop::Unaccepted => write!(f, "{kind} for unaccepted {id} dropped"),
                 EventDrop::Removed => write!(f, "{kind} for removed {id} dropped"),
+                EventDrop::Destroying => write!(f, "{kind} for {id} being destroyed dropped"),
                 EventDrop::AfterConnectError => {
                     write!(
                         f,

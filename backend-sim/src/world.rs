@@ -237,12 +237,16 @@ impl World {
             );
             return;
         }
-        if id.state == CmState::DeviceRemoval
+        let removed = id.state == CmState::DeviceRemoval
             && kind != EventKind::DeviceRemoval
-            && kind != EventKind::User
-        {
+            && kind != EventKind::User;
+        if removed || id.destroying {
             let id = self.id_handle(owner);
-            let why = EventDrop::Removed;
+            let why = if removed {
+                EventDrop::Removed
+            } else {
+                EventDrop::Destroying
+            };
             self.record(
                 Some(host),
                 TraceKind::Drop,

@@ -242,6 +242,12 @@ impl Endpoint {
         self.active
     }
 
+    /// An iWARP initiator whose MPA request is unanswered: siw's MPA timer is pending, and
+    /// iw_cm's `destroy_cm_id` waits for the reply or that timeout (`IWCM_F_CONNECT_WAIT`).
+    pub(crate) fn awaits_mpa_reply(&self) -> bool {
+        self.transport == Transport::Iwarp && self.active && self.state == EpState::ReqSent
+    }
+
     pub(crate) fn peer(&self) -> Option<EpKey> {
         self.peer
     }
@@ -814,20 +820,26 @@ impl Endpoint {
             }
             EpState::ReqSent => {
                 out.push(Output::CancelTimer);
-                // Before the reply the initiator knows only the passive host's address.
-                if let Some(ip) = self.remote_ip {
-                    out.push(Output::Send {
-                        to: Dest::Ip(ip),
-                        body: Body::Fin,
-                    });
-                }
-                self.state = EpState::Idle;
+                self.iw_drop_request(out);
             }
             EpState::Established => {
                 self.iw_close(out);
             }
             _ => {}
         }
+    }
+
+    /// The initiator gives its unanswered request up and closes the TCP connection (siw's
+    /// `release_cep`): the passive side can no longer accept it.
+    fn iw_drop_request(&mut self, out: &mut Vec<Output>) {
+        // Before the reply the initiator knows only the passive host's address.
+        if let Some(ip) = self.remote_ip {
+            out.push(Output::Send {
+                to: Dest::Ip(ip),
+                body: Body::Fin,
+            });
+        }
+        self.state = EpState::Idle;
     }
 
     fn iw_on_message(&mut self, from: EpKey, body: Body, out: &mut Vec<Output>) {
@@ -880,16 +892,17 @@ impl Endpoint {
         });
     }
 
-    /// No MPA reply in time: UNREACHABLE -ETIMEDOUT (siw's MPA timeout, then cma_iw_handler).
+    /// No MPA reply in time: UNREACHABLE -ETIMEDOUT (siw's MPA timeout, then cma_iw_handler),
+    /// and the TCP connection is closed (a later accept of the request is ECONNRESET).
     fn iw_on_timer(&mut self, out: &mut Vec<Output>) {
         if self.state == EpState::ReqSent {
-            self.state = EpState::Idle;
             out.push(Output::Event {
                 kind: EventKind::Unreachable,
                 status: -110,
                 param: EventParam::None,
                 data: Vec::new(),
             });
+            self.iw_drop_request(out);
         }
         self.finish_if_done(out);
     }
@@ -1154,7 +1167,7 @@ mod tests {
 
     /// An MPA reject is REJECTED -ECONNRESET (as siw reports it, measured on Linux 6.1 and
     /// 6.12), a reset after the connection was made REJECTED -ECONNREFUSED; an MPA reply that
-    /// never comes is UNREACHABLE -ETIMEDOUT after 10 s.
+    /// never comes is UNREACHABLE -ETIMEDOUT after 10 s, and siw then closes the connection.
     #[test]
     fn iwarp_refusals_and_the_mpa_timeout() {
         let mut ep = iwarp_active();
@@ -1172,7 +1185,11 @@ mod tests {
         ep.connect(Dest::Ip(PASSIVE_IP), req(), &mut out);
         out.clear();
         ep.on_timer(&mut out);
-        assert_eq!(kinds(&out), ["event RDMA_CM_EVENT_UNREACHABLE -110"]);
+        assert_eq!(
+            kinds(&out),
+            ["event RDMA_CM_EVENT_UNREACHABLE -110", "send FIN"],
+            "the timeout closes the TCP connection"
+        );
         let mut ep = iwarp_passive();
         out.clear();
         assert!(ep.reject(28, &[], &mut out));

@@ -553,10 +553,28 @@ fn predict_disconnect(world: &World, iwarp: bool, idx: usize) -> Option<Predicti
 /// (destroying_connected_id_disconnects_peer), an initiator's before any answer leaves the
 /// child without event (accept_after_initiator_gave_up_is_einval), and one that received a
 /// DREQ answers it with a DREP (DISCONNECTED and then TIMEWAIT_EXIT for the initiator).
+///
+/// On iWARP the destroy of an initiator whose MPA request is unanswered blocks until siw's MPA
+/// timeout (10 s after the request, measured): meanwhile every other unanswered initiator's
+/// own timeout passes too (the requests of a case are sent microseconds apart, and events are
+/// awaited for 30 s), each with UNREACHABLE -ETIMEDOUT and its TCP connection closed, so that
+/// its child can no longer be accepted.
 fn predict_destroy(world: &World, iwarp: bool, idx: usize) -> Prediction {
     use IdState::*;
     let id = &world.ids[idx];
     let mut p = Prediction::succeeds(Call::DestroyId).with(idx, Destroyed);
+    if iwarp && awaits_mpa_reply(world, idx) {
+        // In the order of their requests, which is the order of their children.
+        let mut others: Vec<(usize, usize)> = (0..world.ids.len())
+            .filter(|&other| other != idx && awaits_mpa_reply(world, other))
+            .filter_map(|other| Some((world.ids[other].peer?, other)))
+            .collect();
+        others.sort_unstable();
+        for (child, other) in others {
+            p.now.push((child, Abandoned));
+            p = p.event(world, other, EventKind::Unreachable, -110, Refused);
+        }
+    }
     let Some(peer) = id.peer.filter(|p| world.ids[*p].live()) else {
         return p;
     };
@@ -589,6 +607,17 @@ fn predict_destroy(world: &World, iwarp: bool, idx: usize) -> Prediction {
         _ => {}
     }
     p
+}
+
+/// An initiator whose request reached a child that has not answered it (on iWARP: its MPA
+/// request is unanswered).
+fn awaits_mpa_reply(world: &World, idx: usize) -> bool {
+    let id = &world.ids[idx];
+    !id.server
+        && id.state == IdState::Requested
+        && id
+            .peer
+            .is_some_and(|c| world.ids[c].live() && world.ids[c].state == IdState::Requested)
 }
 
 fn refusal_status_of(iwarp: bool) -> i32 {
