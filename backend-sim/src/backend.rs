@@ -636,7 +636,20 @@ impl CmBackend for SimBackend {
     /// ETIMEDOUT only once TCP gives up, [`IW_TCP_SYN_GIVE_UP`] later, and is traced then.
     fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {
         let call = Call::Connect;
-        let w = self.lock(call)?;
+        let mut w = self.lock(call)?;
+        if let Some(rtt) = w.iw_tcp_handshake(self.host, id, param) {
+            // siw connects the TCP socket inside the call (kernel_bindconnect) and sends the
+            // MPA request before it returns: the call takes the handshake's round trip.
+            let cond = Cond {
+                channels: Vec::new(),
+                deadline: Some(w.now.after(rtt)),
+                key: None,
+                what: Waiting::InCall(call, id, "siw's TCP handshake"),
+            };
+            let (woken, blocked) = block(w, cond);
+            blocked.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
+            w = woken;
+        }
         let (mut w, r) = wait_out_unanswered_tcp(w, self.host, id, param)?;
         self.trace_result(&mut w, call, || Args::Id(id), &r);
         drop(w);

@@ -1501,9 +1501,10 @@ fn iwarp_disconnect_is_a_close_without_timewait() {
 
 /// iWARP refusals (siw_cm.c, cma.c `cma_iw_handler`; measured on siw, Linux 6.1 and 6.12):
 /// no listener on the port → siw's TCP connection, made inside `rdma_connect`, is reset → the
-/// call fails with ECONNREFUSED at once (no virtual time passes, no event) and the id keeps its
-/// route; a silent address → ETIMEDOUT (Linux after 127 s of SYN retries, the simulator at
-/// once); an MPA reply that never comes → UNREACHABLE -ETIMEDOUT after siw's 10 s MPA timeout.
+/// call fails with ECONNREFUSED after the round trip of the SYN and the reset (no event) and
+/// the id keeps its route; a silent address → ETIMEDOUT; an MPA reply that never comes →
+/// UNREACHABLE -ETIMEDOUT after siw's 10 s MPA timeout, counted from the MPA request, which
+/// goes out once the call's TCP handshake is done.
 #[test]
 fn iwarp_refusal_and_mpa_timeout() {
     let bed = exact_bed(Transport::Iwarp);
@@ -1520,7 +1521,12 @@ fn iwarp_refusal_and_mpa_timeout() {
         (Call::Connect, Errno::ECONNREFUSED),
         "{err}"
     );
-    assert_eq!(bed.fabric.now(), t0, "no virtual time passes in the call");
+    let round_trip = Duration::from_micros(10); // two messages of the wire's 5 µs
+    assert_eq!(
+        bed.fabric.now(),
+        t0 + round_trip,
+        "the call takes the round trip"
+    );
     cmtwin_tests::steps::expect_no_event(client_cm, client.channel);
     // The id kept its route: connecting again is the same refusal, not EINVAL.
     let again = client_cm
@@ -1561,7 +1567,7 @@ fn iwarp_refusal_and_mpa_timeout() {
         client.id,
         -110,
     );
-    assert_eq!(bed.fabric.now(), t0 + Duration::from_secs(10));
+    assert_eq!(bed.fabric.now(), t0 + round_trip + Duration::from_secs(10));
     teardown(client_cm, &[client.id], client.channel);
     teardown(server_cm, &[req.id, listener.id], listener.channel);
 }

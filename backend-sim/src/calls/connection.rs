@@ -46,6 +46,15 @@ fn resources(v: u8) -> u8 {
     }
 }
 
+/// What `rdma_connect`'s checks found.
+struct ConnectChecked {
+    key: IdKey,
+    transport: Transport,
+    ud: bool,
+    op: PrivateDataOp,
+    param: ConnParam,
+}
+
 impl World {
     /// `rdma_listen`.
     pub(crate) fn listen(&mut self, host: HostKey, h: IdHandle, backlog: i32) -> Result<()> {
@@ -122,13 +131,36 @@ impl World {
             .ok_or_else(|| CmError::new(call, Errno::EINVAL, "the id has no device"))
     }
 
-    /// `rdma_connect`.
-    pub(crate) fn connect(
-        &mut self,
+    /// How long `rdma_connect` of `h` blocks in siw's TCP handshake before its MPA request
+    /// goes out (or its reset comes back): a round trip on the wire, for an iWARP RC connect
+    /// that passes the call's checks towards an address that answers; `None` for every other
+    /// connect (refused at once, not iWARP, or a silent address: [`IW_TCP_SYN_GIVE_UP`]).
+    ///
+    /// [`IW_TCP_SYN_GIVE_UP`]: crate::IW_TCP_SYN_GIVE_UP
+    pub(crate) fn iw_tcp_handshake(
+        &self,
         host: HostKey,
         h: IdHandle,
         param: Option<&ConnParam>,
-    ) -> Result<()> {
+    ) -> Option<std::time::Duration> {
+        let checked = self.connect_checks(host, h, param).ok()?;
+        if checked.transport != Transport::Iwarp || checked.ud {
+            return None;
+        }
+        let dst = self.id(checked.key).peer?;
+        match self.iw_tcp_connect(Call::Connect, dst) {
+            Err(e) if e.errno == Errno::ETIMEDOUT => None,
+            _ => Some(2 * self.cfg.wire_latency),
+        }
+    }
+
+    /// `rdma_connect`'s checks of the id and the parameters, before anything is sent.
+    fn connect_checks(
+        &self,
+        host: HostKey,
+        h: IdHandle,
+        param: Option<&ConnParam>,
+    ) -> Result<ConnectChecked> {
         let call = Call::Connect;
         let key = self.id_key(host, call, h)?;
         let transport = self.need_device(call, key)?;
@@ -169,6 +201,31 @@ impl World {
             PrivateDataOp::Connect
         };
         check_private_data(call, transport, op, &p.private_data)?;
+        Ok(ConnectChecked {
+            key,
+            transport,
+            ud,
+            op,
+            param: p,
+        })
+    }
+
+    /// `rdma_connect`.
+    pub(crate) fn connect(
+        &mut self,
+        host: HostKey,
+        h: IdHandle,
+        param: Option<&ConnParam>,
+    ) -> Result<()> {
+        let call = Call::Connect;
+        let ConnectChecked {
+            key,
+            transport,
+            ud,
+            op,
+            param: p,
+        } = self.connect_checks(host, h, param)?;
+        let id = self.id(key);
         let (src, dst) = (id.local.expect("resolved"), id.peer.expect("resolved"));
         if transport == Transport::Iwarp && !ud {
             // siw's TCP connection is made inside the call; a failure leaves the id with its
