@@ -27,27 +27,35 @@ pub(crate) struct Device {
     pub transport: Transport,
     pub ips: Vec<IpAddr>,
     pub present: bool,
-    /// QP numbers, in the order the device gave them out since it last came up.
+    /// QP numbers, in the order the device gave them out since it last came up (the first
+    /// [`QpnAllocator::REMEMBERED`]).
     pub qpns: QpnAllocator,
 }
 
 /// A device's QP numbers. Drawn from the seed; after a power cycle the device gives out the
 /// numbers of its previous life again, in the same order, before drawing new ones, as a
 /// hardware allocator restarting from its base does (what makes a rebooted host's first
-/// connection look like one its peers still hold: a stale connection).
+/// connection look like one its peers still hold: a stale connection). Only a life's first
+/// [`QpnAllocator::REMEMBERED`] numbers are given again, so that a device making QPs for
+/// ever (a long fuzz campaign) holds a bounded list.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct QpnAllocator {
-    /// Given out since the device came up.
+    /// The first numbers given out since the device came up.
     pub given: Vec<u32>,
     /// The previous life's numbers still to give out again.
     pub again: std::collections::VecDeque<u32>,
 }
 
 impl QpnAllocator {
+    /// How many of a life's first numbers the next life gives out again.
+    pub(crate) const REMEMBERED: usize = 4096;
+
     /// The next number: a previous life's, or `draw()`.
     pub(crate) fn next(&mut self, draw: impl FnOnce() -> u32) -> u32 {
         let qpn = self.again.pop_front().unwrap_or_else(draw);
-        self.given.push(qpn);
+        if self.given.len() < Self::REMEMBERED {
+            self.given.push(qpn);
+        }
         qpn
     }
 
@@ -111,5 +119,37 @@ impl Topology {
             .iter()
             .copied()
             .find(|d| self.devices[*d].present)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QpnAllocator;
+
+    /// A power cycle gives the previous life's first numbers again, in order, then new ones;
+    /// a life making more QPs than are remembered holds a bounded list.
+    #[test]
+    fn a_restarted_device_repeats_its_first_numbers_and_remembers_a_bounded_list() {
+        let mut qpns = QpnAllocator::default();
+        let mut next_draw = 100u32;
+        let mut draw = || {
+            next_draw += 1;
+            next_draw
+        };
+        let first: Vec<u32> = (0..QpnAllocator::REMEMBERED + 10)
+            .map(|_| qpns.next(&mut draw))
+            .collect();
+        assert_eq!(qpns.given.len(), QpnAllocator::REMEMBERED, "bounded");
+        qpns.restart();
+        let again: Vec<u32> = (0..QpnAllocator::REMEMBERED)
+            .map(|_| qpns.next(&mut draw))
+            .collect();
+        assert_eq!(again, first[..QpnAllocator::REMEMBERED]);
+        let fresh = qpns.next(&mut draw);
+        assert_eq!(
+            fresh,
+            101 + QpnAllocator::REMEMBERED as u32 + 10,
+            "then new draws"
+        );
     }
 }

@@ -89,14 +89,20 @@ impl World {
         if self.plan.is_some() {
             self.plan_message_sent(kind);
         }
-        if let Some(f) = self
+        if let Some(at) = self
             .net
             .faults
-            .iter_mut()
-            .find(|f| f.kind == kind && f.count > 0)
+            .iter()
+            .position(|f| f.kind == kind && f.count > 0)
         {
+            let f = &mut self.net.faults[at];
             f.count -= 1;
-            match f.delay {
+            let (delay, f_overtaken) = (f.delay, f.overtaken);
+            if f.count == 0 {
+                // Used up: gone, so that the list never grows with the faults ever set.
+                self.net.faults.remove(at);
+            }
+            match delay {
                 None => {
                     let entry = Entry::Wire {
                         msg: msg.head(),
@@ -107,7 +113,7 @@ impl World {
                 }
                 Some(d) => {
                     extra = d;
-                    overtaken = f.overtaken;
+                    overtaken = f_overtaken;
                 }
             }
         }
