@@ -75,6 +75,8 @@ pub(crate) struct World {
     pub next_key: u64,
     /// Steps and calls since the invariants were last checked (debug builds).
     pub unchecked: usize,
+    /// How many items the last check of the invariants walked (debug builds).
+    pub check_cost: usize,
     pub trace: Trace,
     pub sched: Scheduler,
     /// The applied fault plans, if any (`plan/`).
@@ -98,6 +100,7 @@ impl World {
             net: Net::default(),
             next_key: 1,
             unchecked: 0,
+            check_cost: 0,
             trace: Trace::new(cfg_trace),
             sched: Scheduler::default(),
             plan: None,

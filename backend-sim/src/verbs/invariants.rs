@@ -8,10 +8,13 @@ use crate::store::KeyMap;
 use crate::world::World;
 
 impl World {
-    /// Panics, naming the invariant, if the verbs objects are inconsistent.
+    /// Panics, naming the invariant, if the verbs objects are inconsistent; returns how many
+    /// items it walked.
     #[cfg_attr(not(debug_assertions), allow(dead_code))]
-    pub(crate) fn check_verbs_invariants(&self) {
+    pub(crate) fn check_verbs_invariants(&self) -> usize {
         let v = &self.verbs;
+        let mut walked = v.qps.len() + v.mrs.len() + v.ahs.len() + v.pds.len();
+        walked += v.cqs.len() + v.channels.len();
         // Counts are only looked up, never walked: hash maps (ordered ones were most of the
         // cost of checking a small world after every call).
         let mut pd_users: KeyMap<ObjKey, u32> = KeyMap::default();
@@ -35,7 +38,9 @@ impl World {
             *pd_users.entry(qp.pd).or_default() += 1;
             *cq_users.entry(qp.send_cq).or_default() += 1;
             *cq_users.entry(qp.recv_cq).or_default() += 1;
-            for s in &qp.machine.posted_sges() {
+            let posted = qp.machine.posted_sges();
+            walked += posted.len();
+            for s in &posted {
                 if let Some(&mr) = v.mr_by_key.get(&(qp.dev, s.lkey)) {
                     *busy.entry(mr).or_default() += 1;
                 }
@@ -79,5 +84,6 @@ impl World {
             let cqs = channel_cqs.get(key).copied().unwrap_or(0);
             assert_eq!(channel.cqs, cqs, "completion channel {key}'s CQs");
         }
+        walked
     }
 }
