@@ -1199,6 +1199,27 @@ mod ud {
 
     #[test]
     #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn on_roce_a_receive_without_grh_gives_no_address_handle() {
+        let (s, c) = backends();
+        shared::on_roce_a_receive_without_grh_gives_no_address_handle(&s, &c, addr());
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn an_external_ud_qp_talks_with_an_id_made_one() {
+        let (s, c) = backends();
+        let x = shared::an_external_ud_qp_talks_with_an_id_made_one(&s, &c, addr());
+        // RoCE: every receive has a GRH and no source LID.
+        assert_eq!((x.at_server.grh, x.at_server.slid), (true, 0));
+        assert_eq!((x.at_external.grh, x.at_external.slid), (true, 0));
+        cmtwin_tests::steps::ok(
+            cmtwin::verbs::DataPath::destroy_external_qp(&c, x.external.qp),
+            "destroy_external_qp",
+        );
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
     fn a_qkey_mismatch_is_dropped() {
         let (s, c) = backends();
         shared::a_qkey_mismatch_is_dropped(&s, &c, addr());

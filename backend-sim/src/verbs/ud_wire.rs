@@ -3,7 +3,10 @@
 //! they are addressed and taken:
 //!
 //! * The address handle's destination GID names the receiver: the host whose device holds the
-//!   address, and there QP `remote_qpn`; or, for a multicast group's GID with `remote_qpn`
+//!   address, and there QP `remote_qpn`; a handle without destination GID and not global
+//!   (InfiniBand's LID-routed handle, as `ibv_create_ah_from_wc` makes one from a receive
+//!   without GRH) names it by its LID instead (`topology::ib_lid`); or, for a multicast
+//!   group's GID with `remote_qpn`
 //!   0xFFFFFF, every UD QP whose id has joined the group, not send-only (the CM's
 //!   memberships, one copy each, lost or delayed apart, as a switch replicates). The
 //!   sender's own QP gets a copy only if its id joined too, not send-only: multicast
@@ -62,7 +65,18 @@ impl World {
         };
         let sgid = ip_gid(source_ip);
         let to_ip = gid_ip(&d.target.dgid);
-        let receivers = if to_ip.is_multicast() {
+        let by_lid = !d.target.global && d.target.dgid == [0; 16];
+        let receivers = if by_lid {
+            match self.topo.owner_of_lid(d.target.dlid) {
+                Some((to_host, _)) => vec![(to_host, d.target.remote_qpn)],
+                None => {
+                    let to = (host, d.target.remote_qpn);
+                    let why = "no InfiniBand port has the destination LID";
+                    self.trace_packet(host, TraceKind::Loss, from, to, &d, why);
+                    return;
+                }
+            }
+        } else if to_ip.is_multicast() {
             if d.target.remote_qpn != MULTICAST_QPN {
                 let to = (host, d.target.remote_qpn);
                 let why = "a group's datagrams go to QPN 0xffffff";
@@ -137,9 +151,13 @@ impl World {
         let transport = self.topo.devices[dev].transport;
         let grh = (transport == Transport::Roce || d.target.global)
             .then(|| route_header(transport, &sgid, &d));
+        let slid = match transport {
+            Transport::InfiniBand => crate::topology::ib_lid(gid_ip(&sgid)),
+            _ => 0,
+        };
         let taken = self.drive_qp(q, |m, mem, out| {
             let ud = m.as_ud().expect("checked above");
-            ud.on_datagram(from.1, &d, grh, mem, out)
+            ud.on_datagram((from.1, slid), &d, grh, mem, out)
         });
         debug_assert!(taken.is_ok(), "refusal() said it would be taken");
     }

@@ -352,6 +352,10 @@ pub(crate) struct RawWc {
     pub src_qp: u32,
     /// `IBV_WC_GRH`.
     pub grh: bool,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+    pub pkey_index: u16,
 }
 
 impl RawCq {
@@ -401,6 +405,10 @@ impl RawCq {
                 qp_num: wc.qp_num,
                 src_qp: wc.src_qp,
                 grh: wc.wc_flags & sys::ibv_wc_flags::IBV_WC_GRH.0 != 0,
+                slid: wc.slid,
+                sl: wc.sl,
+                dlid_path_bits: wc.dlid_path_bits,
+                pkey_index: wc.pkey_index,
             };
         }
         Ok(got)
@@ -496,19 +504,26 @@ impl RawAh {
         NonNull::new(p).map(RawAh).ok_or_else(last_errno)
     }
 
-    /// `ibv_create_ah_from_wc(pd, wc, grh, port)` for a receive of QP `qp_num` from QP
-    /// `src_qp` that placed the route header `grh`.
+    /// `ibv_create_ah_from_wc(pd, wc, grh, port)` for the receive `w` (the fields
+    /// libibverbs reads: QP numbers, source LID, service level, path bits, `IBV_WC_GRH`)
+    /// that placed the route header `grh`.
     pub(crate) fn from_wc(
         pd: &RawPd,
-        (qp_num, src_qp): (u32, u32),
+        w: &cmtwin::verbs::WorkCompletion,
         grh: &[u8; 40],
         port: u8,
     ) -> CResult<RawAh> {
         // SAFETY: ibv_wc is plain data; all-zero is valid.
         let mut wc: sys::ibv_wc = unsafe { mem::zeroed() };
-        wc.qp_num = qp_num;
-        wc.src_qp = src_qp;
-        wc.wc_flags = sys::ibv_wc_flags::IBV_WC_GRH.0;
+        wc.qp_num = w.qp_num;
+        wc.src_qp = w.src_qp;
+        wc.slid = w.slid;
+        wc.sl = w.sl;
+        wc.dlid_path_bits = w.dlid_path_bits;
+        wc.pkey_index = w.pkey_index;
+        if w.grh {
+            wc.wc_flags = sys::ibv_wc_flags::IBV_WC_GRH.0;
+        }
         let mut header = *grh;
         // SAFETY: live PD; `wc` and the 40 bytes of `header` (the size of struct ibv_grh,
         // which libibverbs only reads) are valid for the call.
