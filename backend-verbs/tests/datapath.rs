@@ -1253,6 +1253,27 @@ mod ud {
 
     #[test]
     #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn a_qp_blocking_self_loopback_gets_none_of_its_own_group_datagrams() {
+        let (s, c) = backends();
+        let ip = addr().ip();
+        let group = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(239, 7, 8, 2)), 0);
+        // rxe takes no QP creation flags (EOPNOTSUPP); hardware with the flag blocks.
+        let bed = if super::rxe() {
+            shared::SelfLoopback::Unsupported
+        } else {
+            shared::SelfLoopback::Blocked
+        };
+        shared::a_qp_blocking_self_loopback_gets_none_of_its_own_group_datagrams(
+            &s,
+            &c,
+            (ip, ip),
+            group,
+            bed,
+        );
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
     fn ud_misuse_is_refused_with_the_verbs_errnos() {
         let (s, c) = backends();
         shared::ud_misuse_is_refused(&s, &c, addr());

@@ -57,14 +57,26 @@ pub fn next_completion<B: DataPath>(cm: &B, side: &Side) -> WorkCompletion {
 
 /// Gives `id` a PD, a completion channel, one CQ of 64 entries for both queues and a UD QP.
 pub fn ud_side<B: DataPath>(cm: &B, channel: ChannelHandle, id: IdHandle) -> Side {
+    ud_side_with(cm, channel, id, false).expect("a UD QP")
+}
+
+/// [`ud_side`], the QP made with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` when
+/// `block_self_loopback`; the error of `create_qp_ex` if it fails.
+pub fn ud_side_with<B: DataPath>(
+    cm: &B,
+    channel: ChannelHandle,
+    id: IdHandle,
+    block_self_loopback: bool,
+) -> cmtwin::Result<Side> {
     let pd = ok(cm.alloc_pd(id), "alloc_pd");
     let comp = ok(cm.create_comp_channel(id), "create_comp_channel");
     let cq = ok(cm.create_cq(id, 64, Some(comp)), "create_cq");
     let mut attr = QpInitAttrEx::rc(pd, cq, cq);
     attr.qp_type = QpType::Ud;
-    let qpn = ok(cm.create_qp_ex(id, &attr), "create_qp_ex (UD)");
+    attr.block_self_multicast_loopback = block_self_loopback;
+    let qpn = cm.create_qp_ex(id, &attr)?;
     let qp = ok(cm.qp(id), "id->qp").expect("the id has its QP");
-    Side {
+    Ok(Side {
         channel,
         id,
         pd,
@@ -72,7 +84,7 @@ pub fn ud_side<B: DataPath>(cm: &B, channel: ChannelHandle, id: IdHandle) -> Sid
         cq,
         qpn,
         qp,
-    }
+    })
 }
 
 /// A UD "connection" as udaddy makes it: the server's listener and UD side, the client's UD
@@ -668,6 +680,61 @@ pub fn multicast_reaches_every_member<B: DataPath>(
         assert_ud_receive(server, &wc, expected, &m.rx, data);
     }
     [a, b, sender]
+}
+
+/// What a bed does with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (mckey's `-l`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelfLoopback {
+    /// The QP is made and gets none of its own group datagrams (the simulator, hardware
+    /// that has the flag).
+    Blocked,
+    /// The QP is refused with EOPNOTSUPP (rxe takes no creation flags).
+    Unsupported,
+}
+
+/// A member whose UD QP is made with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` and has a receive
+/// posted sends to its group: the other member (on the server's host) receives the datagram,
+/// the sender only its send's completion. Or, as `bed` says, the QP is refused (EOPNOTSUPP).
+pub fn a_qp_blocking_self_loopback_gets_none_of_its_own_group_datagrams<B: DataPath>(
+    server: &B,
+    client: &B,
+    (server_ip, client_ip): (std::net::IpAddr, std::net::IpAddr),
+    group: SocketAddr,
+    bed: SelfLoopback,
+) {
+    let channel = ok(client.create_event_channel(), "channel");
+    let id = ok(client.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    ok(client.bind_addr(id, SocketAddr::new(client_ip, 0)), "bind");
+    let made = ud_side_with(client, channel, id, true);
+    if bed == SelfLoopback::Unsupported {
+        expect_errno(made, Call::CreateQpEx, Errno::EOPNOTSUPP);
+        return;
+    }
+    let sender = made.expect("a UD QP that blocks its own loopback");
+    let len = GRH_LEN as usize + 64;
+    let own = region(client, sender.pd, len, 0, LW);
+    post_recv_all(client, sender.qp, 1, &own);
+    let member = join(server, SocketAddr::new(server_ip, 0), group, len);
+    ok(client.join_multicast(id, group, 7), "join_multicast");
+    let joined = expect_event_for(client, channel, EventKind::MulticastJoin, id, 0);
+    let EventParam::Multicast { ud, .. } = joined.param else {
+        panic!(
+            "MULTICAST_JOIN carries the group's data, got {:?}",
+            joined.param
+        );
+    };
+    let ah = ok(client.create_ah(sender.pd, &ud.ah_attr), "create_ah");
+    ud_send(client, &sender, 2, dest(ah, &ud, ud.qkey), b"not to me");
+    assert_ud_sent(&next_completion(client, &sender), &sender, 2, 9);
+    let wc = next_completion(server, &member.side);
+    assert_ud_receive(
+        server,
+        &wc,
+        (1, sender.qpn, &ud.ah_attr),
+        &member.rx,
+        b"not to me",
+    );
+    assert_no_completion(client, &sender);
 }
 
 /// What a UD send cannot be: without a destination (EINVAL), an RDMA write (EINVAL), through

@@ -15,13 +15,14 @@ use cmtwin_sim::{SimBackend, SimConfig};
 use cmtwin_tests::datapath::{connect, post_recv_all, region, Side};
 use cmtwin_tests::steps::ok;
 use cmtwin_tests::ud_datapath::{
-    a_qkey_mismatch_is_dropped, a_receive_too_small_is_a_length_error,
-    a_ud_destination_on_an_rc_qp_is_refused, an_external_ud_qp_talks_with_an_id_made_one,
-    assert_no_completion, assert_ud_receive, assert_ud_sent, dest, external_ud_side, join,
-    multicast_reaches_every_member, next_completion,
+    a_qkey_mismatch_is_dropped, a_qp_blocking_self_loopback_gets_none_of_its_own_group_datagrams,
+    a_receive_too_small_is_a_length_error, a_ud_destination_on_an_rc_qp_is_refused,
+    an_external_ud_qp_talks_with_an_id_made_one, assert_no_completion, assert_ud_receive,
+    assert_ud_sent, dest, external_ud_side, join, multicast_reaches_every_member, next_completion,
     on_roce_a_receive_without_grh_gives_no_address_handle,
     the_server_answers_through_an_address_handle_from_the_receive, ud_connect,
-    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, ud_side, ShortReceive, SILENCE,
+    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, ud_side, SelfLoopback, ShortReceive,
+    SILENCE,
 };
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -677,4 +678,57 @@ fn removing_the_device_flushes_a_ud_qps_receives() {
     bed.fabric.remove_device("server").expect("outside a run");
     let wc = next_completion(s, &pair.server);
     assert_eq!((wc.wr_id, wc.status), (1, WcStatus::WR_FLUSH_ERR));
+}
+
+#[test]
+fn a_qp_made_to_block_its_own_multicast_loopback_gets_none_of_its_datagrams() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = bed(21, transport);
+        let ips = (SimBed::SERVER_IP, SimBed::CLIENT_IP);
+        a_qp_blocking_self_loopback_gets_none_of_its_own_group_datagrams(
+            bed.server(),
+            bed.client(),
+            ips,
+            group(),
+            SelfLoopback::Blocked,
+        );
+        // One copy on the wire (to the member), none dropped at the sender for want of a
+        // receive or taken there.
+        let text = bed.fabric.trace_text();
+        assert_eq!(text.matches("UD_SEND 9 bytes").count(), 2, "{text}");
+    }
+}
+
+#[test]
+fn blocking_self_loopback_is_refused_on_an_rc_qp_and_apart_from_ids() {
+    let bed = bed(22, Transport::Roce);
+    let c = bed.client();
+    let ch = ok(c.create_event_channel(), "channel");
+    let id = ok(c.create_id(Some(ch), 0, PortSpace::TCP), "RC id");
+    ok(
+        c.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    let pd = ok(c.alloc_pd(id), "alloc_pd");
+    let cq = ok(c.create_cq(id, 8, None), "create_cq");
+    let mut attr = cmtwin::verbs::QpInitAttrEx::rc(pd, cq, cq);
+    attr.block_self_multicast_loopback = true;
+    for (made, call) in [
+        (
+            c.create_qp_ex(id, &attr).map(|_| ()),
+            cmtwin::Call::CreateQpEx,
+        ),
+        (
+            c.create_external_qp(&attr).map(|_| ()),
+            cmtwin::Call::CreateExternalQp,
+        ),
+    ] {
+        cmtwin_tests::steps::expect_errno(made, call, cmtwin::Errno::EINVAL);
+    }
+    attr.qp_type = cmtwin::QpType::Ud;
+    cmtwin_tests::steps::expect_errno(
+        c.create_external_qp(&attr),
+        cmtwin::Call::CreateExternalQp,
+        cmtwin::Errno::EINVAL,
+    );
 }

@@ -39,8 +39,7 @@
 //! Not modelled (yet): SRQs, atomics, memory windows, SQD, path-MTU segmentation (a UD send
 //! above the port's 4096-byte MTU is refused), `ibv_attach_mcast` (a UD QP made apart from ids
 //! sends to groups but receives from none), multicast joins' attachment delay (a membership
-//! receives from the `rdma_join_multicast` call on, not from its MULTICAST_JOIN), the
-//! sender's `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`.
+//! receives from the `rdma_join_multicast` call on, not from its MULTICAST_JOIN).
 
 mod address_handles;
 mod backend;

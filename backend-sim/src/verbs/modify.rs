@@ -86,6 +86,13 @@ impl World {
                 format!("{:?} QPs are not modelled apart from ids", attr.qp_type),
             ));
         }
+        if attr.block_self_multicast_loopback {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "IBV_QP_CREATE_BLOCK_SELF_MCAST_LB apart from ids (such a QP joins no group)",
+            ));
+        }
         let (dev, pd, cqs) = self.qp_objects(host, call, attr)?;
         let qpn = self.draw_qp_number(host, dev);
         let (cap, sig_all) = (attr.cap, attr.sq_sig_all);

@@ -80,6 +80,8 @@ pub(crate) struct UdQp {
     sq_sig_all: bool,
     /// The qkey a datagram must carry to be taken.
     qkey: u32,
+    /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: its own datagrams to a group skip it.
+    blocks_self_loopback: bool,
     /// Sends posted before RTS.
     sq: VecDeque<UdSendEntry>,
     rq: VecDeque<RecvEntry>,
@@ -94,6 +96,7 @@ impl UdQp {
             cap,
             sq_sig_all,
             qkey,
+            blocks_self_loopback: false,
             sq: VecDeque::new(),
             rq: VecDeque::new(),
         }
@@ -108,6 +111,17 @@ impl UdQp {
 
     pub(crate) fn qpn(&self) -> u32 {
         self.qpn
+    }
+
+    /// Made with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: it receives none of its own datagrams
+    /// to a multicast group.
+    pub(crate) fn block_self_multicast_loopback(&mut self) {
+        self.blocks_self_loopback = true;
+    }
+
+    /// Whether its own datagrams to a group skip it.
+    pub(crate) fn blocks_self_loopback(&self) -> bool {
+        self.blocks_self_loopback
     }
 
     /// Takes datagrams with `qkey` from now on (`ibv_modify_qp` with `IBV_QP_QKEY`).

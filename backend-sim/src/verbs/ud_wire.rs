@@ -11,7 +11,8 @@
 //!   memberships, one copy each, lost or delayed apart, as a switch replicates). The
 //!   sender's own QP gets a copy only if its id joined too, not send-only: multicast
 //!   loopback, as hardware does unless the QP was made with
-//!   `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (and as rxe does for a QP attached to the group).
+//!   `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (then it gets none), and as rxe does for a QP
+//!   attached to the group.
 //! * The receiver drops, silently as hardware does, a datagram for a QP that does not exist
 //!   or is not UD, one whose qkey is not the QP's, and one that finds the QP not ready or
 //!   without a posted receive; the drop is traced.
@@ -55,6 +56,7 @@ impl World {
     pub(crate) fn send_datagram(&mut self, q: ObjKey, d: Datagram) {
         let qp = &self.verbs.qps[&q];
         let (host, dev, from) = (qp.host, qp.dev, (qp.host, qp.qpn));
+        let no_loopback = qp.machine.blocks_self_loopback();
         if !self.topo.devices[dev].present {
             return;
         }
@@ -83,7 +85,11 @@ impl World {
                 self.trace_packet(host, TraceKind::Loss, from, to, &d, why);
                 return;
             }
-            self.group_members(to_ip)
+            let mut members = self.group_members(to_ip);
+            if no_loopback {
+                members.retain(|&m| m != from);
+            }
+            members
         } else {
             match self.topo.owner_of_ip(to_ip) {
                 Some((to_host, _)) => vec![(to_host, d.target.remote_qpn)],

@@ -456,6 +456,8 @@ pub(crate) struct QpCaps {
     pub max_inline_data: u32,
     pub sq_sig_all: bool,
     pub qp_type: u32,
+    /// `IBV_QP_CREATE_*` flags (with chosen CQs only: `rdma_create_qp_ex`).
+    pub create_flags: u32,
 }
 
 impl QpCaps {
@@ -747,6 +749,9 @@ impl super::RawId {
         cqs: Option<(&RawCq, &RawCq)>,
         caps: &QpCaps,
     ) -> CResult<u32> {
+        if let (Some((s, r)), true) = (cqs, caps.create_flags != 0) {
+            return self.create_qp_flagged(pd, (s, r), caps);
+        }
         // SAFETY: plain data; zero CQs make librdmacm create them.
         let mut init: sys::ibv_qp_init_attr = unsafe { mem::zeroed() };
         if let Some((s, r)) = cqs {
@@ -763,6 +768,33 @@ impl super::RawId {
         // SAFETY: live id with a device and no QP (checked by the caller); the PD and CQs are
         // live objects of the id's context (checked by the caller; librdmacm checks the PD).
         super::check(unsafe { sys::rdma_create_qp(self.as_ptr(), pd.as_ptr(), &mut init) })?;
+        self.qp_num().ok_or(libc::EIO)
+    }
+
+    /// `rdma_create_qp_ex(id, attr)` with the PD, the CQs and `caps.create_flags`; returns
+    /// the QP number.
+    fn create_qp_flagged(
+        &self,
+        pd: &RawPd,
+        (send_cq, recv_cq): (&RawCq, &RawCq),
+        caps: &QpCaps,
+    ) -> CResult<u32> {
+        let base = caps.init_attr(send_cq, recv_cq);
+        // SAFETY: plain data; all-zero means no SRQ, XRC domain, indirection table or TSO.
+        let mut init: sys::ibv_qp_init_attr_ex = unsafe { mem::zeroed() };
+        init.send_cq = base.send_cq;
+        init.recv_cq = base.recv_cq;
+        init.cap = base.cap;
+        init.qp_type = base.qp_type;
+        init.sq_sig_all = base.sq_sig_all;
+        init.pd = pd.as_ptr();
+        init.create_flags = caps.create_flags;
+        init.comp_mask = sys::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0
+            | sys::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_CREATE_FLAGS.0;
+        // SAFETY: live id with a device and no QP (checked by the caller); the PD and CQs are
+        // live objects of the id's context (checked by the caller); `init` is valid for the
+        // call (librdmacm copies what it keeps).
+        super::check(unsafe { sys::rdma_create_qp_ex(self.as_ptr(), &mut init) })?;
         self.qp_num().ok_or(libc::EIO)
     }
 

@@ -66,8 +66,12 @@ fn caps(cap: &QpCap, sq_sig_all: bool, t: QpType) -> QpCaps {
         max_inline_data: cap.max_inline_data,
         sq_sig_all,
         qp_type: qpt(t),
+        create_flags: 0,
     }
 }
+
+/// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`.
+const CREATE_BLOCK_SELF_MCAST_LB: u32 = 2;
 
 /// The objects a new QP is made with, on one device context.
 struct QpObjects {
@@ -377,7 +381,14 @@ impl VerbsBackend {
                     format!("a {:?} QP does not suit the id's port space", attr.qp_type),
                 ));
             }
-            let c = caps(&attr.cap, attr.sq_sig_all, attr.qp_type);
+            let mut c = caps(&attr.cap, attr.sq_sig_all, attr.qp_type);
+            if attr.block_self_multicast_loopback {
+                if attr.qp_type != QpType::Ud {
+                    let why = "IBV_QP_CREATE_BLOCK_SELF_MCAST_LB on a QP that is not UD";
+                    return Err(err(call, libc::EINVAL, why));
+                }
+                c.create_flags = CREATE_BLOCK_SELF_MCAST_LB;
+            }
             let qpn = o
                 .raw
                 .create_qp_with(&pd.raw, Some((&s.raw, &r.raw)), &c)
@@ -453,6 +464,10 @@ impl VerbsBackend {
                     attr.qp_type
                 ),
             ));
+        }
+        if attr.block_self_multicast_loopback {
+            let why = "IBV_QP_CREATE_BLOCK_SELF_MCAST_LB apart from ids (such a QP joins no group)";
+            return Err(err(call, libc::EINVAL, why));
         }
         let QpObjects {
             pd,

@@ -123,7 +123,10 @@ pub trait DataPath: CmBackend {
     /// * The errnos of `CmBackend::create_qp`.
     /// * EINVAL: the PD or a CQ is on another device than the id, or a capacity is 0 (send
     ///   or receive queue) or above the device's maximum (16384 requests, 32 entries, 256
-    ///   inline bytes on the simulator).
+    ///   inline bytes on the simulator), or `block_self_multicast_loopback` on a QP that is
+    ///   not UD.
+    /// * EOPNOTSUPP: `block_self_multicast_loopback` on a device without it (rxe takes no
+    ///   creation flags; the simulator has it).
     fn create_qp_ex(&self, id: IdHandle, attr: &QpInitAttrEx) -> Result<u32>;
 
     /// The CQs of the id's QP and their channels (`id->send_cq`, `id->send_cq_channel`, ...):
@@ -149,8 +152,9 @@ pub trait DataPath: CmBackend {
     /// There is no `ibv_attach_mcast` here: such a QP sends to a multicast group but does
     /// not receive from one.
     ///
-    /// * EINVAL: a QP type other than RC and UD, the CQs on another device than the PD, or
-    ///   capacities as for `create_qp_ex`.
+    /// * EINVAL: a QP type other than RC and UD, the CQs on another device than the PD,
+    ///   capacities as for `create_qp_ex`, or `block_self_multicast_loopback` (such a QP
+    ///   joins no group).
     fn create_external_qp(&self, attr: &QpInitAttrEx) -> Result<QpHandle>;
 
     /// `ibv_destroy_qp` of a QP made by `create_external_qp` (outstanding requests are

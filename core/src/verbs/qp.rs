@@ -40,6 +40,9 @@ pub struct QpInitAttrEx {
     pub cap: QpCap,
     /// Signal every send completion (else only requests marked signaled, and errors).
     pub sq_sig_all: bool,
+    /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (mckey's `-l`): a UD QP whose id joined a
+    /// multicast group does not receive its own datagrams to it. UD QPs on ids only.
+    pub block_self_multicast_loopback: bool,
 }
 
 impl QpInitAttrEx {
@@ -53,6 +56,7 @@ impl QpInitAttrEx {
             qp_type: QpType::Rc,
             cap: QpCap::default(),
             sq_sig_all: true,
+            block_self_multicast_loopback: false,
         }
     }
 }
