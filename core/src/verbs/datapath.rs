@@ -126,7 +126,7 @@ pub trait DataPath: CmBackend {
     ///   inline bytes on the simulator), or `block_self_multicast_loopback` on a QP that is
     ///   not UD.
     /// * EOPNOTSUPP: `block_self_multicast_loopback` on a device without it (rxe takes no
-    ///   creation flags; the simulator has it).
+    ///   creation flags, measured; the simulator has it).
     fn create_qp_ex(&self, id: IdHandle, attr: &QpInitAttrEx) -> Result<u32>;
 
     /// The CQs of the id's QP and their channels (`id->send_cq`, `id->send_cq_channel`, ...):
