@@ -292,7 +292,7 @@ impl World {
                 hop_limit: 64,
                 traffic_class: 0,
             },
-            dlid: if roce { 0 } else { 1 + (gid[15] as u16) },
+            dlid: if roce { 0 } else { crate::topology::ib_lid(ip) },
             sl: 0,
             src_path_bits: 0,
             static_rate: 0,

@@ -112,6 +112,20 @@ impl Topology {
             .map(|(k, d)| (d.host, k))
     }
 
+    /// The (host, device) of the present InfiniBand device whose port has LID `lid` (see
+    /// [`ib_lid`]), the first one in the fabric's order if two addresses share it.
+    pub(crate) fn owner_of_lid(&self, lid: u16) -> Option<(HostKey, DevKey)> {
+        self.devices
+            .iter()
+            .enumerate()
+            .find(|(_, d)| {
+                d.present
+                    && d.transport == Transport::InfiniBand
+                    && d.ips.iter().any(|&ip| ib_lid(ip) == lid)
+            })
+            .map(|(k, d)| (d.host, k))
+    }
+
     /// The first present device of `host`.
     pub(crate) fn first_device(&self, host: HostKey) -> Option<DevKey> {
         self.hosts[host]
@@ -120,6 +134,17 @@ impl Topology {
             .copied()
             .find(|d| self.devices[*d].present)
     }
+}
+
+/// The LID of the InfiniBand port that holds address `ip`: the simulated subnet manager
+/// numbers ports 1 + the address's last byte (never 0, below the multicast LIDs). A group's
+/// address gets one the same way, as the CM's address handles carry it.
+pub(crate) fn ib_lid(ip: IpAddr) -> u16 {
+    let last = match ip {
+        IpAddr::V4(v4) => v4.octets()[3],
+        IpAddr::V6(v6) => v6.octets()[15],
+    };
+    1 + u16::from(last)
 }
 
 #[cfg(test)]

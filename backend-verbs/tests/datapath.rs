@@ -1199,6 +1199,27 @@ mod ud {
 
     #[test]
     #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn on_roce_a_receive_without_grh_gives_no_address_handle() {
+        let (s, c) = backends();
+        shared::on_roce_a_receive_without_grh_gives_no_address_handle(&s, &c, addr());
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn an_external_ud_qp_talks_with_an_id_made_one() {
+        let (s, c) = backends();
+        let x = shared::an_external_ud_qp_talks_with_an_id_made_one(&s, &c, addr());
+        // RoCE: every receive has a GRH and no source LID.
+        assert_eq!((x.at_server.grh, x.at_server.slid), (true, 0));
+        assert_eq!((x.at_external.grh, x.at_external.slid), (true, 0));
+        cmtwin_tests::steps::ok(
+            cmtwin::verbs::DataPath::destroy_external_qp(&c, x.external.qp),
+            "destroy_external_qp",
+        );
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
     fn a_qkey_mismatch_is_dropped() {
         let (s, c) = backends();
         shared::a_qkey_mismatch_is_dropped(&s, &c, addr());
@@ -1228,6 +1249,27 @@ mod ud {
         let ip = addr().ip();
         let group = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(239, 7, 8, 1)), 0);
         shared::multicast_reaches_every_member(&s, &c, (ip, ip), group, b"to all");
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn a_qp_blocking_self_loopback_gets_none_of_its_own_group_datagrams() {
+        let (s, c) = backends();
+        let ip = addr().ip();
+        let group = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(239, 7, 8, 2)), 0);
+        // rxe takes no QP creation flags (EOPNOTSUPP); hardware with the flag blocks.
+        let bed = if super::rxe() {
+            shared::SelfLoopback::Unsupported
+        } else {
+            shared::SelfLoopback::Blocked
+        };
+        shared::a_qp_blocking_self_loopback_gets_none_of_its_own_group_datagrams(
+            &s,
+            &c,
+            (ip, ip),
+            group,
+            bed,
+        );
     }
 
     #[test]

@@ -7,11 +7,13 @@
 //!   receivers on three hosts (10 messages of 100 bytes), then a sender and one receiver; each
 //!   run twice to check that the seed replays the same trace, with every member's virtual
 //!   times checked exactly. `-C`, `-S` change the exchange, `-o` makes the sender a send-only
-//!   member. `CMTWIN_TRACE=1` prints the first trace. With `CMTWIN_RDMA_ADDR=<ip of an RDMA
+//!   member, `-l` blocks the members' own multicast loopback. `CMTWIN_TRACE=1` prints the first trace. With `CMTWIN_RDMA_ADDR=<ip of an RDMA
 //!   interface>`, a receiver and a sender on the real librdmacm instead, on two threads.
-//! * `... --example mckey -- -m <group ip> [-b <local ip>] [-s] [-C count] [-S size] [-o]`:
-//!   one member on the real librdmacm and libibverbs, with mckey's flags (`-s` sender, else
-//!   receiver; `-o` a send-only join), against this example or the C `mckey`.
+//! * `... --example mckey -- -m <group ip> [-b <local ip>] [-s] [-C count] [-S size] [-o]
+//!   [-l]`: one member on the real librdmacm and libibverbs, with mckey's flags (`-s` sender,
+//!   else receiver; `-o` a send-only join; `-l` a QP made with
+//!   `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`, which rxe refuses), against this example or the C
+//!   `mckey`.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -65,6 +67,7 @@ fn parse_args() -> Result<(Mode, Options), String> {
             "-b" => local = Some(parse_ip(&value("-b")?)?),
             "-s" => role = Role::Sender,
             "-o" => opts.send_only = true,
+            "-l" => opts.block_self_loopback = true,
             "-C" => opts.message_count = value("-C")?.parse().map_err(|e| format!("-C: {e}"))?,
             "-S" => opts.message_size = value("-S")?.parse().map_err(|e| format!("-S: {e}"))?,
             other => seed = other.parse().map_err(|e| format!("{other}: {e}"))?,

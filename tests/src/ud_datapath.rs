@@ -14,8 +14,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, Payload, QpInitAttrEx, QpState, SendOp, SendWr, UdDest,
-    WcOpcode, WcStatus, WorkCompletion, GRH_LEN, MULTICAST_QPN,
+    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpInitAttrEx, QpState, SendOp, SendWr,
+    UdDest, WcOpcode, WcStatus, WorkCompletion, GRH_LEN, MULTICAST_QPN,
 };
 use cmtwin::{
     AhAttr, AhHandle, Call, ChannelHandle, CmBackend, Errno, EventKind, EventParam, IdHandle,
@@ -57,14 +57,26 @@ pub fn next_completion<B: DataPath>(cm: &B, side: &Side) -> WorkCompletion {
 
 /// Gives `id` a PD, a completion channel, one CQ of 64 entries for both queues and a UD QP.
 pub fn ud_side<B: DataPath>(cm: &B, channel: ChannelHandle, id: IdHandle) -> Side {
+    ud_side_with(cm, channel, id, false).expect("a UD QP")
+}
+
+/// [`ud_side`], the QP made with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` when
+/// `block_self_loopback`; the error of `create_qp_ex` if it fails.
+pub fn ud_side_with<B: DataPath>(
+    cm: &B,
+    channel: ChannelHandle,
+    id: IdHandle,
+    block_self_loopback: bool,
+) -> cmtwin::Result<Side> {
     let pd = ok(cm.alloc_pd(id), "alloc_pd");
     let comp = ok(cm.create_comp_channel(id), "create_comp_channel");
     let cq = ok(cm.create_cq(id, 64, Some(comp)), "create_cq");
     let mut attr = QpInitAttrEx::rc(pd, cq, cq);
     attr.qp_type = QpType::Ud;
-    let qpn = ok(cm.create_qp_ex(id, &attr), "create_qp_ex (UD)");
+    attr.block_self_multicast_loopback = block_self_loopback;
+    let qpn = cm.create_qp_ex(id, &attr)?;
     let qp = ok(cm.qp(id), "id->qp").expect("the id has its QP");
-    Side {
+    Ok(Side {
         channel,
         id,
         pd,
@@ -72,7 +84,7 @@ pub fn ud_side<B: DataPath>(cm: &B, channel: ChannelHandle, id: IdHandle) -> Sid
         cq,
         qpn,
         qp,
-    }
+    })
 }
 
 /// A UD "connection" as udaddy makes it: the server's listener and UD side, the client's UD
@@ -268,9 +280,10 @@ pub fn ud_send_reaches_the_server<B: DataPath>(
 }
 
 /// udaddy's reply: after [`ud_send_reaches_the_server`], the server makes an address handle
-/// from the receive's completion and GRH (`ibv_create_ah_from_wc`) and answers the client's
-/// QP (`src_qp`) with the id's qkey; the client's receive completes with the server's QP
-/// number.
+/// from the receive's completion and GRH (`ibv_create_ah_from_wc`: global when the receive
+/// has a GRH, else routed to the completion's source LID) and answers the client's QP
+/// (`src_qp`) with the id's qkey; the client's receive completes with the server's QP
+/// number. A completion that is not a successful receive gives no handle (EINVAL).
 pub fn the_server_answers_through_an_address_handle_from_the_receive<B: DataPath>(
     server: &B,
     client: &B,
@@ -322,13 +335,165 @@ pub fn the_server_answers_through_an_address_handle_from_the_receive<B: DataPath
         "mr_read",
     );
     assert_eq!(&got, b"pong");
-    let mut not_a_receive = wc;
-    not_a_receive.grh = false;
+    let mut flushed = wc;
+    flushed.status = WcStatus::WR_FLUSH_ERR;
     expect_errno(
-        server.create_ah_from_wc(pair.server.pd, &not_a_receive, &grh),
+        server.create_ah_from_wc(pair.server.pd, &flushed, &grh),
         Call::CreateAhFromWc,
         Errno::EINVAL,
     );
+}
+
+/// On RoCE every UD receive has a GRH; a completion without one (`wc.grh` cleared) gives
+/// `ibv_create_ah_from_wc` a handle without global route, which the kernel refuses on a
+/// RoCE port: EINVAL.
+pub fn on_roce_a_receive_without_grh_gives_no_address_handle<B: DataPath>(
+    server: &B,
+    client: &B,
+    addr: SocketAddr,
+) {
+    let (pair, _) = ud_send_reaches_the_server(server, client, addr, b"no grh");
+    let wc = WorkCompletion {
+        wr_id: 1,
+        status: WcStatus::SUCCESS,
+        opcode: WcOpcode::Recv,
+        byte_len: GRH_LEN + 6,
+        qp_num: pair.server.qpn,
+        src_qp: pair.client.qpn,
+        ..WorkCompletion::default()
+    };
+    expect_errno(
+        server.create_ah_from_wc(pair.server.pd, &wc, &[0; GRH_LEN as usize]),
+        Call::CreateAhFromWc,
+        Errno::EINVAL,
+    );
+}
+
+/// What [`an_external_ud_qp_talks_with_an_id_made_one`] saw.
+#[derive(Clone, Copy, Debug)]
+pub struct ExternalUdExchange {
+    /// The id-made pair (the client's id lends its device, PD and attributes).
+    pub pair: UdPair,
+    /// The QP made apart from ids, on the client's host (`id` is the client's id).
+    pub external: Side,
+    /// The server's receive of the external QP's datagram.
+    pub at_server: WorkCompletion,
+    /// The external QP's receive of the server's answer.
+    pub at_external: WorkCompletion,
+}
+
+/// A UD QP made apart from ids (`ibv_create_qp` in the client's PD, with its own CQ and
+/// completion channel) is driven as librdmacm drives an id's: INIT with the client id's
+/// `rdma_init_qp_attr` (pkey index 0, port 1, the UDP qkey), RTR, RTS with send PSN 0. It
+/// sends to the server's id-made QP through an address handle of the client's ESTABLISHED
+/// (the server's receive names it as `src_qp`), and the server answers it through an address
+/// handle made from that receive.
+pub fn an_external_ud_qp_talks_with_an_id_made_one<B: DataPath>(
+    server: &B,
+    client: &B,
+    addr: SocketAddr,
+) -> ExternalUdExchange {
+    let rx = std::cell::Cell::new(None);
+    let pair = ud_connect(server, client, addr, |s| {
+        let mr = region(server, s.pd, GRH_LEN as usize + 64, 0, LW);
+        post_recv_all(server, s.qp, 1, &mr);
+        rx.set(Some(mr));
+    });
+    let rx = rx.get().expect("posted before accept");
+    let external = external_ud_side(client, &pair.client);
+    let back = region(client, external.pd, GRH_LEN as usize + 64, 0, LW);
+    post_recv_all(client, external.qp, 5, &back);
+    let rtr = QpAttr {
+        qp_state: Some(QpState::Rtr),
+        ..QpAttr::default()
+    };
+    ok(client.modify_qp(external.qp, &rtr), "modify_qp RTR");
+    let rts = QpAttr {
+        qp_state: Some(QpState::Rts),
+        sq_psn: 0,
+        ..QpAttr::default()
+    };
+    ok(client.modify_qp(external.qp, &rts), "modify_qp RTS");
+    let state = ok(client.query_qp_state(external.qp), "query_qp_state");
+    assert_eq!(state, QpState::Rts);
+    let ah = ok(
+        client.create_ah(external.pd, &pair.to_server.ah_attr),
+        "create_ah",
+    );
+    let to = dest(ah, &pair.to_server, pair.to_server.qkey);
+    ud_send(client, &external, 2, to, b"apart");
+    assert_ud_sent(&next_completion(client, &external), &external, 2, 5);
+    let at_server = next_completion(server, &pair.server);
+    let expected = (1, external.qpn, &pair.to_server.ah_attr);
+    assert_ud_receive(server, &at_server, expected, &rx, b"apart");
+    let mut grh = [0; GRH_LEN as usize];
+    ok(server.mr_read(rx.handle, 0, &mut grh), "mr_read");
+    let reply = ok(
+        server.create_ah_from_wc(pair.server.pd, &at_server, &grh),
+        "create_ah_from_wc",
+    );
+    let to = UdDest {
+        ah: reply,
+        remote_qpn: at_server.src_qp,
+        remote_qkey: cmtwin::RDMA_UDP_QKEY,
+    };
+    ud_send(server, &pair.server, 3, to, b"back");
+    assert_ud_sent(&next_completion(server, &pair.server), &pair.server, 3, 4);
+    let at_external = next_completion(client, &external);
+    assert_eq!(
+        (at_external.wr_id, at_external.status, at_external.qp_num),
+        (5, WcStatus::SUCCESS, external.qpn),
+        "{at_external:?}"
+    );
+    assert_eq!(
+        at_external.src_qp, pair.server.qpn,
+        "the server's QP number"
+    );
+    assert_eq!(at_external.byte_len, GRH_LEN + 4);
+    let mut got = [0; 4];
+    ok(
+        client.mr_read(back.handle, GRH_LEN as usize, &mut got),
+        "mr_read",
+    );
+    assert_eq!(&got, b"back");
+    ok(client.destroy_ah(ah), "destroy_ah");
+    ok(server.destroy_ah(reply), "destroy_ah");
+    ExternalUdExchange {
+        pair,
+        external,
+        at_server,
+        at_external,
+    }
+}
+
+/// A UD QP apart from ids on `of`'s device and PD, with its own CQ (16 entries) and
+/// completion channel, moved to INIT with `rdma_init_qp_attr(of.id, INIT)` (checked: pkey
+/// index 0, port 1, librdmacm's UDP qkey).
+pub fn external_ud_side<B: DataPath>(cm: &B, of: &Side) -> Side {
+    let comp = ok(cm.create_comp_channel(of.id), "create_comp_channel");
+    let cq = ok(cm.create_cq(of.id, 16, Some(comp)), "create_cq");
+    let mut attr = QpInitAttrEx::rc(of.pd, cq, cq);
+    attr.qp_type = QpType::Ud;
+    let qp = ok(cm.create_external_qp(&attr), "create_external_qp (UD)");
+    let qpn = ok(cm.qp_number(qp), "qp_number");
+    assert_eq!(ok(cm.query_qp_state(qp), "query_qp_state"), QpState::Reset);
+    let init = ok(cm.init_qp_attr(of.id, QpState::Init), "init_qp_attr INIT");
+    assert_eq!(
+        (init.pkey_index, init.ah_attr.port_num, init.qkey),
+        (0, 1, cmtwin::RDMA_UDP_QKEY),
+        "a UD id's INIT attributes"
+    );
+    ok(cm.modify_qp(qp, &init), "modify_qp INIT");
+    assert_eq!(ok(cm.query_qp_state(qp), "query_qp_state"), QpState::Init);
+    Side {
+        channel: of.channel,
+        id: of.id,
+        pd: of.pd,
+        comp,
+        cq,
+        qpn,
+        qp,
+    }
 }
 
 /// A datagram whose qkey is not the receiver's is dropped without a completion (the send
@@ -515,6 +680,61 @@ pub fn multicast_reaches_every_member<B: DataPath>(
         assert_ud_receive(server, &wc, expected, &m.rx, data);
     }
     [a, b, sender]
+}
+
+/// What a bed does with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (mckey's `-l`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelfLoopback {
+    /// The QP is made and gets none of its own group datagrams (the simulator, hardware
+    /// that has the flag).
+    Blocked,
+    /// The QP is refused with EOPNOTSUPP (rxe takes no creation flags; measured on rxe-6.1).
+    Unsupported,
+}
+
+/// A member whose UD QP is made with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` and has a receive
+/// posted sends to its group: the other member (on the server's host) receives the datagram,
+/// the sender only its send's completion. Or, as `bed` says, the QP is refused (EOPNOTSUPP).
+pub fn a_qp_blocking_self_loopback_gets_none_of_its_own_group_datagrams<B: DataPath>(
+    server: &B,
+    client: &B,
+    (server_ip, client_ip): (std::net::IpAddr, std::net::IpAddr),
+    group: SocketAddr,
+    bed: SelfLoopback,
+) {
+    let channel = ok(client.create_event_channel(), "channel");
+    let id = ok(client.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    ok(client.bind_addr(id, SocketAddr::new(client_ip, 0)), "bind");
+    let made = ud_side_with(client, channel, id, true);
+    if bed == SelfLoopback::Unsupported {
+        expect_errno(made, Call::CreateQpEx, Errno::EOPNOTSUPP);
+        return;
+    }
+    let sender = made.expect("a UD QP that blocks its own loopback");
+    let len = GRH_LEN as usize + 64;
+    let own = region(client, sender.pd, len, 0, LW);
+    post_recv_all(client, sender.qp, 1, &own);
+    let member = join(server, SocketAddr::new(server_ip, 0), group, len);
+    ok(client.join_multicast(id, group, 7), "join_multicast");
+    let joined = expect_event_for(client, channel, EventKind::MulticastJoin, id, 0);
+    let EventParam::Multicast { ud, .. } = joined.param else {
+        panic!(
+            "MULTICAST_JOIN carries the group's data, got {:?}",
+            joined.param
+        );
+    };
+    let ah = ok(client.create_ah(sender.pd, &ud.ah_attr), "create_ah");
+    ud_send(client, &sender, 2, dest(ah, &ud, ud.qkey), b"not to me");
+    assert_ud_sent(&next_completion(client, &sender), &sender, 2, 9);
+    let wc = next_completion(server, &member.side);
+    assert_ud_receive(
+        server,
+        &wc,
+        (1, sender.qpn, &ud.ah_attr),
+        &member.rx,
+        b"not to me",
+    );
+    assert_no_completion(client, &sender);
 }
 
 /// What a UD send cannot be: without a destination (EINVAL), an RDMA write (EINVAL), through

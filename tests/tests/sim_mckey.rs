@@ -91,3 +91,24 @@ fn a_lost_datagram_is_the_receivers_error_when_its_wait_ends() {
     // The failed receiver began its wait when it joined, at 0.
     assert_eq!(run.end, STEP, "{}", run.trace);
 }
+
+/// mckey's `-l`: the members' QPs are made with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`. The
+/// exchange is the same to the nanosecond; only the copies of the sender's datagrams to its
+/// own QP (sent, and lost: it has no receive posted and is gone by then) are not sent.
+#[test]
+fn with_l_the_sender_gets_no_copy_of_its_own_datagrams_and_the_exchange_is_unchanged() {
+    let plain = run(7, 2, Options::default(), |_| Ok(()));
+    let opts = Options {
+        block_self_loopback: true,
+        ..Options::default()
+    };
+    let blocked = run(7, 2, opts, |_| Ok(()));
+    assert_eq!(blocked.outcome, Ok(()));
+    assert_eq!(blocked.results, plain.results);
+    assert_eq!(blocked.end, plain.end);
+    let q = plain.results[0].as_ref().expect("the sender's summary").qpn;
+    let to_itself = format!("send data qp {q:#x} -> qp {q:#x}");
+    let own_copies = |trace: &str| trace.matches(&to_itself).count();
+    assert_eq!(own_copies(&plain.trace), 10, "{}", plain.trace);
+    assert_eq!(own_copies(&blocked.trace), 0, "{}", blocked.trace);
+}

@@ -9,17 +9,20 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use cmtwin::verbs::{AccessFlags, DataPath, WcStatus, GRH_LEN};
-use cmtwin::{CmBackend, EventParam, JoinFlags, PortSpace, Transport, Wait};
+use cmtwin::verbs::{AccessFlags, DataPath, QpAttr, QpState, WcStatus, GRH_LEN};
+use cmtwin::{AhAttr, CmBackend, EventParam, JoinFlags, PortSpace, Transport, Wait};
 use cmtwin_sim::{SimBackend, SimConfig};
 use cmtwin_tests::datapath::{connect, post_recv_all, region, Side};
 use cmtwin_tests::steps::ok;
 use cmtwin_tests::ud_datapath::{
-    a_qkey_mismatch_is_dropped, a_receive_too_small_is_a_length_error,
-    a_ud_destination_on_an_rc_qp_is_refused, assert_no_completion, assert_ud_receive,
-    assert_ud_sent, dest, join, multicast_reaches_every_member, next_completion,
+    a_qkey_mismatch_is_dropped, a_qp_blocking_self_loopback_gets_none_of_its_own_group_datagrams,
+    a_receive_too_small_is_a_length_error, a_ud_destination_on_an_rc_qp_is_refused,
+    an_external_ud_qp_talks_with_an_id_made_one, assert_no_completion, assert_ud_receive,
+    assert_ud_sent, dest, external_ud_side, join, multicast_reaches_every_member, next_completion,
+    on_roce_a_receive_without_grh_gives_no_address_handle,
     the_server_answers_through_an_address_handle_from_the_receive, ud_connect,
-    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, ud_side, ShortReceive, SILENCE,
+    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, ud_side, SelfLoopback, ShortReceive,
+    SILENCE,
 };
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -194,14 +197,294 @@ fn on_infiniband_a_datagram_through_a_local_address_handle_has_no_grh_and_leaves
 
 #[test]
 fn the_server_answers_through_an_address_handle_made_from_the_receive() {
-    // RoCE only: an InfiniBand datagram through a local address handle has no GRH, and the
-    // source LID that libibverbs would use instead is not in the trait's completion.
-    let bed = bed(14, Transport::Roce);
-    the_server_answers_through_an_address_handle_from_the_receive(
-        bed.server(),
-        bed.client(),
-        addr(7010),
+    // On InfiniBand the receive has no GRH: the handle goes to the completion's source LID.
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = bed(14, transport);
+        the_server_answers_through_an_address_handle_from_the_receive(
+            bed.server(),
+            bed.client(),
+            addr(7010),
+        );
+    }
+}
+
+#[test]
+fn on_roce_a_receive_without_grh_gives_no_address_handle_with_einval() {
+    let bed = bed(15, Transport::Roce);
+    on_roce_a_receive_without_grh_gives_no_address_handle(bed.server(), bed.client(), addr(7011));
+}
+
+/// The LIDs of the simulated subnet: 1 + the address's last byte.
+const SERVER_LID: u16 = 2;
+const CLIENT_LID: u16 = 3;
+
+#[test]
+fn on_infiniband_a_receive_without_grh_names_the_senders_lid_and_the_answer_goes_back_by_it() {
+    let bed = bed(16, Transport::InfiniBand);
+    let (s, c) = (bed.server(), bed.client());
+    let rx = std::cell::Cell::new(None);
+    let pair = ud_connect(s, c, addr(7012), |side| {
+        let mr = region(s, side.pd, 128, 0xee, LW);
+        post_recv_all(s, side.qp, 1, &mr);
+        rx.set(Some(mr));
+    });
+    let rx = rx.get().expect("posted");
+    assert_eq!(
+        pair.to_server.ah_attr.dlid, SERVER_LID,
+        "the SIDR reply's LID"
     );
+    let back = region(c, pair.client.pd, 128, 0, LW);
+    post_recv_all(c, pair.client.qp, 5, &back);
+    let ah = ok(
+        c.create_ah(pair.client.pd, &pair.to_server.ah_attr),
+        "create_ah",
+    );
+    let t0 = c.now();
+    ud_send(
+        c,
+        &pair.client,
+        2,
+        dest(ah, &pair.to_server, pair.to_server.qkey),
+        b"lid?",
+    );
+    assert_ud_sent(&next_completion(c, &pair.client), &pair.client, 2, 4);
+    let wc = next_completion(s, &pair.server);
+    assert_eq!(s.now() - t0, 5 * US);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len, wc.src_qp, wc.slid, wc.grh),
+        (1, WcStatus::SUCCESS, 44, pair.client.qpn, CLIENT_LID, false)
+    );
+    assert_eq!((wc.sl, wc.dlid_path_bits, wc.pkey_index), (0, 0, 0));
+    // Without a GRH the header bytes are not read: garbage there changes nothing.
+    let reply = ok(
+        s.create_ah_from_wc(pair.server.pd, &wc, &[0x5a; GRH_LEN as usize]),
+        "create_ah_from_wc",
+    );
+    let t1 = s.now();
+    let to = cmtwin::verbs::UdDest {
+        ah: reply,
+        remote_qpn: wc.src_qp,
+        remote_qkey: cmtwin::RDMA_UDP_QKEY,
+    };
+    ud_send(s, &pair.server, 3, to, b"by lid");
+    assert_ud_sent(&next_completion(s, &pair.server), &pair.server, 3, 6);
+    let wc = next_completion(c, &pair.client);
+    assert_eq!(c.now() - t1, 5 * US);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len, wc.src_qp, wc.slid, wc.grh),
+        (5, WcStatus::SUCCESS, 46, pair.server.qpn, SERVER_LID, false)
+    );
+    let mut got = [0; 6];
+    ok(
+        c.mr_read(back.handle, GRH_LEN as usize, &mut got),
+        "mr_read",
+    );
+    assert_eq!(&got, b"by lid");
+    // A LID no port has: the datagram is lost (the send still succeeds).
+    let nowhere = AhAttr {
+        dlid: 0x77,
+        port_num: 1,
+        ..AhAttr::default()
+    };
+    let lost = ok(
+        c.create_ah(pair.client.pd, &nowhere),
+        "create_ah (LID only)",
+    );
+    post_recv_all(s, pair.server.qp, 6, &rx);
+    ud_send(
+        c,
+        &pair.client,
+        7,
+        dest(lost, &pair.to_server, pair.to_server.qkey),
+        b"x",
+    );
+    assert_ud_sent(&next_completion(c, &pair.client), &pair.client, 7, 1);
+    assert_no_completion(s, &pair.server);
+    assert!(bed
+        .fabric
+        .trace_text()
+        .contains("(no InfiniBand port has the destination LID)"));
+}
+
+#[test]
+fn on_roce_an_address_handle_without_global_route_is_refused_with_einval() {
+    let bed = bed(17, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let pair = ud_connect(s, c, addr(7013), |_| {});
+    let mut local = pair.to_server.ah_attr;
+    local.is_global = false;
+    cmtwin_tests::steps::expect_errno(
+        c.create_ah(pair.client.pd, &local),
+        cmtwin::Call::CreateAh,
+        cmtwin::Errno::EINVAL,
+    );
+}
+
+#[test]
+fn an_external_ud_qp_talks_with_an_id_made_one_on_roce_and_infiniband() {
+    for (transport, grh, lids) in [
+        (Transport::Roce, true, (0, 0)),
+        (Transport::InfiniBand, false, (CLIENT_LID, SERVER_LID)),
+    ] {
+        let bed = bed(18, transport);
+        let (s, c) = (bed.server(), bed.client());
+        let x = an_external_ud_qp_talks_with_an_id_made_one(s, c, addr(7014));
+        assert_ne!(x.external.qpn, x.pair.client.qpn, "a QP of its own");
+        assert_eq!(x.at_server.src_qp, x.external.qpn);
+        assert_eq!(
+            (x.at_server.grh, x.at_server.slid),
+            (grh, lids.0),
+            "{transport:?}"
+        );
+        assert_eq!(
+            (x.at_external.grh, x.at_external.slid),
+            (grh, lids.1),
+            "{transport:?}"
+        );
+        // One more datagram, timed: one wire latency, as from an id's QP.
+        let rx = region(s, x.pair.server.pd, 128, 0, LW);
+        post_recv_all(s, x.pair.server.qp, 8, &rx);
+        let ah = ok(
+            c.create_ah(x.external.pd, &x.pair.to_server.ah_attr),
+            "create_ah",
+        );
+        let t0 = c.now();
+        ud_send(
+            c,
+            &x.external,
+            9,
+            dest(ah, &x.pair.to_server, x.pair.to_server.qkey),
+            b"t",
+        );
+        let wc = next_completion(s, &x.pair.server);
+        assert_eq!(s.now() - t0, 5 * US);
+        assert_eq!((wc.wr_id, wc.src_qp, wc.byte_len), (8, x.external.qpn, 41));
+        ok(c.destroy_ah(ah), "destroy_ah");
+        ok(c.destroy_external_qp(x.external.qp), "destroy_external_qp");
+    }
+}
+
+#[test]
+fn an_external_ud_qp_takes_only_its_qkey_and_refuses_a_second_pkey_or_port() {
+    let bed = bed(19, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let pair = ud_connect(s, c, addr(7015), |_| {});
+    let comp = ok(c.create_comp_channel(pair.client.id), "create_comp_channel");
+    let cq = ok(c.create_cq(pair.client.id, 8, Some(comp)), "create_cq");
+    let mut attr = cmtwin::verbs::QpInitAttrEx::rc(pair.client.pd, cq, cq);
+    attr.qp_type = cmtwin::QpType::Ud;
+    let qp = ok(c.create_external_qp(&attr), "create_external_qp");
+    let mut init = ok(
+        c.init_qp_attr(pair.client.id, QpState::Init),
+        "init_qp_attr",
+    );
+    for (pkey_index, port) in [(1, 1), (0, 2)] {
+        let mut bad = init;
+        bad.pkey_index = pkey_index;
+        bad.ah_attr.port_num = port;
+        cmtwin_tests::steps::expect_errno(
+            c.modify_qp(qp, &bad),
+            cmtwin::Call::ModifyQp,
+            cmtwin::Errno::EINVAL,
+        );
+    }
+    assert_eq!(ok(c.query_qp_state(qp), "query_qp_state"), QpState::Reset);
+    init.qkey = 0x4242;
+    ok(c.modify_qp(qp, &init), "modify_qp INIT (qkey 0x4242)");
+    for state in [QpState::Rtr, QpState::Rts] {
+        let to = QpAttr {
+            qp_state: Some(state),
+            ..QpAttr::default()
+        };
+        ok(c.modify_qp(qp, &to), "modify_qp");
+    }
+    let side = Side {
+        comp,
+        cq,
+        qpn: ok(c.qp_number(qp), "qp_number"),
+        qp,
+        ..pair.client
+    };
+    let rx = region(c, side.pd, 128, 0, LW);
+    post_recv_all(c, qp, 1, &rx);
+    // The server answers the external QP with the UDP qkey: dropped; with 0x4242: taken.
+    let to_external = ok(
+        s.init_qp_attr(pair.server.id, QpState::Init),
+        "init_qp_attr",
+    );
+    assert_eq!(to_external.qkey, cmtwin::RDMA_UDP_QKEY);
+    let path = ok(
+        s.create_ah(pair.server.pd, &client_path(&pair)),
+        "create_ah",
+    );
+    let wrong = cmtwin::verbs::UdDest {
+        ah: path,
+        remote_qpn: side.qpn,
+        remote_qkey: cmtwin::RDMA_UDP_QKEY,
+    };
+    ud_send(s, &pair.server, 2, wrong, b"wrong");
+    assert_no_completion(c, &side);
+    let right = cmtwin::verbs::UdDest {
+        remote_qkey: 0x4242,
+        ..wrong
+    };
+    ud_send(s, &pair.server, 3, right, b"right");
+    let wc = next_completion(c, &side);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.src_qp, wc.byte_len),
+        (1, WcStatus::SUCCESS, pair.server.qpn, GRH_LEN + 5)
+    );
+    assert!(bed.fabric.trace_text().contains("(qkey mismatch)"));
+}
+
+/// An address handle from the server to the client's address (a RoCE path).
+fn client_path(pair: &cmtwin_tests::ud_datapath::UdPair) -> AhAttr {
+    let mut path = pair.to_server.ah_attr;
+    path.grh.dgid = match SimBed::CLIENT_IP {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    };
+    path
+}
+
+#[test]
+fn an_external_ud_qp_sends_to_a_multicast_group_but_joins_none() {
+    let bed = bed(20, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let len = GRH_LEN as usize + 32;
+    let member = join(s, SocketAddr::new(SimBed::SERVER_IP, 0), group(), len);
+    let sender = join(c, SocketAddr::new(SimBed::CLIENT_IP, 0), group(), 0);
+    let external = external_ud_side(c, &sender.side);
+    for state in [QpState::Rtr, QpState::Rts] {
+        let to = QpAttr {
+            qp_state: Some(state),
+            ..QpAttr::default()
+        };
+        ok(c.modify_qp(external.qp, &to), "modify_qp");
+    }
+    let rx = region(c, external.pd, len, 0, LW);
+    post_recv_all(c, external.qp, 1, &rx);
+    let ah = ok(c.create_ah(external.pd, &sender.group.ah_attr), "create_ah");
+    let t0 = c.now();
+    ud_send(
+        c,
+        &external,
+        2,
+        dest(ah, &sender.group, sender.group.qkey),
+        b"group",
+    );
+    assert_ud_sent(&next_completion(c, &external), &external, 2, 5);
+    let wc = next_completion(s, &member.side);
+    assert_eq!(s.now() - t0, 5 * US);
+    assert_ud_receive(
+        s,
+        &wc,
+        (1, external.qpn, &sender.group.ah_attr),
+        &member.rx,
+        b"group",
+    );
+    // Its id-less QP is attached to no group: no loopback copy reaches it.
+    assert_no_completion(c, &external);
 }
 
 #[test]
@@ -395,4 +678,57 @@ fn removing_the_device_flushes_a_ud_qps_receives() {
     bed.fabric.remove_device("server").expect("outside a run");
     let wc = next_completion(s, &pair.server);
     assert_eq!((wc.wr_id, wc.status), (1, WcStatus::WR_FLUSH_ERR));
+}
+
+#[test]
+fn a_qp_made_to_block_its_own_multicast_loopback_gets_none_of_its_datagrams() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = bed(21, transport);
+        let ips = (SimBed::SERVER_IP, SimBed::CLIENT_IP);
+        a_qp_blocking_self_loopback_gets_none_of_its_own_group_datagrams(
+            bed.server(),
+            bed.client(),
+            ips,
+            group(),
+            SelfLoopback::Blocked,
+        );
+        // One copy on the wire (to the member), none dropped at the sender for want of a
+        // receive or taken there.
+        let text = bed.fabric.trace_text();
+        assert_eq!(text.matches("UD_SEND 9 bytes").count(), 2, "{text}");
+    }
+}
+
+#[test]
+fn blocking_self_loopback_is_refused_on_an_rc_qp_and_apart_from_ids() {
+    let bed = bed(22, Transport::Roce);
+    let c = bed.client();
+    let ch = ok(c.create_event_channel(), "channel");
+    let id = ok(c.create_id(Some(ch), 0, PortSpace::TCP), "RC id");
+    ok(
+        c.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    let pd = ok(c.alloc_pd(id), "alloc_pd");
+    let cq = ok(c.create_cq(id, 8, None), "create_cq");
+    let mut attr = cmtwin::verbs::QpInitAttrEx::rc(pd, cq, cq);
+    attr.block_self_multicast_loopback = true;
+    for (made, call) in [
+        (
+            c.create_qp_ex(id, &attr).map(|_| ()),
+            cmtwin::Call::CreateQpEx,
+        ),
+        (
+            c.create_external_qp(&attr).map(|_| ()),
+            cmtwin::Call::CreateExternalQp,
+        ),
+    ] {
+        cmtwin_tests::steps::expect_errno(made, call, cmtwin::Errno::EINVAL);
+    }
+    attr.qp_type = cmtwin::QpType::Ud;
+    cmtwin_tests::steps::expect_errno(
+        c.create_external_qp(&attr),
+        cmtwin::Call::CreateExternalQp,
+        cmtwin::Errno::EINVAL,
+    );
 }

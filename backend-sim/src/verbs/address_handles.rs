@@ -1,10 +1,12 @@
-//! Address handles: `ibv_create_ah` and `ibv_destroy_ah`, and what a UD send learns from its
-//! handle (where the datagram goes). An address handle keeps its attributes only: the
-//! destination is looked up when a datagram is sent, so a handle to an address that leads
-//! nowhere is taken, and its datagrams are lost, as on hardware.
+//! Address handles: `ibv_create_ah`, `ibv_create_ah_from_wc` and `ibv_destroy_ah`, and what a
+//! UD send learns from its handle (where the datagram goes). An address handle keeps its
+//! attributes only: the destination is looked up when a datagram is sent, so a handle to an
+//! address that leads nowhere is taken, and its datagrams are lost, as on hardware. A handle
+//! without a global route is refused on RoCE, as the kernel refuses it; on InfiniBand it goes
+//! by its LID.
 
 use cmtwin::verbs::{WcOpcode, WcStatus, WorkCompletion, GRH_LEN};
-use cmtwin::{AhAttr, AhHandle, Call, CmError, Errno, GlobalRoute, PdHandle, Result};
+use cmtwin::{AhAttr, AhHandle, Call, CmError, Errno, GlobalRoute, PdHandle, Result, Transport};
 
 use super::{Ah, ObjKey};
 use crate::world::{HostKey, World};
@@ -42,6 +44,14 @@ impl World {
                 format!("port {} (the device has {PORTS})", attr.port_num),
             ));
         }
+        let dev = self.verbs.pds[&pd_key].dev;
+        if !attr.is_global && self.topo.devices[dev].transport == Transport::Roce {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "a RoCE address handle needs a global route (is_global)",
+            ));
+        }
         let key = self.verbs.fresh();
         let ah = Ah {
             host,
@@ -53,7 +63,8 @@ impl World {
         Ok(AhHandle::from_raw(self.stamp(key)))
     }
 
-    /// `ibv_create_ah_from_wc`: an address handle to the source of the route header `grh`.
+    /// `ibv_create_ah_from_wc`: an address handle to the sender of receive `wc`: its LID,
+    /// and the source of the route header `grh` when the receive has one.
     pub(crate) fn create_ah_from_wc(
         &mut self,
         host: HostKey,
@@ -63,23 +74,28 @@ impl World {
     ) -> Result<AhHandle> {
         let call = Call::CreateAhFromWc;
         let refuse = |why: &str| Err(CmError::new(call, Errno::EINVAL, why));
-        if wc.status != WcStatus::SUCCESS || wc.opcode != WcOpcode::Recv || !wc.grh {
-            return refuse("not a successful receive with a GRH");
+        if wc.status != WcStatus::SUCCESS || wc.opcode != WcOpcode::Recv {
+            return refuse("not a successful receive");
         }
-        let Some(source) = source_gid(grh) else {
-            return refuse("the header is neither an IB GRH nor an IPv4 header");
-        };
-        self.pd_key(host, call, pd)?;
-        let attr = AhAttr {
-            grh: GlobalRoute {
-                dgid: source,
-                hop_limit: 64,
-                ..GlobalRoute::default()
-            },
-            is_global: true,
+        let mut attr = AhAttr {
+            dlid: wc.slid,
+            sl: wc.sl,
+            src_path_bits: wc.dlid_path_bits,
             port_num: 1,
             ..AhAttr::default()
         };
+        if wc.grh {
+            let Some(source) = source_gid(grh) else {
+                return refuse("the header is neither an IB GRH nor an IPv4 header");
+            };
+            attr.is_global = true;
+            attr.grh = GlobalRoute {
+                dgid: source,
+                hop_limit: 64,
+                ..GlobalRoute::default()
+            };
+        }
+        self.pd_key(host, call, pd)?;
         self.create_ah(host, pd, &attr)
             .map_err(|e| CmError::new(call, e.errno, e.detail))
     }

@@ -158,6 +158,11 @@ impl QpMachine {
         }
     }
 
+    /// Whether it is a UD QP made with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`.
+    pub(crate) fn blocks_self_loopback(&self) -> bool {
+        matches!(self, QpMachine::Ud(m) if m.blocks_self_loopback())
+    }
+
     /// The UD machine, if it is one.
     pub(crate) fn as_ud(&mut self) -> Option<&mut UdQp> {
         match self {

@@ -18,8 +18,9 @@
 //!   `accept` and at the CONNECT_RESPONSE's processing, ERROR at `disconnect`, a fetched
 //!   REJECTED and device removal); `posts.rs` the posts; `drive.rs` the machine's inputs
 //!   with the regions it may touch, and its outputs carried out.
-//! * `modify.rs`: the external-QP path: QPs made apart from ids (`ibv_create_qp`), the CM's
-//!   attributes for them (`rdma_init_qp_attr`) and explicit transitions (`ibv_modify_qp`).
+//! * `modify.rs`: the external-QP path: RC and UD QPs made apart from ids (`ibv_create_qp`),
+//!   the CM's attributes for them (`rdma_init_qp_attr`) and explicit transitions
+//!   (`ibv_modify_qp`).
 //! * `wire.rs`: data packets between QPs, a path parallel to the CM's messages: the same
 //!   latency and jitter (their own random streams), the fabric's random loss probability,
 //!   their own FIFO links (a delayed CM message does not hold data back), targeted losses and
@@ -29,10 +30,16 @@
 //! * `backend.rs`: [`cmtwin::verbs::DataPath`] for `SimBackend`; `wait.rs` its blocking
 //!   waits (CQ events, asynchronous events) through the scheduler.
 //!
+//! InfiniBand ports have LIDs (`topology::ib_lid`: 1 + the address's last byte, the one
+//! source the CM's address handles and the completions' `slid` take them from); a UD receive
+//! without GRH names the sender's LID, and a handle without destination GID goes by its LID.
+//! Service levels, path bits and partition keys are one each: `sl`, `dlid_path_bits` and
+//! `pkey_index` are 0, and a UD QP's INIT takes pkey index 0 and port 1 only.
+//!
 //! Not modelled (yet): SRQs, atomics, memory windows, SQD, path-MTU segmentation (a UD send
-//! above the port's 4096-byte MTU is refused), UD QPs apart from ids, multicast
-//! joins' attachment delay (a membership receives from the `rdma_join_multicast` call on,
-//! not from its MULTICAST_JOIN), the sender's `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`.
+//! above the port's 4096-byte MTU is refused), `ibv_attach_mcast` (a UD QP made apart from ids
+//! sends to groups but receives from none), multicast joins' attachment delay (a membership
+//! receives from the `rdma_join_multicast` call on, not from its MULTICAST_JOIN).
 
 mod address_handles;
 mod backend;

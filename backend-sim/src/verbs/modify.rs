@@ -2,16 +2,18 @@
 //! RESET), whose number the application announces in `rdma_connect`'s or `rdma_accept`'s
 //! parameters, driven through the attributes the CM computes (`rdma_init_qp_attr`) and
 //! explicit transitions (`ibv_modify_qp`). The QPs the CM drives itself take the same
-//! attributes ([`World::connection_attrs`]).
+//! attributes ([`World::connection_attrs`]). A UD QP made apart goes through INIT (pkey
+//! index 0, port 1, its qkey), RTR and RTS as librdmacm moves an id's; it sends to and
+//! receives from any UD QP, but joins no multicast group (no `ibv_attach_mcast`).
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
 
 use cmtwin::verbs::{AccessFlags, QpAttr, QpInitAttrEx, QpState};
-use cmtwin::{Call, CmError, Errno, IdHandle, QpHandle, QpType, Result};
+use cmtwin::{Call, CmError, Errno, IdHandle, PortSpace, QpHandle, QpType, Result};
 
 use super::rc::RcParams;
-use super::{QpMachine, RcQp};
+use super::{QpMachine, RcQp, UdQp};
 use crate::world::{HostKey, IdKey, World};
 
 /// IB's encoding of `min_rnr_timer`, in units of 10 µs: 0 is 655.36 ms, 1 is 0.01 ms, ...
@@ -70,23 +72,34 @@ impl World {
         })
     }
 
-    /// `ibv_create_qp`: an RC QP of `attr`'s PD and CQs, in RESET, on no id.
+    /// `ibv_create_qp`: an RC or UD QP of `attr`'s PD and CQs, in RESET, on no id.
     pub(crate) fn create_external_qp(
         &mut self,
         host: HostKey,
         attr: &QpInitAttrEx,
     ) -> Result<QpHandle> {
         let call = Call::CreateExternalQp;
-        if attr.qp_type != QpType::Rc {
+        if !matches!(attr.qp_type, QpType::Rc | QpType::Ud) {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
                 format!("{:?} QPs are not modelled apart from ids", attr.qp_type),
             ));
         }
+        if attr.block_self_multicast_loopback {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "IBV_QP_CREATE_BLOCK_SELF_MCAST_LB apart from ids (such a QP joins no group)",
+            ));
+        }
         let (dev, pd, cqs) = self.qp_objects(host, call, attr)?;
         let qpn = self.draw_qp_number(host, dev);
-        let machine = QpMachine::Rc(RcQp::new(qpn, attr.cap, attr.sq_sig_all).in_reset());
+        let (cap, sig_all) = (attr.cap, attr.sq_sig_all);
+        let machine = match attr.qp_type {
+            QpType::Ud => QpMachine::Ud(UdQp::new(qpn, cap, sig_all, 0).in_reset()),
+            _ => QpMachine::Rc(RcQp::new(qpn, cap, sig_all).in_reset()),
+        };
         let key = self.insert_qp((host, dev, None), pd, cqs, false, machine);
         Ok(QpHandle::from_raw(self.stamp(key)))
     }
@@ -119,6 +132,15 @@ impl World {
             qp_state: Some(state),
             ..QpAttr::default()
         };
+        let ps = self.id(key).ps;
+        if matches!(state, QpState::Init | QpState::Rtr | QpState::Rts)
+            && (ps == PortSpace::UDP || ps == PortSpace::IPOIB)
+        {
+            attr.pkey_index = 0;
+            attr.ah_attr.port_num = 1;
+            attr.qkey = self.id(key).qkey;
+            return Ok(attr);
+        }
         match state {
             QpState::Init => {
                 attr.access =
@@ -159,6 +181,18 @@ impl World {
             return refused("no qp_state to move to".into());
         };
         let moved = match to {
+            QpState::Init if self.verbs.qps[&q].machine.is_ud() => {
+                if attr.pkey_index != 0 || attr.ah_attr.port_num > 1 {
+                    let (i, p) = (attr.pkey_index, attr.ah_attr.port_num);
+                    return refused(format!("pkey index {i} or port {p} (one port, one key)"));
+                }
+                let m = &mut self.verbs.qps.get_mut(&q).expect("live QP").machine;
+                let moved = m.init();
+                if moved {
+                    m.as_ud().expect("a UD QP").set_qkey(attr.qkey);
+                }
+                moved
+            }
             QpState::Init => self.verbs.qps.get_mut(&q).expect("live QP").machine.init(),
             QpState::Rtr if self.verbs.qps[&q].machine.is_ud() => {
                 let qp = self.verbs.qps.get_mut(&q).expect("live QP");

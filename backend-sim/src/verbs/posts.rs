@@ -77,6 +77,7 @@ impl World {
         let target = UdTarget {
             dgid: ah.attr.grh.dgid,
             global: ah.attr.is_global,
+            dlid: ah.attr.dlid,
             remote_qpn: dest.remote_qpn,
             remote_qkey: dest.remote_qkey,
         };

@@ -153,6 +153,13 @@ impl World {
             ));
         }
         check_cap(call, &attr.cap)?;
+        if attr.block_self_multicast_loopback && attr.qp_type != cmtwin::QpType::Ud {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "IBV_QP_CREATE_BLOCK_SELF_MCAST_LB on a QP that is not UD",
+            ));
+        }
         Ok((dev, pd, (send_cq, recv_cq)))
     }
 
@@ -176,7 +183,10 @@ impl World {
         }
         let qpn = self.draw_qp_number(host, dev);
         self.id_mut(key).qp = Some(qpn);
-        let machine = self.new_machine(key, qpn, attr.qp_type, attr.cap, attr.sq_sig_all);
+        let mut machine = self.new_machine(key, qpn, attr.qp_type, attr.cap, attr.sq_sig_all);
+        if let (true, Some(ud)) = (attr.block_self_multicast_loopback, machine.as_ud()) {
+            ud.block_self_multicast_loopback();
+        }
         self.insert_qp((host, dev, Some(key)), pd, cqs, false, machine);
         Ok(qpn)
     }

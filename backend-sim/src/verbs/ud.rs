@@ -28,6 +28,8 @@ pub(crate) struct UdTarget {
     pub dgid: [u8; 16],
     /// Whether the sender's address handle carries a global route header.
     pub global: bool,
+    /// The destination LID (InfiniBand; what a handle without a destination GID goes by).
+    pub dlid: u16,
     pub remote_qpn: u32,
     pub remote_qkey: u32,
 }
@@ -78,6 +80,8 @@ pub(crate) struct UdQp {
     sq_sig_all: bool,
     /// The qkey a datagram must carry to be taken.
     qkey: u32,
+    /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: its own datagrams to a group skip it.
+    blocks_self_loopback: bool,
     /// Sends posted before RTS.
     sq: VecDeque<UdSendEntry>,
     rq: VecDeque<RecvEntry>,
@@ -92,13 +96,37 @@ impl UdQp {
             cap,
             sq_sig_all,
             qkey,
+            blocks_self_loopback: false,
             sq: VecDeque::new(),
             rq: VecDeque::new(),
         }
     }
 
+    /// The QP in RESET with qkey 0, as `ibv_create_qp` makes it (INIT sets the qkey).
+    pub(crate) fn in_reset(mut self) -> Self {
+        self.state = QpState::Reset;
+        self.qkey = 0;
+        self
+    }
+
     pub(crate) fn qpn(&self) -> u32 {
         self.qpn
+    }
+
+    /// Made with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: it receives none of its own datagrams
+    /// to a multicast group.
+    pub(crate) fn block_self_multicast_loopback(&mut self) {
+        self.blocks_self_loopback = true;
+    }
+
+    /// Whether its own datagrams to a group skip it.
+    pub(crate) fn blocks_self_loopback(&self) -> bool {
+        self.blocks_self_loopback
+    }
+
+    /// Takes datagrams with `qkey` from now on (`ibv_modify_qp` with `IBV_QP_QKEY`).
+    pub(crate) fn set_qkey(&mut self, qkey: u32) {
+        self.qkey = qkey;
     }
 
     pub(crate) fn state(&self) -> QpState {
@@ -240,11 +268,12 @@ impl UdQp {
         }
     }
 
-    /// Datagram `d` from QP `src_qp` arrived (its qkey already checked); `grh` is the
-    /// header to place before the payload, when it carries one. Whether it was taken.
+    /// Datagram `d` from QP `src_qp` of the port with LID `slid` (0 on RoCE) arrived (its
+    /// qkey already checked); `grh` is the header to place before the payload, when it
+    /// carries one. Whether it was taken.
     pub(crate) fn on_datagram(
         &mut self,
-        src_qp: u32,
+        (src_qp, slid): (u32, u16),
         d: &Datagram,
         grh: Option<[u8; GRH_LEN as usize]>,
         mem: &mut dyn Memory,
@@ -274,6 +303,7 @@ impl UdQp {
             Ok(()) => {
                 let from = Arrival {
                     src_qp,
+                    slid,
                     grh: grh.is_some(),
                     solicited: d.solicited,
                 };
@@ -318,6 +348,7 @@ impl UdQp {
         let ok = status == WcStatus::SUCCESS;
         let Arrival {
             src_qp,
+            slid,
             grh,
             solicited,
         } = from;
@@ -330,6 +361,8 @@ impl UdQp {
             qp_num: self.qpn,
             src_qp: if ok { src_qp } else { 0 },
             grh: ok && grh,
+            slid: if ok { slid } else { 0 },
+            ..WorkCompletion::default()
         };
         out.push(QpOutput::Complete {
             queue: Queue::Recv,
@@ -344,6 +377,8 @@ impl UdQp {
 #[derive(Clone, Copy)]
 struct Arrival {
     src_qp: u32,
+    /// The sender's LID (0 on RoCE).
+    slid: u16,
     grh: bool,
     solicited: bool,
 }
@@ -353,6 +388,7 @@ impl Arrival {
     fn failed(src_qp: u32) -> Self {
         Arrival {
             src_qp,
+            slid: 0,
             grh: false,
             solicited: false,
         }
@@ -424,6 +460,7 @@ mod tests {
             target: UdTarget {
                 dgid: [0; 16],
                 global: false,
+                dlid: 0,
                 remote_qpn: 0x20,
                 remote_qkey: 1,
             },
@@ -451,12 +488,12 @@ mod tests {
         let (mut qp, mut mem, mut out) =
             (UdQp::new(0x10, cap(), true, 1), Recorder::default(), vec![]);
         qp.post_recv(recv(1, 100), &mut out).unwrap();
-        qp.on_datagram(0x30, &datagram(10), None, &mut mem, &mut out)
+        qp.on_datagram((0x30, 3), &datagram(10), None, &mut mem, &mut out)
             .unwrap();
         let wc = recv_wcs(&out)[0];
         assert_eq!(
-            (wc.status, wc.byte_len, wc.src_qp, wc.grh),
-            (WcStatus::SUCCESS, 50, 0x30, false)
+            (wc.status, wc.byte_len, wc.src_qp, wc.slid, wc.grh),
+            (WcStatus::SUCCESS, 50, 0x30, 3, false)
         );
         assert_eq!(mem.0[0].0[0].addr, 0x1000 + 40);
         assert_eq!(mem.0[0].0[0].length, 60);
@@ -468,13 +505,13 @@ mod tests {
         let (mut qp, mut mem, mut out) =
             (UdQp::new(0x10, cap(), true, 1), Recorder::default(), vec![]);
         qp.post_recv(recv(1, 49), &mut out).unwrap();
-        qp.on_datagram(0x30, &datagram(10), None, &mut mem, &mut out)
+        qp.on_datagram((0x30, 3), &datagram(10), None, &mut mem, &mut out)
             .unwrap();
         assert_eq!(recv_wcs(&out)[0].status, WcStatus::LOC_LEN_ERR);
         assert_eq!(qp.state(), QpState::Rts);
         assert!(mem.0.is_empty());
         assert_eq!(
-            qp.on_datagram(0x30, &datagram(1), None, &mut mem, &mut out),
+            qp.on_datagram((0x30, 3), &datagram(1), None, &mut mem, &mut out),
             Err("no receive posted")
         );
     }

@@ -3,12 +3,16 @@
 //! they are addressed and taken:
 //!
 //! * The address handle's destination GID names the receiver: the host whose device holds the
-//!   address, and there QP `remote_qpn`; or, for a multicast group's GID with `remote_qpn`
+//!   address, and there QP `remote_qpn`; a handle without destination GID and not global
+//!   (InfiniBand's LID-routed handle, as `ibv_create_ah_from_wc` makes one from a receive
+//!   without GRH) names it by its LID instead (`topology::ib_lid`); or, for a multicast
+//!   group's GID with `remote_qpn`
 //!   0xFFFFFF, every UD QP whose id has joined the group, not send-only (the CM's
 //!   memberships, one copy each, lost or delayed apart, as a switch replicates). The
 //!   sender's own QP gets a copy only if its id joined too, not send-only: multicast
 //!   loopback, as hardware does unless the QP was made with
-//!   `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (and as rxe does for a QP attached to the group).
+//!   `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (then it gets none), and as rxe does for a QP
+//!   attached to the group.
 //! * The receiver drops, silently as hardware does, a datagram for a QP that does not exist
 //!   or is not UD, one whose qkey is not the QP's, and one that finds the QP not ready or
 //!   without a posted receive; the drop is traced.
@@ -52,6 +56,7 @@ impl World {
     pub(crate) fn send_datagram(&mut self, q: ObjKey, d: Datagram) {
         let qp = &self.verbs.qps[&q];
         let (host, dev, from) = (qp.host, qp.dev, (qp.host, qp.qpn));
+        let no_loopback = qp.machine.blocks_self_loopback();
         if !self.topo.devices[dev].present {
             return;
         }
@@ -62,14 +67,29 @@ impl World {
         };
         let sgid = ip_gid(source_ip);
         let to_ip = gid_ip(&d.target.dgid);
-        let receivers = if to_ip.is_multicast() {
+        let by_lid = !d.target.global && d.target.dgid == [0; 16];
+        let receivers = if by_lid {
+            match self.topo.owner_of_lid(d.target.dlid) {
+                Some((to_host, _)) => vec![(to_host, d.target.remote_qpn)],
+                None => {
+                    let to = (host, d.target.remote_qpn);
+                    let why = "no InfiniBand port has the destination LID";
+                    self.trace_packet(host, TraceKind::Loss, from, to, &d, why);
+                    return;
+                }
+            }
+        } else if to_ip.is_multicast() {
             if d.target.remote_qpn != MULTICAST_QPN {
                 let to = (host, d.target.remote_qpn);
                 let why = "a group's datagrams go to QPN 0xffffff";
                 self.trace_packet(host, TraceKind::Loss, from, to, &d, why);
                 return;
             }
-            self.group_members(to_ip)
+            let mut members = self.group_members(to_ip);
+            if no_loopback {
+                members.retain(|&m| m != from);
+            }
+            members
         } else {
             match self.topo.owner_of_ip(to_ip) {
                 Some((to_host, _)) => vec![(to_host, d.target.remote_qpn)],
@@ -137,9 +157,13 @@ impl World {
         let transport = self.topo.devices[dev].transport;
         let grh = (transport == Transport::Roce || d.target.global)
             .then(|| route_header(transport, &sgid, &d));
+        let slid = match transport {
+            Transport::InfiniBand => crate::topology::ib_lid(gid_ip(&sgid)),
+            _ => 0,
+        };
         let taken = self.drive_qp(q, |m, mem, out| {
             let ud = m.as_ud().expect("checked above");
-            ud.on_datagram(from.1, &d, grh, mem, out)
+            ud.on_datagram((from.1, slid), &d, grh, mem, out)
         });
         debug_assert!(taken.is_ok(), "refusal() said it would be taken");
     }

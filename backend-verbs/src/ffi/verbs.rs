@@ -352,6 +352,10 @@ pub(crate) struct RawWc {
     pub src_qp: u32,
     /// `IBV_WC_GRH`.
     pub grh: bool,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+    pub pkey_index: u16,
 }
 
 impl RawCq {
@@ -401,6 +405,10 @@ impl RawCq {
                 qp_num: wc.qp_num,
                 src_qp: wc.src_qp,
                 grh: wc.wc_flags & sys::ibv_wc_flags::IBV_WC_GRH.0 != 0,
+                slid: wc.slid,
+                sl: wc.sl,
+                dlid_path_bits: wc.dlid_path_bits,
+                pkey_index: wc.pkey_index,
             };
         }
         Ok(got)
@@ -448,6 +456,8 @@ pub(crate) struct QpCaps {
     pub max_inline_data: u32,
     pub sq_sig_all: bool,
     pub qp_type: u32,
+    /// `IBV_QP_CREATE_*` flags (with chosen CQs only: `rdma_create_qp_ex`).
+    pub create_flags: u32,
 }
 
 impl QpCaps {
@@ -496,19 +506,26 @@ impl RawAh {
         NonNull::new(p).map(RawAh).ok_or_else(last_errno)
     }
 
-    /// `ibv_create_ah_from_wc(pd, wc, grh, port)` for a receive of QP `qp_num` from QP
-    /// `src_qp` that placed the route header `grh`.
+    /// `ibv_create_ah_from_wc(pd, wc, grh, port)` for the receive `w` (the fields
+    /// libibverbs reads: QP numbers, source LID, service level, path bits, `IBV_WC_GRH`)
+    /// that placed the route header `grh`.
     pub(crate) fn from_wc(
         pd: &RawPd,
-        (qp_num, src_qp): (u32, u32),
+        w: &cmtwin::verbs::WorkCompletion,
         grh: &[u8; 40],
         port: u8,
     ) -> CResult<RawAh> {
         // SAFETY: ibv_wc is plain data; all-zero is valid.
         let mut wc: sys::ibv_wc = unsafe { mem::zeroed() };
-        wc.qp_num = qp_num;
-        wc.src_qp = src_qp;
-        wc.wc_flags = sys::ibv_wc_flags::IBV_WC_GRH.0;
+        wc.qp_num = w.qp_num;
+        wc.src_qp = w.src_qp;
+        wc.slid = w.slid;
+        wc.sl = w.sl;
+        wc.dlid_path_bits = w.dlid_path_bits;
+        wc.pkey_index = w.pkey_index;
+        if w.grh {
+            wc.wc_flags = sys::ibv_wc_flags::IBV_WC_GRH.0;
+        }
         let mut header = *grh;
         // SAFETY: live PD; `wc` and the 40 bytes of `header` (the size of struct ibv_grh,
         // which libibverbs only reads) are valid for the call.
@@ -732,6 +749,9 @@ impl super::RawId {
         cqs: Option<(&RawCq, &RawCq)>,
         caps: &QpCaps,
     ) -> CResult<u32> {
+        if let (Some((s, r)), true) = (cqs, caps.create_flags != 0) {
+            return self.create_qp_flagged(pd, (s, r), caps);
+        }
         // SAFETY: plain data; zero CQs make librdmacm create them.
         let mut init: sys::ibv_qp_init_attr = unsafe { mem::zeroed() };
         if let Some((s, r)) = cqs {
@@ -748,6 +768,33 @@ impl super::RawId {
         // SAFETY: live id with a device and no QP (checked by the caller); the PD and CQs are
         // live objects of the id's context (checked by the caller; librdmacm checks the PD).
         super::check(unsafe { sys::rdma_create_qp(self.as_ptr(), pd.as_ptr(), &mut init) })?;
+        self.qp_num().ok_or(libc::EIO)
+    }
+
+    /// `rdma_create_qp_ex(id, attr)` with the PD, the CQs and `caps.create_flags`; returns
+    /// the QP number.
+    fn create_qp_flagged(
+        &self,
+        pd: &RawPd,
+        (send_cq, recv_cq): (&RawCq, &RawCq),
+        caps: &QpCaps,
+    ) -> CResult<u32> {
+        let base = caps.init_attr(send_cq, recv_cq);
+        // SAFETY: plain data; all-zero means no SRQ, XRC domain, indirection table or TSO.
+        let mut init: sys::ibv_qp_init_attr_ex = unsafe { mem::zeroed() };
+        init.send_cq = base.send_cq;
+        init.recv_cq = base.recv_cq;
+        init.cap = base.cap;
+        init.qp_type = base.qp_type;
+        init.sq_sig_all = base.sq_sig_all;
+        init.pd = pd.as_ptr();
+        init.create_flags = caps.create_flags;
+        init.comp_mask = sys::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0
+            | sys::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_CREATE_FLAGS.0;
+        // SAFETY: live id with a device and no QP (checked by the caller); the PD and CQs are
+        // live objects of the id's context (checked by the caller); `init` is valid for the
+        // call (librdmacm copies what it keeps).
+        super::check(unsafe { sys::rdma_create_qp_ex(self.as_ptr(), &mut init) })?;
         self.qp_num().ok_or(libc::EIO)
     }
 

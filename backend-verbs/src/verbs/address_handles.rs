@@ -39,13 +39,12 @@ impl VerbsBackend {
         grh: &[u8; GRH_LEN as usize],
     ) -> Result<AhHandle> {
         let call = Call::CreateAhFromWc;
-        if wc.status != WcStatus::SUCCESS || wc.opcode != WcOpcode::Recv || !wc.grh {
-            let why = "not a successful receive with a GRH";
+        if wc.status != WcStatus::SUCCESS || wc.opcode != WcOpcode::Recv {
+            let why = "not a successful receive";
             return Err(err(call, libc::EINVAL, why));
         }
         let pd = self.pd_obj(call, h)?;
-        let raw =
-            RawAh::from_wc(&pd.raw, (wc.qp_num, wc.src_qp), grh, 1).map_err(|e| c_err(call, e))?;
+        let raw = RawAh::from_wc(&pd.raw, wc, grh, 1).map_err(|e| c_err(call, e))?;
         self.register_ah(call, h, pd.ctx, raw)
     }
 

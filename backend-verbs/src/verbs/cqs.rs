@@ -293,6 +293,10 @@ fn translate(reg: &mut Registry, ctx: usize, r: &RawWc) -> WorkCompletion {
         qp_num: r.qp_num,
         src_qp: r.src_qp,
         grh: r.grh,
+        slid: r.slid,
+        sl: r.sl,
+        dlid_path_bits: r.dlid_path_bits,
+        pkey_index: r.pkey_index,
     };
     let token = r.wr_id;
     let posted = reg

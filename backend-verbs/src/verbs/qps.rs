@@ -23,6 +23,7 @@ const M_STATE: i32 = 1;
 const M_ACCESS: i32 = 8;
 const M_PKEY: i32 = 16;
 const M_PORT: i32 = 32;
+const M_QKEY: i32 = 64;
 const M_AV: i32 = 128;
 const M_PATH_MTU: i32 = 256;
 const M_TIMEOUT: i32 = 512;
@@ -65,8 +66,12 @@ fn caps(cap: &QpCap, sq_sig_all: bool, t: QpType) -> QpCaps {
         max_inline_data: cap.max_inline_data,
         sq_sig_all,
         qp_type: qpt(t),
+        create_flags: 0,
     }
 }
+
+/// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`.
+const CREATE_BLOCK_SELF_MCAST_LB: u32 = 2;
 
 /// The objects a new QP is made with, on one device context.
 struct QpObjects {
@@ -376,7 +381,14 @@ impl VerbsBackend {
                     format!("a {:?} QP does not suit the id's port space", attr.qp_type),
                 ));
             }
-            let c = caps(&attr.cap, attr.sq_sig_all, attr.qp_type);
+            let mut c = caps(&attr.cap, attr.sq_sig_all, attr.qp_type);
+            if attr.block_self_multicast_loopback {
+                if attr.qp_type != QpType::Ud {
+                    let why = "IBV_QP_CREATE_BLOCK_SELF_MCAST_LB on a QP that is not UD";
+                    return Err(err(call, libc::EINVAL, why));
+                }
+                c.create_flags = CREATE_BLOCK_SELF_MCAST_LB;
+            }
             let qpn = o
                 .raw
                 .create_qp_with(&pd.raw, Some((&s.raw, &r.raw)), &c)
@@ -443,12 +455,19 @@ impl VerbsBackend {
 
     pub(crate) fn create_external_qp_impl(&self, attr: &QpInitAttrEx) -> Result<QpHandle> {
         let call = Call::CreateExternalQp;
-        if attr.qp_type != QpType::Rc {
+        if !matches!(attr.qp_type, QpType::Rc | QpType::Ud) {
             return Err(err(
                 call,
                 libc::EINVAL,
-                format!("{:?}: only RC QPs can be made apart from ids", attr.qp_type),
+                format!(
+                    "{:?}: only RC and UD QPs can be made apart from ids",
+                    attr.qp_type
+                ),
             ));
+        }
+        if attr.block_self_multicast_loopback {
+            let why = "IBV_QP_CREATE_BLOCK_SELF_MCAST_LB apart from ids (such a QP joins no group)";
+            return Err(err(call, libc::EINVAL, why));
         }
         let QpObjects {
             pd,
@@ -468,7 +487,7 @@ impl VerbsBackend {
             let _ = raw.destroy();
             return Err(keys_exhausted(call));
         };
-        let obj = qp_obj(raw, attr.cap, false);
+        let obj = qp_obj(raw, attr.cap, attr.qp_type == QpType::Ud);
         let cqs = (attr.send_cq.raw(), attr.recv_cq.raw());
         self.insert_qp(&mut reg, key, obj, None, attr.pd.raw(), cqs);
         Ok(QpHandle::from_raw(key))
@@ -629,6 +648,8 @@ fn from_c(a: &QpAttrC, state: QpState) -> QpAttr {
         rnr_retry: a.rnr_retry,
         max_dest_rd_atomic: a.max_dest_rd_atomic,
         max_rd_atomic: a.max_rd_atomic,
+        pkey_index: a.pkey_index,
+        qkey: a.qkey,
     }
 }
 
@@ -641,6 +662,10 @@ fn to_c(call: Call, qp: &QpObj, attr: &QpAttr, state: QpState) -> Result<(QpAttr
     } else {
         attr.ah_attr.port_num
     };
+    if qp.ud {
+        let mask = ud_mask(&mut c, attr, state, port);
+        return Ok((c, mask));
+    }
     let mask = match state {
         QpState::Init => {
             c.qp_access_flags = attr.access.0;
@@ -675,6 +700,25 @@ fn to_c(call: Call, qp: &QpObj, attr: &QpAttr, state: QpState) -> Result<(QpAttr
         }
     };
     Ok((c, mask))
+}
+
+/// The mask of a UD QP's move to `state` (as librdmacm moves an id's UD QP: INIT with
+/// pkey index, port and qkey, RTR with the state only, RTS with the send PSN), and those
+/// attributes set in `c`.
+fn ud_mask(c: &mut QpAttrC, attr: &QpAttr, state: QpState, port: u8) -> i32 {
+    match state {
+        QpState::Init => {
+            c.pkey_index = attr.pkey_index;
+            c.port_num = port;
+            c.qkey = attr.qkey;
+            M_STATE | M_PKEY | M_PORT | M_QKEY
+        }
+        QpState::Rts => {
+            c.sq_psn = attr.sq_psn;
+            M_STATE | M_SQ_PSN
+        }
+        _ => M_STATE,
+    }
 }
 
 /// The 16 bytes of a GID.

@@ -105,4 +105,15 @@ pub struct WorkCompletion {
     /// datagram's global route header (on RoCE always; on InfiniBand when the sender's
     /// address handle is global). Without it those bytes are left as they were.
     pub grh: bool,
+    /// The sender's LID (`slid`), for UD receives on InfiniBand (0 on RoCE, and for other
+    /// completions): what `ibv_create_ah_from_wc` routes an answer to when there is no GRH.
+    pub slid: u16,
+    /// The service level the datagram came on (`sl`), for UD receives.
+    pub sl: u8,
+    /// The destination LID's path bits (`dlid_path_bits`), for UD receives on InfiniBand:
+    /// an answer's `src_path_bits`.
+    pub dlid_path_bits: u8,
+    /// The index of the partition key the datagram matched (`pkey_index`), for UD receives
+    /// (GSI QPs only on hardware; 0 otherwise).
+    pub pkey_index: u16,
 }

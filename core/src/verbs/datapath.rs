@@ -123,7 +123,10 @@ pub trait DataPath: CmBackend {
     /// * The errnos of `CmBackend::create_qp`.
     /// * EINVAL: the PD or a CQ is on another device than the id, or a capacity is 0 (send
     ///   or receive queue) or above the device's maximum (16384 requests, 32 entries, 256
-    ///   inline bytes on the simulator).
+    ///   inline bytes on the simulator), or `block_self_multicast_loopback` on a QP that is
+    ///   not UD.
+    /// * EOPNOTSUPP: `block_self_multicast_loopback` on a device without it (rxe takes no
+    ///   creation flags, measured; the simulator has it).
     fn create_qp_ex(&self, id: IdHandle, attr: &QpInitAttrEx) -> Result<u32>;
 
     /// The CQs of the id's QP and their channels (`id->send_cq`, `id->send_cq_channel`, ...):
@@ -141,12 +144,17 @@ pub trait DataPath: CmBackend {
     /// The id's QP (`id->qp`), if it has one.
     fn qp(&self, id: IdHandle) -> Result<Option<QpHandle>>;
 
-    /// `ibv_create_qp`: an RC QP apart from any id, in RESET, for the external-QP path: the
-    /// application announces its number in `connect`'s or `accept`'s parameters (`qp_num`)
-    /// and drives it with `init_qp_attr` and `modify_qp`.
+    /// `ibv_create_qp`: an RC or UD QP apart from any id, in RESET, for the external-QP
+    /// path: the application announces an RC QP's number in `connect`'s or `accept`'s
+    /// parameters (`qp_num`) and drives it with `init_qp_attr` and `modify_qp`; a UD QP it
+    /// drives as librdmacm drives an id's (INIT with the id's `init_qp_attr`: pkey index,
+    /// port, qkey; RTR; RTS with `sq_psn`), and sends datagrams from it to any UD QP.
+    /// There is no `ibv_attach_mcast` here: such a QP sends to a multicast group but does
+    /// not receive from one.
     ///
-    /// * EINVAL: a QP type other than RC, the CQs on another device than the PD, or
-    ///   capacities as for `create_qp_ex`.
+    /// * EINVAL: a QP type other than RC and UD, the CQs on another device than the PD,
+    ///   capacities as for `create_qp_ex`, or `block_self_multicast_loopback` (such a QP
+    ///   joins no group).
     fn create_external_qp(&self, attr: &QpInitAttrEx) -> Result<QpHandle>;
 
     /// `ibv_destroy_qp` of a QP made by `create_external_qp` (outstanding requests are
@@ -158,10 +166,13 @@ pub trait DataPath: CmBackend {
     /// `rdma_init_qp_attr`: the attributes the CM computed for moving a QP of this connection
     /// to `state` (INIT, RTR or RTS): the peer's QP number and path, PSNs, the RNR timer 0,
     /// the id's ACK timeout, the retry counts of the REQ (and, on the active side, the RNR
-    /// retry count of the REP).
+    /// retry count of the REP). For an id of the UDP or IPoIB port space, whatever the
+    /// state, what a UD QP's INIT takes: pkey index 0, the id's port (`ah_attr.port_num`)
+    /// and the id's qkey.
     ///
-    /// * EINVAL: another state, an id without device, or RTR/RTS before the peer's QP number
-    ///   is known (a passive id before its request, an active id before the REP).
+    /// * EINVAL: another state, an id without device, or RTR/RTS of a connected id before
+    ///   the peer's QP number is known (a passive id before its request, an active id before
+    ///   the REP).
     fn init_qp_attr(&self, id: IdHandle, state: QpState) -> Result<QpAttr>;
 
     /// `ibv_modify_qp` to `attr.qp_state`: RESET → INIT → RTR → RTS, any state → ERROR
@@ -180,20 +191,26 @@ pub trait DataPath: CmBackend {
 
     /// `ibv_create_ah(pd, attr)`: an address handle for UD sends from QPs of `pd`, from the
     /// `ah_attr` a UD ESTABLISHED or a MULTICAST_JOIN carries (a group's GID reaches every
-    /// member). An address that leads to no host is taken; datagrams to it are lost.
+    /// member). An address that leads to no host is taken; datagrams to it are lost. On
+    /// InfiniBand a handle without a global route goes to the port of LID `dlid`.
     ///
-    /// * EINVAL: `port_num` is not a port of the PD's device (0 is taken as 1).
+    /// * EINVAL: `port_num` is not a port of the PD's device (0 is taken as 1), or the
+    ///   device is RoCE and the address has no global route (`is_global` false), as the
+    ///   kernel refuses it.
     fn create_ah(&self, pd: PdHandle, attr: &AhAttr) -> Result<AhHandle>;
 
     /// `ibv_create_ah_from_wc(pd, wc, grh, port)`: an address handle back to the sender of
-    /// the UD receive `wc`, from the global route header `grh` the receive placed in the
+    /// the UD receive `wc`, as libibverbs builds it: the destination LID `wc.slid`, service
+    /// level `wc.sl` and source path bits `wc.dlid_path_bits`, and, when the receive has a
+    /// GRH (`wc.grh`), the global route from the header `grh` the receive placed in the
     /// first [`super::GRH_LEN`] bytes of its buffer (on RoCE over IPv4 the IPv4 header in its
-    /// last 20 bytes, as rxe places it). With `remote_qpn` `wc.src_qp` it answers the sender.
+    /// last 20 bytes, as rxe places it). Without a GRH (an InfiniBand datagram through a
+    /// local address handle) the handle is LID-routed and `grh` is not read. With
+    /// `remote_qpn` `wc.src_qp` it answers the sender.
     ///
-    /// * EINVAL: `wc` is not a successful receive with a GRH (`wc.grh`: an InfiniBand
-    ///   datagram through a local address handle has none, and the source LID libibverbs
-    ///   would use then is not in [`super::WorkCompletion`]), or `grh` is neither an IB GRH
-    ///   nor rxe's IPv4 header.
+    /// * EINVAL: `wc` is not a successful receive, `grh` is neither an IB GRH nor rxe's IPv4
+    ///   header, or there is no GRH on a RoCE device (the kernel refuses an address handle
+    ///   without a global route on RoCE, as libibverbs passes it on).
     fn create_ah_from_wc(
         &self,
         pd: PdHandle,

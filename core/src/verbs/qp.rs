@@ -40,6 +40,9 @@ pub struct QpInitAttrEx {
     pub cap: QpCap,
     /// Signal every send completion (else only requests marked signaled, and errors).
     pub sq_sig_all: bool,
+    /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (mckey's `-l`): a UD QP whose id joined a
+    /// multicast group does not receive its own datagrams to it. UD QPs on ids only.
+    pub block_self_multicast_loopback: bool,
 }
 
 impl QpInitAttrEx {
@@ -53,6 +56,7 @@ impl QpInitAttrEx {
             qp_type: QpType::Rc,
             cap: QpCap::default(),
             sq_sig_all: true,
+            block_self_multicast_loopback: false,
         }
     }
 }
@@ -85,10 +89,12 @@ pub struct QpCqs {
     pub recv_channel: Option<CompChannelHandle>,
 }
 
-/// The attributes of a QP state transition (`struct ibv_qp_attr`, the fields RC connections
-/// use), as `init_qp_attr` gives them and `modify_qp` takes them: INIT uses `access`, RTR
-/// `dest_qp_num`, `ah_attr`, `rq_psn`, `min_rnr_timer` and `max_dest_rd_atomic`, RTS
-/// `timeout`, `retry_cnt`, `rnr_retry`, `sq_psn` and `max_rd_atomic`; ERROR and RESET nothing.
+/// The attributes of a QP state transition (`struct ibv_qp_attr`, the fields RC and UD QPs
+/// use), as `init_qp_attr` gives them and `modify_qp` takes them. On an RC QP INIT uses
+/// `access` (and the port, `ah_attr.port_num`), RTR `dest_qp_num`, `ah_attr`, `rq_psn`,
+/// `min_rnr_timer` and `max_dest_rd_atomic`, RTS `timeout`, `retry_cnt`, `rnr_retry`,
+/// `sq_psn` and `max_rd_atomic`. On a UD QP INIT uses `pkey_index`, the port
+/// (`ah_attr.port_num`) and `qkey`, RTR nothing, RTS `sq_psn`. ERROR and RESET use nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QpAttr {
     /// The state to move to.
@@ -115,4 +121,8 @@ pub struct QpAttr {
     pub max_dest_rd_atomic: u8,
     /// RDMA reads and atomics this QP has outstanding at once (initiator depth).
     pub max_rd_atomic: u8,
+    /// The partition key's index in the port's table (UD INIT; the CM gives 0).
+    pub pkey_index: u16,
+    /// The qkey a UD QP takes datagrams with (UD INIT; the CM gives the id's).
+    pub qkey: u32,
 }

@@ -17,8 +17,9 @@
 //! each datagram's immediate data names the QP it came from. mckey's sender posts every send
 //! unsignaled and may tear its QP down before they leave; this port signals the last one and
 //! waits for its completion (nothing of it is seen on the wire). mckey's receiver polls its CQ
-//! in a busy loop; this port waits through a completion channel instead. mckey's `-l` (a QP
-//! that does not receive its own group datagrams) is not ported.
+//! in a busy loop; this port waits through a completion channel instead. mckey's `-l` makes
+//! the QP with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: it receives none of its own datagrams to
+//! the group (a device without the flag, such as rxe, refuses the QP: EOPNOTSUPP).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -59,6 +60,9 @@ pub struct Options {
     pub message_size: u32,
     /// Join as a send-only full member (`-o`): the QP is not attached to the group.
     pub send_only: bool,
+    /// Make the QP with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (`-l`): no copy of its own
+    /// datagrams to the group comes back to it.
+    pub block_self_loopback: bool,
     /// How long a member waits after its MULTICAST_JOIN before it sends (mckey: 3 s, for the
     /// subnet manager to program the switches). A receiver does not wait: its receives are
     /// posted before it joins.
@@ -71,6 +75,7 @@ impl Default for Options {
             message_count: 10,
             message_size: 100,
             send_only: false,
+            block_self_loopback: false,
             settle: Duration::from_secs(3),
         }
     }
@@ -132,6 +137,7 @@ fn setup<B: DataPath>(cm: &B, id: IdHandle, role: Role, opts: &Options) -> Resul
     let mut attr = QpInitAttrEx::rc(verbs.pd, cq, cq);
     attr.qp_type = QpType::Ud;
     attr.sq_sig_all = false;
+    attr.block_self_multicast_loopback = opts.block_self_loopback;
     attr.cap = QpCap {
         max_send_wr: n.max(1),
         max_recv_wr: n.max(1),
