@@ -25,7 +25,9 @@
 //!   them (its key and range);
 //!
 //! and at the end ([`Model::finish`]): once every CQ is drained, no signaled request is
-//! outstanding on a QP in ERROR; once every QP is moved to ERROR and the CQs drained again,
+//! outstanding on a QP in ERROR; after ten minutes of virtual time (every retry and RNR wait
+//! runs out), no send is outstanding on a UD QP in RTS or an RC QP in RTS with a transport
+//! timeout; once every QP is moved to ERROR and the CQs drained again,
 //! every signaled request has completed exactly once (unless its QP was reset or destroyed,
 //! which discards work without completions, or its CQ overran, which loses completions with
 //! a CQ_ERR event); then every object can be destroyed, in dependency order.
@@ -126,6 +128,9 @@ struct QpRec {
     ud: bool,
     id: Option<usize>,
     sq_sig_all: bool,
+    /// Moved to RTS with a transport timeout (the CM's, or a nonzero `timeout` of
+    /// `modify_qp`): its sends end, one way or the other.
+    timed: bool,
 }
 
 /// An address handle and its PD's index.

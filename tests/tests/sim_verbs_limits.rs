@@ -6,7 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, Payload, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+    AccessFlags, DataPath, Payload, QpAttr, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode,
+    WcStatus,
 };
 use cmtwin::{Call, CmBackend, Errno, QpCap, Transport};
 use cmtwin_sim::SimConfig;
@@ -165,4 +166,43 @@ fn the_helpers_name_their_call_and_enoent_for_a_destroyed_id() {
     );
     expect_errno(c.get_send_comp(id), Call::PollCq, Errno::ENOENT);
     expect_errno(c.get_recv_comp(id), Call::PollCq, Errno::ENOENT);
+}
+
+#[test]
+fn a_qp_reset_with_work_in_flight_and_brought_back_to_rts_sends_again() {
+    let bed = bed(4);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let tx = region(c, conn.client.pd, 8, 0x42, AccessFlags::NONE);
+    let sge = [tx.sge(0, 8)];
+    // No receive on the server: the send is NAKed (receiver not ready) and waits.
+    let send = |wr_id| SendWr::new(wr_id, SendOp::Send, Payload::Sges(&sge));
+    ok(c.post_send(conn.client.qp, &send(1)), "post_send");
+    ok(c.sleep(Duration::from_micros(20)), "sleep");
+    let to = |state| {
+        let attr = match state {
+            QpState::Reset => QpAttr {
+                qp_state: Some(QpState::Reset),
+                ..QpAttr::default()
+            },
+            s => ok(c.init_qp_attr(conn.client.id, s), "init_qp_attr"),
+        };
+        ok(c.modify_qp(conn.client.qp, &attr), "modify_qp");
+    };
+    for state in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts] {
+        to(state);
+    }
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    cmtwin_tests::datapath::post_recv_all(s, conn.server.qp, 10, &rx);
+    ok(
+        c.post_send(conn.client.qp, &send(2)),
+        "post_send after the reset",
+    );
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (10, WcStatus::SUCCESS, 8)
+    );
+    let wc = next_completion(c, &conn.client);
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::SUCCESS));
 }

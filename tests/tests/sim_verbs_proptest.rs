@@ -120,6 +120,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => (pick(), any::<u8>()).prop_map(|(id, state)| Op::InitQpAttr { id, state }),
         3 => (pick(), any::<u8>(), idx(), prop_oneof![Just(14u8), any::<u8>()], any::<u8>(), any::<u8>())
             .prop_map(|(qp, state, attrs_of, timeout, retry, rnr)| Op::ModifyQp { qp, state, attrs_of, timeout, retry, rnr }),
+        1 => (pick(), idx()).prop_map(|(qp, attrs_of)| Op::Reconnect { qp, attrs_of }),
         1 => pick().prop_map(|qp| Op::QueryQp { qp }),
         1 => (pick(), any::<u8>()).prop_map(|(pd, attr)| Op::CreateAh { pd, attr }),
         1 => (pick(), prop::bool::weighted(0.2)).prop_map(|(pd, garbage)| Op::CreateAhFromWc { pd, garbage }),

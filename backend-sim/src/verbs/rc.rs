@@ -278,8 +278,10 @@ impl RcQp {
         sends.chain(self.rq.iter().flat_map(|r| r.sges.iter()))
     }
 
-    /// Every outstanding request's entries, for a QP destroyed with work posted (no
-    /// completion is made, as for a destroyed QP).
+    /// Every outstanding request's entries, for a QP destroyed or reset with work posted (no
+    /// completion is made, as for a destroyed QP). The QP is left as `ibv_create_qp` makes
+    /// it, in RESET: no timer, no connection attributes, PSNs from 0 again (what
+    /// `rdma_init_qp_attr` gives), so that INIT, RTR and RTS start it afresh.
     pub(crate) fn discard(&mut self) -> Vec<Sge> {
         let mut sges: Vec<Sge> = Vec::new();
         for e in self.sq.drain(..) {
@@ -288,8 +290,7 @@ impl RcQp {
         for r in self.rq.drain(..) {
             sges.extend_from_slice(&r.sges);
         }
-        self.sent = 0;
-        self.state = QpState::Reset;
+        *self = RcQp::new(self.qpn, self.cap, self.sq_sig_all).in_reset();
         sges
     }
 

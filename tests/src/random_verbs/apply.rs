@@ -91,6 +91,11 @@ impl Model {
                 retry,
                 rnr,
             } => self.modify_qp(qp, state, attrs_of, [timeout, retry, rnr]),
+            Op::Reconnect { qp, attrs_of } => {
+                for state in [0, 1, 2, 3] {
+                    self.modify_qp(qp, state, attrs_of & !1, [14, 3, 3]);
+                }
+            }
             Op::QueryQp { qp } => self.query_qp(qp),
             Op::CreateAh { pd, attr } => self.create_ah(pd, attr),
             Op::CreateAhFromWc { pd, garbage } => self.create_ah_from_wc(pd, garbage),
@@ -468,6 +473,7 @@ impl Model {
             ud,
             id: Some(idx),
             sq_sig_all,
+            timed: false,
         };
         self.qps.push(live(Self::home(server), rec));
     }
@@ -496,6 +502,7 @@ impl Model {
             ud: false,
             id: None,
             sq_sig_all,
+            timed: false,
         };
         self.qps.push(live(Self::home(server), rec));
     }
@@ -556,7 +563,8 @@ impl Model {
         };
         let cm = self.cm(server).clone();
         let to = state_of(state);
-        let id = &self.ids[attrs_of % self.ids.len()];
+        let own = self.qps[idx].v.id.filter(|_| attrs_of % 2 == 0);
+        let id = &self.ids[own.unwrap_or(attrs_of / 2 % self.ids.len())];
         let mut attr = match to {
             Some(s) if id.live && id.home == Self::home(server) => {
                 cm.init_qp_attr(id.v, s).unwrap_or_default()
@@ -573,10 +581,14 @@ impl Model {
         let r = cm.modify_qp(self.qps[idx].v.qp, &attr);
         if self
             .check(&[Call::ModifyQp], v, Some(Errno::EBADF), r)
-            .is_some()
-            && to == Some(QpState::Reset)
+            .is_none()
         {
-            self.discard_work_of(idx);
+            return;
+        }
+        match to {
+            Some(QpState::Reset) => self.discard_work_of(idx),
+            Some(QpState::Rts) => self.qps[idx].v.timed = attr.timeout != 0,
+            _ => {}
         }
     }
 

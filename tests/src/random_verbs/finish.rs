@@ -1,11 +1,13 @@
 //! The end of a sequence: nothing outstanding on a QP in ERROR, everything flushed exactly
 //! once, then every object destroyed in dependency order.
 
+use std::time::Duration;
+
 use cmtwin::verbs::{DataPath, QpAttr, QpState};
-use cmtwin::{CmBackend, Wait};
+use cmtwin::{Call, CmBackend, Wait};
 
 use super::op::Pick;
-use super::{Home, Model};
+use super::{Home, Model, Validity, Wr};
 
 impl Model {
     /// Drains every CQ and asynchronous event; checks that no signaled request is left on a
@@ -18,13 +20,14 @@ impl Model {
     /// When a request is left over, or a destroy fails.
     pub fn finish(mut self) {
         self.drain();
-        for q in self.live_qps() {
-            let server = self.qps[q].home == Home::Server;
-            let state = self.cm(server).query_qp_state(self.qps[q].v.qp);
-            if matches!(state, Ok(QpState::Error)) {
-                self.assert_all_completed(q, "in ERROR");
-            }
-        }
+        self.check_settled(QpState::Error);
+        // Every retry and RNR wait runs out well within ten minutes (at most 8 transport
+        // timeouts of 34 s, 7 RNR waits of 655 ms).
+        let r = self.cm(false).sleep(Duration::from_secs(600));
+        self.check(&[Call::Sleep], Validity::Live, None, r);
+        self.drain();
+        self.check_settled(QpState::Error);
+        self.check_settled(QpState::Rts);
         for q in self.live_qps() {
             let server = self.qps[q].home == Home::Server;
             let attr = QpAttr {
@@ -37,9 +40,29 @@ impl Model {
         }
         self.drain();
         for q in self.live_qps() {
-            self.assert_all_completed(q, "flushed");
+            self.assert_all_completed(q, |_| true, "flushed");
         }
         self.destroy_all();
+    }
+
+    /// No signaled request is left on a live QP in `state`: ERROR (everything flushed), or
+    /// RTS, where only the sends of a UD QP or of an RC QP with a transport timeout must
+    /// have ended.
+    fn check_settled(&self, state: QpState) {
+        for q in self.live_qps() {
+            let rec = self.qps[q].v;
+            let server = self.qps[q].home == Home::Server;
+            if self.cm(server).query_qp_state(rec.qp).ok() != Some(state) {
+                continue;
+            }
+            match state {
+                QpState::Error => self.assert_all_completed(q, |_| true, "in ERROR"),
+                _ if rec.ud || rec.timed => {
+                    self.assert_all_completed(q, |w| !w.recv, "in RTS after ten minutes")
+                }
+                _ => {}
+            }
+        }
     }
 
     /// The indices of the bed's live QPs.
@@ -66,13 +89,13 @@ impl Model {
         }
     }
 
-    /// Every signaled request of QP `q` has completed, unless discarded or lost to its CQ's
-    /// overrun (`why`: the QP's condition, for the message).
-    fn assert_all_completed(&self, q: usize, why: &str) {
+    /// Every signaled request of QP `q` that `which` selects has completed, unless discarded
+    /// or lost to its CQ's overrun (`why`: the QP's condition, for the message).
+    fn assert_all_completed(&self, q: usize, which: impl Fn(&Wr) -> bool, why: &str) {
         let rec = self.qps[q].v;
         for (wr_id, w) in self.outstanding_of(q) {
             let cq = if w.recv { rec.recv_cq } else { rec.send_cq };
-            if !w.signaled || w.discarded || self.cqs[cq].v.overrun {
+            if !which(w) || !w.signaled || w.discarded || self.cqs[cq].v.overrun {
                 continue;
             }
             panic!("wr {wr_id} ({w:?}) is outstanding on QP {q}, {why}, and never completed");

@@ -130,9 +130,10 @@ pub enum Op {
     DestroyQp { id: Pick },
     /// `rdma_init_qp_attr` to state `state` (modulo 7).
     InitQpAttr { id: Pick, state: u8 },
-    /// `ibv_modify_qp` to state `state` (modulo 7), with the attributes `rdma_init_qp_attr`
-    /// gives id `attrs_of` for it when there are any, and `timeout`, `retry` and `rnr` for
-    /// RTS.
+    /// `ibv_modify_qp` to state `state` (modulo 8; 7: none), with the attributes
+    /// `rdma_init_qp_attr` gives for it (an even `attrs_of`: the QP's own id's, if it has
+    /// one; else id `attrs_of / 2`'s) when there are any, and `timeout`, `retry` and `rnr`
+    /// for RTS.
     ModifyQp {
         qp: Pick,
         state: u8,
@@ -141,6 +142,9 @@ pub enum Op {
         retry: u8,
         rnr: u8,
     },
+    /// `ibv_modify_qp` to RESET (discarding its work), then INIT, RTR and RTS with the
+    /// attributes `rdma_init_qp_attr` gives the QP's id (or id `attrs_of`).
+    Reconnect { qp: Pick, attrs_of: usize },
     /// `ibv_query_qp` for the state.
     QueryQp { qp: Pick },
     /// `ibv_create_ah`: 0: to the server's UD QP, 1: all zero, 2: port 9, 3: an unknown GID.

@@ -110,6 +110,7 @@ impl Model {
             ud,
             id: Some(id_idx),
             sq_sig_all: true,
+            timed: !ud,
         };
         Self::add(&mut self.qps, home, rec);
         qpn
@@ -184,6 +185,7 @@ impl Model {
                 ud: true,
                 id: Some(id),
                 sq_sig_all: true,
+                timed: false,
             };
             Self::add(&mut self.qps, home, rec);
             if !server {
@@ -237,6 +239,7 @@ impl Model {
             ud: false,
             id: None,
             sq_sig_all: true,
+            timed: false,
         };
         Self::add(&mut self.qps, f, rec);
         Self::add(&mut self.ahs, f, AhRec { ah, pd });
