@@ -21,6 +21,7 @@
 //!   that request's CQ and QP, with a byte count no larger than the posted length (equal to
 //!   it for a successful send, write or read; a receive consumed by a write with immediate
 //!   data counts the write's bytes, as rxe reports it), and with the opcode of the request;
+//! * a QP moved to RESET or ERROR by `modify_qp` is in that state;
 //! * a region's bytes change only where a posted receive, read or RDMA write could place
 //!   them (its key and range);
 //!

@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, Payload, QpAttr, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode,
-    WcStatus,
+    AccessFlags, DataPath, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge,
+    WcOpcode, WcStatus,
 };
 use cmtwin::{Call, CmBackend, Errno, QpCap, Transport};
 use cmtwin_sim::SimConfig;
@@ -205,4 +205,30 @@ fn a_qp_reset_with_work_in_flight_and_brought_back_to_rts_sends_again() {
     );
     let wc = next_completion(c, &conn.client);
     assert_eq!((wc.wr_id, wc.status), (2, WcStatus::SUCCESS));
+}
+
+#[test]
+fn modify_qp_from_reset_to_error_leaves_the_qp_in_error() {
+    let bed = bed(5);
+    let c = bed.client();
+    let conn = connected(&bed);
+    let mut attr = QpInitAttrEx::rc(conn.client.pd, conn.client.cq, conn.client.cq);
+    attr.cap = QpCap::default();
+    let qp = ok(c.create_external_qp(&attr), "ibv_create_qp");
+    assert_eq!(ok(c.query_qp_state(qp), "query"), QpState::Reset);
+    let error = QpAttr {
+        qp_state: Some(QpState::Error),
+        ..QpAttr::default()
+    };
+    ok(c.modify_qp(qp, &error), "RESET -> ERROR");
+    assert_eq!(ok(c.query_qp_state(qp), "query"), QpState::Error);
+    // Work posted now is flushed at once.
+    let wr = RecvWr {
+        wr_id: 7,
+        sg_list: &[],
+    };
+    ok(c.post_recv(qp, &wr), "post_recv in ERROR");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!((wc.wr_id, wc.status), (7, WcStatus::WR_FLUSH_ERR));
+    ok(c.destroy_external_qp(qp), "ibv_destroy_qp");
 }

@@ -337,9 +337,10 @@ impl RcQp {
         true
     }
 
-    /// Any state → ERROR, flushing every outstanding request.
+    /// Any state → ERROR, flushing every outstanding request (RESET has none: it moves to
+    /// ERROR all the same, as the kernel allows RESET → ERR).
     pub(crate) fn enter_error(&mut self, out: &mut Vec<QpOutput>) {
-        if self.state == QpState::Error || self.state == QpState::Reset {
+        if self.state == QpState::Error {
             return;
         }
         self.state = QpState::Error;

@@ -585,6 +585,10 @@ impl Model {
         {
             return;
         }
+        if let Some(s @ (QpState::Reset | QpState::Error)) = to {
+            let now = cm.query_qp_state(self.qps[idx].v.qp);
+            assert_eq!(now.ok(), Some(s), "the QP's state after modify_qp to {s:?}");
+        }
         match to {
             Some(QpState::Reset) => self.discard_work_of(idx),
             Some(QpState::Rts) => self.qps[idx].v.timed = attr.timeout != 0,
