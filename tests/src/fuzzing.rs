@@ -37,6 +37,22 @@ pub fn call_sequences(data: &[u8]) {
     random_calls::run_untraced(seed, &ops[..ops.len().min(MAX_OPS)]);
 }
 
+/// Target `verbs_sequences`: a fabric seed and up to [`MAX_OPS`] random data path calls,
+/// checked by the contract of [`crate::random_verbs`] (the property test's), final checks
+/// included, on fabrics without trace; a failing input's seed and ops replay with the trace
+/// on through [`crate::random_verbs::run`].
+///
+/// # Panics
+///
+/// When the simulator breaks the data path's contract or one of its own invariants.
+pub fn verbs_sequences(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let Ok((seed, ops)) = <(u64, Vec<crate::random_verbs::Op>)>::arbitrary(&mut u) else {
+        return;
+    };
+    crate::random_verbs::run_untraced(seed, &ops[..ops.len().min(MAX_OPS)]);
+}
+
 /// Ops of a `cm_model` input beyond this many are ignored (the proptest's cases have up to
 /// about 60).
 pub const MAX_MODEL_OPS: usize = 80;

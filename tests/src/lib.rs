@@ -21,6 +21,9 @@
 //!   model of the CM's contract they are checked against ([`random_calls::Model`]: errnos from
 //!   the kernel's set, events at most once), shared by `tests/sim_proptest.rs` and the
 //!   cargo-fuzz target in `fuzz/` (feature `arbitrary`).
+//! * [`random_verbs`]: random data path call sequences on the simulator and the contract
+//!   they are checked against (every request completes once, errnos, regions' contents),
+//!   shared by `tests/sim_verbs_proptest.rs` and the cargo-fuzz target `verbs_sequences`.
 //! * [`cm_model`]: a reference model of the CM that predicts every call's exact result and
 //!   every event's exact kind, id and status, over random lifecycles generic over [`TestBed`].
 //! * `tests/sim_conformance.rs`: the suite on RoCE (three seeds), InfiniBand, iWARP and
@@ -51,6 +54,7 @@ pub mod fuzzing;
 pub mod harness;
 pub mod ports;
 pub mod random_calls;
+pub mod random_verbs;
 pub mod recording;
 pub mod steps;
 pub mod trace_text;

@@ -50,3 +50,8 @@ fn call_sequence_inputs_replay() {
 fn cm_model_inputs_replay() {
     replay("cm_model", cmtwin_tests::fuzzing::cm_model);
 }
+
+#[test]
+fn verbs_sequence_inputs_replay() {
+    replay("verbs_sequences", cmtwin_tests::fuzzing::verbs_sequences);
+}

@@ -1133,7 +1133,7 @@ fn the_rdma_verbs_helpers_work_on_the_qps_create_qp_makes() {
         Errno::EINVAL,
     );
     expect_errno(
-        s.post_write(cid, 5, &tx, 4, 7, writable.addr, writable.rkey),
+        c.post_write(cid, 5, &tx, 4, 7, writable.addr, writable.rkey),
         Call::PostSend,
         Errno::EINVAL,
     );

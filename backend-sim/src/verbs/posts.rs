@@ -17,6 +17,19 @@ use crate::world::{DevKey, HostKey, World};
 /// The largest UD payload: the simulated port's active MTU.
 pub(crate) const UD_MTU: u32 = 4096;
 
+/// The largest message (`max_msg_sz`, InfiniBand's 2^31 bytes): rxe refuses a send-queue
+/// request longer than it, and a receive of it or more, with EINVAL at post time.
+pub(crate) const MAX_MSG_SZ: u64 = 1 << 31;
+
+/// The key a posted entry keeps when its key named no region at post time: no region ever
+/// has it (keys start at 0x1000), so the entry fails as a bad key would.
+pub(crate) const NO_KEY: u32 = 0;
+
+/// The bytes `sges` span together (no overflow: up to 32 entries of 4 GiB).
+fn total_len(sges: &[Sge]) -> u64 {
+    sges.iter().map(|s| u64::from(s.length)).sum()
+}
+
 impl World {
     // ----- posts -------------------------------------------------------------------------
 
@@ -41,7 +54,7 @@ impl World {
         let mut entry = self.send_entry(wr, dev, pd, &cap)?;
         entry.signaled = wr.signaled;
         entry.solicited = wr.solicited;
-        self.hold_entries(dev, &entry.sges);
+        entry.sges = self.hold_entries(dev, &entry.sges);
         match self.drive_qp(q, |m, _, out| m.post_send(entry, out)) {
             Ok(()) => Ok(()),
             Err((e, entry)) => {
@@ -89,17 +102,17 @@ impl World {
         if len > u64::from(UD_MTU) {
             return refuse(format!("{len} bytes exceed the port's MTU {UD_MTU}"));
         }
+        let sges = self.hold_entries(dev, &sent.sges);
         let entry = UdSendEntry {
             wr_id: wr.wr_id,
             target,
             data: sent.data,
             imm,
-            sges: sent.sges,
+            sges,
             signaled: wr.signaled,
             solicited: wr.solicited,
             fault: sent.fault,
         };
-        self.hold_entries(dev, &entry.sges);
         match self.drive_qp(q, |m, _, out| m.post_ud_send(entry, out)) {
             Ok(()) => Ok(()),
             Err((e, entry)) => {
@@ -141,11 +154,17 @@ impl World {
                 let max = cap.max_send_sge;
                 return refuse(format!("{} entries exceed max_send_sge {max}", sges.len()));
             }
+            Payload::Sges(sges) if total_len(sges) > MAX_MSG_SZ => {
+                let len = total_len(sges);
+                return refuse(format!(
+                    "{len} bytes exceed the largest message, {MAX_MSG_SZ}"
+                ));
+            }
             Payload::Sges(sges) => sges,
         };
         let (kind, data, fault) = match kind {
             SendKind::Read { addr, rkey, .. } => {
-                let len = sges.iter().map(|s| s.length).sum();
+                let len = total_len(sges) as u32;
                 let ok = self.sges_valid(dev, pd, sges, AccessFlags::LOCAL_WRITE);
                 (SendKind::Read { addr, rkey, len }, Vec::new(), !ok)
             }
@@ -165,6 +184,14 @@ impl World {
         let q = self.qp_key(host, call, h)?;
         let qp = &self.verbs.qps[&q];
         let (dev, cap) = (qp.dev, qp.machine.cap());
+        let len = total_len(wr.sg_list);
+        if len >= MAX_MSG_SZ {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("a receive of {len} bytes: messages are shorter than {MAX_MSG_SZ}"),
+            ));
+        }
         if wr.sg_list.len() > cap.max_recv_sge as usize {
             return Err(CmError::new(
                 call,
@@ -176,15 +203,14 @@ impl World {
                 ),
             ));
         }
-        self.hold_entries(dev, wr.sg_list);
         let entry = RecvEntry {
             wr_id: wr.wr_id,
-            sges: Sges::from(wr.sg_list),
+            sges: self.hold_entries(dev, wr.sg_list),
         };
         match self.drive_qp(q, |m, _, out| m.post_recv(entry, out)) {
             Ok(()) => Ok(()),
-            Err((e, _)) => {
-                for s in wr.sg_list {
+            Err((e, entry)) => {
+                for s in entry.sges.iter() {
                     self.release_entry(dev, s);
                 }
                 Err(post_error(call, e, cap.max_recv_wr))
@@ -217,9 +243,13 @@ impl World {
         (mr.pd == pd && fits && mr.access.contains(access)).then_some((mr, off as usize))
     }
 
-    /// The bytes of `sges`, in order; `None` if one is not in a region of `pd`.
+    /// The bytes of `sges`, in order; `None` if one is not in a region of `pd` (checked
+    /// before anything is allocated: the lengths are the caller's).
     fn gather(&self, dev: DevKey, pd: ObjKey, sges: &[Sge]) -> Option<Vec<u8>> {
-        let mut data = Vec::with_capacity(sges.iter().map(|s| s.length as usize).sum());
+        if !self.sges_valid(dev, pd, sges, AccessFlags::NONE) {
+            return None;
+        }
+        let mut data = Vec::with_capacity(total_len(sges) as usize);
         for s in sges {
             let (mr, off) = self.region_of(dev, pd, s, AccessFlags::NONE)?;
             data.extend_from_slice(&mr.buf[off..off + s.length as usize]);
@@ -227,18 +257,28 @@ impl World {
         Some(data)
     }
 
-    /// Counts `sges` against the regions their keys name (dereg is refused meanwhile).
-    fn hold_entries(&mut self, dev: DevKey, sges: &[Sge]) {
-        for s in sges {
-            if let Some(mr) = self
+    /// Counts `sges` against the regions their keys name (dereg is refused meanwhile), and
+    /// gives them back as the request keeps them: an entry whose key names no region gets
+    /// [`NO_KEY`], so that a region registered later under that key is neither released
+    /// by the request's completion (it was never held) nor written by it.
+    fn hold_entries(&mut self, dev: DevKey, sges: &[Sge]) -> Sges {
+        let mut kept = Sges::from(sges);
+        let entries: &mut [Sge] = match &mut kept {
+            Sges::One(s) => std::slice::from_mut(s),
+            Sges::Many(v) => v,
+        };
+        for s in entries {
+            match self
                 .verbs
                 .mr_by_key
                 .get(&(dev, s.lkey))
                 .and_then(|k| self.verbs.mrs.get_mut(k))
             {
-                mr.busy += 1;
+                Some(mr) => mr.busy += 1,
+                None => s.lkey = NO_KEY,
             }
         }
+        kept
     }
 
     /// Releases what [`World::hold_entries`] counted for `s`.

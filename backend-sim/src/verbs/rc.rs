@@ -278,8 +278,10 @@ impl RcQp {
         sends.chain(self.rq.iter().flat_map(|r| r.sges.iter()))
     }
 
-    /// Every outstanding request's entries, for a QP destroyed with work posted (no
-    /// completion is made, as for a destroyed QP).
+    /// Every outstanding request's entries, for a QP destroyed or reset with work posted (no
+    /// completion is made, as for a destroyed QP). The QP is left as `ibv_create_qp` makes
+    /// it, in RESET: no timer, no connection attributes, PSNs from 0 again (what
+    /// `rdma_init_qp_attr` gives), so that INIT, RTR and RTS start it afresh.
     pub(crate) fn discard(&mut self) -> Vec<Sge> {
         let mut sges: Vec<Sge> = Vec::new();
         for e in self.sq.drain(..) {
@@ -288,8 +290,7 @@ impl RcQp {
         for r in self.rq.drain(..) {
             sges.extend_from_slice(&r.sges);
         }
-        self.sent = 0;
-        self.state = QpState::Reset;
+        *self = RcQp::new(self.qpn, self.cap, self.sq_sig_all).in_reset();
         sges
     }
 
@@ -336,9 +337,10 @@ impl RcQp {
         true
     }
 
-    /// Any state → ERROR, flushing every outstanding request.
+    /// Any state → ERROR, flushing every outstanding request (RESET has none: it moves to
+    /// ERROR all the same, as the kernel allows RESET → ERR).
     pub(crate) fn enter_error(&mut self, out: &mut Vec<QpOutput>) {
-        if self.state == QpState::Error || self.state == QpState::Reset {
+        if self.state == QpState::Error {
             return;
         }
         self.state = QpState::Error;

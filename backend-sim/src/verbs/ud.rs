@@ -176,9 +176,9 @@ impl UdQp {
         true
     }
 
-    /// Any state but RESET → ERROR, flushing both queues.
+    /// Any state → ERROR, flushing both queues (RESET has nothing to flush).
     pub(crate) fn enter_error(&mut self, out: &mut Vec<QpOutput>) {
-        if matches!(self.state, QpState::Error | QpState::Reset) {
+        if self.state == QpState::Error {
             return;
         }
         self.state = QpState::Error;

@@ -229,7 +229,8 @@ pub trait DataPath: CmBackend {
     /// qkey differs, drops it, and a receive smaller than [`super::GRH_LEN`] + the payload
     /// completes with LOC_LEN_ERR.
     ///
-    /// * EINVAL: the QP is in RESET, more entries than `max_send_sge`, inline bytes above
+    /// * EINVAL: the QP is in RESET, more entries than `max_send_sge`, entries longer than
+    ///   2^31 bytes together (the largest message, as rxe checks it), inline bytes above
     ///   `max_inline_data` or for an RDMA read; on a UD QP: no `wr.ud`, an operation other
     ///   than a send, an address handle of another PD, or a payload above the port's MTU
     ///   (which rxe would report as sent and drop); on a connected QP: a `wr.ud`.
@@ -239,7 +240,8 @@ pub trait DataPath: CmBackend {
 
     /// `ibv_post_recv(qp, wr, ...)`.
     ///
-    /// * EINVAL: the QP is in RESET, or more entries than `max_recv_sge`.
+    /// * EINVAL: the QP is in RESET, more entries than `max_recv_sge`, or entries of 2^31
+    ///   bytes or more together (rxe's check: no message is that long).
     /// * ENOMEM: the receive queue holds `max_recv_wr` requests.
     fn post_recv(&self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()>;
 
@@ -297,13 +299,13 @@ pub trait DataPath: CmBackend {
         offset: usize,
         len: u32,
     ) -> Result<()> {
+        let qp = super::helpers::qp_of(self, crate::Call::PostRecv, id)?;
         let sge = [super::helpers::sge_in(
             crate::Call::PostRecv,
             mr,
             offset,
             len,
         )?];
-        let qp = super::helpers::qp_of(self, crate::Call::PostRecv, id)?;
         self.post_recv(
             qp,
             &RecvWr {

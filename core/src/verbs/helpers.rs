@@ -34,22 +34,25 @@ pub(crate) fn post_one<B: DataPath + ?Sized>(
     len: u32,
     shape: impl FnOnce(&mut crate::verbs::SendWr<'_>),
 ) -> Result<()> {
-    let sge = [sge_in(Call::PostSend, mr, offset, len)?];
     let qp = qp_of(dp, Call::PostSend, id)?;
+    let sge = [sge_in(Call::PostSend, mr, offset, len)?];
     let mut wr = crate::verbs::SendWr::new(wr_id, op, crate::verbs::Payload::Sges(&sge));
     shape(&mut wr);
     dp.post_send(qp, &wr)
 }
 
-/// `id`'s QP (EINVAL naming `call` without one).
+/// `id`'s QP (EINVAL naming `call` without one; a dead id's error names `call` too, so
+/// that the helper's caller reads the call it made).
 pub(crate) fn qp_of<B: DataPath + ?Sized>(dp: &B, call: Call, id: IdHandle) -> Result<QpHandle> {
-    dp.qp(id)?
+    dp.qp(id)
+        .map_err(|e| CmError::new(call, e.errno, e.detail))?
         .ok_or_else(|| CmError::new(call, Errno::EINVAL, format!("{id} has no QP")))
 }
 
-/// The CQs of `id`'s QP (EINVAL without one).
+/// The CQs of `id`'s QP (EINVAL without one; a dead id's error names `call`).
 pub(crate) fn cqs_of<B: DataPath + ?Sized>(dp: &B, call: Call, id: IdHandle) -> Result<QpCqs> {
-    dp.qp_cqs(id)?
+    dp.qp_cqs(id)
+        .map_err(|e| CmError::new(call, e.errno, e.detail))?
         .ok_or_else(|| CmError::new(call, Errno::EINVAL, format!("{id} has no QP")))
 }
 

@@ -1,0 +1,234 @@
+//! The data path at the edges its random sequences (`tests/sim_verbs_proptest.rs`) found: the
+//! largest message, entries whose key names no region yet, and librdmacm's helpers on an id
+//! that is gone. Each test pins the exact outcome on the simulator.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use cmtwin::verbs::{
+    AccessFlags, DataPath, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge,
+    WcOpcode, WcStatus,
+};
+use cmtwin::{Call, CmBackend, Errno, QpCap, Transport};
+use cmtwin_sim::SimConfig;
+use cmtwin_tests::datapath::{connect_with, next_completion, region, Conn, Setup};
+use cmtwin_tests::steps::{expect_errno, ok};
+use cmtwin_tests::{SimBed, TestBed};
+
+const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
+
+/// A RoCE bed without wire jitter.
+fn bed(seed: u64) -> SimBed {
+    let config = SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..SimConfig::default()
+    };
+    SimBed::with_config(seed, Transport::Roce, config)
+}
+
+/// A connection whose QPs take up to 4 entries per request.
+fn connected(bed: &SimBed) -> Conn {
+    let setup = Setup {
+        cap: QpCap {
+            max_send_sge: 4,
+            max_recv_sge: 4,
+            ..QpCap::default()
+        },
+        ..Setup::default()
+    };
+    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 7471);
+    connect_with(bed.server(), bed.client(), addr, &setup)
+}
+
+/// An entry of `len` bytes at the start of a region of key `lkey` and address `addr`.
+fn entry(addr: u64, lkey: u32, len: u32) -> Sge {
+    Sge {
+        addr,
+        length: len,
+        lkey,
+    }
+}
+
+#[test]
+fn requests_longer_than_the_largest_message_are_refused_when_posted() {
+    let bed = bed(1);
+    let c = bed.client();
+    let conn = connected(&bed);
+    let mr = region(c, conn.client.pd, 64, 7, LW | AccessFlags::REMOTE_READ);
+    let half = entry(mr.addr, mr.lkey, 0x8000_0000);
+    let read = SendOp::RdmaRead {
+        remote_addr: 0x1000,
+        rkey: 1,
+    };
+    // Two entries of 2^31 bytes: 2^32 together (the sum once overflowed a u32).
+    let two = [half, half];
+    expect_errno(
+        c.post_send(conn.client.qp, &SendWr::new(1, read, Payload::Sges(&two))),
+        Call::PostSend,
+        Errno::EINVAL,
+    );
+    let huge = [entry(mr.addr, mr.lkey, u32::MAX); 4];
+    expect_errno(
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(2, SendOp::Send, Payload::Sges(&huge)),
+        ),
+        Call::PostSend,
+        Errno::EINVAL,
+    );
+    let one = [half];
+    let recv = |wr_id, sg_list| RecvWr { wr_id, sg_list };
+    expect_errno(
+        c.post_recv(conn.client.qp, &recv(3, &one)),
+        Call::PostRecv,
+        Errno::EINVAL,
+    );
+    // Nothing refused holds the region.
+    assert_eq!(ok(c.dereg_mr(mr.handle), "dereg_mr"), vec![7; 64]);
+
+    // Exactly 2^31 bytes is a message (outside the region: a protection error when the
+    // device reaches it); a receive must stay below it.
+    let mr = region(c, conn.client.pd, 64, 7, LW);
+    let largest = [entry(mr.addr, mr.lkey, 0x8000_0000)];
+    let wr = SendWr::new(4, SendOp::Send, Payload::Sges(&largest));
+    ok(c.post_send(conn.client.qp, &wr), "a send of 2^31 bytes");
+    let below = [entry(mr.addr, mr.lkey, 0x7fff_ffff)];
+    ok(
+        c.post_recv(conn.client.qp, &recv(5, &below)),
+        "a receive below 2^31 bytes",
+    );
+    let wc = next_completion(c, &conn.client);
+    assert_eq!((wc.wr_id, wc.status), (4, WcStatus::LOC_PROT_ERR));
+    let wc = next_completion(c, &conn.client);
+    assert_eq!((wc.wr_id, wc.status), (5, WcStatus::WR_FLUSH_ERR));
+    assert_eq!(ok(c.dereg_mr(mr.handle), "dereg_mr"), vec![7; 64]);
+}
+
+#[test]
+fn an_entry_whose_key_names_no_region_never_reaches_a_region_registered_later() {
+    let bed = bed(2);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let first = region(c, conn.client.pd, 64, 1, LW);
+    // Keys and addresses are handed out in order, a guard page apart: the next region's.
+    let (next_key, next_addr) = (first.lkey + 1, first.addr + 2 * 4096);
+    let wr = RecvWr {
+        wr_id: 1,
+        sg_list: &[entry(next_addr, next_key, 16)],
+    };
+    ok(
+        c.post_recv(conn.client.qp, &wr),
+        "a receive under a key of no region",
+    );
+    let later = region(c, conn.client.pd, 64, 2, LW);
+    assert_eq!((later.lkey, later.addr), (next_key, next_addr));
+
+    let tx = region(s, conn.server.pd, 8, 0x55, AccessFlags::NONE);
+    let sge = [tx.sge(0, 8)];
+    let send = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
+    ok(s.post_send(conn.server.qp, &send), "post_send");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (1, WcStatus::LOC_PROT_ERR, WcOpcode::Recv)
+    );
+    let wc = next_completion(s, &conn.server);
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::REM_OP_ERR));
+    // The later region was neither written nor held.
+    assert_eq!(ok(c.dereg_mr(later.handle), "dereg_mr"), vec![2; 64]);
+}
+
+#[test]
+fn the_helpers_name_their_call_and_enoent_for_a_destroyed_id() {
+    let bed = bed(3);
+    let c = bed.client();
+    let conn = connected(&bed);
+    let mr = region(c, conn.client.pd, 16, 0, LW);
+    ok(c.disconnect(conn.client.id), "disconnect");
+    ok(c.destroy_qp(conn.client.id), "destroy_qp");
+    ok(c.destroy_id(conn.client.id), "destroy_id");
+    let id = conn.client.id;
+    // Bytes outside the region too: the dead id comes first.
+    expect_errno(
+        c.post_send_msg(id, 1, &mr, 8, 64, false),
+        Call::PostSend,
+        Errno::ENOENT,
+    );
+    expect_errno(
+        c.post_recv_msg(id, 2, &mr, 8, 64),
+        Call::PostRecv,
+        Errno::ENOENT,
+    );
+    expect_errno(
+        c.post_write(id, 3, &mr, 0, 4, 0x1000, 1),
+        Call::PostSend,
+        Errno::ENOENT,
+    );
+    expect_errno(c.get_send_comp(id), Call::PollCq, Errno::ENOENT);
+    expect_errno(c.get_recv_comp(id), Call::PollCq, Errno::ENOENT);
+}
+
+#[test]
+fn a_qp_reset_with_work_in_flight_and_brought_back_to_rts_sends_again() {
+    let bed = bed(4);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let tx = region(c, conn.client.pd, 8, 0x42, AccessFlags::NONE);
+    let sge = [tx.sge(0, 8)];
+    // No receive on the server: the send is NAKed (receiver not ready) and waits.
+    let send = |wr_id| SendWr::new(wr_id, SendOp::Send, Payload::Sges(&sge));
+    ok(c.post_send(conn.client.qp, &send(1)), "post_send");
+    ok(c.sleep(Duration::from_micros(20)), "sleep");
+    let to = |state| {
+        let attr = match state {
+            QpState::Reset => QpAttr {
+                qp_state: Some(QpState::Reset),
+                ..QpAttr::default()
+            },
+            s => ok(c.init_qp_attr(conn.client.id, s), "init_qp_attr"),
+        };
+        ok(c.modify_qp(conn.client.qp, &attr), "modify_qp");
+    };
+    for state in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts] {
+        to(state);
+    }
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    cmtwin_tests::datapath::post_recv_all(s, conn.server.qp, 10, &rx);
+    ok(
+        c.post_send(conn.client.qp, &send(2)),
+        "post_send after the reset",
+    );
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (10, WcStatus::SUCCESS, 8)
+    );
+    let wc = next_completion(c, &conn.client);
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::SUCCESS));
+}
+
+#[test]
+fn modify_qp_from_reset_to_error_leaves_the_qp_in_error() {
+    let bed = bed(5);
+    let c = bed.client();
+    let conn = connected(&bed);
+    let mut attr = QpInitAttrEx::rc(conn.client.pd, conn.client.cq, conn.client.cq);
+    attr.cap = QpCap::default();
+    let qp = ok(c.create_external_qp(&attr), "ibv_create_qp");
+    assert_eq!(ok(c.query_qp_state(qp), "query"), QpState::Reset);
+    let error = QpAttr {
+        qp_state: Some(QpState::Error),
+        ..QpAttr::default()
+    };
+    ok(c.modify_qp(qp, &error), "RESET -> ERROR");
+    assert_eq!(ok(c.query_qp_state(qp), "query"), QpState::Error);
+    // Work posted now is flushed at once.
+    let wr = RecvWr {
+        wr_id: 7,
+        sg_list: &[],
+    };
+    ok(c.post_recv(qp, &wr), "post_recv in ERROR");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!((wc.wr_id, wc.status), (7, WcStatus::WR_FLUSH_ERR));
+    ok(c.destroy_external_qp(qp), "ibv_destroy_qp");
+}
