@@ -218,7 +218,8 @@ impl Model {
             "foreign create_qp",
         );
         let qpn = ok(cm.qp_number(qp), "foreign qp_num");
-        let ah = ok(cm.create_ah(pd, &AhAttr::default()), "foreign create_ah");
+        // A global route: RoCE refuses a handle without one.
+        let ah = ok(cm.create_ah(pd, &self.to_server), "foreign create_ah");
         let pd = Self::add(&mut self.pds, f, PdRec { pd, default: false });
         let channel = Self::add(&mut self.channels, f, comp);
         let cq = CqRec {
