@@ -1,10 +1,16 @@
 //! When a wait of the real backend ends, read from the clock only once the wait really has to
-//! block: a call whose event or completion is already there never reads the clock. (Clock
-//! reads are cheap on hardware, through the vDSO, but a system call that reads an emulated
-//! timer in a VM without a stable TSC, as under QEMU's software emulation, where they cost
-//! more than the rest of a ping of `rping`.)
+//! block: a call whose event or completion is already there never reads the clock. And the
+//! clock it reads is the coarse monotonic clock (`ffi::monotonic_coarse`), which the vDSO
+//! serves from memory. (The precise clocks are cheap on hardware, through the vDSO too, but
+//! in a VM without a stable TSC, as under QEMU's software emulation with an HPET clock source,
+//! each read is a system call that reads an emulated timer, costing about as much as the rest
+//! of a ping of `rping`: one per blocking wait.) The coarse clock lags by up to a tick, so the
+//! deadline is its reading plus a tick plus the timeout: a wait never ends early, and one that
+//! times out may last up to about two ticks (8 ms at 250 Hz) longer than asked.
 
 use std::time::{Duration, Instant};
+
+use crate::ffi;
 
 /// When a wait ends.
 pub(crate) enum Deadline {
@@ -14,7 +20,9 @@ pub(crate) enum Deadline {
     Now,
     /// This long after the wait first has to block (the clock not read yet).
     After(Duration),
-    /// At this instant.
+    /// When the coarse monotonic clock reads this.
+    AtCoarse(Duration),
+    /// At this instant (a kernel without the coarse clock).
     At(Instant),
 }
 
@@ -36,10 +44,21 @@ impl Deadline {
             Deadline::Never => Some(-1),
             Deadline::Now => None,
             Deadline::After(d) => {
-                *self = Instant::now()
-                    .checked_add(d)
-                    .map_or(Deadline::Never, Deadline::At);
+                *self = match (ffi::monotonic_coarse(), ffi::monotonic_coarse_lag()) {
+                    (Some(now), Some(lag)) => now
+                        .checked_add(lag)
+                        .and_then(|t| t.checked_add(d))
+                        .map_or(Deadline::Never, Deadline::AtCoarse),
+                    _ => Instant::now()
+                        .checked_add(d)
+                        .map_or(Deadline::Never, Deadline::At),
+                };
                 (!d.is_zero()).then(|| ms_ceil(d))
+            }
+            Deadline::AtCoarse(t) => {
+                let left =
+                    ffi::monotonic_coarse().map_or(Duration::ZERO, |now| t.saturating_sub(now));
+                (!left.is_zero()).then(|| ms_ceil(left))
             }
             Deadline::At(t) => {
                 let left = t.saturating_duration_since(Instant::now());
@@ -70,9 +89,27 @@ mod tests {
         );
         let mut d = Deadline::of(Wait::Timeout(Duration::from_micros(1500)));
         assert_eq!(d.poll_timeout(), Some(2), "1.5 ms rounds up to 2");
-        assert!(matches!(d, Deadline::At(_)), "anchored at the first poll");
+        assert!(
+            matches!(d, Deadline::AtCoarse(_) | Deadline::At(_)),
+            "anchored at the first poll"
+        );
         let mut huge = Deadline::of(Wait::Timeout(Duration::MAX));
         assert_eq!(huge.poll_timeout(), Some(i32::MAX));
         assert!(matches!(huge, Deadline::Never));
+    }
+
+    #[test]
+    fn a_timed_wait_never_ends_early() {
+        let asked = Duration::from_millis(30);
+        let start = Instant::now();
+        let mut d = Deadline::of(Wait::Timeout(asked));
+        while let Some(ms) = d.poll_timeout() {
+            std::thread::sleep(Duration::from_millis(ms as u64));
+        }
+        assert!(
+            start.elapsed() >= asked,
+            "ended after {:?}",
+            start.elapsed()
+        );
     }
 }

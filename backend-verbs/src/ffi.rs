@@ -1005,6 +1005,38 @@ pub(crate) fn poll_which(fds: &[RawFd], timeout_ms: i32) -> CResult<Vec<bool>> {
     Ok(pfds.iter().map(|p| p.revents & libc::POLLIN != 0).collect())
 }
 
+/// Reads `clock`; `None` if the clock cannot be read.
+fn clock(clock: libc::clockid_t, getres: bool) -> Option<std::time::Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let ret = unsafe {
+        if getres {
+            libc::clock_getres(clock, &mut ts)
+        } else {
+            libc::clock_gettime(clock, &mut ts)
+        }
+    };
+    (ret == 0)
+        .then(|| std::time::Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), ts.tv_nsec as u32))
+}
+
+/// `CLOCK_MONOTONIC_COARSE`: the monotonic time of the last timer tick. The vDSO serves it
+/// from memory, with neither a system call nor a read of the clock source, even where the
+/// precise clocks need both (a VM whose clock source is an emulated HPET). `None` if the
+/// kernel has no such clock.
+pub(crate) fn monotonic_coarse() -> Option<std::time::Duration> {
+    clock(libc::CLOCK_MONOTONIC_COARSE, false)
+}
+
+/// How far [`monotonic_coarse`] may lag the precise monotonic time (its resolution: a tick).
+pub(crate) fn monotonic_coarse_lag() -> Option<std::time::Duration> {
+    static LAG: OnceLock<Option<std::time::Duration>> = OnceLock::new();
+    *LAG.get_or_init(|| clock(libc::CLOCK_MONOTONIC_COARSE, true))
+}
+
 /// A non-blocking eventfd, readable while the injected-event queue it guards is non-empty.
 pub(crate) struct EventFd(OwnedFd);
 

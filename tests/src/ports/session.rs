@@ -187,8 +187,11 @@ impl CompletionWait {
     /// The next completion, or the peer's disconnect; ETIMEDOUT-like application error when
     /// neither comes within [`STEP`], and any other CM event is an error naming it.
     pub fn next<B: DataPath>(&self, cm: &B) -> Result<Next> {
-        // The clock is read only when the completion is not there at once: in a VM under
-        // software emulation a clock read is a system call that costs more than a ping.
+        // The clock is read only after a quiet slice: in a VM under software emulation a
+        // clock read is a system call (and a read of an emulated timer) that costs about as
+        // much as the rest of a wait, and a busy connection has no quiet slice. The first
+        // quiet slice began at least CQ_SLICE after this call: the deadline it anchors is
+        // never earlier than STEP after the call.
         let mut deadline = None;
         let mut wc = [WorkCompletion::default()];
         // The CQ is armed and was polled empty since: only a CQ event can bring a completion
@@ -199,7 +202,6 @@ impl CompletionWait {
                 return Ok(Next::Completion(wc[0]));
             }
             may_have = false;
-            let deadline = *deadline.get_or_insert_with(|| cm.now() + STEP);
             match cm.get_cq_event(self.channel, Wait::Timeout(CQ_SLICE)) {
                 Ok(cq) => {
                     cm.ack_cq_events(cq, 1)?;
@@ -224,7 +226,8 @@ impl CompletionWait {
                     }
                 }
             }
-            if cm.now() > deadline {
+            let now = cm.now();
+            if now > *deadline.get_or_insert(now + STEP.saturating_sub(CQ_SLICE)) {
                 return Err(CmError::application(format!(
                     "no completion within {STEP:?}"
                 )));
