@@ -11,7 +11,7 @@ use cmtwin::verbs::{
 };
 use cmtwin::{Call, CmBackend, Errno, QpCap, Transport};
 use cmtwin_sim::SimConfig;
-use cmtwin_tests::datapath::{connect_with, next_completion, region, Conn, Setup};
+use cmtwin_tests::datapath::{connect_with, next_completion, region, Conn, Objects, Setup};
 use cmtwin_tests::steps::{expect_errno, ok};
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -231,4 +231,76 @@ fn modify_qp_from_reset_to_error_leaves_the_qp_in_error() {
     let wc = next_completion(c, &conn.client);
     assert_eq!((wc.wr_id, wc.status), (7, WcStatus::WR_FLUSH_ERR));
     ok(c.destroy_external_qp(qp), "ibv_destroy_qp");
+}
+
+/// rxe's responder (`rxe_resp.c`, 6.1): a receive completion its CQ cannot hold raises
+/// CQ_ERR (`rxe_cq_post`) and is a class G error, RESPST_ERR_CQ_OVERFLOW → RESPST_ERROR: the
+/// QP enters ERROR before it acknowledges the send, and its other receives are flushed (their
+/// completions lost to the full CQ too). The requester, unanswered, ends in RETRY_EXC_ERR.
+#[test]
+fn a_receive_completion_lost_to_a_full_cq_puts_the_qp_in_error() {
+    let bed = bed(6);
+    let (s, c) = (bed.server(), bed.client());
+    let a = connected(&bed);
+    let small = ok(
+        s.create_cq(a.server.id, 2, Some(a.server.comp)),
+        "create_cq",
+    );
+    let setup = Setup {
+        server_objects: Some(Objects {
+            pd: a.server.pd,
+            comp: a.server.comp,
+            cq: small,
+        }),
+        ..Setup::default()
+    };
+    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 7472);
+    let b = connect_with(s, c, addr, &setup);
+    let rx = region(s, a.server.pd, 8, 0, LW);
+    for wr_id in 1..=4 {
+        cmtwin_tests::datapath::post_recv_all(s, b.server.qp, wr_id, &rx);
+    }
+    let tx = region(c, b.client.pd, 8, 0x42, AccessFlags::NONE);
+    let sge = [tx.sge(0, 8)];
+    for wr_id in 11..=13 {
+        let wr = SendWr::new(wr_id, SendOp::Send, Payload::Sges(&sge));
+        ok(c.post_send(b.client.qp, &wr), "post_send");
+        ok(c.sleep(Duration::from_micros(20)), "sleep");
+    }
+    assert_eq!(ok(s.query_qp_state(b.server.qp), "query"), QpState::Error);
+    let mut cq_errors = Vec::new();
+    while let Ok(event) = s.get_async_event(cmtwin::Wait::NonBlocking) {
+        if event.kind != cmtwin::AsyncEvent::COMM_EST {
+            cq_errors.push((event.kind, event.cq));
+        }
+    }
+    assert_eq!(
+        cq_errors,
+        [(cmtwin::AsyncEvent::CQ_ERR, Some(small)); 2],
+        "the third receive's completion and the fourth's flush"
+    );
+    let mut wc = [cmtwin::verbs::WorkCompletion::default(); 4];
+    let got = ok(s.poll_cq(small, &mut wc), "poll_cq");
+    let kept: Vec<_> = wc[..got].iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(kept, [(1, WcStatus::SUCCESS), (2, WcStatus::SUCCESS)]);
+    let sent = c.now();
+    let statuses: Vec<_> = (0..3)
+        .map(|_| {
+            let wc = next_completion(c, &b.client);
+            (wc.wr_id, wc.status)
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (11, WcStatus::SUCCESS),
+            (12, WcStatus::SUCCESS),
+            (13, WcStatus::RETRY_EXC_ERR)
+        ],
+        "the third send is never acknowledged"
+    );
+    // The send went out 20 µs before `sent`; its 8 transmissions (retry count 7) each wait
+    // the QP's local ACK timeout, 4.096 µs × 2^19 (the CM's 19 on this RoCE bed).
+    let ack_timeout = Duration::from_nanos(4096 << 19);
+    assert_eq!(c.now() - sent, 8 * ack_timeout - Duration::from_micros(20));
 }

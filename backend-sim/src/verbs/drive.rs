@@ -99,16 +99,23 @@ impl World {
             };
             input(&mut qp.machine, &mut mem, &mut out)
         };
+        // A receive completion its CQ could not hold puts the QP in ERROR before the
+        // acknowledgement that followed it goes out: none does.
+        let mut errored = false;
         for o in out.drain(..) {
-            self.carry_out_qp(q, o);
+            if !(errored && matches!(o, QpOutput::Packet(_))) {
+                errored |= self.carry_out_qp(q, o);
+            }
         }
         self.verbs.outputs = out;
         r
     }
 
-    fn carry_out_qp(&mut self, q: ObjKey, output: QpOutput) {
+    /// Carries out one output of QP `q`'s machine; true if a receive completion was lost to
+    /// a full CQ, which put the QP in ERROR.
+    fn carry_out_qp(&mut self, q: ObjKey, output: QpOutput) -> bool {
         let Some(qp) = self.verbs.qps.get(&q) else {
-            return;
+            return false;
         };
         let (host, dev, id, qpn) = (qp.host, qp.dev, qp.id, qp.qpn);
         let (send_cq, recv_cq) = (qp.send_cq, qp.recv_cq);
@@ -128,8 +135,13 @@ impl World {
                     Queue::Send => send_cq,
                     Queue::Recv => recv_cq,
                 };
-                if let Some(wc) = wc {
-                    self.push_completion(cq, wc, solicited);
+                let lost = wc.is_some_and(|wc| !self.push_completion(cq, wc, solicited));
+                if lost && queue == Queue::Recv && wc.is_some_and(|wc| wc.status.0 == 0) {
+                    // rxe's responder takes a receive completion its CQ cannot hold for a
+                    // class G error (RESPST_ERR_CQ_OVERFLOW): the QP enters ERROR. (The
+                    // requester ignores a lost send completion and goes on; so do flushes.)
+                    self.drive_qp(q, |m, _, out| m.enter_error(out));
+                    return true;
                 }
             }
             QpOutput::SetTimer(after) => self.set_qp_timer(q, self.now.after(after)),
@@ -144,6 +156,7 @@ impl World {
                 self.queue_async_event(host, event);
             }
         }
+        false
     }
 
     /// Makes QP `q`'s timer due at `due`, keeping its timeline entry if that runs no later.

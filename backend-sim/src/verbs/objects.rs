@@ -462,11 +462,17 @@ impl World {
         Ok(n)
     }
 
-    /// Adds `wc` to CQ `key` and, if the CQ is armed for it, queues a CQ event on its channel.
-    /// A full CQ loses the completion and reports CQ_ERR, as an overrun CQ does.
-    pub(crate) fn push_completion(&mut self, key: ObjKey, wc: WorkCompletion, solicited: bool) {
+    /// Adds `wc` to CQ `key` and, if the CQ is armed for it, queues a CQ event on its channel;
+    /// false if the CQ is full: it loses the completion and reports CQ_ERR, as an overrun CQ
+    /// does (rxe's `rxe_cq_post`).
+    pub(crate) fn push_completion(
+        &mut self,
+        key: ObjKey,
+        wc: WorkCompletion,
+        solicited: bool,
+    ) -> bool {
         let Some(cq) = self.verbs.cqs.get_mut(&key) else {
-            return;
+            return false;
         };
         let host = cq.host;
         if cq.entries.len() >= cq.cqe as usize {
@@ -484,7 +490,7 @@ impl World {
                 )
             });
             self.queue_async_event(host, event);
-            return;
+            return false;
         }
         cq.entries.push_back(wc);
         let fires = cq
@@ -505,17 +511,18 @@ impl World {
             });
         }
         if !fires {
-            return;
+            return true;
         }
         let cq = self.verbs.cqs.get_mut(&key).expect("live CQ");
         cq.armed = None;
         let Some(channel) = cq.channel else {
-            return;
+            return true;
         };
         if let Some(ch) = self.verbs.channels.get_mut(&channel) {
             ch.events.push_back(key);
             self.sched.wake_all(super::comp_channel_wait_key(channel));
         }
+        true
     }
 
     /// Queues an asynchronous event of `host`'s devices.
