@@ -587,7 +587,7 @@ impl CmBackend for SimBackend {
         let call = Call::GetRequest;
         let mut w = self.lock(call)?;
         let key = w.id_key(self.host, call, listen)?;
-        if !w.id(key).sync || w.id(key).listen.is_none() {
+        if !w.id(key).sync || w.id(key).listen().is_none() {
             // librdmacm would block forever on an id that does not listen.
             return Err(CmError::new(
                 call,

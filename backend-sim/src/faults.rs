@@ -194,7 +194,7 @@ impl World {
             .ids
             .iter()
             .flat_map(|(k, i)| {
-                i.multicast
+                i.multicast()
                     .iter()
                     .filter(|(_, m)| m.addr.ip() == group)
                     .map(move |(mc, m)| (*k, *mc, m.context))

@@ -108,7 +108,7 @@ impl World {
             }
         }
         for (key, id) in self.kernel.ids.iter_unordered() {
-            if let Some(l) = id.listen {
+            if let Some(l) = id.listen() {
                 let queued = pending.get(key).copied().unwrap_or(0);
                 assert_eq!(
                     l.pending, queued,

@@ -70,7 +70,7 @@ pub(crate) struct Channel {
 
 impl Channel {
     /// A queue's capacity below which it is never shrunk.
-    const KEPT_CAPACITY: usize = 64;
+    const KEPT_CAPACITY: usize = 16;
 
     /// Takes the oldest queued event. A queue drained below a quarter of its capacity gives
     /// half of it back, so that the memory of a burst of events is not held once the burst
@@ -127,15 +127,14 @@ pub(crate) struct Id {
     pub qp: Option<u32>,
     pub qkey: u32,
     pub ep: Option<EpKey>,
-    pub listen: Option<ListenState>,
     /// Whether user space owns the id (false for an unaccepted child: its events are dropped).
     pub owned: bool,
     pub sync_event: Option<Box<SyncEvent>>,
     /// Bumped to cancel pending address/route/multicast work of this id.
     pub op_gen: u64,
-    /// Multicast memberships, one per join, by key (a later join has a larger key).
-    pub multicast: BTreeMap<McKey, Membership>,
-    pub addrinfo: AddrinfoState,
+    /// What only some ids have (a listen, multicast joins, an addrinfo result), boxed so that
+    /// the common id does not carry it: see [`IdExtras`].
+    pub extras: Option<Box<IdExtras>>,
     /// The kinds of event queued for this id so far, a bit per kind (for the invariants).
     pub reported: u64,
     /// How many of this id's events are queued on channels (destroy looks only when some are).
@@ -186,12 +185,10 @@ impl Id {
             qp: None,
             qkey: cmtwin::RDMA_UDP_QKEY,
             ep: None,
-            listen: None,
             owned: true,
             sync_event: None,
             op_gen: 0,
-            multicast: Default::default(),
-            addrinfo: AddrinfoState::None,
+            extras: None,
             reported: 0,
             queued: 0,
             request_queued_on: None,
@@ -200,6 +197,127 @@ impl Id {
             destroying: false,
             req_conn: None,
         }
+    }
+}
+
+/// The parts of an id that only listeners, multicast members and `resolve_addrinfo` users
+/// have: an [`Id`] holds them behind one pointer, made on first use.
+#[derive(Default)]
+pub(crate) struct IdExtras {
+    listen: Option<ListenState>,
+    /// Multicast memberships, one per join, by key (a later join has a larger key).
+    multicast: BTreeMap<McKey, Membership>,
+    addrinfo: AddrinfoState,
+}
+
+/// The empty multicast table of an id that never joined.
+static NO_MEMBERSHIPS: BTreeMap<McKey, Membership> = BTreeMap::new();
+
+impl Id {
+    fn extras_mut(&mut self) -> &mut IdExtras {
+        self.extras.get_or_insert_with(Box::default)
+    }
+
+    /// The listen state, if the id listens.
+    pub(crate) fn listen(&self) -> Option<&ListenState> {
+        self.extras.as_ref()?.listen.as_ref()
+    }
+
+    /// The listen state to change, if the id listens.
+    pub(crate) fn listen_mut(&mut self) -> Option<&mut ListenState> {
+        self.extras.as_mut()?.listen.as_mut()
+    }
+
+    /// Makes the id a listener.
+    pub(crate) fn set_listen(&mut self, listen: ListenState) {
+        self.extras_mut().listen = Some(listen);
+    }
+
+    /// The id's multicast memberships, by key.
+    pub(crate) fn multicast(&self) -> &BTreeMap<McKey, Membership> {
+        self.extras
+            .as_ref()
+            .map_or(&NO_MEMBERSHIPS, |e| &e.multicast)
+    }
+
+    /// The id's multicast memberships, to change.
+    pub(crate) fn multicast_mut(&mut self) -> &mut BTreeMap<McKey, Membership> {
+        &mut self.extras_mut().multicast
+    }
+
+    /// Where the id's `resolve_addrinfo` stands.
+    pub(crate) fn addrinfo(&self) -> &AddrinfoState {
+        self.extras
+            .as_ref()
+            .map_or(&AddrinfoState::None, |e| &e.addrinfo)
+    }
+
+    /// Where the id's `resolve_addrinfo` stands, to change.
+    pub(crate) fn addrinfo_mut(&mut self) -> &mut AddrinfoState {
+        &mut self.extras_mut().addrinfo
+    }
+}
+
+/// The ids bound to one port, in the order they bound it: nearly always one, held inline
+/// (only ports shared through REUSEADDR or by listeners on distinct addresses need a vector).
+pub(crate) enum PortHolders {
+    /// One id.
+    One(IdKey),
+    /// None (a vector that allocates nothing), or two and more.
+    Many(Vec<IdKey>),
+}
+
+impl Default for PortHolders {
+    fn default() -> Self {
+        PortHolders::Many(Vec::new())
+    }
+}
+
+impl PortHolders {
+    /// The holders, oldest first.
+    pub(crate) fn as_slice(&self) -> &[IdKey] {
+        match self {
+            PortHolders::One(key) => std::slice::from_ref(key),
+            PortHolders::Many(keys) => keys,
+        }
+    }
+
+    /// The holders, oldest first.
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, IdKey> {
+        self.as_slice().iter()
+    }
+
+    /// Adds `key` as the newest holder.
+    pub(crate) fn push(&mut self, key: IdKey) {
+        match self {
+            PortHolders::One(first) => *self = PortHolders::Many(vec![*first, key]),
+            PortHolders::Many(keys) if keys.is_empty() => *self = PortHolders::One(key),
+            PortHolders::Many(keys) => keys.push(key),
+        }
+    }
+
+    /// Takes `key` out; true when no holder is left.
+    pub(crate) fn remove(&mut self, key: IdKey) -> bool {
+        match self {
+            PortHolders::One(only) if *only == key => *self = PortHolders::default(),
+            PortHolders::One(_) => {}
+            PortHolders::Many(keys) => {
+                keys.retain(|k| *k != key);
+                if let [only] = keys[..] {
+                    *self = PortHolders::One(only);
+                }
+            }
+        }
+        self.as_slice().is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a PortHolders {
+    type Item = &'a IdKey;
+    type IntoIter = std::slice::Iter<'a, IdKey>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
     }
 }
 
@@ -235,7 +353,7 @@ pub(crate) struct Kernel {
     /// Boxed: the table stays small and dense whatever an id weighs.
     pub ids: Store<Box<Id>>,
     /// Bound ports per (host, port space, port): the ids holding them.
-    pub ports: KeyMap<(HostKey, PortSpace, u16), Vec<IdKey>>,
+    pub ports: KeyMap<(HostKey, PortSpace, u16), PortHolders>,
     /// Fetched, unacknowledged events by ticket serial.
     pub outstanding: Store<Outstanding>,
     /// The serial of the next fetched event's ticket.
@@ -255,5 +373,33 @@ impl Default for Kernel {
             next_ticket: 1,
             path_faults: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PortHolders;
+
+    #[test]
+    fn port_holders_keep_binding_order_inline_and_spilled() {
+        let mut h = PortHolders::default();
+        assert!(h.as_slice().is_empty());
+        h.push(7);
+        assert!(matches!(h, PortHolders::One(7)));
+        h.push(3);
+        h.push(9);
+        assert_eq!(h.as_slice(), &[7, 3, 9]);
+        assert!(!h.remove(3));
+        assert_eq!(h.as_slice(), &[7, 9]);
+        assert!(!h.remove(7));
+        assert!(matches!(h, PortHolders::One(9)));
+        assert!(
+            !h.remove(1),
+            "a key that does not hold the port changes nothing"
+        );
+        assert!(h.remove(9));
+        assert!(h.as_slice().is_empty());
+        h.push(4);
+        assert_eq!(h.iter().copied().collect::<Vec<_>>(), vec![4]);
     }
 }

@@ -151,3 +151,29 @@ pub use kernel::CmState;
 pub use plan::{Fault, FaultAction, FaultPlan, MessageChance, PlanError, SwarmSpace, Trigger};
 pub use schedule::{SchedConfig, SchedPolicy, MAX_PCT_DEPTH, MAX_WAKE_LATENCY};
 pub use trace::{TraceKind, TraceRecord};
+
+/// The per-connection objects stay compact: the benches' heap per connected id is their sum
+/// plus the tables that index them (BENCHMARKS.md). A field that grows one of them fails here
+/// first, with the size to weigh against the figure.
+#[cfg(test)]
+mod storage_sizes {
+    use std::mem::size_of;
+
+    #[test]
+    fn per_connection_objects_keep_their_size() {
+        assert_eq!(size_of::<crate::kernel::Id>(), 232, "rdma_cm id");
+        assert_eq!(size_of::<crate::verbs::Qp>(), 248, "QP");
+        assert_eq!(size_of::<crate::endpoints::EpRecord>(), 144, "CM endpoint");
+        assert_eq!(size_of::<crate::verbs::Cq>(), 80, "CQ");
+        assert_eq!(
+            size_of::<crate::verbs::CompChannel>(),
+            56,
+            "completion channel"
+        );
+        assert_eq!(
+            size_of::<crate::kernel::PortHolders>(),
+            24,
+            "a port's holders"
+        );
+    }
+}

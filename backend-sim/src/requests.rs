@@ -99,7 +99,7 @@ impl World {
             (
                 l.qp_type,
                 l.state,
-                l.listen.expect("listening"),
+                *l.listen().expect("listening"),
                 l.sync,
                 l.channel,
             )
@@ -161,8 +161,7 @@ impl World {
             self.hold_remote_qpn(ep, remote);
         }
         self.id_mut(listener)
-            .listen
-            .as_mut()
+            .listen_mut()
             .expect("listening")
             .pending += 1;
         let param = if sidr {
@@ -203,7 +202,7 @@ impl World {
             holders
                 .iter()
                 .copied()
-                .filter(|k| self.id(*k).listen.is_some())
+                .filter(|k| self.id(*k).listen().is_some())
         };
         let specific = listening().find(|k| {
             let i = self.id(*k);
@@ -278,7 +277,7 @@ impl World {
             let ip_ok = id
                 .local
                 .is_some_and(|a| a.ip() == addr.ip() || wildcard(a.ip()) || wildcard(addr.ip()));
-            id.listen.is_some() && on_dev && ip_ok
+            id.listen().is_some() && on_dev && ip_ok
         })
     }
 }

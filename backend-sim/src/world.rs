@@ -334,7 +334,7 @@ impl World {
             id.request_queued_on = None;
         }
         for l in freed {
-            if let Some(ls) = self.kernel.ids.get_mut(&l).and_then(|i| i.listen.as_mut()) {
+            if let Some(ls) = self.kernel.ids.get_mut(&l).and_then(|i| i.listen_mut()) {
                 ls.pending = ls.pending.saturating_sub(1);
             }
         }
@@ -393,7 +393,7 @@ impl World {
                     .is_some_and(|i| gen.is_none_or(|g| i.op_gen == g))
                 {
                     if let Some(mc) = membership {
-                        if !self.id(id).multicast.contains_key(&mc) {
+                        if !self.id(id).multicast().contains_key(&mc) {
                             return;
                         }
                     }

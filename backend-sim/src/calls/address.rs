@@ -99,8 +99,7 @@ impl World {
         let Some(port) = id.port else { return };
         let slot = (id.host, id.ps, port);
         if let Some(holders) = self.kernel.ports.get_mut(&slot) {
-            holders.retain(|k| *k != key);
-            if holders.is_empty() {
+            if holders.remove(key) {
                 self.kernel.ports.remove(&slot);
             }
         }

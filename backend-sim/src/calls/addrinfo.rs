@@ -41,7 +41,7 @@ impl World {
                 "RAI_SA and RAI_DNS together",
             ));
         }
-        if !matches!(self.id(key).addrinfo, AddrinfoState::None) {
+        if !matches!(self.id(key).addrinfo(), AddrinfoState::None) {
             return Err(CmError::new(
                 call,
                 Errno::EBUSY,
@@ -100,7 +100,7 @@ impl World {
                 )
             })
             .collect();
-        self.id_mut(key).addrinfo = AddrinfoState::Resolved(list);
+        *self.id_mut(key).addrinfo_mut() = AddrinfoState::Resolved(list);
         let action = Action::IdEvent {
             id: key,
             gen: None,
@@ -117,10 +117,10 @@ impl World {
     pub(crate) fn query_addrinfo(&mut self, host: HostKey, h: IdHandle) -> Result<Vec<AddrInfo>> {
         let call = Call::QueryAddrinfo;
         let key = self.id_key(host, call, h)?;
-        match std::mem::take(&mut self.id_mut(key).addrinfo) {
+        match std::mem::take(self.id_mut(key).addrinfo_mut()) {
             AddrinfoState::Resolved(list) => Ok(list),
             other => {
-                self.id_mut(key).addrinfo = other;
+                *self.id_mut(key).addrinfo_mut() = other;
                 Err(CmError::new(
                     call,
                     Errno::ENOENT,
@@ -170,7 +170,7 @@ impl World {
         }
         let id = self.id_mut(key);
         id.state = CmState::AddrinfoQuery;
-        id.addrinfo = AddrinfoState::Pending;
+        *id.addrinfo_mut() = AddrinfoState::Pending;
         id.op_gen += 1;
         let gen = id.op_gen;
         let action = Action::AddrinfoDone {

@@ -107,7 +107,7 @@ impl World {
                 .kernel
                 .ids
                 .get_mut(&q.counted_against)
-                .and_then(|i| i.listen.as_mut())
+                .and_then(|i| i.listen_mut())
             {
                 l.pending = l.pending.saturating_sub(1);
             }
@@ -142,7 +142,7 @@ impl World {
         if info.kind == EventKind::AddrinfoError {
             // librdmacm's processing of ADDRINFO_ERROR ends the resolution (§10.3).
             if let Some(id) = self.kernel.ids.get_mut(&q.owner) {
-                id.addrinfo = AddrinfoState::None;
+                *id.addrinfo_mut() = AddrinfoState::None;
             }
         }
         let ticket = self.kernel.next_ticket;

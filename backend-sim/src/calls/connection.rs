@@ -100,7 +100,7 @@ impl World {
         let id = self.id_mut(key);
         id.reuseaddr = false;
         id.state = CmState::Listen;
-        id.listen = Some(ListenState {
+        id.set_listen(ListenState {
             backlog,
             pending: 0,
         });

@@ -87,7 +87,7 @@ impl World {
     /// requests are refused, the connection is ended as the CM ends it, the id is gone.
     fn destroy_id_now(&mut self, key: IdKey) {
         // Unfetched requests of a listener: their children are destroyed, initiators get REJ 28.
-        if self.id(key).listen.is_some() {
+        if self.id(key).listen().is_some() {
             let chan = self.id(key).channel;
             let children: Vec<_> = self.kernel.channels[&chan]
                 .queue

@@ -74,7 +74,7 @@ impl World {
         };
         let mc = self.fresh_key();
         let attached = flags != JoinFlags::SendOnlyFullMember;
-        self.id_mut(key).multicast.insert(
+        self.id_mut(key).multicast_mut().insert(
             mc,
             Membership {
                 addr,
@@ -105,7 +105,7 @@ impl World {
     /// The id's most recent membership of `addr`.
     fn latest_membership(&self, key: IdKey, addr: SocketAddr) -> Option<McKey> {
         self.id(key)
-            .multicast
+            .multicast()
             .iter()
             .rev()
             .find(|(_, m)| m.addr == addr)
@@ -114,7 +114,7 @@ impl World {
 
     /// Ends membership `mc`: it and its unfetched events are gone.
     fn drop_membership(&mut self, key: IdKey, mc: McKey) {
-        self.id_mut(key).multicast.remove(&mc);
+        self.id_mut(key).multicast_mut().remove(&mc);
         self.discard_queued(key, |q| q.membership == Some(mc));
     }
 

@@ -238,6 +238,11 @@ impl<A> Timeline<A> {
         self.bring_due_buckets();
         let Reverse((at, _, slot, _)) = self.heap.pop()?;
         self.held -= 1;
+        let capacity = self.heap.capacity();
+        if capacity > KEPT_SLOTS && self.heap.len() < capacity / 4 {
+            // Give back half of what a burst grew, as the event queues do.
+            self.heap.shrink_to(capacity / 2);
+        }
         let action = self.slots[slot as usize]
             .action
             .take()

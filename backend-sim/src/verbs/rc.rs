@@ -225,7 +225,7 @@ pub(crate) struct RcQp {
     epsn: u32,
     comm_est: bool,
     /// How long a requester waits after this QP's RNR NAK (`min_rnr_timer`, set at RTR).
-    rnr_timer: Duration,
+    rnr_timer_ns: u32,
 }
 
 impl RcQp {
@@ -246,7 +246,7 @@ impl RcQp {
             rq: VecDeque::new(),
             epsn: 0,
             comm_est: false,
-            rnr_timer: Duration::ZERO,
+            rnr_timer_ns: 0,
         }
     }
 
@@ -317,7 +317,8 @@ impl RcQp {
     pub(crate) fn rtr(&mut self, rnr_timer: Duration) -> bool {
         let ok = self.state == QpState::Init;
         if ok {
-            self.rnr_timer = rnr_timer;
+            // At most 655.36 ms (IB's encoding), so nanoseconds fit.
+            self.rnr_timer_ns = u32::try_from(rnr_timer.as_nanos()).unwrap_or(u32::MAX);
             self.state = QpState::Rtr;
         }
         ok
@@ -771,7 +772,7 @@ impl RcQp {
 
     /// The RNR NAK this QP answers with when no receive is posted.
     fn rnr(&self) -> Nak {
-        Nak::Rnr(self.rnr_timer)
+        Nak::Rnr(Duration::from_nanos(u64::from(self.rnr_timer_ns)))
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -118,7 +118,7 @@ impl World {
     /// The UD QPs whose ids joined group `group`, in the order they were made.
     fn group_members(&self, group: IpAddr) -> Vec<(HostKey, u32)> {
         let joined = |id| {
-            let mut memberships = self.id(id).multicast.values();
+            let mut memberships = self.id(id).multicast().values();
             memberships.any(|m| m.attached && m.addr.ip() == group)
         };
         self.verbs
