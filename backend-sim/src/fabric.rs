@@ -31,7 +31,7 @@ pub(crate) type ProcBody = Box<dyn FnOnce(SimBackend) -> Result<(), CmError> + S
 pub(crate) struct PendingProc {
     pub name: String,
     /// The host's key, or why the process cannot start.
-    pub host: Result<usize, FabricError>,
+    pub host: Result<crate::topology::HostKey, FabricError>,
     pub body: ProcBody,
 }
 
@@ -112,18 +112,17 @@ impl FabricBuilder {
         let mut world = World::new(fabric_no, self.seed, self.config.saturated());
         world.topo.silent_ips.extend(self.silent);
         for (name, devs) in self.hosts {
-            let host = world.topo.hosts.len();
+            let host = world.topo.hosts.next_key();
             let mut keys = Vec::new();
             for (dname, transport, ips) in devs {
-                keys.push(world.topo.devices.len());
-                world.topo.devices.push(Device {
+                keys.push(world.topo.devices.push(Device {
                     host,
                     name: dname,
                     transport,
                     ips,
                     present: true,
                     qpns: Default::default(),
-                });
+                }));
             }
             world.trace.name_host(host, &name);
             world.topo.hosts.push(Host {
@@ -225,11 +224,10 @@ impl Fabric {
         Ok(w)
     }
 
-    fn host_key(&self, name: &str) -> Result<usize, FabricError> {
+    fn host_key(&self, name: &str) -> Result<crate::topology::HostKey, FabricError> {
         self.lock()
             .topo
             .hosts
-            .iter()
             .position(|h| h.name == name)
             .ok_or_else(|| FabricError::UnknownHost(name.to_string()))
     }
@@ -324,7 +322,6 @@ impl Fabric {
         let h = w
             .topo
             .hosts
-            .iter()
             .position(|h| h.name == host)
             .ok_or_else(|| FabricError::UnknownHost(host.to_string()))?;
         let d = *w.topo.hosts[h]

@@ -161,13 +161,13 @@ mod storage_sizes {
 
     #[test]
     fn per_connection_objects_keep_their_size() {
-        assert_eq!(size_of::<crate::kernel::Id>(), 232, "rdma_cm id");
-        assert_eq!(size_of::<crate::verbs::Qp>(), 248, "QP");
-        assert_eq!(size_of::<crate::endpoints::EpRecord>(), 144, "CM endpoint");
-        assert_eq!(size_of::<crate::verbs::Cq>(), 80, "CQ");
+        assert_eq!(size_of::<crate::kernel::Id>(), 216, "rdma_cm id");
+        assert_eq!(size_of::<crate::verbs::Qp>(), 232, "QP");
+        assert_eq!(size_of::<crate::endpoints::EpRecord>(), 120, "CM endpoint");
+        assert_eq!(size_of::<crate::verbs::Cq>(), 72, "CQ");
         assert_eq!(
             size_of::<crate::verbs::CompChannel>(),
-            56,
+            48,
             "completion channel"
         );
         assert_eq!(

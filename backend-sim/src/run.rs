@@ -15,7 +15,7 @@ use crate::sim_runtime::SimRuntime;
 
 /// The spawned processes that can start, with their host, and the failures of those that
 /// cannot.
-type Started = (Vec<(PendingProc, usize)>, Vec<String>);
+type Started = (Vec<(PendingProc, crate::topology::HostKey)>, Vec<String>);
 
 impl Fabric {
     /// Runs every spawned process to completion, one at a time, in virtual time. Fails naming
@@ -130,7 +130,7 @@ fn run_process(
     fabric_no: u32,
     index: usize,
     p: PendingProc,
-    host: usize,
+    host: crate::topology::HostKey,
 ) -> Result<(), String> {
     enter_process(fabric_no, index);
     if wait_for_first_baton(shared.lock(), index) {

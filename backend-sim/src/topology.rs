@@ -7,10 +7,62 @@ use std::net::IpAddr;
 
 use cmtwin::{PortSpace, Transport};
 
-/// Index of a host in the fabric.
-pub(crate) type HostKey = usize;
+/// Index of a host in the fabric (4 bytes: every id, endpoint and verbs object names one).
+pub(crate) type HostKey = u32;
 /// Index of a device in the fabric.
-pub(crate) type DevKey = usize;
+pub(crate) type DevKey = u32;
+
+/// The fabric's hosts or devices, indexed by their `u32` keys.
+pub(crate) struct Keyed<T>(Vec<T>);
+
+impl<T> Default for Keyed<T> {
+    fn default() -> Self {
+        Keyed(Vec::new())
+    }
+}
+
+impl<T> Keyed<T> {
+    /// The key the next [`Keyed::push`] gives.
+    pub(crate) fn next_key(&self) -> u32 {
+        u32::try_from(self.0.len()).expect("a fabric holds fewer than 2^32 hosts and devices")
+    }
+
+    /// Adds `item` and returns its key.
+    pub(crate) fn push(&mut self, item: T) -> u32 {
+        let key = self.next_key();
+        self.0.push(item);
+        key
+    }
+
+    /// Every item, in key order.
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.0.iter()
+    }
+
+    /// The key of the first item that satisfies `pred`.
+    pub(crate) fn position(&self, pred: impl FnMut(&T) -> bool) -> Option<u32> {
+        self.0.iter().position(pred).map(|i| i as u32)
+    }
+
+    /// Every item with its key, in key order.
+    pub(crate) fn keyed(&self) -> impl Iterator<Item = (u32, &T)> {
+        (0u32..).zip(self.0.iter())
+    }
+}
+
+impl<T> std::ops::Index<u32> for Keyed<T> {
+    type Output = T;
+
+    fn index(&self, key: u32) -> &T {
+        &self.0[key as usize]
+    }
+}
+
+impl<T> std::ops::IndexMut<u32> for Keyed<T> {
+    fn index_mut(&mut self, key: u32) -> &mut T {
+        &mut self.0[key as usize]
+    }
+}
 
 /// A simulated host.
 pub(crate) struct Host {
@@ -69,8 +121,8 @@ impl QpnAllocator {
 /// Every host and device of a fabric.
 #[derive(Default)]
 pub(crate) struct Topology {
-    pub hosts: Vec<Host>,
-    pub devices: Vec<Device>,
+    pub hosts: Keyed<Host>,
+    pub devices: Keyed<Device>,
     /// On-link addresses that answer ARP but run no CM.
     pub silent_ips: BTreeSet<IpAddr>,
 }
@@ -106,8 +158,7 @@ impl Topology {
     /// The (host, device) anywhere on the fabric that owns `ip`.
     pub(crate) fn owner_of_ip(&self, ip: IpAddr) -> Option<(HostKey, DevKey)> {
         self.devices
-            .iter()
-            .enumerate()
+            .keyed()
             .find(|(_, d)| d.present && d.ips.contains(&ip))
             .map(|(k, d)| (d.host, k))
     }
@@ -116,8 +167,7 @@ impl Topology {
     /// [`ib_lid`]), the first one in the fabric's order if two addresses share it.
     pub(crate) fn owner_of_lid(&self, lid: u16) -> Option<(HostKey, DevKey)> {
         self.devices
-            .iter()
-            .enumerate()
+            .keyed()
             .find(|(_, d)| {
                 d.present
                     && d.transport == Transport::InfiniBand

@@ -328,7 +328,8 @@ impl Trace {
     }
 
     /// Names host `index` for rendering.
-    pub(crate) fn name_host(&mut self, index: usize, name: &str) {
+    pub(crate) fn name_host(&mut self, host: crate::topology::HostKey, name: &str) {
+        let index = host as usize;
         if self.host_names.len() <= index {
             self.host_names.resize(index + 1, String::new());
         }
@@ -339,14 +340,14 @@ impl Trace {
     pub(crate) fn push(
         &mut self,
         time: SimTime,
-        host: Option<usize>,
+        host: Option<crate::topology::HostKey>,
         kind: TraceKind,
         entry: Entry,
     ) {
         if self.on {
             self.records.push(Record {
                 time,
-                host: host.map(|h| h as u32),
+                host,
                 kind,
                 entry,
             });

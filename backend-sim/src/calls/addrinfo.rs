@@ -70,7 +70,7 @@ impl World {
             Some(n) => match n.parse::<IpAddr>() {
                 Ok(ip) => vec![ip],
                 Err(_) => {
-                    let Some(hk) = self.topo.hosts.iter().position(|hst| hst.name == n) else {
+                    let Some(hk) = self.topo.hosts.position(|hst| hst.name == n) else {
                         return Err(CmError::new(
                             call,
                             Errno::ENOENT,

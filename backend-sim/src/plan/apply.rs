@@ -62,7 +62,6 @@ type Resolved = Option<(When, Act)>;
 fn host_key(w: &World, name: &str) -> Result<HostKey, FabricError> {
     w.topo
         .hosts
-        .iter()
         .position(|h| h.name == name)
         .ok_or_else(|| FabricError::UnknownHost(name.to_string()))
 }
