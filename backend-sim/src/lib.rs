@@ -116,6 +116,7 @@ mod faults;
 mod handoff;
 mod invariants;
 mod kernel;
+mod lazy_deque;
 mod plan;
 mod polling;
 mod process;
@@ -162,12 +163,12 @@ mod storage_sizes {
     #[test]
     fn per_connection_objects_keep_their_size() {
         assert_eq!(size_of::<crate::kernel::Id>(), 216, "rdma_cm id");
-        assert_eq!(size_of::<crate::verbs::Qp>(), 232, "QP");
+        assert_eq!(size_of::<crate::verbs::Qp>(), 184, "QP");
         assert_eq!(size_of::<crate::endpoints::EpRecord>(), 120, "CM endpoint");
-        assert_eq!(size_of::<crate::verbs::Cq>(), 72, "CQ");
+        assert_eq!(size_of::<crate::verbs::Cq>(), 48, "CQ");
         assert_eq!(
             size_of::<crate::verbs::CompChannel>(),
-            48,
+            24,
             "completion channel"
         );
         assert_eq!(

@@ -58,6 +58,7 @@ mod ud_wire;
 mod wait;
 mod wire;
 
+use crate::lazy_deque::LazyDeque;
 use std::collections::{BTreeMap, VecDeque};
 
 use cmtwin::verbs::{AccessFlags, VerbsAsyncEvent, WorkCompletion};
@@ -101,7 +102,7 @@ pub(crate) struct CompChannel {
     pub host: HostKey,
     pub dev: DevKey,
     /// CQ events not yet fetched, oldest first.
-    pub events: VecDeque<ObjKey>,
+    pub events: LazyDeque<ObjKey>,
     /// CQs reporting to it.
     pub cqs: u32,
 }
@@ -112,7 +113,7 @@ pub(crate) struct Cq {
     pub dev: DevKey,
     pub cqe: u32,
     pub channel: Option<ObjKey>,
-    pub entries: VecDeque<WorkCompletion>,
+    pub entries: LazyDeque<WorkCompletion>,
     /// Armed by `req_notify_cq` (`Some(solicited_only)`).
     pub armed: Option<bool>,
     /// CQ events fetched and not acknowledged.

@@ -16,7 +16,7 @@
 //! WR_FLUSH_ERR (signaled or not); a responder that refuses a request for a remote access or
 //! invalid request moves to ERROR too.
 
-use std::collections::VecDeque;
+use crate::lazy_deque::LazyDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -213,14 +213,14 @@ pub(crate) struct RcQp {
     cap: QpCap,
     sq_sig_all: bool,
     params: Option<RcParams>,
-    sq: VecDeque<SendEntry>,
+    sq: LazyDeque<SendEntry>,
     /// How many requests at the head of `sq` were transmitted.
     sent: usize,
     next_psn: u32,
     retries_left: u8,
     rnr_left: u8,
     timer: Timer,
-    rq: VecDeque<RecvEntry>,
+    rq: LazyDeque<RecvEntry>,
     /// The PSN the responder expects next.
     epsn: u32,
     comm_est: bool,
@@ -237,13 +237,13 @@ impl RcQp {
             cap,
             sq_sig_all,
             params: None,
-            sq: VecDeque::new(),
+            sq: LazyDeque::default(),
             sent: 0,
             next_psn: 0,
             retries_left: 0,
             rnr_left: 0,
             timer: Timer::Off,
-            rq: VecDeque::new(),
+            rq: LazyDeque::default(),
             epsn: 0,
             comm_est: false,
             rnr_timer_ns: 0,

@@ -13,7 +13,7 @@
 //!   the datagram is lost, nothing is answered).
 //! * Sends posted before RTS wait for it; ERROR flushes both queues.
 
-use std::collections::VecDeque;
+use crate::lazy_deque::LazyDeque;
 use std::sync::Arc;
 
 use cmtwin::verbs::{QpState, Sge, WcOpcode, WcStatus, WorkCompletion, GRH_LEN};
@@ -83,8 +83,8 @@ pub(crate) struct UdQp {
     /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: its own datagrams to a group skip it.
     blocks_self_loopback: bool,
     /// Sends posted before RTS.
-    sq: VecDeque<UdSendEntry>,
-    rq: VecDeque<RecvEntry>,
+    sq: LazyDeque<UdSendEntry>,
+    rq: LazyDeque<RecvEntry>,
 }
 
 impl UdQp {
@@ -97,8 +97,8 @@ impl UdQp {
             sq_sig_all,
             qkey,
             blocks_self_loopback: false,
-            sq: VecDeque::new(),
-            rq: VecDeque::new(),
+            sq: LazyDeque::default(),
+            rq: LazyDeque::default(),
         }
     }
 
