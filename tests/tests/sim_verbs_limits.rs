@@ -304,3 +304,64 @@ fn a_receive_completion_lost_to_a_full_cq_puts_the_qp_in_error() {
     let ack_timeout = Duration::from_nanos(4096 << 19);
     assert_eq!(c.now() - sent, 8 * ack_timeout - Duration::from_micros(20));
 }
+
+/// A QP reset while its read is answered, and brought back to RTS with the id's attributes,
+/// starts again from the same PSN: the old read's response, still on the wire, arrives for the
+/// new request of that PSN. When it is longer than the new read, it cannot be placed: rxe's
+/// completer fails the copy (`do_read`: `copy_data` with more bytes than the request's
+/// entries) with LOC_PROT_ERR, and the QP enters ERROR. (The simulator completed the new
+/// read with the old response's length; found by the random sequences, seed 20261201.)
+#[test]
+fn a_stale_read_response_longer_than_the_new_read_is_a_protection_error() {
+    let bed = bed(6);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let source = ok(
+        s.reg_mr(
+            conn.server.pd,
+            b"0123456789".to_vec(),
+            AccessFlags::REMOTE_READ,
+        ),
+        "reg_mr",
+    );
+    let sink = region(c, conn.client.pd, 8, b'.', LW);
+    let sge = [sink.sge(0, 8)];
+    let op = SendOp::RdmaRead {
+        remote_addr: source.addr_at(0),
+        rkey: source.rkey,
+    };
+    ok(
+        c.post_send(conn.client.qp, &SendWr::new(1, op, Payload::Sges(&sge))),
+        "read of 8 bytes",
+    );
+    // Calls take no virtual time: the reset and the way back to RTS happen while the
+    // request is on the wire.
+    for state in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts] {
+        let attr = match state {
+            QpState::Reset => QpAttr {
+                qp_state: Some(QpState::Reset),
+                ..QpAttr::default()
+            },
+            s => ok(c.init_qp_attr(conn.client.id, s), "init_qp_attr"),
+        };
+        ok(c.modify_qp(conn.client.qp, &attr), "modify_qp");
+    }
+    ok(
+        c.post_send(conn.client.qp, &SendWr::new(2, op, Payload::Sges(&[]))),
+        "read of 0 bytes after the reset",
+    );
+    let t0 = c.now();
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(
+        (wc.wr_id, wc.status, c.now() - t0),
+        (2, WcStatus::LOC_PROT_ERR, Duration::from_micros(10)),
+        "the old response, a round trip after the first read"
+    );
+    assert_eq!(
+        ok(c.query_qp_state(conn.client.qp), "query"),
+        QpState::Error
+    );
+    let mut untouched = [0u8; 8];
+    ok(c.mr_read(sink.handle, 0, &mut untouched), "mr_read");
+    assert_eq!(&untouched, b"........", "nothing was placed");
+}

@@ -549,10 +549,21 @@ impl RcQp {
             return; // a duplicate of a response already taken
         };
         let e = &mut self.sq[i];
-        if !matches!(e.kind, SendKind::Read { .. }) || e.read.is_some() {
+        let SendKind::Read { len, .. } = e.kind else {
+            return;
+        };
+        if e.read.is_some() {
             return;
         }
-        if let Err(status) = mem.scatter(&e.sges, &data) {
+        // A response longer than the read (a stale one, of a request made before a reset that
+        // restarted the PSNs) cannot be placed: rxe's completer fails the copy (`do_read`,
+        // copy_data: length > resid) with LOC_PROT_ERR.
+        let placed = if data.len() > len as usize {
+            Err(WcStatus::LOC_PROT_ERR)
+        } else {
+            mem.scatter(&e.sges, &data)
+        };
+        if let Err(status) = placed {
             if i == 0 {
                 self.fail_head(status, out);
             }
