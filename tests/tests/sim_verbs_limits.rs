@@ -49,6 +49,21 @@ fn entry(addr: u64, lkey: u32, len: u32) -> Sge {
     }
 }
 
+/// Moves the client's QP to RESET and back through INIT and RTR to RTS with its id's
+/// attributes (`rdma_init_qp_attr`), as an application recovering a QP does.
+fn reset_and_back_to_rts<B: DataPath + CmBackend>(c: &B, conn: &Conn) {
+    for state in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts] {
+        let attr = match state {
+            QpState::Reset => QpAttr {
+                qp_state: Some(QpState::Reset),
+                ..QpAttr::default()
+            },
+            s => ok(c.init_qp_attr(conn.client.id, s), "init_qp_attr"),
+        };
+        ok(c.modify_qp(conn.client.qp, &attr), "modify_qp");
+    }
+}
+
 #[test]
 fn requests_longer_than_the_largest_message_are_refused_when_posted() {
     let bed = bed(1);
@@ -179,19 +194,7 @@ fn a_qp_reset_with_work_in_flight_and_brought_back_to_rts_sends_again() {
     let send = |wr_id| SendWr::new(wr_id, SendOp::Send, Payload::Sges(&sge));
     ok(c.post_send(conn.client.qp, &send(1)), "post_send");
     ok(c.sleep(Duration::from_micros(20)), "sleep");
-    let to = |state| {
-        let attr = match state {
-            QpState::Reset => QpAttr {
-                qp_state: Some(QpState::Reset),
-                ..QpAttr::default()
-            },
-            s => ok(c.init_qp_attr(conn.client.id, s), "init_qp_attr"),
-        };
-        ok(c.modify_qp(conn.client.qp, &attr), "modify_qp");
-    };
-    for state in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts] {
-        to(state);
-    }
+    reset_and_back_to_rts(c, &conn);
     let rx = region(s, conn.server.pd, 8, 0, LW);
     cmtwin_tests::datapath::post_recv_all(s, conn.server.qp, 10, &rx);
     ok(
@@ -336,16 +339,7 @@ fn a_stale_read_response_longer_than_the_new_read_is_a_protection_error() {
     );
     // Calls take no virtual time: the reset and the way back to RTS happen while the
     // request is on the wire.
-    for state in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts] {
-        let attr = match state {
-            QpState::Reset => QpAttr {
-                qp_state: Some(QpState::Reset),
-                ..QpAttr::default()
-            },
-            s => ok(c.init_qp_attr(conn.client.id, s), "init_qp_attr"),
-        };
-        ok(c.modify_qp(conn.client.qp, &attr), "modify_qp");
-    }
+    reset_and_back_to_rts(c, &conn);
     ok(
         c.post_send(conn.client.qp, &SendWr::new(2, op, Payload::Sges(&[]))),
         "read of 0 bytes after the reset",
