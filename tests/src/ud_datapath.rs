@@ -167,6 +167,32 @@ pub fn ud_send<B: DataPath>(
     mr
 }
 
+/// Answers the datagram `received` (its completion, and the region it was received into, GRH
+/// space first) from `side`, as udaddy's server does: an address handle made from the receive
+/// (`ibv_create_ah_from_wc`), the sender's QP number, the rdma_cm's qkey; sends `data` as
+/// `wr_id` and asserts the send's successful completion. Returns the address handle.
+#[track_caller]
+pub fn answer<B: DataPath>(
+    cm: &B,
+    side: &Side,
+    received: (&WorkCompletion, &MemoryRegion),
+    wr_id: u64,
+    data: &[u8],
+) -> AhHandle {
+    let (wc, rx) = received;
+    let mut grh = [0; GRH_LEN as usize];
+    ok(cm.mr_read(rx.handle, 0, &mut grh), "mr_read");
+    let ah = ok(cm.create_ah_from_wc(side.pd, wc, &grh), "create_ah_from_wc");
+    let to = UdDest {
+        ah,
+        remote_qpn: wc.src_qp,
+        remote_qkey: cmtwin::RDMA_UDP_QKEY,
+    };
+    ud_send(cm, side, wr_id, to, data);
+    assert_ud_sent(&next_completion(cm, side), side, wr_id, data.len());
+    ah
+}
+
 /// The destination `ud` describes, through the address handle `ah`, with qkey `qkey`.
 pub fn dest(ah: AhHandle, ud: &UdData, qkey: u32) -> UdDest {
     UdDest {
@@ -311,19 +337,7 @@ pub fn the_server_answers_through_an_address_handle_from_the_receive<B: DataPath
     );
     assert_ud_sent(&next_completion(client, &pair.client), &pair.client, 2, 4);
     let wc = next_completion(server, &pair.server);
-    let mut grh = [0; GRH_LEN as usize];
-    ok(server.mr_read(rx.handle, 0, &mut grh), "mr_read");
-    let reply = ok(
-        server.create_ah_from_wc(pair.server.pd, &wc, &grh),
-        "create_ah_from_wc",
-    );
-    let to = UdDest {
-        ah: reply,
-        remote_qpn: wc.src_qp,
-        remote_qkey: cmtwin::RDMA_UDP_QKEY,
-    };
-    ud_send(server, &pair.server, 3, to, b"pong");
-    assert_ud_sent(&next_completion(server, &pair.server), &pair.server, 3, 4);
+    answer(server, &pair.server, (&wc, &rx), 3, b"pong");
     let wc = next_completion(client, &pair.client);
     assert_eq!(
         (wc.wr_id, wc.status, wc.src_qp),
@@ -335,6 +349,8 @@ pub fn the_server_answers_through_an_address_handle_from_the_receive<B: DataPath
         "mr_read",
     );
     assert_eq!(&got, b"pong");
+    let mut grh = [0; GRH_LEN as usize];
+    ok(server.mr_read(rx.handle, 0, &mut grh), "mr_read");
     let mut flushed = wc;
     flushed.status = WcStatus::WR_FLUSH_ERR;
     expect_errno(
@@ -426,19 +442,7 @@ pub fn an_external_ud_qp_talks_with_an_id_made_one<B: DataPath>(
     let at_server = next_completion(server, &pair.server);
     let expected = (1, external.qpn, &pair.to_server.ah_attr);
     assert_ud_receive(server, &at_server, expected, &rx, b"apart");
-    let mut grh = [0; GRH_LEN as usize];
-    ok(server.mr_read(rx.handle, 0, &mut grh), "mr_read");
-    let reply = ok(
-        server.create_ah_from_wc(pair.server.pd, &at_server, &grh),
-        "create_ah_from_wc",
-    );
-    let to = UdDest {
-        ah: reply,
-        remote_qpn: at_server.src_qp,
-        remote_qkey: cmtwin::RDMA_UDP_QKEY,
-    };
-    ud_send(server, &pair.server, 3, to, b"back");
-    assert_ud_sent(&next_completion(server, &pair.server), &pair.server, 3, 4);
+    let reply = answer(server, &pair.server, (&at_server, &rx), 3, b"back");
     let at_external = next_completion(client, &external);
     assert_eq!(
         (at_external.wr_id, at_external.status, at_external.qp_num),
