@@ -2,8 +2,10 @@
 //!
 //! A simulated process that polls (a non-blocking or zero-timeout wait, an empty `poll_cq`, a
 //! zero sleep, `cmtwin::thread::yield_now`) and finds nothing gives way to the others, and when
-//! none can run the timeline runs its next action (`process::yield_now`): the shortcut for a
-//! process that would spin until then. It is wrong for a process that has something waiting
+//! none can run, or every one that can has polled in vain with its poll still standing
+//! ([`StandingPolls`]: nothing another process did since could be what it looks for), the
+//! timeline runs its next action (`process::yield_now`): the shortcut for a process that would
+//! spin until then. It is wrong for a process that has something waiting
 //! elsewhere (an event on another of its CM channels, a completion in a CQ of its host, a CQ
 //! event, an asynchronous event), which it would find at its next look, microseconds later:
 //! such a poll leaves virtual time where it is, for at most [`POLLS_BEFORE_TIME_MOVES`] vain
@@ -41,6 +43,45 @@ pub(crate) const LIVELOCK_REPORT: &str =
 /// The payload a process unwinds with when a poll that cannot fail finds the run livelocked
 /// (its run reports it as the process's failure).
 pub(crate) struct Livelocked;
+
+/// Whose last poll in vain still stands: a process's does until virtual time moves or
+/// another process changes something it could observe (a call that is not a poll or wait, a
+/// primitive's operation, the end of a thread, whose last writes its poll may look for). Its
+/// own calls leave it standing: they are what it does between its looks. While the poll of
+/// every process that can run stands, only the timeline can change anything
+/// (`process::yield_now`); a poll that fell must be made again first.
+#[derive(Default)]
+pub(crate) struct StandingPolls {
+    /// Bumped by every change and every move of virtual time.
+    epoch: u64,
+    /// Per process: the epoch its last poll in vain stands at.
+    at: Vec<Option<u64>>,
+}
+
+impl StandingPolls {
+    /// Process `me` polled in vain: its poll stands.
+    pub(crate) fn polled_in_vain(&mut self, me: usize) {
+        if self.at.len() <= me {
+            self.at.resize(me + 1, None);
+        }
+        self.at[me] = Some(self.epoch);
+    }
+
+    /// Whether process `j`'s last poll in vain still stands.
+    pub(crate) fn stands(&self, j: usize) -> bool {
+        self.at.get(j).copied().flatten() == Some(self.epoch)
+    }
+
+    /// Process `by` (or, for `None`, nobody in particular) changed something: every other
+    /// process's poll falls.
+    pub(crate) fn changed_by(&mut self, by: Option<usize>) {
+        let kept = by.filter(|&p| self.stands(p));
+        self.epoch = self.epoch.wrapping_add(1);
+        if let Some(p) = kept {
+            self.at[p] = Some(self.epoch);
+        }
+    }
+}
 
 /// Each process's run of vain polls since the last change.
 #[derive(Default)]
@@ -117,6 +158,21 @@ impl World {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_vain_poll_stands_until_another_process_changes_something() {
+        let mut s = StandingPolls::default();
+        assert!(!s.stands(0), "never polled");
+        s.polled_in_vain(0);
+        s.polled_in_vain(1);
+        assert!(s.stands(0) && s.stands(1));
+        s.changed_by(Some(1));
+        assert!(!s.stands(0), "1's change may be what 0 polls for");
+        assert!(s.stands(1), "its own call leaves 1's poll standing");
+        s.polled_in_vain(0);
+        s.changed_by(None);
+        assert!(!s.stands(0) && !s.stands(1), "time moved");
+    }
 
     #[test]
     fn a_run_of_vain_polls_is_exhausted_only_at_the_limit_and_only_while_nothing_changes() {

@@ -29,7 +29,7 @@ use cmtwin::runtime::Describe;
 
 use crate::engine::timeline::{SimTime, TimerKey};
 use crate::handoff::{Wake, WorldGuard};
-use crate::polling::{VainPolls, LIVELOCK_REPORT, POLLS_BEFORE_TIME_MOVES};
+use crate::polling::{StandingPolls, VainPolls, LIVELOCK_REPORT, POLLS_BEFORE_TIME_MOVES};
 use crate::rng::Stream;
 use crate::schedule::{SchedConfig, SchedPolicy};
 use crate::topology::HostKey;
@@ -196,8 +196,8 @@ pub(crate) struct Scheduler {
     next_low: u64,
     /// The scratch list of runnable processes a decision picks from.
     ready: Vec<usize>,
-    /// The processes that polled in vain (`yield_now`) since virtual time last moved.
-    polled_in_vain: BTreeSet<usize>,
+    /// Whose last poll in vain (`yield_now`) still stands.
+    standing: StandingPolls,
     /// Each process's run of vain polls since anything last changed (livelock detection).
     vain_polls: VainPolls,
 }
@@ -263,6 +263,7 @@ impl Scheduler {
     /// of a primitive): every run of vain polls ends.
     pub(crate) fn note_change(&mut self) {
         self.vain_polls.changed();
+        self.standing.changed_by(self.current);
     }
 
     /// Where process `index` waits for the baton.
@@ -284,6 +285,8 @@ impl Scheduler {
 
     /// Marks process `index` done.
     pub(crate) fn mark_done(&mut self, index: usize) {
+        // What the thread wrote since its last call may be what another one polls for.
+        self.note_change();
         self.unregister_wait(index);
         self.procs[index].state = ProcState::Done;
         self.candidates.remove(&index);
@@ -475,11 +478,10 @@ impl World {
         }
     }
 
-    /// Whether every process that could run now has polled in vain since virtual time last
-    /// moved: then only the timeline can change anything.
+    /// Whether every process that could run now has polled in vain, with its poll still
+    /// standing (`polling.rs`): then only the timeline can change anything.
     fn only_pollers_can_run(&self) -> bool {
-        (0..self.sched.procs.len())
-            .all(|j| self.sched.polled_in_vain.contains(&j) || !self.can_run(j))
+        (0..self.sched.procs.len()).all(|j| self.sched.standing.stands(j) || !self.can_run(j))
     }
 
     /// Whether every process that could run now has polled in vain, over and over, since
@@ -594,7 +596,7 @@ impl World {
         if !self.step() {
             return false;
         }
-        self.sched.polled_in_vain.clear();
+        self.sched.standing.changed_by(None);
         self.sched.vain_polls.changed();
         let now = self.now;
         self.sched.deadlines_reached(now);
@@ -781,7 +783,7 @@ pub(crate) fn yield_now(mut w: WorldGuard<'_>) -> Result<WorldGuard<'_>, &'stati
     let Some(me) = current_process(w.fabric_no) else {
         return Ok(w);
     };
-    w.sched.polled_in_vain.insert(me);
+    w.sched.standing.polled_in_vain(me);
     w.sched.vain_polls.polled_in_vain(me);
     match w.pick_next(Some(me)) {
         Some(j) => {
