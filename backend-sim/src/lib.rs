@@ -94,6 +94,12 @@
 //! librdmacm's processing at fetch time, synchronous ids, DNS-mode `resolve_addrinfo`, and the
 //! faults of `faults.rs` and of fault plans, the ACK_TIMEOUT option's effect on RoCE paths. Not modelled (yet):
 //! AF_IB addressing, alternate paths and LAP, the UD qkey-mismatch ADDR_ERROR, ECE.
+//! Calls cost no virtual time of their own (a system call's microseconds are not modelled):
+//! time moves with the wire, the kernel's timers and the subnet manager, and inside a call
+//! only where the kernel blocks in it (`rdma_disconnect` moving the QP to ERROR,
+//! [`SimConfig::disconnect_qp_time`]; siw's TCP handshake in `rdma_connect`; the waits of
+//! synchronous ids). A port of `cmtime` therefore measures 0 for `rdma_create_id`, QP
+//! creation or `rdma_destroy_id`, and the wire and timers for the rest.
 //!
 //! The data path ([`cmtwin::verbs::DataPath`], `verbs/`): PDs, memory regions, CQs shared by
 //! QPs with completion channels and arming, RC QPs whose states the CM drives, and RC

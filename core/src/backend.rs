@@ -252,7 +252,9 @@ pub trait CmBackend: Send + Sync {
     ///   forever).
     fn leave_multicast(&self, id: IdHandle, addr: SocketAddr) -> Result<()>;
 
-    /// `rdma_resolve_addrinfo`: ADDRINFO_RESOLVED or ADDRINFO_ERROR follows.
+    /// `rdma_resolve_addrinfo`: ADDRINFO_RESOLVED or ADDRINFO_ERROR follows; on a synchronous
+    /// id the call returns with that event (failing with the error's errno), so that with
+    /// `query_addrinfo` it serves as `rdma_getaddrinfo` (the guide's section 7).
     ///
     /// * ENOENT: the name or service does not resolve (DNS mode fails at once, with no event,
     ///   §10.3).

@@ -361,3 +361,111 @@
 //!
 //! The examples `thread_per_connection` and `pingpong_async` (`tests/examples/`) run both
 //! forms on the simulator and, with `CMTWIN_RDMA_ADDR`, on librdmacm.
+//!
+//! # 7. Porting programs written with `rdma_getaddrinfo` and `rdma_create_ep`
+//!
+//! rdma-core's `rdma_server`/`rdma_client` style (synchronous ids, librdmacm's verbs helpers)
+//! ports call for call, except three librdmacm conveniences that the traits do not offer,
+//! each a few calls here:
+//!
+//! * `rdma_getaddrinfo`: [`CmBackend::resolve_addrinfo`](crate::CmBackend::resolve_addrinfo) on
+//!   a synchronous id (created without a channel), then
+//!   [`query_addrinfo`](crate::CmBackend::query_addrinfo) and `destroy_id`. In DNS mode the
+//!   call returns once resolved (the result needs no event); an active result carries only
+//!   the destination (`src_addr` is `None`: pass `None` as the source, as librdmacm would).
+//! * `rdma_create_ep`: a synchronous id of the result's port space, then for a passive
+//!   result `bind_addr` to its source, for an active one `resolve_addr` and `resolve_route`
+//!   with librdmacm's 2000 ms (each returns when its event came) and `create_qp`.
+//!   `rdma_destroy_ep` is `destroy_qp` and `destroy_id`.
+//! * The QP that `rdma_get_request` creates on the new id from the attributes the listener was
+//!   given by `rdma_create_ep`: call `create_qp` on the id `get_request` returns.
+//!
+//! `rdma_post_send` with `IBV_SEND_INLINE` (or without `IBV_SEND_SIGNALED`) is
+//! [`DataPath::post_send`](crate::verbs::DataPath::post_send) on the id's
+//! [`qp`](crate::verbs::DataPath::qp) with a [`SendWr`](crate::verbs::SendWr) whose payload is
+//! inline; [`post_send_msg`](crate::verbs::DataPath::post_send_msg) is the signaled send from
+//! a region. Both sides of rdma-core's pair, each in its own simulated process (their calls
+//! block):
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use std::time::Duration;
+//! use cmtwin::verbs::DataPath;
+//! use cmtwin::{rai, AddrInfo, AddrInfoHints, CmBackend, PortSpace, QpInitAttr, QpType};
+//!
+//! /// `rdma_getaddrinfo`.
+//! fn getaddrinfo<B: CmBackend>(
+//!     cm: &B,
+//!     node: Option<&str>,
+//!     hints: &AddrInfoHints,
+//! ) -> cmtwin::Result<Vec<AddrInfo>> {
+//!     let id = cm.create_id(None, 0, PortSpace::TCP)?;
+//!     let found = cm
+//!         .resolve_addrinfo(id, node, Some("7471"), Some(hints))
+//!         .and_then(|()| cm.query_addrinfo(id));
+//!     cm.destroy_id(id)?;
+//!     found
+//! }
+//!
+//! fn server<B: DataPath>(cm: &B) -> cmtwin::Result<Vec<u8>> {
+//!     let hints = AddrInfoHints::new(rai::PASSIVE).with_port_space(PortSpace::TCP);
+//!     let res = getaddrinfo(cm, None, &hints)?.remove(0);
+//!     // rdma_create_ep, passive; rdma_listen.
+//!     let listen = cm.create_id(None, 0, res.port_space)?;
+//!     cm.bind_addr(listen, res.src_addr.expect("a passive result has a source"))?;
+//!     cm.listen(listen, 0)?;
+//!     // rdma_get_request, and the QP it would make.
+//!     let id = cm.get_request(listen)?;
+//!     cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+//!     let mr = cm.reg_msgs(id, vec![0; 16])?;
+//!     cm.post_recv_msg(id, 1, &mr, 0, 16)?;
+//!     cm.accept(id, None)?;
+//!     cm.get_recv_comp(id)?;
+//!     let mut got = vec![0; 16];
+//!     cm.mr_read(mr.handle, 0, &mut got)?;
+//!     cm.disconnect(id)?;
+//!     cm.dereg_mr(mr.handle)?;
+//!     cm.destroy_qp(id)?;
+//!     cm.destroy_id(id)?;
+//!     cm.destroy_id(listen)?;
+//!     Ok(got)
+//! }
+//!
+//! fn client<B: DataPath>(cm: &B, server: &str) -> cmtwin::Result<()> {
+//!     let hints = AddrInfoHints::new(0).with_port_space(PortSpace::TCP);
+//!     let res = getaddrinfo(cm, Some(server), &hints)?.remove(0);
+//!     // rdma_create_ep, active.
+//!     let id = cm.create_id(None, 0, res.port_space)?;
+//!     let dst: SocketAddr = res.dst_addr.expect("an active result has a destination");
+//!     cm.resolve_addr(id, res.src_addr, dst, Duration::from_millis(2000))?;
+//!     cm.resolve_route(id, Duration::from_millis(2000))?;
+//!     cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+//!     let mr = cm.reg_msgs(id, b"hello, server!!!".to_vec())?;
+//!     cm.connect(id, None)?;
+//!     cm.post_send_msg(id, 2, &mr, 0, 16, false)?;
+//!     cm.get_send_comp(id)?;
+//!     // Returns with the DISCONNECTED event, whichever side disconnected first.
+//!     cm.disconnect(id)?;
+//!     cm.dereg_mr(mr.handle)?;
+//!     cm.destroy_qp(id)?;
+//!     cm.destroy_id(id)
+//! }
+//!
+//! let fabric = cmtwin_sim::Fabric::builder(1)
+//!     .host("server", cmtwin::Transport::Roce, &["10.0.0.1".parse()?])
+//!     .host("client", cmtwin::Transport::Roce, &["10.0.0.2".parse()?])
+//!     .build()?;
+//! let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+//! let slot = got.clone();
+//! fabric.spawn("server", "rdma_server", move |cm| {
+//!     *slot.lock().unwrap() = server(&cm)?;
+//!     Ok(())
+//! });
+//! fabric.spawn("client", "rdma_client", |cm| {
+//!     cm.sleep(Duration::from_millis(1))?; // the server listens first
+//!     client(&cm, "10.0.0.1")
+//! });
+//! fabric.run()?;
+//! assert_eq!(&got.lock().unwrap()[..], b"hello, server!!!");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```

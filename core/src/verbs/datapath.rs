@@ -317,6 +317,8 @@ pub trait DataPath: CmBackend {
 
     /// `rdma_post_send`: a signaled send of `len` bytes of `mr` from `offset` (named apart
     /// from `post_send`, which is `ibv_post_send`); `solicited` sets `IBV_SEND_SOLICITED`.
+    /// `rdma_post_send`'s other flags (`IBV_SEND_INLINE`, an unsignaled send) are a
+    /// [`SendWr`] given to `post_send` on the id's [`qp`](DataPath::qp).
     ///
     /// * EINVAL: the id has no QP, or the bytes are not inside the region.
     /// * The errnos of `post_send`.
