@@ -732,3 +732,39 @@ fn blocking_self_loopback_is_refused_on_an_rc_qp_and_apart_from_ids() {
         cmtwin::Errno::EINVAL,
     );
 }
+
+/// `create_ah_from_wc` checks its PD before it parses the header, as cmtwin-verbs does before
+/// libibverbs parses: a deallocated PD with a header that is neither a GRH nor IPv4 is EBADF,
+/// not the header's EINVAL (found by the random data-path sequences, seed 20261203); with a
+/// live PD the same header is EINVAL.
+#[test]
+fn create_ah_from_wc_refuses_a_dead_pd_before_reading_the_header() {
+    let bed = bed(23, Transport::Roce);
+    let c = bed.client();
+    let ch = ok(c.create_event_channel(), "channel");
+    let id = ok(c.create_id(Some(ch), 0, PortSpace::UDP), "UD id");
+    ok(
+        c.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    let wc = cmtwin::verbs::WorkCompletion {
+        status: WcStatus::SUCCESS,
+        opcode: cmtwin::verbs::WcOpcode::Recv,
+        grh: true,
+        ..Default::default()
+    };
+    let garbage = [0x5a; GRH_LEN as usize];
+    let live = ok(c.alloc_pd(id), "alloc_pd");
+    cmtwin_tests::steps::expect_errno(
+        c.create_ah_from_wc(live, &wc, &garbage),
+        cmtwin::Call::CreateAhFromWc,
+        cmtwin::Errno::EINVAL,
+    );
+    let dead = ok(c.alloc_pd(id), "alloc_pd");
+    ok(c.dealloc_pd(dead), "dealloc_pd");
+    cmtwin_tests::steps::expect_errno(
+        c.create_ah_from_wc(dead, &wc, &garbage),
+        cmtwin::Call::CreateAhFromWc,
+        cmtwin::Errno::EBADF,
+    );
+}

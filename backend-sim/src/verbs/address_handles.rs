@@ -77,6 +77,8 @@ impl World {
         if wc.status != WcStatus::SUCCESS || wc.opcode != WcOpcode::Recv {
             return refuse("not a successful receive");
         }
+        // The PD before the header, as cmtwin-verbs checks it before libibverbs parses.
+        self.pd_key(host, call, pd)?;
         let mut attr = AhAttr {
             dlid: wc.slid,
             sl: wc.sl,
@@ -95,7 +97,6 @@ impl World {
                 ..GlobalRoute::default()
             };
         }
-        self.pd_key(host, call, pd)?;
         self.create_ah(host, pd, &attr)
             .map_err(|e| CmError::new(call, e.errno, e.detail))
     }
