@@ -308,6 +308,56 @@ fn a_receive_completion_lost_to_a_full_cq_puts_the_qp_in_error() {
     assert_eq!(c.now() - sent, 8 * ack_timeout - Duration::from_micros(20));
 }
 
+/// The same stale response, shorter than the new read: it is placed, but the read waits for
+/// the rest, as rxe's completer does (`do_read`: bytes still due → `COMPST_UPDATE_COMP`), and
+/// the new request's own response completes it with its own length and bytes. (The simulator
+/// completed the read with the old response's 2 bytes; found by the random sequences, seeds
+/// 4242 and 99.)
+#[test]
+fn a_stale_read_response_shorter_than_the_new_read_does_not_complete_it() {
+    let bed = bed(6);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let source = ok(
+        s.reg_mr(
+            conn.server.pd,
+            b"0123456789".to_vec(),
+            AccessFlags::REMOTE_READ,
+        ),
+        "reg_mr",
+    );
+    let sink = region(c, conn.client.pd, 8, b'.', LW);
+    let op = |at: usize| SendOp::RdmaRead {
+        remote_addr: source.addr_at(at),
+        rkey: source.rkey,
+    };
+    let two = [sink.sge(0, 2)];
+    ok(
+        c.post_send(conn.client.qp, &SendWr::new(1, op(0), Payload::Sges(&two))),
+        "read of 2 bytes",
+    );
+    reset_and_back_to_rts(c, &conn);
+    let eight = [sink.sge(0, 8)];
+    ok(
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(2, op(2), Payload::Sges(&eight)),
+        ),
+        "read of 8 bytes after the reset",
+    );
+    let t0 = c.now();
+    let wc = next_completion(c, &conn.client);
+    // The new request's own response follows the old one on the link: a round trip after
+    // the posts, it overwrites the 2 bytes placed and completes the read.
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len, c.now() - t0),
+        (2, WcStatus::SUCCESS, 8, Duration::from_micros(10)),
+    );
+    let mut got = [0u8; 8];
+    ok(c.mr_read(sink.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"23456789", "the new read's bytes");
+}
+
 /// A QP reset while its read is answered, and brought back to RTS with the id's attributes,
 /// starts again from the same PSN: the old read's response, still on the wire, arrives for the
 /// new request of that PSN. When it is longer than the new read, it cannot be placed: rxe's

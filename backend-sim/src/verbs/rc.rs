@@ -569,6 +569,12 @@ impl RcQp {
             }
             return;
         }
+        // A shorter one (every response here is the read's whole length, so a stale one) is
+        // placed but does not finish the read: rxe's completer waits for the rest (`do_read`:
+        // bytes still due → COMPST_UPDATE_COMP), and the transport timer asks again.
+        if data.len() < len as usize {
+            return;
+        }
         e.read = Some(data.len() as u32);
         self.acknowledge(psn, out);
     }
