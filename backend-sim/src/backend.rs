@@ -629,7 +629,27 @@ impl CmBackend for SimBackend {
             result: result_shown,
         };
         w.record(Some(self.host), TraceKind::Call, entry);
-        result
+        let request_qp = w.id(key).request_qp().copied();
+        drop(w);
+        let child = result?;
+        if let Some(attr) = request_qp {
+            // librdmacm creates the QP inside the call, from what rdma_create_ep kept.
+            if let Err(e) = self.create_qp(child, &attr) {
+                let _ = self.destroy_id(child);
+                return Err(CmError::new(call, e.errno, e.detail));
+            }
+        }
+        Ok(child)
+    }
+
+    fn create_ep(&self, info: &AddrInfo, qp_init: Option<&QpInitAttr>) -> Result<IdHandle> {
+        cmtwin::ep::create_ep_with(self, info, qp_init, |id, attr| {
+            let call = Call::CreateEp;
+            let mut w = self.lock(call)?;
+            let key = w.id_key(self.host, call, id)?;
+            w.id_mut(key).set_request_qp(attr);
+            Ok(())
+        })
     }
 
     /// On iWARP the call makes siw's TCP connection: when the peer never answers, it returns

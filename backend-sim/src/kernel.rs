@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 
-use cmtwin::{EventInfo, EventKind, PortSpace, QpType};
+use cmtwin::{EventInfo, EventKind, PortSpace, QpInitAttr, QpType};
 
 use crate::cm::messages::EpKey;
 use crate::store::{KeyMap, Store};
@@ -208,6 +208,9 @@ pub(crate) struct IdExtras {
     /// Multicast memberships, one per join, by key (a later join has a larger key).
     multicast: BTreeMap<McKey, Membership>,
     addrinfo: AddrinfoState,
+    /// The QP attributes `rdma_create_ep` kept on a passive id: `get_request` gives each new
+    /// id a QP of them.
+    request_qp: Option<QpInitAttr>,
 }
 
 /// The empty multicast table of an id that never joined.
@@ -231,6 +234,16 @@ impl Id {
     /// Makes the id a listener.
     pub(crate) fn set_listen(&mut self, listen: ListenState) {
         self.extras_mut().listen = Some(listen);
+    }
+
+    /// The QP attributes that requests taken from this id get (`rdma_create_ep`, passive).
+    pub(crate) fn request_qp(&self) -> Option<&QpInitAttr> {
+        self.extras.as_ref()?.request_qp.as_ref()
+    }
+
+    /// Keeps the QP attributes that requests taken from this id get.
+    pub(crate) fn set_request_qp(&mut self, attr: QpInitAttr) {
+        self.extras_mut().request_qp = Some(attr);
     }
 
     /// The id's multicast memberships, by key.

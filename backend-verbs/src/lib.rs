@@ -60,7 +60,7 @@
 //! | translation of `struct rdma_cm_event` into [`cmtwin::CmEvent`] | `events.rs` |
 //! | `rdma_create/destroy_id`, bind, resolve, listen, connect, accept, reject, disconnect, notify, establish, migrate, set_option, addresses | `id.rs` |
 //! | private-data limits | `private_data.rs` |
-//! | `rdma_get_request`, synchronous ids' current event | `sync_ids.rs` |
+//! | `rdma_get_request`, synchronous ids' current event, `rdma_create_ep` (composed as librdmacm composes it: `cmtwin::ep`) | `sync_ids.rs` |
 //! | `rdma_create_qp`, `rdma_destroy_qp` | `qp.rs` |
 //! | `rdma_join_multicast(_ex)`, `rdma_leave_multicast` | `multicast.rs` |
 //! | `rdma_write_cm_event` (native or emulated) | `user_events.rs` |
@@ -86,7 +86,9 @@
 //!   errno, or ENOENT for getaddrinfo's "not found" codes), with no event, as librdmacm does;
 //!   SA mode needs the real call: EOPNOTSUPP.
 //! * `get_request` on a listener that is not synchronous or not listening: EINVAL (librdmacm
-//!   would block forever on the latter). `destroy_qp` without a QP: EINVAL.
+//!   would block forever on the latter). `destroy_qp` without a QP: EINVAL. When the QP that
+//!   `create_ep` asked for cannot be made on the new id, the id is destroyed (librdmacm leaves
+//!   it allocated, out of the application's reach).
 //! * `destroy_id` with fetched events unacknowledged waits up to [`ACK_WAIT`] for other threads
 //!   to acknowledge them (librdmacm waits without bound, for ever if the caller holds them),
 //!   then fails with EBUSY naming them; the simulator waits while another of its processes
@@ -413,6 +415,10 @@ impl CmBackend for VerbsBackend {
 
     fn get_request(&self, listen: IdHandle) -> Result<IdHandle> {
         self.get_request_impl(listen)
+    }
+
+    fn create_ep(&self, info: &cmtwin::AddrInfo, qp_init: Option<&QpInitAttr>) -> Result<IdHandle> {
+        self.create_ep_impl(info, qp_init)
     }
 
     fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {

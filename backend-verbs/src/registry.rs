@@ -162,6 +162,9 @@ pub(crate) struct IdState {
     /// detaches the id's QP (libibverbs refuses to destroy a QP still attached to a group, and
     /// the QP would then keep the device open for good).
     pub groups: Vec<std::net::SocketAddr>,
+    /// The QP attributes `create_ep` kept on a passive id: `get_request` gives each new id a
+    /// QP of them (librdmacm's `id_priv->qp_init_attr`).
+    pub request_qp: Option<cmtwin::QpInitAttr>,
 }
 
 impl IdState {
@@ -177,6 +180,7 @@ impl IdState {
             device_removed: false,
             unaccepted: false,
             groups: Vec::new(),
+            request_qp: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Synchronous ids (created without a channel): `rdma_get_request` and the id's current event
 //! (`id->event`, which librdmacm owns and acks itself; the backend only copies it).
 
-use cmtwin::{Call, EventInfo, EventKind, IdHandle, PortSpace, Result};
+use cmtwin::{Call, CmBackend, CmError, EventInfo, EventKind, IdHandle, PortSpace, Result};
 
 use crate::events::event_info;
 use crate::ffi::QPT_UD;
@@ -9,12 +9,43 @@ use crate::registry::{lock, IdState};
 use crate::{c_err, err, keys_exhausted, VerbsBackend};
 
 impl VerbsBackend {
+    /// `rdma_get_request`, and the QP that `rdma_create_ep` asked for on the listener
+    /// (created here with the backend's own `create_qp`, so that it is registered like any
+    /// other; librdmacm creates it inside the call).
     pub(crate) fn get_request_impl(&self, listen: IdHandle) -> Result<IdHandle> {
         let call = Call::GetRequest;
+        let (child, request_qp) = self.take_request(listen)?;
+        if let Some(attr) = request_qp {
+            if let Err(e) = self.create_qp(child, &attr) {
+                let _ = self.destroy_id(child);
+                return Err(CmError::new(call, e.errno, e.detail));
+            }
+        }
+        Ok(child)
+    }
+
+    /// `rdma_create_ep`, composed of the backend's calls as librdmacm composes it.
+    pub(crate) fn create_ep_impl(
+        &self,
+        info: &cmtwin::AddrInfo,
+        qp_init: Option<&cmtwin::QpInitAttr>,
+    ) -> Result<IdHandle> {
+        cmtwin::ep::create_ep_with(self, info, qp_init, |id, attr| {
+            self.on_id(Call::CreateEp, id, |o| {
+                lock(&o.state).request_qp = Some(attr);
+                Ok(())
+            })
+        })
+    }
+
+    /// The request `rdma_get_request` takes from `listen`, as a new registered id, and the
+    /// QP attributes kept on the listener.
+    fn take_request(&self, listen: IdHandle) -> Result<(IdHandle, Option<cmtwin::QpInitAttr>)> {
+        let call = Call::GetRequest;
         self.on_id(call, listen, |o| {
-            let (sync, listening, ps) = {
+            let (sync, listening, ps, request_qp) = {
                 let st = lock(&o.state);
-                (st.is_sync(), st.listening, st.port_space)
+                (st.is_sync(), st.listening, st.port_space, st.request_qp)
             };
             if !sync {
                 return Err(err(
@@ -39,7 +70,7 @@ impl VerbsBackend {
             state.unaccepted = true;
             let registered = self.reg().insert_id(child, state);
             match registered {
-                Ok(obj) => Ok(obj.handle),
+                Ok(obj) => Ok((obj.handle, request_qp)),
                 Err(child) => {
                     // Its request is refused (the peer gets REJECTED).
                     let _ = child.destroy();

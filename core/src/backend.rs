@@ -111,12 +111,34 @@ pub trait CmBackend: Send + Sync {
     fn listen(&self, id: IdHandle, backlog: i32) -> Result<()>;
 
     /// `rdma_get_request`: on a synchronous listener, waits for the next connection request and
-    /// returns its new (synchronous) id, which holds the CONNECT_REQUEST as its `sync_event`.
+    /// returns its new (synchronous) id, which holds the CONNECT_REQUEST as its `sync_event`;
+    /// a listener made by `create_ep` with QP attributes gives the id a QP of them (a failure
+    /// to create it destroys the id, where librdmacm leaves it allocated and unreachable).
     ///
     /// * EINVAL: the listener is not synchronous, or does not listen (librdmacm would block
     ///   forever, §11).
-    /// * Otherwise the errno of the event that came instead (ECONNREFUSED for REJECTED).
+    /// * Otherwise the errno of the event that came instead (ECONNREFUSED for REJECTED), or
+    ///   of `create_qp`.
     fn get_request(&self, listen: IdHandle) -> Result<IdHandle>;
+
+    /// `rdma_create_ep` with no PD (the QP takes the device's default one): a synchronous id
+    /// of `info`'s port space. A passive `info` (`rai::PASSIVE`) binds it to the source, ready
+    /// for `listen`, and keeps `qp_init` (with `info`'s QP type): `get_request` gives each new
+    /// id a QP of those attributes. Otherwise it resolves the destination's address and route
+    /// (2000 ms each, waiting as a synchronous id does) and creates a QP of `qp_init`, if
+    /// given. Composed from the calls above, as in librdmacm ([`crate::ep`]).
+    ///
+    /// * EINVAL: a passive `info` without a source, an active one without a destination.
+    /// * Otherwise the error of the step that failed (`rdma_bind_addr`, `rdma_resolve_addr`,
+    ///   ...), after destroying what was made.
+    fn create_ep(&self, info: &AddrInfo, qp_init: Option<&QpInitAttr>) -> Result<IdHandle>;
+
+    /// `rdma_destroy_ep`: destroys the id's QP, if it has one, then the id.
+    ///
+    /// * The errors of `destroy_qp` and `destroy_id`.
+    fn destroy_ep(&self, id: IdHandle) -> Result<()> {
+        crate::ep::destroy_ep(self, id)
+    }
 
     /// `rdma_connect`. `None` uses librdmacm's defaults.
     ///

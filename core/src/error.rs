@@ -86,6 +86,8 @@ pub enum Call {
     SetOption,
     CreateQp,
     DestroyQp,
+    CreateEp,
+    DestroyEp,
     /// `rdma_get_local_addr`.
     LocalAddr,
     /// `rdma_get_peer_addr`.
@@ -160,6 +162,8 @@ impl Call {
             Call::ResolveRoute => "rdma_resolve_route",
             Call::Listen => "rdma_listen",
             Call::GetRequest => "rdma_get_request",
+            Call::CreateEp => "rdma_create_ep",
+            Call::DestroyEp => "rdma_destroy_ep",
             Call::Connect => "rdma_connect",
             Call::Accept => "rdma_accept",
             Call::Reject => "rdma_reject",

@@ -365,20 +365,14 @@
 //! # 7. Porting programs written with `rdma_getaddrinfo` and `rdma_create_ep`
 //!
 //! rdma-core's `rdma_server`/`rdma_client` style (synchronous ids, librdmacm's verbs helpers)
-//! ports call for call, except three librdmacm conveniences that the traits do not offer,
-//! each a few calls here:
-//!
-//! * `rdma_getaddrinfo`: [`CmBackend::resolve_addrinfo`](crate::CmBackend::resolve_addrinfo) on
-//!   a synchronous id (created without a channel), then
-//!   [`query_addrinfo`](crate::CmBackend::query_addrinfo) and `destroy_id`. In DNS mode the
-//!   call returns once resolved (the result needs no event); an active result carries only
-//!   the destination (`src_addr` is `None`: pass `None` as the source, as librdmacm would).
-//! * `rdma_create_ep`: a synchronous id of the result's port space, then for a passive
-//!   result `bind_addr` to its source, for an active one `resolve_addr` and `resolve_route`
-//!   with librdmacm's 2000 ms (each returns when its event came) and `create_qp`.
-//!   `rdma_destroy_ep` is `destroy_qp` and `destroy_id`.
-//! * The QP that `rdma_get_request` creates on the new id from the attributes the listener was
-//!   given by `rdma_create_ep`: call `create_qp` on the id `get_request` returns.
+//! ports call for call: [`create_ep`](crate::CmBackend::create_ep) and
+//! [`destroy_ep`](crate::CmBackend::destroy_ep) are `rdma_create_ep` (with no PD: the device's
+//! default one) and `rdma_destroy_ep`, and `get_request` on a passive endpoint made with QP
+//! attributes gives the new id its QP. `rdma_getaddrinfo` is
+//! [`resolve_addrinfo`](crate::CmBackend::resolve_addrinfo) on a synchronous id (created
+//! without a channel), which returns once resolved, then
+//! [`query_addrinfo`](crate::CmBackend::query_addrinfo) and `destroy_id`; an active result
+//! carries only the destination (`src_addr` is `None`, as librdmacm leaves it).
 //!
 //! `rdma_post_send` with `IBV_SEND_INLINE` (or without `IBV_SEND_SIGNALED`) is
 //! [`DataPath::post_send`](crate::verbs::DataPath::post_send) on the id's
@@ -388,7 +382,6 @@
 //! block):
 //!
 //! ```
-//! use std::net::SocketAddr;
 //! use std::time::Duration;
 //! use cmtwin::verbs::DataPath;
 //! use cmtwin::{rai, AddrInfo, AddrInfoHints, CmBackend, PortSpace, QpInitAttr, QpType};
@@ -410,13 +403,9 @@
 //! fn server<B: DataPath>(cm: &B) -> cmtwin::Result<Vec<u8>> {
 //!     let hints = AddrInfoHints::new(rai::PASSIVE).with_port_space(PortSpace::TCP);
 //!     let res = getaddrinfo(cm, None, &hints)?.remove(0);
-//!     // rdma_create_ep, passive; rdma_listen.
-//!     let listen = cm.create_id(None, 0, res.port_space)?;
-//!     cm.bind_addr(listen, res.src_addr.expect("a passive result has a source"))?;
+//!     let listen = cm.create_ep(&res, Some(&QpInitAttr::new(QpType::Rc)))?;
 //!     cm.listen(listen, 0)?;
-//!     // rdma_get_request, and the QP it would make.
-//!     let id = cm.get_request(listen)?;
-//!     cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+//!     let id = cm.get_request(listen)?; // with its QP
 //!     let mr = cm.reg_msgs(id, vec![0; 16])?;
 //!     cm.post_recv_msg(id, 1, &mr, 0, 16)?;
 //!     cm.accept(id, None)?;
@@ -425,21 +414,15 @@
 //!     cm.mr_read(mr.handle, 0, &mut got)?;
 //!     cm.disconnect(id)?;
 //!     cm.dereg_mr(mr.handle)?;
-//!     cm.destroy_qp(id)?;
-//!     cm.destroy_id(id)?;
-//!     cm.destroy_id(listen)?;
+//!     cm.destroy_ep(id)?;
+//!     cm.destroy_ep(listen)?;
 //!     Ok(got)
 //! }
 //!
 //! fn client<B: DataPath>(cm: &B, server: &str) -> cmtwin::Result<()> {
 //!     let hints = AddrInfoHints::new(0).with_port_space(PortSpace::TCP);
 //!     let res = getaddrinfo(cm, Some(server), &hints)?.remove(0);
-//!     // rdma_create_ep, active.
-//!     let id = cm.create_id(None, 0, res.port_space)?;
-//!     let dst: SocketAddr = res.dst_addr.expect("an active result has a destination");
-//!     cm.resolve_addr(id, res.src_addr, dst, Duration::from_millis(2000))?;
-//!     cm.resolve_route(id, Duration::from_millis(2000))?;
-//!     cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+//!     let id = cm.create_ep(&res, Some(&QpInitAttr::new(QpType::Rc)))?;
 //!     let mr = cm.reg_msgs(id, b"hello, server!!!".to_vec())?;
 //!     cm.connect(id, None)?;
 //!     cm.post_send_msg(id, 2, &mr, 0, 16, false)?;
@@ -447,8 +430,7 @@
 //!     // Returns with the DISCONNECTED event, whichever side disconnected first.
 //!     cm.disconnect(id)?;
 //!     cm.dereg_mr(mr.handle)?;
-//!     cm.destroy_qp(id)?;
-//!     cm.destroy_id(id)
+//!     cm.destroy_ep(id)
 //! }
 //!
 //! let fabric = cmtwin_sim::Fabric::builder(1)

@@ -29,6 +29,7 @@
 
 mod backend;
 mod dispatch;
+pub mod ep;
 mod error;
 mod event;
 mod event_kind;

@@ -225,7 +225,7 @@ impl AddrInfoHints {
 }
 
 impl AddrInfo {
-    /// A result (for backend implementors).
+    /// A result (for backend implementors, and for `create_ep` from known addresses).
     #[must_use]
     pub fn new(
         flags: u32,

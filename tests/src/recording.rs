@@ -447,6 +447,25 @@ impl<B: CmBackend> CmBackend for Recorded<B> {
         });
         r
     }
+    fn create_ep(&self, info: &AddrInfo, qp_init: Option<&QpInitAttr>) -> Result<IdHandle> {
+        let r = self.inner.create_ep(info, qp_init);
+        self.record(|n| {
+            let (src, dst) = (n.opt_addr(info.src_addr), n.opt_addr(info.dst_addr));
+            let (flags, ps, qpt) = (info.flags, info.port_space, info.qp_type);
+            let qp = qp_init.map_or_else(|| "no QP".to_string(), |a| format!("{:?}", a.cap));
+            let result = match &r {
+                Ok(id) => n.id(*id),
+                Err(e) => errno_text(e),
+            };
+            format!("create_ep({flags:#x}, {ps:?}, {qpt:?}, {src}, {dst}, {qp}) = {result}")
+        });
+        r
+    }
+    fn destroy_ep(&self, id: IdHandle) -> Result<()> {
+        let r = self.inner.destroy_ep(id);
+        self.record(|n| format!("destroy_ep({}) = {}", n.id(id), unit_text(&r)));
+        r
+    }
     fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {
         let r = self.inner.connect(id, param);
         self.record(|n| {

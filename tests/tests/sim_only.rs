@@ -1571,3 +1571,47 @@ fn iwarp_refusal_and_mpa_timeout() {
     teardown(client_cm, &[client.id], client.channel);
     teardown(server_cm, &[req.id, listener.id], listener.channel);
 }
+
+/// §11.3 with a listener made by `create_ep` whose QP attributes cannot make a QP for the new
+/// id (a UD QP on a TCP id): `get_request` fails with `create_qp`'s EINVAL, named as
+/// `rdma_get_request`, and destroys the new id, so that the client is rejected (reason 28,
+/// as for any unaccepted request destroyed) and the listener is free to go. librdmacm leaves
+/// the new id allocated and unreachable instead, and the client waits for its REQ's retries
+/// (a cmtwin design choice, the same on cmtwin-verbs).
+#[test]
+fn get_request_whose_qp_fails_destroys_the_new_id() {
+    let bed = SimBed::new(SEED);
+    let (server, client_cm) = (bed.server(), bed.client());
+    let addr = bed.server_addr();
+    let passive = cmtwin::AddrInfo::new(
+        cmtwin::rai::PASSIVE,
+        PortSpace::TCP,
+        QpType::Ud,
+        Some(addr),
+        None,
+    );
+    let attr = QpInitAttr::new(QpType::Rc);
+    let listener = ok(server.create_ep(&passive, Some(&attr)), "create_ep");
+    ok(server.listen(listener, 8), "listen");
+    let client = resolved_client(&bed, PortSpace::TCP, addr);
+    add_qp(client_cm, client.id, QpType::Rc);
+    ok(client_cm.connect(client.id, None), "connect");
+    let err = expect_errno(
+        server.get_request(listener),
+        Call::GetRequest,
+        Errno::EINVAL,
+    );
+    assert!(
+        err.detail.contains("Ud QP on a RDMA_PS_TCP id"),
+        "create_qp's reason: {err}"
+    );
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Rejected,
+        client.id,
+        28,
+    );
+    ok(server.destroy_ep(listener), "the listener holds no request");
+    teardown(client_cm, &[client.id], client.channel);
+}

@@ -163,7 +163,9 @@ macro_rules! __conformance_scenarios {
                 get_request_on_non_listening_sync_id_is_einval,
                 sync_child_migrated_to_channel_connects,
                 migrate_to_sync_twice_is_einval,
-                sync_ud_connect_statuses_become_errnos [Ud]
+                sync_ud_connect_statuses_become_errnos [Ud],
+                create_ep_listens_and_connects_with_the_qps_it_made,
+                create_ep_fails_with_the_failed_steps_error [UnroutableAddress]
             }
             user_events {
                 write_cm_event_refuses_other_kinds,

@@ -5,8 +5,8 @@
 use std::net::SocketAddr;
 
 use cmtwin::{
-    Call, CmBackend, ConnParam, Errno, EventKind, EventParam, IbRejReason, PortSpace, QpType,
-    Transport,
+    rai, AddrInfo, Call, CmBackend, ConnParam, Errno, EventKind, EventParam, IbRejReason,
+    PortSpace, QpInitAttr, QpType, Transport,
 };
 
 use crate::steps::{
@@ -275,4 +275,115 @@ pub fn sync_ud_connect_statuses_become_errnos<T: TestBed>(bed: &T) {
     ok(server_cm.destroy_id(child), "destroy child");
     ok(server_cm.destroy_id(listener), "destroy listener");
     teardown_client(bed, &client);
+}
+
+/// §11.4, §11.3: `rdma_create_ep` on a passive result gives a synchronous id bound to the
+/// source, without a QP; on an active one an id whose address and route are resolved (its kept
+/// event is ROUTE_RESOLVED) and which has a QP. `get_request` on the passive one's listen gives
+/// the new id a QP of the attributes `create_ep` kept, with which it connects; `destroy_ep`
+/// takes QP and id.
+pub fn create_ep_listens_and_connects_with_the_qps_it_made<T: TestBed>(bed: &T) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let addr = bed.server_addr();
+    let attr = QpInitAttr::new(QpType::Rc);
+    let passive = AddrInfo::new(rai::PASSIVE, PortSpace::TCP, QpType::Rc, Some(addr), None);
+    let listener = ok(
+        server_cm.create_ep(&passive, Some(&attr)),
+        "create_ep (passive)",
+    );
+    assert_eq!(
+        ok(server_cm.local_addr(listener), "local_addr"),
+        Some(addr),
+        "bound to the source"
+    );
+    assert_eq!(ok(server_cm.qp_num(listener), "qp_num"), None, "no QP");
+    ok(server_cm.listen(listener, 8), "listen");
+    let active = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, Some(addr));
+    let id = ok(
+        client_cm.create_ep(&active, Some(&attr)),
+        "create_ep (active)",
+    );
+    let ev = ok(client_cm.sync_event(id), "sync_event").expect("an event kept");
+    assert_eq!((ev.kind, ev.status), (EventKind::RouteResolved, 0), "kept");
+    let client_qp = ok(client_cm.qp_num(id), "qp_num").expect("the endpoint's QP");
+    let channel = ok(client_cm.create_event_channel(), "client channel");
+    ok(
+        client_cm.migrate_id(id, Some(channel)),
+        "migrate to a channel",
+    );
+    ok(client_cm.connect(id, None), "connect");
+    let child = ok(server_cm.get_request(listener), "get_request");
+    let server_qp = ok(server_cm.qp_num(child), "qp_num").expect("get_request's QP");
+    let req = ok(server_cm.sync_event(child), "sync_event").expect("CONNECT_REQUEST kept");
+    let EventParam::Conn(conn) = req.param else {
+        panic!("CONNECT_REQUEST must carry conn data, got {:?}", req.param);
+    };
+    // iWARP's MPA request carries no QPN (measured on siw: 0).
+    let peer_qpn = if bed.transport() == Transport::Iwarp {
+        0
+    } else {
+        client_qp
+    };
+    assert_eq!(conn.qp_num, peer_qpn, "the client's QPN");
+    // A synchronous accept would wait for the RTU, which the client's librdmacm sends when
+    // the client fetches its event: in one thread, the child takes a channel first.
+    let server_channel = ok(server_cm.create_event_channel(), "server channel");
+    ok(
+        server_cm.migrate_id(child, Some(server_channel)),
+        "migrate the child to a channel",
+    );
+    ok(server_cm.accept(child, None), "accept");
+    let established = expect_event_for(client_cm, channel, EventKind::Established, id, 0);
+    if bed.transport() != Transport::Iwarp {
+        let EventParam::Conn(rep) = established.param else {
+            panic!(
+                "ESTABLISHED must carry conn data, got {:?}",
+                established.param
+            );
+        };
+        assert_eq!(rep.qp_num, server_qp, "the server's QPN");
+    }
+    expect_event_for(server_cm, server_channel, EventKind::Established, child, 0);
+    ok(client_cm.destroy_ep(id), "destroy_ep (client)");
+    ok(
+        client_cm.destroy_event_channel(channel),
+        "destroy client channel",
+    );
+    expect_event_for(server_cm, server_channel, EventKind::Disconnected, child, 0);
+    ok(server_cm.destroy_ep(child), "destroy_ep (child)");
+    ok(
+        server_cm.destroy_event_channel(server_channel),
+        "destroy server channel",
+    );
+    ok(server_cm.destroy_ep(listener), "destroy_ep (listener)");
+}
+
+/// §11.4: `rdma_create_ep` fails with the error of the step that failed: a destination
+/// without a route is `rdma_resolve_addr`'s ENETUNREACH. A passive result without a source or
+/// an active one without a destination is EINVAL.
+pub fn create_ep_fails_with_the_failed_steps_error<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let unroutable = bed
+        .unroutable_ip()
+        .expect("the scenario needs UnroutableAddress");
+    let nowhere = SocketAddr::new(unroutable, 7471);
+    let active = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, Some(nowhere));
+    let attr = QpInitAttr::new(QpType::Rc);
+    expect_errno(
+        cm.create_ep(&active, Some(&attr)),
+        Call::ResolveAddr,
+        Errno::ENETUNREACH,
+    );
+    let no_source = AddrInfo::new(rai::PASSIVE, PortSpace::TCP, QpType::Rc, None, None);
+    expect_errno(
+        cm.create_ep(&no_source, None),
+        Call::CreateEp,
+        Errno::EINVAL,
+    );
+    let no_destination = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, None);
+    expect_errno(
+        cm.create_ep(&no_destination, None),
+        Call::CreateEp,
+        Errno::EINVAL,
+    );
 }
