@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge,
-    WcOpcode, WcStatus,
+    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp,
+    SendWr, Sge, WcOpcode, WcStatus,
 };
 use cmtwin::{Call, CmBackend, Errno, QpCap, Transport};
 use cmtwin_sim::SimConfig;
@@ -47,6 +47,22 @@ fn entry(addr: u64, lkey: u32, len: u32) -> Sge {
         length: len,
         lkey,
     }
+}
+
+/// A connected pair, the server's 10 bytes `0123456789` open to remote reads, and 8 bytes of
+/// `.` on the client to read them into.
+fn read_source_and_sink(bed: &SimBed) -> (Conn, MemoryRegion, MemoryRegion) {
+    let conn = connected(bed);
+    let source = ok(
+        bed.server().reg_mr(
+            conn.server.pd,
+            b"0123456789".to_vec(),
+            AccessFlags::REMOTE_READ,
+        ),
+        "reg_mr",
+    );
+    let sink = region(bed.client(), conn.client.pd, 8, b'.', LW);
+    (conn, source, sink)
 }
 
 /// Moves the client's QP to RESET and back through INIT and RTR to RTS with its id's
@@ -316,17 +332,8 @@ fn a_receive_completion_lost_to_a_full_cq_puts_the_qp_in_error() {
 #[test]
 fn a_stale_read_response_shorter_than_the_new_read_does_not_complete_it() {
     let bed = bed(6);
-    let (s, c) = (bed.server(), bed.client());
-    let conn = connected(&bed);
-    let source = ok(
-        s.reg_mr(
-            conn.server.pd,
-            b"0123456789".to_vec(),
-            AccessFlags::REMOTE_READ,
-        ),
-        "reg_mr",
-    );
-    let sink = region(c, conn.client.pd, 8, b'.', LW);
+    let c = bed.client();
+    let (conn, source, sink) = read_source_and_sink(&bed);
     let op = |at: usize| SendOp::RdmaRead {
         remote_addr: source.addr_at(at),
         rkey: source.rkey,
@@ -367,17 +374,8 @@ fn a_stale_read_response_shorter_than_the_new_read_does_not_complete_it() {
 #[test]
 fn a_stale_read_response_longer_than_the_new_read_is_a_protection_error() {
     let bed = bed(6);
-    let (s, c) = (bed.server(), bed.client());
-    let conn = connected(&bed);
-    let source = ok(
-        s.reg_mr(
-            conn.server.pd,
-            b"0123456789".to_vec(),
-            AccessFlags::REMOTE_READ,
-        ),
-        "reg_mr",
-    );
-    let sink = region(c, conn.client.pd, 8, b'.', LW);
+    let c = bed.client();
+    let (conn, source, sink) = read_source_and_sink(&bed);
     let sge = [sink.sge(0, 8)];
     let op = SendOp::RdmaRead {
         remote_addr: source.addr_at(0),
