@@ -17,7 +17,9 @@ use cmtwin::{
 
 use crate::handoff::WorldGuard;
 use crate::kernel::{Id, SyncEvent};
-use crate::process::{block, current_process, yield_now, yield_point, Cond, Shared, Waiting};
+use crate::process::{
+    block, current_process, yield_now, yield_now_until, yield_point, Cond, Shared, Waiting,
+};
 use crate::trace::{Args, Entry, Shown, TraceKind, TraceValue};
 use crate::world::{ChanKey, HostKey, IdKey, World};
 
@@ -950,5 +952,20 @@ impl CmBackend for SimBackend {
             },
         );
         r.map_err(|msg| CmError::new(Call::Sleep, Errno::EDEADLK, msg))
+    }
+
+    /// Inside [`crate::Fabric::run`], a poll in vain whose process also waits for `until`;
+    /// outside, the caller is the only one running: the fabric runs its next action, or moves
+    /// its clock to `until` when nothing is due by then.
+    fn spin(&self, until: Option<Duration>) -> Result<()> {
+        let call = Call::Sleep;
+        let mut w = self.lock(call)?;
+        let horizon = until.map(|u| crate::engine::timeline::SimTime(0).after(u));
+        if current_process(w.fabric_no).is_some() {
+            yield_now_until(w, horizon).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
+        } else {
+            w.advance_until(horizon);
+        }
+        Ok(())
     }
 }

@@ -596,11 +596,31 @@ impl World {
         if !self.step() {
             return false;
         }
+        self.time_moved();
+        true
+    }
+
+    /// [`World::advance`], or, when the timeline has nothing due by `horizon` (a time still
+    /// ahead), the clock to `horizon`. Whether virtual time moved.
+    pub(crate) fn advance_until(&mut self, horizon: Option<SimTime>) -> bool {
+        let Some(h) = horizon.filter(|&h| h > self.now) else {
+            return self.advance();
+        };
+        if self.timeline.peek_time().is_some_and(|at| at <= h) {
+            return self.advance();
+        }
+        self.now = h;
+        self.time_moved();
+        true
+    }
+
+    /// Virtual time moved: every standing poll falls, and the processes whose deadline came
+    /// may run.
+    fn time_moved(&mut self) {
         self.sched.standing.changed_by(None);
         self.sched.vain_polls.changed();
         let now = self.now;
         self.sched.deadlines_reached(now);
-        true
     }
 
     /// Gives the baton to the next process that can run, advancing virtual time while none can.
@@ -779,7 +799,17 @@ fn switch_to(mut w: WorldGuard<'_>, me: usize, next: usize) -> WorldGuard<'_> {
 /// polled in vain since virtual time last moved, the timeline runs its next action. Fails
 /// with the livelock report when the timeline is empty and every process that can run keeps
 /// polling in vain (`polling.rs`). Outside `Fabric::run` it does nothing.
-pub(crate) fn yield_now(mut w: WorldGuard<'_>) -> Result<WorldGuard<'_>, &'static str> {
+pub(crate) fn yield_now(w: WorldGuard<'_>) -> Result<WorldGuard<'_>, &'static str> {
+    yield_now_until(w, None)
+}
+
+/// [`yield_now`] of a process that also waits for `horizon` (an executor's earliest sleep):
+/// when virtual time moves, it moves no further than `horizon`, as if that were the
+/// timeline's next action.
+pub(crate) fn yield_now_until(
+    mut w: WorldGuard<'_>,
+    horizon: Option<SimTime>,
+) -> Result<WorldGuard<'_>, &'static str> {
     let Some(me) = current_process(w.fabric_no) else {
         return Ok(w);
     };
@@ -793,7 +823,7 @@ pub(crate) fn yield_now(mut w: WorldGuard<'_>) -> Result<WorldGuard<'_>, &'stati
             // waiting elsewhere, which it would see first (`polling.rs`).
             if w.only_pollers_can_run()
                 && !w.input_waiting_for(me)
-                && !w.advance()
+                && !w.advance_until(horizon)
                 && w.livelocked()
             {
                 return Err(LIVELOCK_REPORT);
@@ -801,7 +831,7 @@ pub(crate) fn yield_now(mut w: WorldGuard<'_>) -> Result<WorldGuard<'_>, &'stati
             Ok(switch_to(w, me, j))
         }
         None => {
-            if !w.input_waiting_for(me) && !w.advance() && w.livelocked() {
+            if !w.input_waiting_for(me) && !w.advance_until(horizon) && w.livelocked() {
                 return Err(LIVELOCK_REPORT);
             }
             Ok(unwind_if_crashed(w, me))

@@ -351,4 +351,16 @@ pub trait CmBackend: Send + Sync {
     /// Sleeps for `duration` (advancing virtual time on the simulator). Never fails, except
     /// with EPERM on the simulator as above.
     fn sleep(&self, duration: Duration) -> Result<()>;
+
+    /// A spin of the caller (e.g. an executor whose tasks keep waking themselves while one of
+    /// them waits for `until`, a time of [`CmBackend::now`]'s clock): gives way, and lets time
+    /// move as a spinning CPU would. On librdmacm a spin takes real time: this yields the
+    /// thread. On the simulator it is a poll in vain: another process that can run goes
+    /// first; when none can, virtual time moves to the earlier of the fabric's next action and
+    /// `until`. Fails as `sleep` does, and with EDEADLK when the run is livelocked.
+    fn spin(&self, until: Option<Duration>) -> Result<()> {
+        let _ = until;
+        std::thread::yield_now();
+        Ok(())
+    }
 }

@@ -273,11 +273,15 @@ impl<'a, B: CmBackend> Executor<'a, B> {
             }
             let interest = INTEREST.with(|i| i.replace(Some(Interest::default())));
             let interest = interest.unwrap_or_default();
-            let again = finished_some
-                || self.woken.load(Ordering::SeqCst)
-                || !self.spawner.new.borrow().is_empty();
+            let woken = self.woken.load(Ordering::SeqCst);
+            let again = finished_some || woken || !self.spawner.new.borrow().is_empty();
             if !again {
                 self.wait(interest)?;
+            } else if woken && !finished_some {
+                // Tasks woke themselves (a task polling memory or a CQ and yielding): a spin,
+                // which lets time move towards the earliest sleep (on the simulator, as a poll
+                // in vain does), so that the sleep ends and what the spin waits for can come.
+                self.cm.spin(interest.deadline)?;
             }
         }
     }

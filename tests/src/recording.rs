@@ -739,6 +739,10 @@ impl<B: CmBackend> CmBackend for Recorded<B> {
         self.record(|_| format!("sleep({}ms) = {}", duration.as_millis(), unit_text(&r)));
         r
     }
+    /// Not recorded: how often an executor spins is a matter of scheduling, not of the CM.
+    fn spin(&self, until: Option<Duration>) -> Result<()> {
+        self.inner.spin(until)
+    }
 }
 
 /// A [`TestBed`] whose backends record every call into one [`Recorder`]; everything else is

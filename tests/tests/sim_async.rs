@@ -199,6 +199,68 @@ fn a_waker_of_another_future_wakes_the_executor() {
     fabric.run().expect("both tasks finish");
 }
 
+/// Yields once: wakes its own task and is pending, as async runtimes' `yield_now` does.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A task that spins (looks at a flag, yields, looks again) while another sleeps 1 ms and
+/// then sets the flag: the spin lets virtual time move to the sleep's end, as a spinning CPU
+/// lets real time pass, and both end at exactly 1 ms; inside `Fabric::run` and outside.
+/// (Before, the executor never waited while a task woke itself, so virtual time stood still
+/// and the run never ended; found by an outside user's async port.)
+#[test]
+fn a_task_spinning_beside_a_sleep_lets_virtual_time_reach_it() {
+    fn spin_and_sleep<B: CmBackend>(cm: &B) -> Result<(Duration, u64), CmError> {
+        let flag = Rc::new(Cell::new(false));
+        let spins = Rc::new(Cell::new(0u64));
+        let mut ex = Executor::new(cm);
+        let (seen, count) = (Rc::clone(&flag), Rc::clone(&spins));
+        ex.spawn(async move {
+            while !seen.get() {
+                count.set(count.get() + 1);
+                YieldOnce(false).await;
+            }
+        });
+        let set = Rc::clone(&flag);
+        ex.spawn(async move {
+            cm.sleep_for(Duration::from_millis(1))
+                .await
+                .expect("a sleep");
+            set.set(true);
+        });
+        ex.run()?;
+        Ok((cm.now(), spins.get()))
+    }
+    let outside = two_hosts(1);
+    let (at, spins) = spin_and_sleep(&outside.backend("client")).expect("both tasks end");
+    assert_eq!(at, Duration::from_millis(1), "outside Fabric::run");
+    assert!(spins >= 1, "the spinner looked at least once");
+    let inside = two_hosts(1);
+    let seen = Arc::new(Mutex::new(None));
+    let slot = Arc::clone(&seen);
+    inside.spawn("client", "p", move |cm| {
+        *slot.lock().unwrap() = Some(spin_and_sleep(&cm)?.0);
+        Ok(())
+    });
+    inside.run().expect("both tasks end");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some(Duration::from_millis(1)),
+        "inside"
+    );
+}
+
 /// A task waiting for an event nothing will produce: the executor's wait is reported as a
 /// deadlock (EDEADLK naming the channel) instead of hanging.
 #[test]
