@@ -331,7 +331,12 @@ impl Fabric {
         Ok((w, d))
     }
 
-    /// Removes the (first) RDMA device of `host`: DEVICE_REMOVAL for every id on it.
+    /// Removes the (first) RDMA device of `host`: DEVICE_REMOVAL for every id on it, and its
+    /// QPs enter ERROR. The CM sends nothing for the connections of those ids: their peers
+    /// hear of it only when their own traffic fails (a send's retries run out) or their
+    /// application gives up. (On a real kernel the teardown that follows may send a DREQ if
+    /// the port still works, CM-SEMANTICS §8.1; not measured on the beds, whose two sides
+    /// share one device.)
     pub fn remove_device(&self, host: &str) -> Result<(), FabricError> {
         let (mut w, d) = self.device_of("remove_device", host)?;
         w.remove_device(d);

@@ -84,8 +84,9 @@
 //! that replays it.
 //!
 //! Fidelity. The default [`SimConfig`] follows Linux 6.1 with Soft-RoCE as measured in
-//! CM-SEMANTICS.md §19 (packet life time 18: 2048 ms timewait, 6144 ms REQ retransmissions,
-//! ≈ 98 s to UNREACHABLE); [`SimConfig::mainline`]
+//! CM-SEMANTICS.md §19 (packet life time 18 with rxe's ACK delay and a 250 Hz timer wheel:
+//! about 2.27 s of timewait, 6.37 s between REQ retransmissions, 102.37 s to UNREACHABLE,
+//! where §19 measured 2.2-2.3 s, 6.2-6.4 s and 102.1-102.3 s); [`SimConfig::mainline`]
 //! follows newer kernels. Modelled: the rdma_cm id state machine and legal-call table, IP
 //! addressing (one /24 or /64 per device, on-link neighbours, silent addresses, NOARP),
 //! ephemeral ports and REUSEADDR/AFONLY conflicts, RC connections over REQ/MRA/REP/RTU/REJ/

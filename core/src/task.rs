@@ -26,7 +26,10 @@
 //!
 //! Futures of other libraries may be awaited too: their wakers end the executor's wait when
 //! no task awaits a channel or a sleep; while one does, a waker is noticed when that wait
-//! ends. The helpers here run only under this executor (elsewhere they fail with EINVAL).
+//! ends. Inside `Fabric::run` a waker must come from the fabric's own processes (a task, a
+//! `cmtwin::thread`): no other thread runs meanwhile, so a wait that only an ordinary OS
+//! thread could end fails with EDEADLK. The helpers here run only under this executor
+//! (elsewhere they fail with EINVAL).
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -90,7 +93,8 @@ pub trait CmAsync: CmBackend + Sized {
         EventFuture { cm: self, channels }
     }
 
-    /// Waits `duration` (virtual time on the simulator).
+    /// Waits `duration` (virtual time on the simulator) from the future's first poll, not
+    /// from its creation (made at 0 and first awaited at 10 ms, a 5 ms sleep ends at 15 ms).
     fn sleep_for(&self, duration: Duration) -> SleepFuture<'_, Self> {
         SleepFuture {
             cm: self,

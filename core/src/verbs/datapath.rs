@@ -20,8 +20,10 @@ use crate::{
 ///   an id fails with **ENOENT** for an id that is not live in this backend, and every method
 ///   taking a PD, MR, CQ, completion channel, QP or address handle with **EBADF** for one that is not
 ///   (destroyed, never created, or another backend's); these are not repeated below. Objects live on the
-///   device of the id they were created through; an id whose device was removed gives
-///   **ENXIO**.
+///   device of the id they were created through; calls that need the device of an id whose
+///   device was removed (`alloc_pd`, `pd`, `reg_msgs`, ...) give **ENXIO**, while objects made
+///   before the removal stay valid handles: its QP is in ERROR, and what is posted to it
+///   completes with WR_FLUSH_ERR.
 /// * Memory is safe by construction: a region owns its buffer from `reg_mr` until `dereg_mr`
 ///   hands it back, and is read and written only through `mr_read` and `mr_write`;
 ///   deregistration is refused (EBUSY) while a posted request uses the region. So no sequence
