@@ -185,6 +185,8 @@ impl World {
     }
 
     /// A multicast group is lost (port error, SM change): MULTICAST_ERROR -ENETRESET to members.
+    /// On InfiniBand the subnet manager has dropped their memberships: the group's datagrams
+    /// no longer reach them until they join again (CM-SEMANTICS §13.3: "rejoin").
     pub(crate) fn multicast_lost(&mut self, group: IpAddr) {
         self.record_text(None, TraceKind::Fault, |_| {
             format!("multicast group {group} lost")
@@ -201,6 +203,13 @@ impl World {
             })
             .collect();
         for (key, mc, context) in members {
+            let on_ib = self
+                .id(key)
+                .device
+                .is_some_and(|d| self.topo.devices[d].transport == cmtwin::Transport::InfiniBand);
+            if let Some(m) = self.id_mut(key).multicast_mut().get_mut(&mc) {
+                m.lost |= on_ib;
+            }
             let param = EventParam::Multicast {
                 ud: UdData::default(),
                 context,

@@ -357,6 +357,9 @@ pub(crate) struct Membership {
     pub addr: SocketAddr,
     pub context: u64,
     pub attached: bool,
+    /// The subnet manager dropped it (the group was lost on InfiniBand): the fabric no
+    /// longer forwards the group's datagrams to the member, whose QP stays attached.
+    pub lost: bool,
 }
 
 /// Every host's ids, channels, ports and fetched events (keys are fabric-wide serials; each

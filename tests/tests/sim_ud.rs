@@ -768,3 +768,36 @@ fn create_ah_from_wc_refuses_a_dead_pd_before_reading_the_header() {
         cmtwin::Errno::EBADF,
     );
 }
+
+/// On InfiniBand a lost group (MULTICAST_ERROR -ENETRESET: a port error or the subnet
+/// manager's reregistration) is gone from the subnet manager: the switches forward none of
+/// its datagrams to the old members until they join again (CM-SEMANTICS §13.3). Before the
+/// loss the group's datagram reached both members; after it, a send still completes but
+/// reaches nobody. (Before, the simulator went on delivering; found by an outside user.)
+#[test]
+fn on_infiniband_a_lost_group_reaches_its_old_members_no_more() {
+    let bed = bed(24, Transport::InfiniBand);
+    let (s, c) = (bed.server(), bed.client());
+    let ips = (SimBed::SERVER_IP, SimBed::CLIENT_IP);
+    let [a, b, sender] = multicast_reaches_every_member(s, c, ips, group(), b"before");
+    bed.fabric
+        .multicast_lost(group().ip())
+        .expect("not during a run");
+    for m in [&a, &b] {
+        post_recv_all(s, m.side.qp, 3, &m.rx);
+        let lost =
+            cmtwin_tests::steps::expect_event(s, m.side.channel, cmtwin::EventKind::MulticastError);
+        assert_eq!(lost.status, -102, "ENETRESET");
+    }
+    let ah = ok(
+        c.create_ah(sender.side.pd, &sender.group.ah_attr),
+        "create_ah",
+    );
+    let to = dest(ah, &sender.group, sender.group.qkey);
+    ud_send(c, &sender.side, 4, to, b"after");
+    assert_ud_sent(&next_completion(c, &sender.side), &sender.side, 4, 5);
+    s.sleep(SILENCE).expect("sleep");
+    for m in [&a, &b] {
+        assert_no_completion(s, &m.side);
+    }
+}

@@ -80,6 +80,7 @@ impl World {
                 addr,
                 context,
                 attached,
+                lost: false,
             },
         );
         let delay = if transport == Transport::InfiniBand {

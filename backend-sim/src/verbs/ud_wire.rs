@@ -119,7 +119,7 @@ impl World {
     fn group_members(&self, group: IpAddr) -> Vec<(HostKey, u32)> {
         let joined = |id| {
             let mut memberships = self.id(id).multicast().values();
-            memberships.any(|m| m.attached && m.addr.ip() == group)
+            memberships.any(|m| m.attached && !m.lost && m.addr.ip() == group)
         };
         self.verbs
             .qps
