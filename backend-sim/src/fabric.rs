@@ -357,7 +357,11 @@ impl Fabric {
         Ok(())
     }
 
-    /// MULTICAST_ERROR (-ENETRESET) for every member of `group` (none: nothing happens).
+    /// MULTICAST_ERROR (-ENETRESET) for every member of `group` (none: nothing happens). On
+    /// InfiniBand the subnet manager has dropped the memberships: the group's datagrams reach
+    /// the old members no more until they join again. On RoCE the kernel itself never raises
+    /// this event after a join (no SA holds the membership): there the fault only tests that
+    /// an application survives it, and delivery goes on.
     pub fn multicast_lost(&self, group: IpAddr) -> Result<(), FabricError> {
         self.lock_for("multicast_lost")?.multicast_lost(group);
         Ok(())
