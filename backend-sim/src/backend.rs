@@ -631,7 +631,8 @@ impl CmBackend for SimBackend {
             result: result_shown,
         };
         w.record(Some(self.host), TraceKind::Call, entry);
-        let request_qp = w.id(key).request_qp().copied();
+        // The listener may be gone by now (destroyed while the call waited): no QP then.
+        let request_qp = (w.kernel.ids.get(&key)).and_then(|l| l.request_qp().copied());
         drop(w);
         let child = result?;
         if let Some(attr) = request_qp {
