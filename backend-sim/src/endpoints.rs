@@ -13,7 +13,7 @@ use crate::cm::endpoint::Endpoint;
 use crate::cm::endpoint::{EpState, IrdOrd, Output, Timing};
 use crate::cm::messages::{EpKey, Request};
 use crate::engine::timeline::TimerKey;
-use crate::store::{KeyMap, Store};
+use crate::store::{BoxedStore, KeyMap};
 use crate::world::{Action, CmState, DevKey, HostKey, IdKey, World};
 
 /// An endpoint as the world keeps it: the machine, and where it lives.
@@ -33,8 +33,8 @@ pub(crate) struct EpRecord {
 /// Every CM endpoint of the fabric, and how to find a passive one from its peer.
 #[derive(Default)]
 pub(crate) struct Endpoints {
-    /// Boxed: the table stays small and dense whatever an endpoint weighs.
-    pub eps: Store<Box<EpRecord>>,
+    /// Each in an allocation of its own: the table holds one pointer per endpoint.
+    pub eps: BoxedStore<EpRecord>,
     /// Passive endpoints by (host, the active endpoint they answer): finds duplicate REQs.
     pub passive_by_peer: KeyMap<(HostKey, EpKey), EpKey>,
     /// The CM's remote-QPN table: passive IB CM endpoints by (host, requester's device,
@@ -65,7 +65,7 @@ impl World {
             cm,
             remote_qpn: None,
         };
-        self.cm.eps.insert(key, Box::new(record));
+        self.cm.eps.insert(key, record);
         self.id_mut(owner).ep = Some(key);
         key
     }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use cmtwin::{EventInfo, EventKind, PortSpace, QpInitAttr, QpType};
 
 use crate::cm::messages::EpKey;
-use crate::store::{KeyMap, Store};
+use crate::store::{BoxedStore, KeyMap, Store};
 use crate::topology::{DevKey, HostKey};
 
 /// Key of a channel (the low half of its handle).
@@ -153,6 +153,10 @@ pub(crate) struct Id {
     /// QPs take their transport retry count from it (and the passive side its RNR retry count
     /// and the peer's QP number).
     pub req_conn: Option<cmtwin::ConnData>,
+    /// The REP's connection data of an active id, once librdmacm processed its
+    /// CONNECT_RESPONSE (what `rdma_init_qp_attr` takes the peer's QP number and RNR retry
+    /// count from).
+    pub rep_conn: Option<cmtwin::ConnData>,
 }
 
 impl Id {
@@ -196,6 +200,7 @@ impl Id {
             connect_error: false,
             destroying: false,
             req_conn: None,
+            rep_conn: None,
         }
     }
 }
@@ -272,24 +277,24 @@ impl Id {
 }
 
 /// The ids bound to one port, in the order they bound it: nearly always one, held inline
-/// (only ports shared through REUSEADDR or by listeners on distinct addresses need a vector).
+/// (only ports shared through REUSEADDR or by listeners on distinct addresses need a vector,
+/// kept behind a pointer so that the common case weighs two words).
+#[derive(Default)]
 pub(crate) enum PortHolders {
+    /// None.
+    #[default]
+    Empty,
     /// One id.
     One(IdKey),
-    /// None (a vector that allocates nothing), or two and more.
-    Many(Vec<IdKey>),
-}
-
-impl Default for PortHolders {
-    fn default() -> Self {
-        PortHolders::Many(Vec::new())
-    }
+    /// Two and more.
+    Many(Box<Vec<IdKey>>),
 }
 
 impl PortHolders {
     /// The holders, oldest first.
     pub(crate) fn as_slice(&self) -> &[IdKey] {
         match self {
+            PortHolders::Empty => &[],
             PortHolders::One(key) => std::slice::from_ref(key),
             PortHolders::Many(keys) => keys,
         }
@@ -303,8 +308,8 @@ impl PortHolders {
     /// Adds `key` as the newest holder.
     pub(crate) fn push(&mut self, key: IdKey) {
         match self {
-            PortHolders::One(first) => *self = PortHolders::Many(vec![*first, key]),
-            PortHolders::Many(keys) if keys.is_empty() => *self = PortHolders::One(key),
+            PortHolders::Empty => *self = PortHolders::One(key),
+            PortHolders::One(first) => *self = PortHolders::Many(Box::new(vec![*first, key])),
             PortHolders::Many(keys) => keys.push(key),
         }
     }
@@ -312,8 +317,8 @@ impl PortHolders {
     /// Takes `key` out; true when no holder is left.
     pub(crate) fn remove(&mut self, key: IdKey) -> bool {
         match self {
-            PortHolders::One(only) if *only == key => *self = PortHolders::default(),
-            PortHolders::One(_) => {}
+            PortHolders::One(only) if *only == key => *self = PortHolders::Empty,
+            PortHolders::Empty | PortHolders::One(_) => {}
             PortHolders::Many(keys) => {
                 keys.retain(|k| *k != key);
                 if let [only] = keys[..] {
@@ -366,8 +371,8 @@ pub(crate) struct Membership {
 /// object names its host).
 pub(crate) struct Kernel {
     pub channels: Store<Channel>,
-    /// Boxed: the table stays small and dense whatever an id weighs.
-    pub ids: Store<Box<Id>>,
+    /// Each in an allocation of its own: the table holds one pointer per id.
+    pub ids: BoxedStore<Id>,
     /// Bound ports per (host, port space, port): the ids holding them.
     pub ports: KeyMap<(HostKey, PortSpace, u16), PortHolders>,
     /// Fetched, unacknowledged events by ticket serial.
@@ -382,7 +387,7 @@ impl Default for Kernel {
     fn default() -> Self {
         Kernel {
             channels: Store::default(),
-            ids: Store::default(),
+            ids: BoxedStore::default(),
             ports: KeyMap::default(),
             outstanding: Store::default(),
             // Tickets count from 1, as the trace shows them.

@@ -154,7 +154,7 @@ impl World {
             req_conn: Some(req.conn),
             ..Id::new(host, channel, sync, l.context, l.ps)
         };
-        self.kernel.ids.insert(child_key, Box::new(child));
+        self.kernel.ids.insert(child_key, child);
         let ep = self.new_passive_endpoint(child_key, from, &req, sidr);
         self.cm.passive_by_peer.insert((host, from), ep);
         if let Some(remote) = requester {

@@ -115,7 +115,9 @@ impl World {
         if let (EventKind::ConnectResponse, cmtwin::EventParam::Conn(rep)) = (info.kind, info.param)
         {
             // What rdma_init_qp_attr will take the peer's QP number from.
-            self.verbs.rep_conn.insert(q.owner, rep);
+            if let Some(owner) = self.kernel.ids.get_mut(&q.owner) {
+                owner.rep_conn = Some(rep);
+            }
         }
         if info.kind == EventKind::ConnectResponse
             && self

@@ -28,7 +28,7 @@ impl World {
             None => (self.new_private_channel(host, key), true),
         };
         let id = Id::new(host, channel, sync, context, ps);
-        self.kernel.ids.insert(key, Box::new(id));
+        self.kernel.ids.insert(key, id);
         Ok(self.id_handle(key))
     }
 

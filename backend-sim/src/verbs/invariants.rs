@@ -31,7 +31,7 @@ impl World {
                     .get(&owner)
                     .unwrap_or_else(|| panic!("QP {key} belongs to dead id {owner}"));
                 assert_eq!(id.qp, Some(qp.qpn), "QP {key}'s id names another QP number");
-                assert_eq!(v.qp_of_id.get(&owner), Some(key), "QP {key} by id");
+                assert_eq!(self.qp_of(owner), Some(*key), "QP {key} by id");
             }
             let by_num = v.qp_by_num.get(&(qp.host, qp.qpn));
             assert_eq!(by_num, Some(key), "QP {key} by number");
@@ -51,7 +51,13 @@ impl World {
             .iter_unordered()
             .filter(|(_, q)| q.id.is_some())
             .count();
-        assert_eq!(v.qp_of_id.len(), on_ids, "QPs indexed by id");
+        let ids_with_qp = self
+            .kernel
+            .ids
+            .iter_unordered()
+            .filter(|(_, id)| id.qp.is_some())
+            .count();
+        assert_eq!(ids_with_qp, on_ids, "ids with a QP against QPs on ids");
         for (key, mr) in v.mrs.iter_unordered() {
             *pd_users.entry(mr.pd).or_default() += 1;
             assert_eq!(

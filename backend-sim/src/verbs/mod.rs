@@ -64,7 +64,7 @@ use std::collections::{BTreeMap, VecDeque};
 use cmtwin::verbs::{AccessFlags, VerbsAsyncEvent, WorkCompletion};
 
 use crate::engine::timeline::{SimTime, TimerKey};
-use crate::store::{KeyMap, Store};
+use crate::store::{BoxedStore, KeyMap, Store};
 use crate::topology::{DevKey, HostKey};
 use crate::world::IdKey;
 
@@ -191,19 +191,14 @@ pub(crate) struct Verbs {
     pub mrs: Store<Mr>,
     /// Regions by (device, key).
     pub mr_by_key: BTreeMap<(DevKey, u32), ObjKey>,
-    /// Boxed (as are channels and QPs): the tables stay small and dense, and growing them
-    /// moves pointers, not objects.
-    pub cqs: Store<Box<Cq>>,
-    pub channels: Store<Box<CompChannel>>,
-    pub qps: Store<Box<Qp>>,
+    /// Each in an allocation of its own (as are channels and QPs): the tables hold one
+    /// pointer per bucket, and growing them moves pointers, not objects.
+    pub cqs: BoxedStore<Cq>,
+    pub channels: BoxedStore<CompChannel>,
+    pub qps: BoxedStore<Qp>,
     pub ahs: Store<Ah>,
     /// QPs by (host, QP number).
     pub qp_by_num: KeyMap<(HostKey, u32), ObjKey>,
-    /// QPs by their id.
-    pub qp_of_id: KeyMap<IdKey, ObjKey>,
-    /// The REP's connection data of active ids, once librdmacm processed their
-    /// CONNECT_RESPONSE (what `rdma_init_qp_attr` takes the peer's QP number from).
-    pub rep_conn: KeyMap<IdKey, cmtwin::ConnData>,
     /// Each device's default PD (librdmacm's `id->pd` for ids without a QP of their own PD),
     /// made when first needed and kept.
     pub default_pd: BTreeMap<DevKey, ObjKey>,
@@ -226,13 +221,11 @@ impl Default for Verbs {
             pds: Store::default(),
             mrs: Store::default(),
             mr_by_key: BTreeMap::new(),
-            cqs: Store::default(),
-            channels: Store::default(),
-            qps: Store::default(),
+            cqs: BoxedStore::default(),
+            channels: BoxedStore::default(),
+            qps: BoxedStore::default(),
             ahs: Store::default(),
             qp_by_num: KeyMap::default(),
-            qp_of_id: KeyMap::default(),
-            rep_conn: KeyMap::default(),
             default_pd: BTreeMap::new(),
             async_events: BTreeMap::new(),
             link_clock: BTreeMap::new(),

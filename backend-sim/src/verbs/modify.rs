@@ -50,7 +50,7 @@ impl World {
         let active = self.cm.eps.get(&i.ep?)?.cm.is_active();
         let (dest, rnr_retry) = match active {
             true => {
-                let rep = self.verbs.rep_conn.get(&id)?;
+                let rep = i.rep_conn?;
                 (rep.qp_num, rep.rnr_retry_count)
             }
             false => (req.qp_num, req.rnr_retry_count),

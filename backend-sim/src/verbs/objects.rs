@@ -274,7 +274,7 @@ impl World {
             events: Default::default(),
             cqs: 0,
         };
-        self.verbs.channels.insert(key, Box::new(channel));
+        self.verbs.channels.insert(key, channel);
         key
     }
 
@@ -359,7 +359,7 @@ impl World {
             users: 0,
             implicit,
         };
-        self.verbs.cqs.insert(key, Box::new(cq));
+        self.verbs.cqs.insert(key, cq);
         key
     }
 

@@ -52,8 +52,8 @@ impl World {
     /// `id->pd`: the PD of the id's QP, else its device's default.
     pub(crate) fn id_pd(&mut self, host: HostKey, h: IdHandle) -> Result<cmtwin::PdHandle> {
         let (key, dev) = self.id_device(host, Call::IdPd, h)?;
-        let pd = match self.verbs.qp_of_id.get(&key) {
-            Some(q) => self.verbs.qps[q].pd,
+        let pd = match self.qp_of(key) {
+            Some(q) => self.verbs.qps[&q].pd,
             None => self.default_pd(host, dev),
         };
         Ok(cmtwin::PdHandle::from_raw(self.stamp(pd)))
@@ -126,11 +126,8 @@ impl World {
             timer_due: SimTime(0),
             machine,
         };
-        self.verbs.qps.insert(key, Box::new(qp));
+        self.verbs.qps.insert(key, qp);
         self.verbs.qp_by_num.insert((host, qpn), key);
-        if let Some(id) = id {
-            self.verbs.qp_of_id.insert(id, key);
-        }
         key
     }
 
@@ -191,15 +188,21 @@ impl World {
         Ok(qpn)
     }
 
-    /// What the data path keeps of id `id` goes with it: its QP, its REP's data.
+    /// What the data path keeps of id `id` goes with it: its QP.
     pub(crate) fn verbs_forget_id(&mut self, id: IdKey) {
         self.remove_qp_of(id);
-        self.verbs.rep_conn.remove(&id);
+    }
+
+    /// Id `id`'s verbs QP, if it has one: found by the QP number the id holds (`id->qp`).
+    pub(crate) fn qp_of(&self, id: IdKey) -> Option<ObjKey> {
+        let owner = self.kernel.ids.get(&id)?;
+        let q = *self.verbs.qp_by_num.get(&(owner.host, owner.qp?))?;
+        (self.verbs.qps[&q].id == Some(id)).then_some(q)
     }
 
     /// Destroys id `id`'s verbs QP, if any.
     pub(crate) fn remove_qp_of(&mut self, id: IdKey) {
-        if let Some(key) = self.verbs.qp_of_id.get(&id).copied() {
+        if let Some(key) = self.qp_of(id) {
             self.remove_qp(key);
         }
     }
@@ -210,9 +213,6 @@ impl World {
         let Some(mut qp) = self.verbs.qps.remove(&key) else {
             return;
         };
-        if let Some(id) = qp.id {
-            self.verbs.qp_of_id.remove(&id);
-        }
         if let Some((t, _)) = qp.timer.take() {
             self.timeline.cancel(t);
         }
@@ -252,18 +252,14 @@ impl World {
     /// `id->qp`.
     pub(crate) fn id_qp(&self, host: HostKey, h: IdHandle) -> Result<Option<QpHandle>> {
         let key = self.id_key(host, Call::IdQp, h)?;
-        Ok(self
-            .verbs
-            .qp_of_id
-            .get(&key)
-            .map(|q| QpHandle::from_raw(self.stamp(*q))))
+        Ok(self.qp_of(key).map(|q| QpHandle::from_raw(self.stamp(q))))
     }
 
     /// `id->send_cq`, `id->recv_cq` and their channels.
     pub(crate) fn qp_cqs(&self, host: HostKey, h: IdHandle) -> Result<Option<QpCqs>> {
         let key = self.id_key(host, Call::QpCqs, h)?;
-        Ok(self.verbs.qp_of_id.get(&key).map(|q| {
-            let qp = &self.verbs.qps[q];
+        Ok(self.qp_of(key).map(|q| {
+            let qp = &self.verbs.qps[&q];
             let channel = |cq: ObjKey| {
                 self.verbs.cqs[&cq]
                     .channel
@@ -289,7 +285,7 @@ impl World {
     /// INIT → RTR → RTS of id `id`'s QP with the attributes `rdma_init_qp_attr` gives (see
     /// [`World::connection_attrs`]). Returns false when the QP could not be moved.
     pub(crate) fn connect_qp(&mut self, id: IdKey) -> bool {
-        let Some(&q) = self.verbs.qp_of_id.get(&id) else {
+        let Some(q) = self.qp_of(id) else {
             return true; // no QP (the application drives its own)
         };
         let Some(c) = self.connection_attrs(id) else {
@@ -301,7 +297,7 @@ impl World {
 
     /// Moves id `id`'s QP to ERROR, flushing its outstanding requests.
     pub(crate) fn qp_to_error(&mut self, id: IdKey) {
-        if let Some(&q) = self.verbs.qp_of_id.get(&id) {
+        if let Some(q) = self.qp_of(id) {
             self.drive_qp(q, |m, _, out| m.enter_error(out));
         }
     }
