@@ -286,7 +286,9 @@ pub(crate) enum PortHolders {
     Empty,
     /// One id.
     One(IdKey),
-    /// Two and more.
+    /// Two and more. Boxed on purpose: a vector inline would make every port's entry a word
+    /// wider for a case that is rare.
+    #[allow(clippy::box_collection)]
     Many(Box<Vec<IdKey>>),
 }
 
