@@ -91,7 +91,17 @@ impl World {
             }
         }
         let Some(listener) = self.find_listener(host, dev, &req) else {
-            reply_rej(self, IbRejReason::INVALID_SERVICE_ID);
+            // The IB CM finds its listener by (device, service id) alone (cm.c,
+            // `cm_find_listen`): none there, REJ 8 / SIDR status 1. One there whose rdma_cm
+            // ids all refuse the address (cma.c, `cma_find_listener` fails in
+            // `cma_ib_id_from_event`) fails the handler, and the IB CM rejects the request
+            // (REJ 28 / SIDR status 2, `cm_destroy_id`).
+            let reason = if self.ib_cm_listens(host, dev, &req) {
+                IbRejReason::CONSUMER_DEFINED
+            } else {
+                IbRejReason::INVALID_SERVICE_ID
+            };
+            reply_rej(self, reason);
             return;
         };
         let (l_qp_type, l_state, ls, l_sync, l_channel) = {
@@ -192,6 +202,23 @@ impl World {
             req.data,
             None,
         );
+    }
+
+    /// Whether the IB CM of `dev` listens on `req`'s service id (port space and port): some
+    /// id of `host` listens on that port on `dev` or, bound to a wildcard address, on every
+    /// device (cma.c's `cma_listen_on_all`), whatever address it matches. Never on iWARP,
+    /// whose listeners are TCP sockets.
+    fn ib_cm_listens(&self, host: HostKey, dev: DevKey, req: &Request) -> bool {
+        if self.topo.devices[dev].transport == Transport::Iwarp {
+            return false;
+        }
+        let Some(holders) = self.kernel.ports.get(&(host, req.ps, req.dst.port())) else {
+            return false;
+        };
+        holders.iter().any(|k| {
+            let id = self.id(*k);
+            id.listen().is_some() && id.device.is_none_or(|d| d == dev)
+        })
     }
 
     /// The listener that takes a request for `req.dst` on `dev`: a specific-address listener

@@ -1615,3 +1615,104 @@ fn get_request_whose_qp_fails_destroys_the_new_id() {
     ok(server.destroy_ep(listener), "the listener holds no request");
     teardown(client_cm, &[client.id], client.channel);
 }
+
+/// The server's second address in [`two_address_fabric`].
+const SERVER_SECOND_IP: std::net::IpAddr =
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 5));
+
+/// A fabric of `transport` without jitter and with exact timers, whose server owns
+/// [`SimBed::SERVER_IP`] and [`SERVER_SECOND_IP`]: both on its one device, or (`second_device`)
+/// the second on a second device. The client owns [`SimBed::CLIENT_IP`].
+fn two_address_fabric(transport: Transport, second_device: bool) -> cmtwin_sim::Fabric {
+    let builder = cmtwin_sim::Fabric::builder(SEED).config(exact_timers());
+    let builder = if second_device {
+        builder.host_with_devices(
+            "server",
+            &[
+                ("dev0", transport, &[SimBed::SERVER_IP]),
+                ("dev1", transport, &[SERVER_SECOND_IP]),
+            ],
+        )
+    } else {
+        builder.host("server", transport, &[SimBed::SERVER_IP, SERVER_SECOND_IP])
+    };
+    builder
+        .host("client", transport, &[SimBed::CLIENT_IP])
+        .build()
+        .expect("a valid fabric")
+}
+
+/// Connects a resolved client id of `ps` (with a QP of `qp_type`, no parameters) to `dst`
+/// and returns the outcome's (kind, status, private data length) and how long after the
+/// connect it came.
+fn connect_outcome(
+    fabric: &cmtwin_sim::Fabric,
+    cm: &cmtwin_sim::SimBackend,
+    ps: PortSpace,
+    qp_type: QpType,
+    dst: SocketAddr,
+) -> ((EventKind, i32, usize), Duration) {
+    let channel = ok(cm.create_event_channel(), "client channel");
+    let id = ok(cm.create_id(Some(channel), 0, ps), "client id");
+    resolve(cm, Endpoint { channel, id }, dst);
+    add_qp(cm, id, qp_type);
+    ok(cm.connect(id, None), "connect");
+    let t0 = fabric.now();
+    let event = ok(
+        cm.get_cm_event(channel, Wait::Timeout(Duration::from_secs(200))),
+        "an outcome within 200 s",
+    );
+    let waited = fabric.now() - t0;
+    let outcome = (event.kind(), event.status(), event.private_data().len());
+    ok(cm.ack_cm_event(event), "ack");
+    teardown(cm, &[id], channel);
+    (outcome, waited)
+}
+
+/// §4.9 step 1, §5.2 S4, §14.2: cm.c's `cm_req_handler` and `cm_sidr_req_handler` look the
+/// listener up by (receiving device, service id) only; the rdma_cm then matches the address
+/// (cma.c `cma_ib_req_handler` → `cma_ib_id_from_event` → `cma_find_listener`, -EINVAL on no
+/// match), and a failing handler makes the IB CM answer REJ 28 or SIDR REP status 2
+/// (`cm_process_work` → `cm_destroy_id`). A listener bound to the server's first address, a
+/// connect to its second address on the same device: REJECTED 28 (UD: UNREACHABLE 2) with
+/// zeroed data, one round trip (2 × 5 µs) after the connect. With the second address on
+/// another device, that device has no IB CM listener: REJECTED 8 (UD: UNREACHABLE 1).
+#[test]
+fn listener_bound_to_another_address_of_the_device_refuses_with_28() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        for (second_device, rc_status, ud_status) in [(false, 28, 2), (true, 8, 1)] {
+            let fabric = two_address_fabric(transport, second_device);
+            let (server, client) = (fabric.backend("server"), fabric.backend("client"));
+            let cases = [
+                (
+                    PortSpace::TCP,
+                    QpType::Rc,
+                    EventKind::Rejected,
+                    rc_status,
+                    148,
+                ),
+                (
+                    PortSpace::UDP,
+                    QpType::Ud,
+                    EventKind::Unreachable,
+                    ud_status,
+                    136,
+                ),
+            ];
+            for (port, (ps, qp_type, kind, status, len)) in (7400..).zip(cases) {
+                let channel = ok(server.create_event_channel(), "server channel");
+                let listener = ok(server.create_id(Some(channel), 0, ps), "listener");
+                let bound = SocketAddr::new(SimBed::SERVER_IP, port);
+                ok(server.bind_addr(listener, bound), "bind");
+                ok(server.listen(listener, 8), "listen");
+                let dst = SocketAddr::new(SERVER_SECOND_IP, port);
+                let (outcome, waited) = connect_outcome(&fabric, &client, ps, qp_type, dst);
+                let case = format!("{transport:?} {ps:?}, second device: {second_device}");
+                assert_eq!(outcome, (kind, status, len), "{case}");
+                assert_eq!(waited, Duration::from_micros(10), "{case}: one round trip");
+                expect_no_event(&server, channel);
+                teardown(&server, &[listener], channel);
+            }
+        }
+    }
+}
