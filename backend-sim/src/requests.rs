@@ -125,10 +125,12 @@ impl World {
                 listener: listener_handle,
             };
             self.record(Some(host), TraceKind::Drop, entry);
-            // ucma refuses the request with -ENOMEM. The IB CM then drops it without a REJ
-            // so that the REQ's retransmission may find room (cm.c, cm_destroy_id); iWARP has
-            // no retransmission here and iw_cm.c rejects the connection (MPA reject).
-            if self.topo.devices[dev].transport == Transport::Iwarp && !sidr {
+            // ucma refuses the request with -ENOMEM. The IB CM then drops a REQ without a REJ
+            // so that its retransmission may find room (cm.c, cm_destroy_id from REQ_RCVD),
+            // but answers a SIDR REQ with SIDR REP status 2 whatever the error (from
+            // SIDR_REQ_RCVD); iWARP has no retransmission here and iw_cm.c rejects the
+            // connection (MPA reject).
+            if sidr || self.topo.devices[dev].transport == Transport::Iwarp {
                 reply_rej(self, IbRejReason::CONSUMER_DEFINED);
             }
             return;

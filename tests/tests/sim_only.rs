@@ -15,8 +15,8 @@ use cmtwin::{
 use cmtwin_sim::{PathFailure, SimConfig, SimError};
 use cmtwin_tests::steps::{
     add_qp, connect_pair, disconnect_pair, expect_errno, expect_event, expect_event_for,
-    expect_no_event, expect_request, listen_on, ok, resolve, resolved_client, teardown,
-    teardown_pair, Endpoint, RESOLVE_TIMEOUT,
+    expect_no_event, expect_quiet, expect_request, listen_on, ok, resolve, resolved_client,
+    teardown, teardown_pair, Endpoint, RESOLVE_TIMEOUT,
 };
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -1714,5 +1714,51 @@ fn listener_bound_to_another_address_of_the_device_refuses_with_28() {
                 teardown(&server, &[listener], channel);
             }
         }
+    }
+}
+
+/// §4.9 step 5 describes RC only: ucma's `ucma_connect_event_handler` refuses a request on a
+/// full backlog with -ENOMEM, cma.c's `cma_ib_req_handler` returns it, and cm.c's
+/// `cm_destroy_id` keeps an RC request (REQ_RCVD) without a REJ so that a retransmission may
+/// find room, but answers a SIDR REQ (SIDR_REQ_RCVD) with SIDR REP status 2 whatever the
+/// error. Backlog 1 and one unfetched UD request: a second UD client gets UNREACHABLE status 2
+/// (136 zero bytes) one round trip (10 µs) after its connect, and the listener gets nothing
+/// more.
+#[test]
+fn ud_request_on_a_full_backlog_is_rejected_at_once() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::UDP, 1);
+        let a = resolved_client(&bed, PortSpace::UDP, listener.addr);
+        let b = resolved_client(&bed, PortSpace::UDP, listener.addr);
+        add_qp(client_cm, a.id, QpType::Ud);
+        add_qp(client_cm, b.id, QpType::Ud);
+        ok(client_cm.connect(a.id, None), "connect a");
+        ok(client_cm.connect(b.id, None), "connect b");
+        let t0 = bed.fabric.now();
+        let event = ok(
+            client_cm.get_cm_event(b.channel, Wait::Timeout(Duration::from_secs(100))),
+            "b's outcome",
+        );
+        let outcome = (
+            event.id(),
+            event.kind(),
+            event.status(),
+            event.private_data().len(),
+        );
+        ok(client_cm.ack_cm_event(event), "ack");
+        assert_eq!(
+            outcome,
+            (b.id, EventKind::Unreachable, 2, 136),
+            "{transport:?}: b's SIDR REQ refused"
+        );
+        assert_eq!(since(&bed, t0), Duration::from_micros(10), "{transport:?}");
+        let request = expect_request(server_cm, &listener);
+        expect_quiet(server_cm, listener.channel, Duration::from_secs(70));
+        ok(server_cm.destroy_id(request.id), "destroy the request");
+        teardown(server_cm, &[listener.id], listener.channel);
+        teardown(client_cm, &[a.id], a.channel);
+        teardown(client_cm, &[b.id], b.channel);
     }
 }
