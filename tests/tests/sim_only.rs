@@ -1762,3 +1762,72 @@ fn ud_request_on_a_full_backlog_is_rejected_at_once() {
         teardown(client_cm, &[b.id], b.channel);
     }
 }
+
+/// §4.10: librdmacm's `rdma_accept` answers, for no parameters or for 255
+/// (`RDMA_MAX_RESP_RES` / `RDMA_MAX_INIT_DEPTH`), with the request's own values (kept from the
+/// CONNECT_REQUEST by `ucma_process_conn_req`) capped at the device maximum, not with the
+/// device maximum. The client asks for responder resources 3 and initiator depth 5; the server
+/// sees 5 and 3, accepts with no parameters (then with 255s), and its REP carries 5 and 3: the
+/// client's ESTABLISHED shows them from its side (3, 5), one wire latency after the accept,
+/// and the server's ESTABLISHED follows the RTU 5 µs later.
+#[test]
+fn accept_without_parameters_answers_with_the_requests_resources() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        for accept in [None, Some(ConnParam::default())] {
+            let bed = exact_bed(transport);
+            let (server_cm, client_cm) = (bed.server(), bed.client());
+            let listener = listen_on(&bed, PortSpace::TCP, 8);
+            let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+            add_qp(client_cm, client.id, QpType::Rc);
+            let asked = ConnParam {
+                responder_resources: 3,
+                initiator_depth: 5,
+                ..ConnParam::default()
+            };
+            ok(client_cm.connect(client.id, Some(&asked)), "connect");
+            let req = expect_request(server_cm, &listener);
+            let cmtwin::EventParam::Conn(seen) = req.param else {
+                panic!("CONNECT_REQUEST without connection data");
+            };
+            assert_eq!(
+                (seen.responder_resources, seen.initiator_depth),
+                (5, 3),
+                "the request seen from the server's side"
+            );
+            add_qp(server_cm, req.id, QpType::Rc);
+            let t0 = bed.fabric.now();
+            ok(server_cm.accept(req.id, accept.as_ref()), "accept");
+            let case = format!("{transport:?}, accept {accept:?}");
+            let est = expect_event_for(
+                client_cm,
+                client.channel,
+                EventKind::Established,
+                client.id,
+                0,
+            );
+            assert_eq!(since(&bed, t0), Duration::from_micros(5), "{case}: the REP");
+            let cmtwin::EventParam::Conn(got) = est.param else {
+                panic!("ESTABLISHED without connection data");
+            };
+            assert_eq!(
+                (got.responder_resources, got.initiator_depth),
+                (3, 5),
+                "{case}: the REP's resources seen from the client's side"
+            );
+            expect_event_for(
+                server_cm,
+                listener.channel,
+                EventKind::Established,
+                req.id,
+                0,
+            );
+            assert_eq!(
+                since(&bed, t0),
+                Duration::from_micros(10),
+                "{case}: the RTU"
+            );
+            teardown(client_cm, &[client.id], client.channel);
+            teardown(server_cm, &[req.id, listener.id], listener.channel);
+        }
+    }
+}
