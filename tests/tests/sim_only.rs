@@ -14,9 +14,9 @@ use cmtwin::{
 };
 use cmtwin_sim::{PathFailure, SimConfig, SimError};
 use cmtwin_tests::steps::{
-    add_qp, connect_pair, disconnect_pair, expect_errno, expect_event, expect_event_for,
-    expect_no_event, expect_quiet, expect_request, listen_on, ok, resolve, resolved_client,
-    teardown, teardown_pair, Endpoint, RESOLVE_TIMEOUT,
+    add_qp, client_endpoint, connect_pair, disconnect_pair, expect_errno, expect_event,
+    expect_event_for, expect_no_event, expect_quiet, expect_request, listen_on, ok, resolve,
+    resolved_client, teardown, teardown_pair, Endpoint, RESOLVE_TIMEOUT,
 };
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -1829,5 +1829,66 @@ fn accept_without_parameters_answers_with_the_requests_resources() {
             teardown(client_cm, &[client.id], client.channel);
             teardown(server_cm, &[req.id, listener.id], listener.channel);
         }
+    }
+}
+
+/// §13.2: a UD ESTABLISHED's address handle is built from the route (cma.c
+/// `cma_sidr_rep_handler` → `ib_init_ah_attr_from_path`). On RoCE, `cma_resolve_iboe_route`
+/// makes the path's traffic class the id's TOS as it is when the route is resolved, and on a
+/// RoCE v2 port its flow label `cma_get_roce_udp_flow_label`: (source port × 31 + destination
+/// port) masked to 20 bits (no IPv6 flow label given). A TOS set after the route resolved does
+/// not change it. On InfiniBand the path comes from the SA: neither is set.
+#[test]
+fn ud_established_on_roce_carries_the_tos_and_the_ports_flow_label() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::UDP, 8);
+        let client = client_endpoint(&bed, PortSpace::UDP);
+        let id = client.id;
+        ok(
+            client_cm.resolve_addr(id, None, listener.addr, RESOLVE_TIMEOUT),
+            "resolve_addr",
+        );
+        expect_event_for(client_cm, client.channel, EventKind::AddrResolved, id, 0);
+        ok(client_cm.set_option(id, &CmOption::Tos(0x68)), "TOS 0x68");
+        ok(
+            client_cm.resolve_route(id, RESOLVE_TIMEOUT),
+            "resolve_route",
+        );
+        ok(
+            client_cm.set_option(id, &CmOption::Tos(0x20)),
+            "TOS 0x20 too late",
+        );
+        expect_event_for(client_cm, client.channel, EventKind::RouteResolved, id, 0);
+        add_qp(client_cm, id, QpType::Ud);
+        ok(client_cm.connect(id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        add_qp(server_cm, req.id, QpType::Ud);
+        let t0 = bed.fabric.now();
+        ok(server_cm.accept(req.id, None), "accept");
+        let est = expect_event_for(client_cm, client.channel, EventKind::Established, id, 0);
+        assert_eq!(since(&bed, t0), Duration::from_micros(5), "the SIDR REP");
+        let cmtwin::EventParam::Ud(ud) = est.param else {
+            panic!(
+                "a UD ESTABLISHED carries datagram data, got {:?}",
+                est.param
+            );
+        };
+        let sport = ok(client_cm.local_addr(id), "local_addr")
+            .expect("bound")
+            .port();
+        let dport = listener.addr.port();
+        let expected = match transport {
+            Transport::Roce => (0x68, (u32::from(sport) * 31 + u32::from(dport)) & 0xf_ffff),
+            _ => (0, 0),
+        };
+        assert_eq!(
+            (ud.ah_attr.grh.traffic_class, ud.ah_attr.grh.flow_label),
+            expected,
+            "{transport:?}: traffic class and flow label from ports {sport} -> {dport}"
+        );
+        teardown(client_cm, &[id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
     }
 }
