@@ -90,6 +90,15 @@ impl World {
                 return;
             }
         }
+        // cma.c `cma_ib_id_from_event` validates the receiving netdev against the CMA
+        // header's addresses (`validate_net_dev`), refusing loopback and zero ones
+        // (-EHOSTUNREACH): a request from a loopback-resolved id fails the handler, and the
+        // IB CM rejects it (REJ 28 / SIDR status 2), wherever it found a listener.
+        let invalid = |ip: IpAddr| ip.is_loopback() || ip.is_unspecified();
+        if (invalid(req.src.ip()) || invalid(req.dst.ip())) && self.ib_cm_listens(host, dev, &req) {
+            reply_rej(self, IbRejReason::CONSUMER_DEFINED);
+            return;
+        }
         let Some(listener) = self.find_listener(host, dev, &req) else {
             // The IB CM finds its listener by (device, service id) alone (cm.c,
             // `cm_find_listen`): none there, REJ 8 / SIDR status 1. One there whose rdma_cm

@@ -1892,3 +1892,59 @@ fn ud_established_on_roce_carries_the_tos_and_the_ports_flow_label() {
         teardown(server_cm, &[req.id, listener.id], listener.channel);
     }
 }
+
+/// §14.3 (inferred, not measured): on InfiniBand a connect to 127.0.0.1 is resolved onto the
+/// host's own device (cma.c `cma_resolve_loopback`: DGID = SGID) and its REQ or SIDR REQ
+/// reaches the host's own IB CM through the HCA, as a connect to the host's own address
+/// does. The IB CM finds a listener by (device, service id): none, REJ 8 / SIDR status 1
+/// (cm.c `cm_match_req`, `cm_sidr_req_handler`). One there (here a wildcard listener): cma.c's
+/// `cma_ib_id_from_event` validates the receiving netdev against the CMA header's addresses,
+/// and `validate_net_dev` refuses loopback ones (-EHOSTUNREACH), so the handler fails and the
+/// IB CM rejects: REJ 28 / SIDR status 2. Both one round trip (10 µs) after the connect, not
+/// UNREACHABLE after the REQ's retries. (On RoCE the route to 127.0.0.1 already fails: the
+/// loopback-bound id has no netdev, ENODEV.)
+#[test]
+fn infiniband_connect_to_127_0_0_1_is_refused_at_once() {
+    let bed = exact_bed(Transport::InfiniBand);
+    let cm = bed.client();
+    let cases = [
+        (PortSpace::TCP, QpType::Rc, EventKind::Rejected, 148),
+        (PortSpace::UDP, QpType::Ud, EventKind::Unreachable, 136),
+    ];
+    for (ps, qp_type, kind, len) in cases {
+        for (listening, status) in [(true, 28, 2), (false, 8, 1)]
+            .map(|(l, rc, ud)| (l, if ps == PortSpace::TCP { rc } else { ud }))
+        {
+            let port = bed.fresh_port();
+            let channel = ok(cm.create_event_channel(), "listener channel");
+            let listener = ok(cm.create_id(Some(channel), 0, ps), "listener");
+            if listening {
+                let any = SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), port);
+                ok(cm.bind_addr(listener, any), "bind 0.0.0.0");
+                ok(cm.listen(listener, 8), "listen");
+            }
+            let dst = SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), port);
+            let (outcome, waited) = connect_outcome(&bed.fabric, cm, ps, qp_type, dst);
+            let case = format!("{ps:?}, listening: {listening}");
+            assert_eq!(outcome, (kind, status, len), "{case}");
+            assert_eq!(waited, Duration::from_micros(10), "{case}: one round trip");
+            expect_no_event(cm, channel);
+            teardown(cm, &[listener], channel);
+        }
+    }
+    let roce = exact_bed(Transport::Roce);
+    let ep = client_endpoint(&roce, PortSpace::TCP);
+    let dst = SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), roce.fresh_port());
+    ok(
+        roce.client()
+            .resolve_addr(ep.id, None, dst, RESOLVE_TIMEOUT),
+        "resolve_addr on RoCE",
+    );
+    expect_event_for(roce.client(), ep.channel, EventKind::AddrResolved, ep.id, 0);
+    expect_errno(
+        roce.client().resolve_route(ep.id, RESOLVE_TIMEOUT),
+        Call::ResolveRoute,
+        Errno::ENODEV,
+    );
+    teardown(roce.client(), &[ep.id], ep.channel);
+}
