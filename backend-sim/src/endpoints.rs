@@ -5,7 +5,7 @@
 //! Events produced here: CONNECT_RESPONSE, ESTABLISHED, REJECTED, UNREACHABLE, DISCONNECTED,
 //! TIMEWAIT_EXIT.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use cmtwin::{AhAttr, EventKind, EventParam, GlobalRoute, Transport, UdData};
 
@@ -181,9 +181,8 @@ impl World {
             }
             Output::SidrResolved { qpn, qkey, data } => {
                 if let Some(id) = owner {
-                    let peer_ip = self.id(id).peer.expect("connecting id has a peer").ip();
                     let ud = UdData {
-                        ah_attr: self.ah_attr_to(dev, peer_ip),
+                        ah_attr: self.route_ah_attr(id, dev),
                         qp_num: qpn,
                         qkey,
                     };
@@ -277,6 +276,21 @@ impl World {
         }
     }
 
+    /// The address handle attributes a UD ESTABLISHED gives connecting id `id` on `dev`: its
+    /// route's (cma.c `cma_sidr_rep_handler` → `ib_init_ah_attr_from_path`). A RoCE route
+    /// carries the id's TOS as traffic class and, RoCE v2 being the only RoCE simulated, the
+    /// flow label of [`roce_udp_flow_label`].
+    fn route_ah_attr(&self, id: IdKey, dev: DevKey) -> AhAttr {
+        let i = self.id(id);
+        let peer = i.peer.expect("connecting id has a peer");
+        let mut ah = self.ah_attr_to(dev, peer.ip());
+        if self.topo.devices[dev].transport == Transport::Roce {
+            ah.grh.traffic_class = i.path_tclass;
+            ah.grh.flow_label = roce_udp_flow_label(i.local.expect("connecting id is bound"), peer);
+        }
+        ah
+    }
+
     /// The address handle attributes to reach `ip` over `dev`.
     pub(crate) fn ah_attr_to(&self, dev: DevKey, ip: IpAddr) -> AhAttr {
         let gid = match ip {
@@ -300,4 +314,19 @@ impl World {
             port_num: 1,
         }
     }
+}
+
+/// The flow label the rdma_cm gives a RoCE v2 route from `src` to `dst` (cma.c
+/// `cma_get_roce_udp_flow_label`): the source's IPv6 flow label if it has one, else
+/// (source port × 31 + destination port) masked to the label's 20 bits.
+fn roce_udp_flow_label(src: SocketAddr, dst: SocketAddr) -> u32 {
+    const FLOW_LABEL_MASK: u32 = 0xf_ffff;
+    let given = match src {
+        SocketAddr::V6(v6) => v6.flowinfo() & FLOW_LABEL_MASK,
+        SocketAddr::V4(_) => 0,
+    };
+    if given != 0 {
+        return given;
+    }
+    (u32::from(src.port()) * 31 + u32::from(dst.port())) & FLOW_LABEL_MASK
 }

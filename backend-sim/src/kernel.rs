@@ -124,6 +124,9 @@ pub(crate) struct Id {
     /// The packet life time of the id's path, once its route is resolved (or its request
     /// arrived): RoCE takes ACK_TIMEOUT − 1 when that option was set before (§4.5).
     pub path_plt: Option<u8>,
+    /// The traffic class of the id's route: on RoCE the TOS the id had when it resolved its
+    /// route (cma.c `cma_resolve_iboe_route`); 0 elsewhere (an SA path carries none).
+    pub path_tclass: u8,
     pub qp: Option<u32>,
     pub qkey: u32,
     pub ep: Option<EpKey>,
@@ -186,6 +189,7 @@ impl Id {
             tos: 0,
             ack_timeout: None,
             path_plt: None,
+            path_tclass: 0,
             qp: None,
             qkey: cmtwin::RDMA_UDP_QKEY,
             ep: None,

@@ -90,8 +90,27 @@ impl World {
                 return;
             }
         }
+        // cma.c `cma_ib_id_from_event` validates the receiving netdev against the CMA
+        // header's addresses (`validate_net_dev`), refusing loopback and zero ones
+        // (-EHOSTUNREACH): a request from a loopback-resolved id fails the handler, and the
+        // IB CM rejects it (REJ 28 / SIDR status 2), wherever it found a listener.
+        let invalid = |ip: IpAddr| ip.is_loopback() || ip.is_unspecified();
+        if (invalid(req.src.ip()) || invalid(req.dst.ip())) && self.ib_cm_listens(host, dev, &req) {
+            reply_rej(self, IbRejReason::CONSUMER_DEFINED);
+            return;
+        }
         let Some(listener) = self.find_listener(host, dev, &req) else {
-            reply_rej(self, IbRejReason::INVALID_SERVICE_ID);
+            // The IB CM finds its listener by (device, service id) alone (cm.c,
+            // `cm_find_listen`): none there, REJ 8 / SIDR status 1. One there whose rdma_cm
+            // ids all refuse the address (cma.c, `cma_find_listener` fails in
+            // `cma_ib_id_from_event`) fails the handler, and the IB CM rejects the request
+            // (REJ 28 / SIDR status 2, `cm_destroy_id`).
+            let reason = if self.ib_cm_listens(host, dev, &req) {
+                IbRejReason::CONSUMER_DEFINED
+            } else {
+                IbRejReason::INVALID_SERVICE_ID
+            };
+            reply_rej(self, reason);
             return;
         };
         let (l_qp_type, l_state, ls, l_sync, l_channel) = {
@@ -115,10 +134,12 @@ impl World {
                 listener: listener_handle,
             };
             self.record(Some(host), TraceKind::Drop, entry);
-            // ucma refuses the request with -ENOMEM. The IB CM then drops it without a REJ
-            // so that the REQ's retransmission may find room (cm.c, cm_destroy_id); iWARP has
-            // no retransmission here and iw_cm.c rejects the connection (MPA reject).
-            if self.topo.devices[dev].transport == Transport::Iwarp && !sidr {
+            // ucma refuses the request with -ENOMEM. The IB CM then drops a REQ without a REJ
+            // so that its retransmission may find room (cm.c, cm_destroy_id from REQ_RCVD),
+            // but answers a SIDR REQ with SIDR REP status 2 whatever the error (from
+            // SIDR_REQ_RCVD); iWARP has no retransmission here and iw_cm.c rejects the
+            // connection (MPA reject).
+            if sidr || self.topo.devices[dev].transport == Transport::Iwarp {
                 reply_rej(self, IbRejReason::CONSUMER_DEFINED);
             }
             return;
@@ -192,6 +213,23 @@ impl World {
             req.data,
             None,
         );
+    }
+
+    /// Whether the IB CM of `dev` listens on `req`'s service id (port space and port): some
+    /// id of `host` listens on that port on `dev` or, bound to a wildcard address, on every
+    /// device (cma.c's `cma_listen_on_all`), whatever address it matches. Never on iWARP,
+    /// whose listeners are TCP sockets.
+    fn ib_cm_listens(&self, host: HostKey, dev: DevKey, req: &Request) -> bool {
+        if self.topo.devices[dev].transport == Transport::Iwarp {
+            return false;
+        }
+        let Some(holders) = self.kernel.ports.get(&(host, req.ps, req.dst.port())) else {
+            return false;
+        };
+        holders.iter().any(|k| {
+            let id = self.id(*k);
+            id.listen().is_some() && id.device.is_none_or(|d| d == dev)
+        })
     }
 
     /// The listener that takes a request for `req.dst` on `dev`: a specific-address listener

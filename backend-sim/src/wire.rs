@@ -13,6 +13,8 @@
 
 use std::collections::BTreeMap;
 
+use cmtwin::Transport;
+
 use crate::cm::messages::{Body, Dest, MessageHead, MessageKind};
 use crate::engine::timeline::SimTime;
 use crate::rng::Stream;
@@ -159,8 +161,18 @@ impl World {
     /// The host and device a message from endpoint `from` to `to` travels to: the owner of the
     /// address, or the named endpoint's port; for an endpoint already forgotten, the port of
     /// the address the sender knows its peer by (the fabric routes to ports, not endpoints).
+    /// A request to a loopback or any address from an InfiniBand port goes to that port
+    /// itself: loopback resolution made its destination GID the source's (cma.c
+    /// `cma_resolve_loopback`), and the SA's path leads back to the port. (RoCE and iWARP ids
+    /// get no route there: such messages reach nobody.)
     fn port_of(&self, from: EpKey, to: Dest) -> Option<(HostKey, DevKey)> {
         match to {
+            Dest::Ip(ip) if loopback_resolved(ip) => self
+                .cm
+                .eps
+                .get(&from)
+                .filter(|e| self.topo.devices[e.device].transport == Transport::InfiniBand)
+                .map(|e| (e.host, e.device)),
             Dest::Ip(ip) => self.topo.owner_of_ip(ip),
             Dest::Ep(ep) => match self.cm.eps.get(&ep) {
                 Some(e) => Some((e.host, e.device)),
@@ -192,7 +204,12 @@ impl World {
     pub(crate) fn deliver(&mut self, msg: Message) {
         match msg.to {
             Dest::Ip(ip) => {
-                let Some((host, dev)) = self.topo.owner_of_ip(ip) else {
+                let owner = if loopback_resolved(ip) {
+                    msg.port.filter(|&(_, dev)| self.topo.devices[dev].present)
+                } else {
+                    self.topo.owner_of_ip(ip)
+                };
+                let Some((host, dev)) = owner else {
                     self.record_wire(None, TraceKind::Drop, &msg, WireNote::NobodyOwns(ip));
                     return;
                 };
@@ -238,4 +255,10 @@ impl World {
             }
         }
     }
+}
+
+/// Whether a request to `ip` went through loopback resolution (a loopback or any address,
+/// cma.c `cma_any_addr`): it travels to the sender's own port.
+fn loopback_resolved(ip: std::net::IpAddr) -> bool {
+    ip.is_loopback() || ip.is_unspecified()
 }

@@ -14,9 +14,9 @@ use cmtwin::{
 };
 use cmtwin_sim::{PathFailure, SimConfig, SimError};
 use cmtwin_tests::steps::{
-    add_qp, connect_pair, disconnect_pair, expect_errno, expect_event, expect_event_for,
-    expect_no_event, expect_request, listen_on, ok, resolve, resolved_client, teardown,
-    teardown_pair, Endpoint, RESOLVE_TIMEOUT,
+    add_qp, client_endpoint, connect_pair, disconnect_pair, expect_errno, expect_event,
+    expect_event_for, expect_no_event, expect_quiet, expect_request, listen_on, ok, resolve,
+    resolved_client, teardown, teardown_pair, Endpoint, RESOLVE_TIMEOUT,
 };
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -1614,4 +1614,337 @@ fn get_request_whose_qp_fails_destroys_the_new_id() {
     );
     ok(server.destroy_ep(listener), "the listener holds no request");
     teardown(client_cm, &[client.id], client.channel);
+}
+
+/// The server's second address in [`two_address_fabric`].
+const SERVER_SECOND_IP: std::net::IpAddr =
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 5));
+
+/// A fabric of `transport` without jitter and with exact timers, whose server owns
+/// [`SimBed::SERVER_IP`] and [`SERVER_SECOND_IP`]: both on its one device, or (`second_device`)
+/// the second on a second device. The client owns [`SimBed::CLIENT_IP`].
+fn two_address_fabric(transport: Transport, second_device: bool) -> cmtwin_sim::Fabric {
+    let builder = cmtwin_sim::Fabric::builder(SEED).config(exact_timers());
+    let builder = if second_device {
+        builder.host_with_devices(
+            "server",
+            &[
+                ("dev0", transport, &[SimBed::SERVER_IP]),
+                ("dev1", transport, &[SERVER_SECOND_IP]),
+            ],
+        )
+    } else {
+        builder.host("server", transport, &[SimBed::SERVER_IP, SERVER_SECOND_IP])
+    };
+    builder
+        .host("client", transport, &[SimBed::CLIENT_IP])
+        .build()
+        .expect("a valid fabric")
+}
+
+/// Connects a resolved client id of `ps` (with a QP of `qp_type`, no parameters) to `dst`
+/// and returns the outcome's (kind, status, private data length) and how long after the
+/// connect it came.
+fn connect_outcome(
+    fabric: &cmtwin_sim::Fabric,
+    cm: &cmtwin_sim::SimBackend,
+    ps: PortSpace,
+    qp_type: QpType,
+    dst: SocketAddr,
+) -> ((EventKind, i32, usize), Duration) {
+    let channel = ok(cm.create_event_channel(), "client channel");
+    let id = ok(cm.create_id(Some(channel), 0, ps), "client id");
+    resolve(cm, Endpoint { channel, id }, dst);
+    add_qp(cm, id, qp_type);
+    ok(cm.connect(id, None), "connect");
+    let t0 = fabric.now();
+    let event = ok(
+        cm.get_cm_event(channel, Wait::Timeout(Duration::from_secs(200))),
+        "an outcome within 200 s",
+    );
+    let waited = fabric.now() - t0;
+    let outcome = (event.kind(), event.status(), event.private_data().len());
+    ok(cm.ack_cm_event(event), "ack");
+    teardown(cm, &[id], channel);
+    (outcome, waited)
+}
+
+/// §4.9 step 1, §5.2 S4, §14.2: cm.c's `cm_req_handler` and `cm_sidr_req_handler` look the
+/// listener up by (receiving device, service id) only; the rdma_cm then matches the address
+/// (cma.c `cma_ib_req_handler` → `cma_ib_id_from_event` → `cma_find_listener`, -EINVAL on no
+/// match), and a failing handler makes the IB CM answer REJ 28 or SIDR REP status 2
+/// (`cm_process_work` → `cm_destroy_id`). A listener bound to the server's first address, a
+/// connect to its second address on the same device: REJECTED 28 (UD: UNREACHABLE 2) with
+/// zeroed data, one round trip (2 × 5 µs) after the connect. With the second address on
+/// another device, that device has no IB CM listener: REJECTED 8 (UD: UNREACHABLE 1).
+#[test]
+fn listener_bound_to_another_address_of_the_device_refuses_with_28() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        for (second_device, rc_status, ud_status) in [(false, 28, 2), (true, 8, 1)] {
+            let fabric = two_address_fabric(transport, second_device);
+            let (server, client) = (fabric.backend("server"), fabric.backend("client"));
+            let cases = [
+                (
+                    PortSpace::TCP,
+                    QpType::Rc,
+                    EventKind::Rejected,
+                    rc_status,
+                    148,
+                ),
+                (
+                    PortSpace::UDP,
+                    QpType::Ud,
+                    EventKind::Unreachable,
+                    ud_status,
+                    136,
+                ),
+            ];
+            for (port, (ps, qp_type, kind, status, len)) in (7400..).zip(cases) {
+                let channel = ok(server.create_event_channel(), "server channel");
+                let listener = ok(server.create_id(Some(channel), 0, ps), "listener");
+                let bound = SocketAddr::new(SimBed::SERVER_IP, port);
+                ok(server.bind_addr(listener, bound), "bind");
+                ok(server.listen(listener, 8), "listen");
+                let dst = SocketAddr::new(SERVER_SECOND_IP, port);
+                let (outcome, waited) = connect_outcome(&fabric, &client, ps, qp_type, dst);
+                let case = format!("{transport:?} {ps:?}, second device: {second_device}");
+                assert_eq!(outcome, (kind, status, len), "{case}");
+                assert_eq!(waited, Duration::from_micros(10), "{case}: one round trip");
+                expect_no_event(&server, channel);
+                teardown(&server, &[listener], channel);
+            }
+        }
+    }
+}
+
+/// §4.9 step 5 describes RC only: ucma's `ucma_connect_event_handler` refuses a request on a
+/// full backlog with -ENOMEM, cma.c's `cma_ib_req_handler` returns it, and cm.c's
+/// `cm_destroy_id` keeps an RC request (REQ_RCVD) without a REJ so that a retransmission may
+/// find room, but answers a SIDR REQ (SIDR_REQ_RCVD) with SIDR REP status 2 whatever the
+/// error. Backlog 1 and one unfetched UD request: a second UD client gets UNREACHABLE status 2
+/// (136 zero bytes) one round trip (10 µs) after its connect, and the listener gets nothing
+/// more.
+#[test]
+fn ud_request_on_a_full_backlog_is_rejected_at_once() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::UDP, 1);
+        let a = resolved_client(&bed, PortSpace::UDP, listener.addr);
+        let b = resolved_client(&bed, PortSpace::UDP, listener.addr);
+        add_qp(client_cm, a.id, QpType::Ud);
+        add_qp(client_cm, b.id, QpType::Ud);
+        ok(client_cm.connect(a.id, None), "connect a");
+        ok(client_cm.connect(b.id, None), "connect b");
+        let t0 = bed.fabric.now();
+        let event = ok(
+            client_cm.get_cm_event(b.channel, Wait::Timeout(Duration::from_secs(100))),
+            "b's outcome",
+        );
+        let outcome = (
+            event.id(),
+            event.kind(),
+            event.status(),
+            event.private_data().len(),
+        );
+        ok(client_cm.ack_cm_event(event), "ack");
+        assert_eq!(
+            outcome,
+            (b.id, EventKind::Unreachable, 2, 136),
+            "{transport:?}: b's SIDR REQ refused"
+        );
+        assert_eq!(since(&bed, t0), Duration::from_micros(10), "{transport:?}");
+        let request = expect_request(server_cm, &listener);
+        expect_quiet(server_cm, listener.channel, Duration::from_secs(70));
+        ok(server_cm.destroy_id(request.id), "destroy the request");
+        teardown(server_cm, &[listener.id], listener.channel);
+        teardown(client_cm, &[a.id], a.channel);
+        teardown(client_cm, &[b.id], b.channel);
+    }
+}
+
+/// §4.10: librdmacm's `rdma_accept` answers, for no parameters or for 255
+/// (`RDMA_MAX_RESP_RES` / `RDMA_MAX_INIT_DEPTH`), with the request's own values (kept from the
+/// CONNECT_REQUEST by `ucma_process_conn_req`) capped at the device maximum, not with the
+/// device maximum. The client asks for responder resources 3 and initiator depth 5; the server
+/// sees 5 and 3, accepts with no parameters (then with 255s), and its REP carries 5 and 3: the
+/// client's ESTABLISHED shows them from its side (3, 5), one wire latency after the accept,
+/// and the server's ESTABLISHED follows the RTU 5 µs later.
+#[test]
+fn accept_without_parameters_answers_with_the_requests_resources() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        for accept in [None, Some(ConnParam::default())] {
+            let bed = exact_bed(transport);
+            let (server_cm, client_cm) = (bed.server(), bed.client());
+            let listener = listen_on(&bed, PortSpace::TCP, 8);
+            let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+            add_qp(client_cm, client.id, QpType::Rc);
+            let asked = ConnParam {
+                responder_resources: 3,
+                initiator_depth: 5,
+                ..ConnParam::default()
+            };
+            ok(client_cm.connect(client.id, Some(&asked)), "connect");
+            let req = expect_request(server_cm, &listener);
+            let cmtwin::EventParam::Conn(seen) = req.param else {
+                panic!("CONNECT_REQUEST without connection data");
+            };
+            assert_eq!(
+                (seen.responder_resources, seen.initiator_depth),
+                (5, 3),
+                "the request seen from the server's side"
+            );
+            add_qp(server_cm, req.id, QpType::Rc);
+            let t0 = bed.fabric.now();
+            ok(server_cm.accept(req.id, accept.as_ref()), "accept");
+            let case = format!("{transport:?}, accept {accept:?}");
+            let est = expect_event_for(
+                client_cm,
+                client.channel,
+                EventKind::Established,
+                client.id,
+                0,
+            );
+            assert_eq!(since(&bed, t0), Duration::from_micros(5), "{case}: the REP");
+            let cmtwin::EventParam::Conn(got) = est.param else {
+                panic!("ESTABLISHED without connection data");
+            };
+            assert_eq!(
+                (got.responder_resources, got.initiator_depth),
+                (3, 5),
+                "{case}: the REP's resources seen from the client's side"
+            );
+            expect_event_for(
+                server_cm,
+                listener.channel,
+                EventKind::Established,
+                req.id,
+                0,
+            );
+            assert_eq!(
+                since(&bed, t0),
+                Duration::from_micros(10),
+                "{case}: the RTU"
+            );
+            teardown(client_cm, &[client.id], client.channel);
+            teardown(server_cm, &[req.id, listener.id], listener.channel);
+        }
+    }
+}
+
+/// §13.2: a UD ESTABLISHED's address handle is built from the route (cma.c
+/// `cma_sidr_rep_handler` → `ib_init_ah_attr_from_path`). On RoCE, `cma_resolve_iboe_route`
+/// makes the path's traffic class the id's TOS as it is when the route is resolved, and on a
+/// RoCE v2 port its flow label `cma_get_roce_udp_flow_label`: (source port × 31 + destination
+/// port) masked to 20 bits (no IPv6 flow label given). A TOS set after the route resolved does
+/// not change it. On InfiniBand the path comes from the SA: neither is set.
+#[test]
+fn ud_established_on_roce_carries_the_tos_and_the_ports_flow_label() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::UDP, 8);
+        let client = client_endpoint(&bed, PortSpace::UDP);
+        let id = client.id;
+        ok(
+            client_cm.resolve_addr(id, None, listener.addr, RESOLVE_TIMEOUT),
+            "resolve_addr",
+        );
+        expect_event_for(client_cm, client.channel, EventKind::AddrResolved, id, 0);
+        ok(client_cm.set_option(id, &CmOption::Tos(0x68)), "TOS 0x68");
+        ok(
+            client_cm.resolve_route(id, RESOLVE_TIMEOUT),
+            "resolve_route",
+        );
+        ok(
+            client_cm.set_option(id, &CmOption::Tos(0x20)),
+            "TOS 0x20 too late",
+        );
+        expect_event_for(client_cm, client.channel, EventKind::RouteResolved, id, 0);
+        add_qp(client_cm, id, QpType::Ud);
+        ok(client_cm.connect(id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        add_qp(server_cm, req.id, QpType::Ud);
+        let t0 = bed.fabric.now();
+        ok(server_cm.accept(req.id, None), "accept");
+        let est = expect_event_for(client_cm, client.channel, EventKind::Established, id, 0);
+        assert_eq!(since(&bed, t0), Duration::from_micros(5), "the SIDR REP");
+        let cmtwin::EventParam::Ud(ud) = est.param else {
+            panic!(
+                "a UD ESTABLISHED carries datagram data, got {:?}",
+                est.param
+            );
+        };
+        let sport = ok(client_cm.local_addr(id), "local_addr")
+            .expect("bound")
+            .port();
+        let dport = listener.addr.port();
+        let expected = match transport {
+            Transport::Roce => (0x68, (u32::from(sport) * 31 + u32::from(dport)) & 0xf_ffff),
+            _ => (0, 0),
+        };
+        assert_eq!(
+            (ud.ah_attr.grh.traffic_class, ud.ah_attr.grh.flow_label),
+            expected,
+            "{transport:?}: traffic class and flow label from ports {sport} -> {dport}"
+        );
+        teardown(client_cm, &[id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
+
+/// §14.3 (inferred, not measured): on InfiniBand a connect to 127.0.0.1 is resolved onto the
+/// host's own device (cma.c `cma_resolve_loopback`: DGID = SGID) and its REQ or SIDR REQ
+/// reaches the host's own IB CM through the HCA, as a connect to the host's own address
+/// does. The IB CM finds a listener by (device, service id): none, REJ 8 / SIDR status 1
+/// (cm.c `cm_match_req`, `cm_sidr_req_handler`). One there (here a wildcard listener): cma.c's
+/// `cma_ib_id_from_event` validates the receiving netdev against the CMA header's addresses,
+/// and `validate_net_dev` refuses loopback ones (-EHOSTUNREACH), so the handler fails and the
+/// IB CM rejects: REJ 28 / SIDR status 2. Both one round trip (10 µs) after the connect, not
+/// UNREACHABLE after the REQ's retries. (On RoCE the route to 127.0.0.1 already fails: the
+/// loopback-bound id has no netdev, ENODEV.)
+#[test]
+fn infiniband_connect_to_127_0_0_1_is_refused_at_once() {
+    let bed = exact_bed(Transport::InfiniBand);
+    let cm = bed.client();
+    let cases = [
+        (PortSpace::TCP, QpType::Rc, EventKind::Rejected, 148),
+        (PortSpace::UDP, QpType::Ud, EventKind::Unreachable, 136),
+    ];
+    for (ps, qp_type, kind, len) in cases {
+        for (listening, status) in [(true, 28, 2), (false, 8, 1)]
+            .map(|(l, rc, ud)| (l, if ps == PortSpace::TCP { rc } else { ud }))
+        {
+            let port = bed.fresh_port();
+            let channel = ok(cm.create_event_channel(), "listener channel");
+            let listener = ok(cm.create_id(Some(channel), 0, ps), "listener");
+            if listening {
+                let any = SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), port);
+                ok(cm.bind_addr(listener, any), "bind 0.0.0.0");
+                ok(cm.listen(listener, 8), "listen");
+            }
+            let dst = SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), port);
+            let (outcome, waited) = connect_outcome(&bed.fabric, cm, ps, qp_type, dst);
+            let case = format!("{ps:?}, listening: {listening}");
+            assert_eq!(outcome, (kind, status, len), "{case}");
+            assert_eq!(waited, Duration::from_micros(10), "{case}: one round trip");
+            expect_no_event(cm, channel);
+            teardown(cm, &[listener], channel);
+        }
+    }
+    let roce = exact_bed(Transport::Roce);
+    let ep = client_endpoint(&roce, PortSpace::TCP);
+    let dst = SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), roce.fresh_port());
+    ok(
+        roce.client()
+            .resolve_addr(ep.id, None, dst, RESOLVE_TIMEOUT),
+        "resolve_addr on RoCE",
+    );
+    expect_event_for(roce.client(), ep.channel, EventKind::AddrResolved, ep.id, 0);
+    expect_errno(
+        roce.client().resolve_route(ep.id, RESOLVE_TIMEOUT),
+        Call::ResolveRoute,
+        Errno::ENODEV,
+    );
+    teardown(roce.client(), &[ep.id], ep.channel);
 }

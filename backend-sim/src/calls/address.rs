@@ -411,6 +411,11 @@ impl World {
             },
             _ => (Duration::ZERO, 0),
         };
+        if self.transport_of(key) == Some(Transport::Roce) {
+            // cma_resolve_iboe_route reads the TOS now, into the path's traffic class.
+            let id = self.id_mut(key);
+            id.path_tclass = id.tos;
+        }
         let id = self.id_mut(key);
         id.state = CmState::RouteQuery;
         id.op_gen += 1;

@@ -46,6 +46,17 @@ fn resources(v: u8) -> u8 {
     }
 }
 
+/// A resource count `rdma_accept` answers with: `given`, or for 255 (and for no parameters,
+/// which librdmacm treats alike) the request's own value, as the CONNECT_REQUEST showed it,
+/// capped at the device maximum (librdmacm's `rdma_accept`), not the device maximum itself.
+fn accepted_resources(given: u8, requested: u8) -> u8 {
+    if given == RDMA_MAX_RESP_RES {
+        requested.min(DEVICE_MAX_RD_ATOM)
+    } else {
+        given
+    }
+}
+
 /// What `rdma_connect`'s checks found.
 struct ConnectChecked {
     key: IdKey,
@@ -371,9 +382,14 @@ impl World {
             self.reject_after_failure(ep);
             return Err(e);
         }
+        // The request's resources as the CONNECT_REQUEST showed them (the peer's, swapped).
+        let requested = id.req_conn.unwrap_or_default();
         let conn = ConnData {
-            responder_resources: resources(p.responder_resources),
-            initiator_depth: resources(p.initiator_depth),
+            responder_resources: accepted_resources(
+                p.responder_resources,
+                requested.initiator_depth,
+            ),
+            initiator_depth: accepted_resources(p.initiator_depth, requested.responder_resources),
             flow_control: p.flow_control,
             retry_count: p.retry_count.min(7),
             rnr_retry_count: p.rnr_retry_count.min(7),
