@@ -1615,3 +1615,72 @@ fn get_request_whose_qp_fails_destroys_the_new_id() {
     ok(server.destroy_ep(listener), "the listener holds no request");
     teardown(client_cm, &[client.id], client.channel);
 }
+
+/// A RoCE host "h" with two addresses of one subnet (10.0.0.1 and 10.0.0.11) and an IPv6
+/// one (fd00::1), for the port table's address rules.
+fn two_address_host() -> (cmtwin_sim::Fabric, cmtwin_sim::SimBackend) {
+    let ips: [std::net::IpAddr; 3] = [
+        "10.0.0.1".parse().unwrap(),
+        "10.0.0.11".parse().unwrap(),
+        "fd00::1".parse().unwrap(),
+    ];
+    let fabric = cmtwin_sim::Fabric::builder(SEED)
+        .host("h", Transport::Roce, &ips)
+        .build()
+        .expect("a valid configuration");
+    let cm = fabric.backend("h");
+    (fabric, cm)
+}
+
+/// §2.4, §4.8, kernel `rdma_listen`: an id bound with REUSEADDR is checked again when it
+/// listens, as `cma_check_port` checks a bind without REUSEADDR against every other holder
+/// of the port (bound or listening): EADDRNOTAVAIL when either address is a wildcard,
+/// EADDRINUSE for the same specific address, nothing for another specific address or for an
+/// IPv4/IPv6 pair whose IPv6 id is AFONLY. A failed listen leaves the id ADDR_BOUND with
+/// REUSEADDR still set; a successful one clears it, so a later REUSEADDR bind of the port's
+/// address conflicts.
+#[test]
+fn listen_with_reuseaddr_rechecks_the_port_like_a_plain_bind() {
+    let (_fabric, cm) = two_address_host();
+    let ch = ok(cm.create_event_channel(), "channel");
+    let port = 7400;
+    let at = |ip: &str| SocketAddr::new(ip.parse().unwrap(), port);
+    let reusing = |addr: SocketAddr| {
+        let id = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+        ok(cm.set_option(id, &CmOption::ReuseAddr(true)), "REUSEADDR");
+        ok(cm.bind_addr(id, addr), "bind with REUSEADDR");
+        id
+    };
+    // A wildcard holder and a specific one: the wildcard side is EADDRNOTAVAIL.
+    let any = reusing(at("0.0.0.0"));
+    let one = reusing(at("10.0.0.1"));
+    expect_errno(cm.listen(any, 4), Call::Listen, Errno::EADDRNOTAVAIL);
+    expect_errno(cm.listen(one, 4), Call::Listen, Errno::EADDRNOTAVAIL);
+    // Still ADDR_BOUND with REUSEADDR: a third REUSEADDR bind of the port is allowed.
+    let same = reusing(at("10.0.0.1"));
+    ok(cm.destroy_id(any), "destroy the wildcard holder");
+    // Two ids on the same specific address: EADDRINUSE.
+    expect_errno(cm.listen(one, 4), Call::Listen, Errno::EADDRINUSE);
+    ok(cm.destroy_id(same), "destroy the second 10.0.0.1 holder");
+    // Another specific address of the host, and an AFONLY IPv6 id, do not conflict.
+    let other = reusing(at("10.0.0.11"));
+    let v6 = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(cm.set_option(v6, &CmOption::ReuseAddr(true)), "REUSEADDR");
+    ok(cm.set_option(v6, &CmOption::AfOnly(true)), "AFONLY");
+    ok(cm.bind_addr(v6, at("fd00::1")), "bind the IPv6 id");
+    ok(
+        cm.listen(one, 4),
+        "listen on 10.0.0.1 beside 10.0.0.11 and fd00::1",
+    );
+    // REUSEADDR is cleared by the listen: 10.0.0.1 is now exclusive.
+    let late = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(cm.set_option(late, &CmOption::ReuseAddr(true)), "REUSEADDR");
+    expect_errno(
+        cm.bind_addr(late, at("10.0.0.1")),
+        Call::BindAddr,
+        Errno::EADDRINUSE,
+    );
+    ok(cm.listen(other, 4), "listen on 10.0.0.11");
+    ok(cm.listen(v6, 4), "listen on fd00::1");
+    teardown(&cm, &[one, other, v6, late], ch);
+}

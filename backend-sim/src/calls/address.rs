@@ -35,8 +35,15 @@ fn same_subnet(a: IpAddr, b: IpAddr) -> bool {
 
 impl World {
     /// Whether `other`'s binding of the same port conflicts with binding `ip` for `key`; the
-    /// errno says how (§4.3).
-    fn port_conflict(&self, key: IdKey, ip: IpAddr, other: IdKey) -> Option<Errno> {
+    /// errno says how (§4.3, `cma_check_port`). `reuse` is whether `key`'s REUSEADDR counts:
+    /// a bind's does, a listen's re-check does not.
+    pub(crate) fn port_conflict(
+        &self,
+        key: IdKey,
+        ip: IpAddr,
+        other: IdKey,
+        reuse: bool,
+    ) -> Option<Errno> {
         let (me, them) = (self.id(key), self.id(other));
         let their_ip = them.local.map(|a| a.ip())?;
         if ip.is_ipv4() != their_ip.is_ipv4() {
@@ -45,7 +52,7 @@ impl World {
                 return None;
             }
         }
-        let both_reuse = me.reuseaddr && them.reuseaddr;
+        let both_reuse = reuse && them.reuseaddr;
         if is_any(ip) || is_any(their_ip) {
             (!both_reuse).then_some(Errno::EADDRNOTAVAIL)
         } else if ip == their_ip {
@@ -57,12 +64,12 @@ impl World {
 
     /// Takes `port` (0: an ephemeral one) in the id's port space for `ip`.
     fn take_port(&mut self, key: IdKey, ip: IpAddr, port: u16) -> Result<u16, Errno> {
-        let (host, ps) = (self.id(key).host, self.id(key).ps);
+        let (host, ps, reuse) = (self.id(key).host, self.id(key).ps, self.id(key).reuseaddr);
         let free = |w: &World, p: u16| {
             w.kernel.ports.get(&(host, ps, p)).is_none_or(|holders| {
                 holders
                     .iter()
-                    .all(|o| w.port_conflict(key, ip, *o).is_none())
+                    .all(|o| w.port_conflict(key, ip, *o, reuse).is_none())
             })
         };
         let port = if port == 0 {
@@ -78,7 +85,10 @@ impl World {
             found
         } else {
             if let Some(holders) = self.kernel.ports.get(&(host, ps, port)) {
-                if let Some(e) = holders.iter().find_map(|o| self.port_conflict(key, ip, *o)) {
+                if let Some(e) = holders
+                    .iter()
+                    .find_map(|o| self.port_conflict(key, ip, *o, reuse))
+                {
                     return Err(e);
                 }
             }
