@@ -1684,3 +1684,47 @@ fn listen_with_reuseaddr_rechecks_the_port_like_a_plain_bind() {
     ok(cm.listen(v6, 4), "listen on fd00::1");
     teardown(&cm, &[one, other, v6, late], ch);
 }
+
+/// §4.3, kernel `cma_check_linklocal` (called by `rdma_bind_addr` and by `rdma_resolve_addr`'s
+/// bind of its source): an IPv6 link-local address (fe80::/10) needs a scope id, else the
+/// bind is EINVAL and the id stays IDLE, whether the address is configured or not. With a
+/// scope id the configured address binds, and the id's address keeps the scope id.
+#[test]
+fn link_local_bind_without_scope_id_is_einval() {
+    let ll: std::net::Ipv6Addr = "fe80::1".parse().unwrap();
+    let fabric = cmtwin_sim::Fabric::builder(SEED)
+        .host("h", Transport::Roce, &[std::net::IpAddr::V6(ll)])
+        .build()
+        .expect("a valid configuration");
+    let cm = fabric.backend("h");
+    let ch = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    let unscoped =
+        |ip: std::net::Ipv6Addr| SocketAddr::V6(std::net::SocketAddrV6::new(ip, 7401, 0, 0));
+    expect_errno(
+        cm.bind_addr(id, unscoped(ll)),
+        Call::BindAddr,
+        Errno::EINVAL,
+    );
+    let elsewhere: std::net::Ipv6Addr = "febf::2".parse().unwrap();
+    expect_errno(
+        cm.bind_addr(id, unscoped(elsewhere)),
+        Call::BindAddr,
+        Errno::EINVAL,
+    );
+    let peer = SocketAddr::V6(std::net::SocketAddrV6::new(ll, 7402, 0, 1));
+    expect_errno(
+        cm.resolve_addr(id, Some(unscoped(ll)), peer, RESOLVE_TIMEOUT),
+        Call::ResolveAddr,
+        Errno::EINVAL,
+    );
+    assert_eq!(ok(cm.local_addr(id), "local_addr"), None, "still unbound");
+    let scoped = SocketAddr::V6(std::net::SocketAddrV6::new(ll, 7401, 0, 1));
+    ok(cm.bind_addr(id, scoped), "bind with a scope id");
+    assert_eq!(
+        ok(cm.local_addr(id), "local_addr"),
+        Some(scoped),
+        "the bound address keeps its scope id"
+    );
+    teardown(&cm, &[id], ch);
+}

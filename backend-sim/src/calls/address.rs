@@ -119,6 +119,18 @@ impl World {
     /// The kernel's bind: attaches the device owning a specific address, takes the port.
     fn bind_inner(&mut self, call: Call, key: IdKey, addr: SocketAddr) -> Result<()> {
         let host = self.id(key).host;
+        if let SocketAddr::V6(a) = addr {
+            // fe80::/10 (`Ipv6Addr::is_unicast_link_local` is newer than the MSRV).
+            let link_local = a.ip().segments()[0] & 0xffc0 == 0xfe80;
+            if link_local && a.scope_id() == 0 {
+                // cma_check_linklocal: the scope id names the link, and is required.
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    format!("{} is link-local and has no scope id", a.ip()),
+                ));
+            }
+        }
         let device = if is_any(addr.ip()) {
             None
         } else {
@@ -152,7 +164,10 @@ impl World {
             )
         })?;
         let id = self.id_mut(key);
-        id.local = Some(SocketAddr::new(addr.ip(), port));
+        // The kernel keeps the whole address given (an IPv6 scope id and flow label too).
+        let mut local = addr;
+        local.set_port(port);
+        id.local = Some(local);
         id.device = device;
         id.state = CmState::AddrBound;
         Ok(())
