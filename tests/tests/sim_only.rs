@@ -1728,3 +1728,59 @@ fn link_local_bind_without_scope_id_is_einval() {
     );
     teardown(&cm, &[id], ch);
 }
+
+/// §4.4 step 3, kernel `cma_resolve_loopback`: resolving a loopback destination replaces the
+/// source by 127.0.0.1 only when the id has no device (`cma_bind_loopback`, for a wildcard
+/// source); an id bound to a specific address keeps it, and so keeps its netdev, so that on
+/// RoCE its route resolves (a wildcard-bound id's route is ENODEV: `lo` has no RoCE port).
+/// Both resolutions complete at once (zero virtual time).
+#[test]
+fn loopback_destination_keeps_a_specific_source() {
+    let bed = SimBed::new(SEED);
+    let cm = bed.server();
+    let ch = ok(cm.create_event_channel(), "channel");
+    let loopback: SocketAddr = "127.0.0.1:7471".parse().unwrap();
+    let specific = SocketAddr::new(SimBed::SERVER_IP, 7403);
+    let sourced = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(cm.bind_addr(sourced, specific), "bind the server's address");
+    let t0 = bed.fabric.now();
+    ok(
+        cm.resolve_addr(sourced, None, loopback, RESOLVE_TIMEOUT),
+        "resolve_addr to 127.0.0.1",
+    );
+    expect_event_for(cm, ch, EventKind::AddrResolved, sourced, 0);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::ZERO,
+        "loopback resolution is immediate"
+    );
+    assert_eq!(
+        ok(cm.local_addr(sourced), "local_addr"),
+        Some(specific),
+        "the specific source stays"
+    );
+    ok(cm.resolve_route(sourced, RESOLVE_TIMEOUT), "resolve_route");
+    expect_event_for(cm, ch, EventKind::RouteResolved, sourced, 0);
+
+    let wild = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(
+        cm.bind_addr(wild, "0.0.0.0:7404".parse().unwrap()),
+        "bind the wildcard",
+    );
+    ok(
+        cm.resolve_addr(wild, None, loopback, RESOLVE_TIMEOUT),
+        "resolve_addr to 127.0.0.1",
+    );
+    expect_event_for(cm, ch, EventKind::AddrResolved, wild, 0);
+    assert_eq!(
+        ok(cm.local_addr(wild), "local_addr"),
+        Some("127.0.0.1:7404".parse().unwrap()),
+        "a wildcard source becomes 127.0.0.1 with its port"
+    );
+    expect_errno(
+        cm.resolve_route(wild, RESOLVE_TIMEOUT),
+        Call::ResolveRoute,
+        Errno::ENODEV,
+    );
+    teardown(cm, &[sourced, wild], ch);
+}

@@ -351,24 +351,30 @@ impl World {
         };
         if let (0, Some(dev)) = (status, device) {
             let local = id.local.expect("bound");
-            let src_ip = if is_any(dst.ip()) {
-                if dst.is_ipv4() {
+            // A specific source stays, also towards a loopback destination: the kernel
+            // replaces the source only of an id without a device (cma_resolve_loopback calls
+            // cma_bind_loopback then; addr_handler takes the routed source).
+            let src = if !is_any(local.ip()) {
+                local
+            } else if is_any(dst.ip()) {
+                let ip = if dst.is_ipv4() {
                     IpAddr::V4(Ipv4Addr::LOCALHOST)
                 } else {
                     IpAddr::V6(Ipv6Addr::LOCALHOST)
-                }
-            } else if is_any(local.ip()) {
+                };
+                SocketAddr::new(ip, local.port())
+            } else {
                 let d = &self.topo.devices[dev];
-                d.ips
+                let ip = d
+                    .ips
                     .iter()
                     .copied()
                     .find(|ip| same_subnet(*ip, dst.ip()) || *ip == dst.ip())
-                    .unwrap_or(d.ips[0])
-            } else {
-                local.ip()
+                    .unwrap_or(d.ips[0]);
+                SocketAddr::new(ip, local.port())
             };
             let id = self.id_mut(key);
-            id.local = Some(SocketAddr::new(src_ip, local.port()));
+            id.local = Some(src);
             id.device = Some(dev);
             id.state = CmState::AddrResolved;
             self.queue_event(
