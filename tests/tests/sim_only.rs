@@ -1784,3 +1784,50 @@ fn loopback_destination_keeps_a_specific_source() {
     );
     teardown(cm, &[sourced, wild], ch);
 }
+
+/// §4.3, §13.1, kernel `cma_acquire_dev_by_src_ip`: RDMA_PS_IPOIB needs an InfiniBand link
+/// layer. On RoCE and iWARP, binding an IPoIB id to the host's address is EINVAL (the id
+/// stays IDLE); a wildcard-bound IPoIB id resolves the route and the neighbour (one ARP round
+/// trip, 10 µs) and then fails to attach the device: ADDR_ERROR -EINVAL, the id back in
+/// ADDR_BOUND and free to resolve again. On InfiniBand both work.
+#[test]
+fn ipoib_port_space_needs_an_infiniband_link_layer() {
+    let dst = SocketAddr::new(SimBed::CLIENT_IP, 7405);
+    for transport in [Transport::Roce, Transport::Iwarp, Transport::InfiniBand] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let cm = bed.server();
+        let ch = ok(cm.create_event_channel(), "channel");
+        let bound = ok(cm.create_id(Some(ch), 0, PortSpace::IPOIB), "IPoIB id");
+        let resolving = ok(cm.create_id(Some(ch), 0, PortSpace::IPOIB), "IPoIB id");
+        let src = SocketAddr::new(SimBed::SERVER_IP, 7406);
+        let (kind, status) = if transport == Transport::InfiniBand {
+            ok(cm.bind_addr(bound, src), "bind on InfiniBand");
+            (EventKind::AddrResolved, 0)
+        } else {
+            expect_errno(cm.bind_addr(bound, src), Call::BindAddr, Errno::EINVAL);
+            assert_eq!(
+                ok(cm.local_addr(bound), "local_addr"),
+                None,
+                "{transport:?}"
+            );
+            (EventKind::AddrError, -Errno::EINVAL.0)
+        };
+        for _ in 0..2 {
+            let t0 = bed.fabric.now();
+            ok(
+                cm.resolve_addr(resolving, None, dst, RESOLVE_TIMEOUT),
+                "resolve_addr",
+            );
+            expect_event_for(cm, ch, kind, resolving, status);
+            assert_eq!(
+                since(&bed, t0),
+                Duration::from_micros(10),
+                "{transport:?}: after the ARP round trip"
+            );
+            if kind == EventKind::AddrResolved {
+                break;
+            }
+        }
+        teardown(cm, &[bound, resolving], ch);
+    }
+}

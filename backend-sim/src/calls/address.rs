@@ -10,7 +10,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use cmtwin::{Call, CmError, Errno, EventKind, EventParam, IdHandle, Result, Transport};
+use cmtwin::{Call, CmError, Errno, EventKind, EventParam, IdHandle, PortSpace, Result, Transport};
 
 use crate::faults::PathFailure;
 use crate::rng::Stream;
@@ -134,6 +134,22 @@ impl World {
         let device = if is_any(addr.ip()) {
             None
         } else {
+            let netdev = self.topo.hosts[host]
+                .devices
+                .iter()
+                .copied()
+                .find(|d| self.topo.devices[*d].ips.contains(&addr.ip()));
+            if self.ipoib_refused(key, netdev) {
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    format!(
+                        "{} is on a {:?} netdev, and RDMA_PS_IPOIB needs InfiniBand",
+                        addr.ip(),
+                        self.topo.devices[netdev.expect("refused for its netdev")].transport
+                    ),
+                ));
+            }
             match self.topo.device_with_ip(host, addr.ip()) {
                 Some(d) => Some(d),
                 // The address of a removed device stays on its netdev, which has no RDMA
@@ -171,6 +187,15 @@ impl World {
         id.device = device;
         id.state = CmState::AddrBound;
         Ok(())
+    }
+
+    /// Whether attaching `key` to a device through `netdev` is refused for its port space:
+    /// RDMA_PS_IPOIB on a netdev that is not InfiniBand (RoCE's and iWARP's are Ethernet),
+    /// whether its RDMA device is present or removed (`cma_acquire_dev_by_src_ip` looks at the
+    /// netdev's type before it looks for a device).
+    fn ipoib_refused(&self, key: IdKey, netdev: Option<DevKey>) -> bool {
+        self.id(key).ps == PortSpace::IPOIB
+            && netdev.is_some_and(|d| self.topo.devices[d].transport != Transport::InfiniBand)
     }
 
     /// `rdma_bind_addr`.
@@ -344,8 +369,16 @@ impl World {
         }
         let dst = id.peer.expect("resolving id has a destination");
         let device = id.device.or_else(|| self.device_for(id.host, dst.ip()));
+        // An IPoIB id without a device resolved through an Ethernet netdev: the device is
+        // refused (-EINVAL). Loopback resolution attaches its device without this check
+        // (cma_bind_loopback).
+        let refused = status == 0
+            && id.device.is_none()
+            && !is_any(dst.ip())
+            && self.ipoib_refused(key, self.netdev_route(id.host, None, dst.ip()));
         // The route and neighbour resolved, but no RDMA device is left to attach: -ENODEV.
         let status = match (status, device) {
+            _ if refused => -22,
             (0, None) => -19,
             _ => status,
         };
