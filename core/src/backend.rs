@@ -83,6 +83,9 @@ pub trait CmBackend: Send + Sync {
     fn bind_addr(&self, id: IdHandle, addr: SocketAddr) -> Result<()>;
 
     /// `rdma_resolve_addr`: starts address resolution; ADDR_RESOLVED or ADDR_ERROR follows.
+    /// `timeout` counts in whole milliseconds (truncated, as librdmacm takes an `int`); it is
+    /// not validated, and one under 1 ms gives up at the first look (ADDR_ERROR -ETIMEDOUT
+    /// unless no neighbour resolution is needed).
     ///
     /// * EINVAL: already resolving or resolved, listening, or the families of source, bound
     ///   address and destination differ (§4.4).
@@ -99,7 +102,8 @@ pub trait CmBackend: Send + Sync {
     /// `rdma_resolve_route`: ROUTE_RESOLVED or ROUTE_ERROR follows.
     ///
     /// * EINVAL: the address is not resolved (the id has no device; librdmacm would crash,
-    ///   §16), the route is already resolved or resolving, or a timeout of 0 (§4.5).
+    ///   §16), the route is already resolved or resolving, or a timeout under 1 ms (whole
+    ///   milliseconds, truncated: 0 ms, §4.5).
     /// * ENODEV: the bound netdev has no RoCE port (loopback, §14.3).
     fn resolve_route(&self, id: IdHandle, timeout: Duration) -> Result<()>;
 

@@ -1831,3 +1831,72 @@ fn ipoib_port_space_needs_an_infiniband_link_layer() {
         teardown(cm, &[bound, resolving], ch);
     }
 }
+
+/// §4.4, §4.5, §14.1: librdmacm takes whole milliseconds, so the simulator truncates a
+/// resolution timeout as cmtwin-verbs does (`Duration::as_millis`). resolve_route's kernel
+/// refuses a timeout of 0 (`rdma_resolve_route`), so 999 µs is EINVAL and leaves the id
+/// resolved; on InfiniBand an unanswered path query ends at the truncated timeout (1.9 ms →
+/// ROUTE_ERROR -ETIMEDOUT at 1 ms). resolve_addr's timeout is not validated: an unanswered
+/// neighbour fails at the truncated deadline (1.9 ms → 1 ms), and a timeout that truncates
+/// to 0 fails at the first look, before any ARP answer (`process_one_req` finds the deadline
+/// passed): ADDR_ERROR -ETIMEDOUT at once, even towards a neighbour that would answer.
+#[test]
+fn resolution_timeouts_are_whole_milliseconds() {
+    let bed = SimBed::with_transport(SEED, Transport::InfiniBand);
+    let cm = bed.client();
+    let ch = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    let at = |ip| SocketAddr::new(ip, 7407);
+    let sub_ms = Duration::from_micros(999);
+    let one_and_more = Duration::from_micros(1900);
+    // resolve_addr: 999 µs is a timeout of 0 towards a neighbour that answers in 10 µs.
+    let t0 = bed.fabric.now();
+    ok(
+        cm.resolve_addr(id, None, at(SimBed::SERVER_IP), sub_ms),
+        "resolve_addr, 999 µs",
+    );
+    expect_event_for(cm, ch, EventKind::AddrError, id, -Errno::ETIMEDOUT.0);
+    assert_eq!(since(&bed, t0), Duration::ZERO, "a deadline of 0 ms");
+    let t0 = bed.fabric.now();
+    ok(
+        cm.resolve_addr(id, None, at(SimBed::NO_NEIGHBOUR_IP), one_and_more),
+        "resolve_addr, 1.9 ms, nobody answers",
+    );
+    expect_event_for(cm, ch, EventKind::AddrError, id, -Errno::ETIMEDOUT.0);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::from_millis(1),
+        "a deadline of 1 ms"
+    );
+    let t0 = bed.fabric.now();
+    ok(
+        cm.resolve_addr(id, None, at(SimBed::SERVER_IP), Duration::from_millis(1)),
+        "resolve_addr, 1 ms",
+    );
+    expect_event_for(cm, ch, EventKind::AddrResolved, id, 0);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::from_micros(10),
+        "the ARP round trip"
+    );
+    // resolve_route: 999 µs is EINVAL and changes nothing.
+    expect_errno(
+        cm.resolve_route(id, sub_ms),
+        Call::ResolveRoute,
+        Errno::EINVAL,
+    );
+    bed.fabric
+        .fail_path_queries("client", 1, PathFailure::Timeout)
+        .expect("the fault applies");
+    let t0 = bed.fabric.now();
+    ok(cm.resolve_route(id, one_and_more), "resolve_route, 1.9 ms");
+    expect_event_for(cm, ch, EventKind::RouteError, id, -Errno::ETIMEDOUT.0);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::from_millis(1),
+        "the SA query's 1 ms"
+    );
+    ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route again");
+    expect_event_for(cm, ch, EventKind::RouteResolved, id, 0);
+    teardown(cm, &[id], ch);
+}

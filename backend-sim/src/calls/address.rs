@@ -24,6 +24,12 @@ pub(crate) fn is_any(ip: IpAddr) -> bool {
     ip.is_unspecified() || ip.is_loopback()
 }
 
+/// `timeout` as librdmacm takes it: whole milliseconds (an `int`), truncated and saturating
+/// as cmtwin-verbs converts it.
+fn whole_millis(timeout: Duration) -> Duration {
+    Duration::from_millis(timeout.as_millis().min(i32::MAX as u128) as u64)
+}
+
 /// Whether `a` and `b` share a subnet (/24 for IPv4, /64 for IPv6): the fabric's routing.
 fn same_subnet(a: IpAddr, b: IpAddr) -> bool {
     match (a, b) {
@@ -258,6 +264,7 @@ impl World {
         timeout: Duration,
     ) -> Result<()> {
         let call = Call::ResolveAddr;
+        let timeout = whole_millis(timeout);
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
         if let Some(s) = src {
@@ -337,6 +344,8 @@ impl World {
     /// How long resolving the link-layer address of routed `dst` takes, and its status: none
     /// for the host's own addresses and multicast groups (mapped, not asked for), an ARP/ND
     /// round trip for a neighbour that answers, the deadline (-ETIMEDOUT) for one that does not.
+    /// A deadline of 0 ms has passed when the request is first looked at again, before any
+    /// answer (`process_one_req`): -ETIMEDOUT at once, whoever the neighbour is.
     fn neighbour_resolution(
         &self,
         host: HostKey,
@@ -349,6 +358,8 @@ impl World {
             .any(|d| self.topo.devices[*d].ips.contains(&dst));
         if own || dst.is_multicast() {
             (Duration::ZERO, 0)
+        } else if timeout.is_zero() && !self.cfg.noarp {
+            (Duration::ZERO, -110)
         } else if self.topo.owner_of_ip(dst).is_some() || self.topo.silent_ips.contains(&dst) {
             (self.cfg.wire_latency * 2, 0)
         } else if self.cfg.noarp {
@@ -439,6 +450,7 @@ impl World {
         timeout: Duration,
     ) -> Result<()> {
         let call = Call::ResolveRoute;
+        let timeout = whole_millis(timeout);
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
         if self.id(key).device.is_none() {
@@ -449,7 +461,11 @@ impl World {
             ));
         }
         if timeout.is_zero() {
-            return Err(CmError::new(call, Errno::EINVAL, "timeout of 0"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "timeout of 0 ms (librdmacm takes whole milliseconds)",
+            ));
         }
         if self.id(key).state != CmState::AddrResolved {
             return Err(self.wrong_state(call, key));
