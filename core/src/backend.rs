@@ -332,10 +332,16 @@ pub trait CmBackend: Send + Sync {
     /// received, or the CONNECT_REQUEST of an id returned by `get_request`. Only ENOENT.
     fn sync_event(&self, id: IdHandle) -> Result<Option<EventInfo>>;
 
-    /// `rdma_get_local_addr`: the id's source address, once bound. Only ENOENT.
+    /// `rdma_get_local_addr`: the id's source address as librdmacm last copied it from the
+    /// kernel (after `bind_addr` and `listen`, and as ADDR_RESOLVED or a CONNECT_REQUEST is
+    /// fetched): none on an id that was never refreshed, even once `resolve_addr` bound it,
+    /// and a resolution's source only once its ADDR_RESOLVED is fetched (§4.20). Only ENOENT.
     fn local_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>>;
 
-    /// `rdma_get_peer_addr`: the id's destination address, once known. Only ENOENT.
+    /// `rdma_get_peer_addr`: the id's destination address as librdmacm holds it: the one
+    /// `resolve_addr` was given, from the call on (kept after ADDR_ERROR), a request's
+    /// source on its new id, and after a bind or listen without one the bound family's
+    /// unspecified address with port 0 (§4.20). Only ENOENT.
     fn peer_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>>;
 
     /// The id's context (`id->context`). Only ENOENT.

@@ -1900,3 +1900,104 @@ fn resolution_timeouts_are_whole_milliseconds() {
     expect_event_for(cm, ch, EventKind::RouteResolved, id, 0);
     teardown(cm, &[id], ch);
 }
+
+/// §4.3, §4.4, §4.8, §4.20, librdmacm `ucma_query_addr`: `local_addr` and `peer_addr` read
+/// librdmacm's copy of the addresses (`id->route.addr`), which it refreshes from the kernel
+/// after bind and listen and as it hands out ADDR_RESOLVED or a CONNECT_REQUEST, and whose
+/// destination `rdma_resolve_addr` sets when the call succeeds. So: a bind shows the kernel's
+/// destination of the bound family with address and port 0 (the kernel sets its family); an
+/// id that resolves from IDLE has no source until ADDR_RESOLVED is fetched, and none after an
+/// ADDR_ERROR; a wildcard source stays the wildcard until ADDR_RESOLVED is fetched, though
+/// the kernel chose the routed source when it queued the event; the destination stays after
+/// ADDR_ERROR (the kernel's `addr_handler` restores the source only).
+#[test]
+fn addresses_read_librdmacm_copy() {
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    let ch = ok(cm.create_event_channel(), "channel");
+    let addrs = |id| {
+        (
+            ok(cm.local_addr(id), "local_addr"),
+            ok(cm.peer_addr(id), "peer_addr"),
+        )
+    };
+    let zero: SocketAddr = "0.0.0.0:0".parse().unwrap();
+    let dst = SocketAddr::new(SimBed::SERVER_IP, 7408);
+    let silent = SocketAddr::new(SimBed::NO_NEIGHBOUR_IP, 7408);
+    let timeout = Duration::from_millis(1);
+
+    // From IDLE: no source until ADDR_RESOLVED is fetched, the destination at once.
+    let idle = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    assert_eq!(addrs(idle), (None, None), "a new id");
+    ok(cm.resolve_addr(idle, None, dst, timeout), "resolve_addr");
+    bed.fabric.run_until_idle().expect("the resolution ends");
+    assert_eq!(
+        addrs(idle),
+        (None, Some(dst)),
+        "ADDR_RESOLVED queued, not fetched"
+    );
+    expect_event_for(cm, ch, EventKind::AddrResolved, idle, 0);
+    let (local, peer) = addrs(idle);
+    let local = local.expect("a source once ADDR_RESOLVED is fetched");
+    assert_eq!((local.ip(), peer), (SimBed::CLIENT_IP, Some(dst)));
+
+    // A wildcard source: the kernel's destination of the family after bind; the routed
+    // source only once ADDR_RESOLVED is fetched.
+    let wild = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    let any: SocketAddr = "0.0.0.0:7409".parse().unwrap();
+    ok(cm.bind_addr(wild, any), "bind the wildcard");
+    assert_eq!(addrs(wild), (Some(any), Some(zero)), "after bind");
+    ok(cm.resolve_addr(wild, None, dst, timeout), "resolve_addr");
+    bed.fabric.run_until_idle().expect("the resolution ends");
+    assert_eq!(
+        addrs(wild),
+        (Some(any), Some(dst)),
+        "ADDR_RESOLVED not fetched"
+    );
+    expect_event_for(cm, ch, EventKind::AddrResolved, wild, 0);
+    let routed = SocketAddr::new(SimBed::CLIENT_IP, 7409);
+    assert_eq!(
+        addrs(wild),
+        (Some(routed), Some(dst)),
+        "ADDR_RESOLVED fetched"
+    );
+
+    // ADDR_ERROR refreshes nothing: no source from IDLE, the bound one otherwise; the
+    // destination stays.
+    let failing = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(
+        cm.resolve_addr(failing, None, silent, timeout),
+        "resolve_addr",
+    );
+    expect_event_for(cm, ch, EventKind::AddrError, failing, -Errno::ETIMEDOUT.0);
+    assert_eq!(
+        addrs(failing),
+        (None, Some(silent)),
+        "after ADDR_ERROR from IDLE"
+    );
+    let bound = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    let src = SocketAddr::new(SimBed::CLIENT_IP, 7410);
+    ok(cm.bind_addr(bound, src), "bind");
+    ok(
+        cm.resolve_addr(bound, None, silent, timeout),
+        "resolve_addr",
+    );
+    expect_event_for(cm, ch, EventKind::AddrError, bound, -Errno::ETIMEDOUT.0);
+    assert_eq!(
+        addrs(bound),
+        (Some(src), Some(silent)),
+        "after ADDR_ERROR, bound"
+    );
+
+    // listen from IDLE: the auto-bound wildcard and the family's zero destination.
+    let listener = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(cm.listen(listener, 4), "listen");
+    let (local, peer) = addrs(listener);
+    let local = local.expect("a listener has a source");
+    assert_eq!(
+        (local.ip(), local.port() != 0, peer),
+        ("0.0.0.0".parse().unwrap(), true, Some(zero)),
+        "after listen"
+    );
+    teardown(cm, &[idle, wild, failing, bound, listener], ch);
+}

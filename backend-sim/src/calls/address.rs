@@ -212,7 +212,10 @@ impl World {
         if self.id(key).state != CmState::Idle {
             return Err(self.wrong_state(call, key));
         }
-        self.bind_inner(call, key, addr)
+        self.bind_inner(call, key, addr)?;
+        // librdmacm queries the addresses after a successful bind.
+        self.id_mut(key).refresh_user_addrs();
+        Ok(())
     }
 
     /// Auto-bind of `listen` on an IDLE id: 0.0.0.0, ephemeral port.
@@ -418,7 +421,7 @@ impl World {
                 SocketAddr::new(ip, local.port())
             };
             let id = self.id_mut(key);
-            id.local = Some(src);
+            id.change_local(src);
             id.device = Some(dev);
             id.state = CmState::AddrResolved;
             self.queue_event(
@@ -429,9 +432,7 @@ impl World {
                 Vec::new(),
             );
         } else {
-            let id = self.id_mut(key);
-            id.state = CmState::AddrBound;
-            id.peer = None;
+            self.id_mut(key).state = CmState::AddrBound;
             self.queue_event(
                 key,
                 EventKind::AddrError,

@@ -105,6 +105,8 @@ impl World {
         let id = self.id_mut(key);
         id.reuseaddr = false;
         id.state = CmState::Listen;
+        // librdmacm queries the addresses after a successful listen.
+        id.refresh_user_addrs();
         id.set_listen(ListenState {
             backlog,
             pending: 0,
