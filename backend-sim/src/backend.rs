@@ -905,11 +905,11 @@ impl CmBackend for SimBackend {
     }
 
     fn local_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
-        self.query(Call::LocalAddr, id, |i| i.local)
+        self.query(Call::LocalAddr, id, |i| i.user_local())
     }
 
     fn peer_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>> {
-        self.query(Call::PeerAddr, id, |i| i.peer)
+        self.query(Call::PeerAddr, id, |i| i.user_peer())
     }
 
     fn context(&self, id: IdHandle) -> Result<u64> {

@@ -4,7 +4,7 @@
 //! and the clock.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use cmtwin::{EventInfo, EventKind, PortSpace, QpInitAttr, QpType};
 
@@ -113,8 +113,18 @@ pub(crate) struct Id {
     pub qp_type: QpType,
     pub state: CmState,
     pub device: Option<DevKey>,
+    /// The kernel's source address (`route.addr.src_addr`).
     pub local: Option<SocketAddr>,
+    /// The kernel's destination address (`route.addr.dst_addr`), once a resolution gave one;
+    /// kept after ADDR_ERROR, as `addr_handler` restores only the source.
     pub peer: Option<SocketAddr>,
+    /// librdmacm's copy of the source was never refreshed (`ucma_query_addr` after bind or
+    /// listen, or as ADDR_RESOLVED or the CONNECT_REQUEST is fetched): it reads as none.
+    pub user_src_unset: bool,
+    /// librdmacm's copy of the source, where the kernel changed `local` after the copy was
+    /// taken (a wildcard replaced when the resolution completed, before ADDR_RESOLVED is
+    /// fetched); boxed, as only that window needs it.
+    pub user_src_held: Option<Box<SocketAddr>>,
     /// The (port space, port) this id holds in its host's port table.
     pub port: Option<u16>,
     pub reuseaddr: bool,
@@ -183,6 +193,8 @@ impl Id {
             device: None,
             local: None,
             peer: None,
+            user_src_unset: true,
+            user_src_held: None,
             port: None,
             reuseaddr: false,
             afonly: None,
@@ -206,6 +218,53 @@ impl Id {
             req_conn: None,
             rep_conn: None,
         }
+    }
+}
+
+impl Id {
+    /// The source address librdmacm holds in `id->route.addr.src_addr`, which
+    /// `rdma_get_local_addr` reads.
+    pub(crate) fn user_local(&self) -> Option<SocketAddr> {
+        if self.user_src_unset {
+            None
+        } else if let Some(held) = &self.user_src_held {
+            Some(**held)
+        } else {
+            self.local
+        }
+    }
+
+    /// The destination address librdmacm holds in `id->route.addr.dst_addr`, which
+    /// `rdma_get_peer_addr` reads: the one `rdma_resolve_addr` was given once the call
+    /// succeeded (or a request's source), else, once the copy was refreshed, the kernel's
+    /// destination as a bind leaves it: the bound family's unspecified address, port 0.
+    pub(crate) fn user_peer(&self) -> Option<SocketAddr> {
+        self.peer.or_else(|| {
+            self.user_local().map(|a| {
+                let zero = match a {
+                    SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                    SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                };
+                SocketAddr::new(zero, 0)
+            })
+        })
+    }
+
+    /// librdmacm copies the kernel's addresses (`ucma_query_addr`).
+    pub(crate) fn refresh_user_addrs(&mut self) {
+        self.user_src_unset = false;
+        self.user_src_held = None;
+    }
+
+    /// The kernel changes the source to `src`: librdmacm's copy, if taken, keeps the old one
+    /// until it is refreshed.
+    pub(crate) fn change_local(&mut self, src: SocketAddr) {
+        if let Some(old) = self.local.filter(|old| *old != src) {
+            if !self.user_src_unset && self.user_src_held.is_none() {
+                self.user_src_held = Some(Box::new(old));
+            }
+        }
+        self.local = Some(src);
     }
 }
 

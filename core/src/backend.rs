@@ -83,6 +83,9 @@ pub trait CmBackend: Send + Sync {
     fn bind_addr(&self, id: IdHandle, addr: SocketAddr) -> Result<()>;
 
     /// `rdma_resolve_addr`: starts address resolution; ADDR_RESOLVED or ADDR_ERROR follows.
+    /// `timeout` counts in whole milliseconds (truncated, as librdmacm takes an `int`); it is
+    /// not validated, and one under 1 ms gives up at the first look (ADDR_ERROR -ETIMEDOUT
+    /// unless no neighbour resolution is needed).
     ///
     /// * EINVAL: already resolving or resolved, listening, or the families of source, bound
     ///   address and destination differ (§4.4).
@@ -99,7 +102,8 @@ pub trait CmBackend: Send + Sync {
     /// `rdma_resolve_route`: ROUTE_RESOLVED or ROUTE_ERROR follows.
     ///
     /// * EINVAL: the address is not resolved (the id has no device; librdmacm would crash,
-    ///   §16), the route is already resolved or resolving, or a timeout of 0 (§4.5).
+    ///   §16), the route is already resolved or resolving, or a timeout under 1 ms (whole
+    ///   milliseconds, truncated: 0 ms, §4.5).
     /// * ENODEV: the bound netdev has no RoCE port (loopback, §14.3).
     fn resolve_route(&self, id: IdHandle, timeout: Duration) -> Result<()>;
 
@@ -328,10 +332,16 @@ pub trait CmBackend: Send + Sync {
     /// received, or the CONNECT_REQUEST of an id returned by `get_request`. Only ENOENT.
     fn sync_event(&self, id: IdHandle) -> Result<Option<EventInfo>>;
 
-    /// `rdma_get_local_addr`: the id's source address, once bound. Only ENOENT.
+    /// `rdma_get_local_addr`: the id's source address as librdmacm last copied it from the
+    /// kernel (after `bind_addr` and `listen`, and as ADDR_RESOLVED or a CONNECT_REQUEST is
+    /// fetched): none on an id that was never refreshed, even once `resolve_addr` bound it,
+    /// and a resolution's source only once its ADDR_RESOLVED is fetched (§4.20). Only ENOENT.
     fn local_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>>;
 
-    /// `rdma_get_peer_addr`: the id's destination address, once known. Only ENOENT.
+    /// `rdma_get_peer_addr`: the id's destination address as librdmacm holds it: the one
+    /// `resolve_addr` was given, from the call on (kept after ADDR_ERROR), a request's
+    /// source on its new id, and after a bind or listen without one the bound family's
+    /// unspecified address with port 0 (§4.20). Only ENOENT.
     fn peer_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>>;
 
     /// The id's context (`id->context`). Only ENOENT.

@@ -1948,3 +1948,389 @@ fn infiniband_connect_to_127_0_0_1_is_refused_at_once() {
     );
     teardown(roce.client(), &[ep.id], ep.channel);
 }
+
+/// A RoCE host "h" with two addresses of one subnet (10.0.0.1 and 10.0.0.11) and an IPv6
+/// one (fd00::1), for the port table's address rules.
+fn two_address_host() -> (cmtwin_sim::Fabric, cmtwin_sim::SimBackend) {
+    let ips: [std::net::IpAddr; 3] = [
+        "10.0.0.1".parse().unwrap(),
+        "10.0.0.11".parse().unwrap(),
+        "fd00::1".parse().unwrap(),
+    ];
+    let fabric = cmtwin_sim::Fabric::builder(SEED)
+        .host("h", Transport::Roce, &ips)
+        .build()
+        .expect("a valid configuration");
+    let cm = fabric.backend("h");
+    (fabric, cm)
+}
+
+/// §2.4, §4.8, kernel `rdma_listen`: an id bound with REUSEADDR is checked again when it
+/// listens, as `cma_check_port` checks a bind without REUSEADDR against every other holder
+/// of the port (bound or listening): EADDRNOTAVAIL when either address is a wildcard,
+/// EADDRINUSE for the same specific address, nothing for another specific address or for an
+/// IPv4/IPv6 pair whose IPv6 id is AFONLY. A failed listen leaves the id ADDR_BOUND with
+/// REUSEADDR still set; a successful one clears it, so a later REUSEADDR bind of the port's
+/// address conflicts.
+#[test]
+fn listen_with_reuseaddr_rechecks_the_port_like_a_plain_bind() {
+    let (_fabric, cm) = two_address_host();
+    let ch = ok(cm.create_event_channel(), "channel");
+    let port = 7400;
+    let at = |ip: &str| SocketAddr::new(ip.parse().unwrap(), port);
+    let reusing = |addr: SocketAddr| {
+        let id = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+        ok(cm.set_option(id, &CmOption::ReuseAddr(true)), "REUSEADDR");
+        ok(cm.bind_addr(id, addr), "bind with REUSEADDR");
+        id
+    };
+    // A wildcard holder and a specific one: the wildcard side is EADDRNOTAVAIL.
+    let any = reusing(at("0.0.0.0"));
+    let one = reusing(at("10.0.0.1"));
+    expect_errno(cm.listen(any, 4), Call::Listen, Errno::EADDRNOTAVAIL);
+    expect_errno(cm.listen(one, 4), Call::Listen, Errno::EADDRNOTAVAIL);
+    // Still ADDR_BOUND with REUSEADDR: a third REUSEADDR bind of the port is allowed.
+    let same = reusing(at("10.0.0.1"));
+    ok(cm.destroy_id(any), "destroy the wildcard holder");
+    // Two ids on the same specific address: EADDRINUSE.
+    expect_errno(cm.listen(one, 4), Call::Listen, Errno::EADDRINUSE);
+    ok(cm.destroy_id(same), "destroy the second 10.0.0.1 holder");
+    // Another specific address of the host, and an AFONLY IPv6 id, do not conflict.
+    let other = reusing(at("10.0.0.11"));
+    let v6 = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(cm.set_option(v6, &CmOption::ReuseAddr(true)), "REUSEADDR");
+    ok(cm.set_option(v6, &CmOption::AfOnly(true)), "AFONLY");
+    ok(cm.bind_addr(v6, at("fd00::1")), "bind the IPv6 id");
+    ok(
+        cm.listen(one, 4),
+        "listen on 10.0.0.1 beside 10.0.0.11 and fd00::1",
+    );
+    // REUSEADDR is cleared by the listen: 10.0.0.1 is now exclusive.
+    let late = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(cm.set_option(late, &CmOption::ReuseAddr(true)), "REUSEADDR");
+    expect_errno(
+        cm.bind_addr(late, at("10.0.0.1")),
+        Call::BindAddr,
+        Errno::EADDRINUSE,
+    );
+    ok(cm.listen(other, 4), "listen on 10.0.0.11");
+    ok(cm.listen(v6, 4), "listen on fd00::1");
+    teardown(&cm, &[one, other, v6, late], ch);
+}
+
+/// §4.3, kernel `cma_check_linklocal` (called by `rdma_bind_addr` and by `rdma_resolve_addr`'s
+/// bind of its source): an IPv6 link-local address (fe80::/10) needs a scope id, else the
+/// bind is EINVAL and the id stays IDLE, whether the address is configured or not. With a
+/// scope id the configured address binds, and the id's address keeps the scope id.
+#[test]
+fn link_local_bind_without_scope_id_is_einval() {
+    let ll: std::net::Ipv6Addr = "fe80::1".parse().unwrap();
+    let fabric = cmtwin_sim::Fabric::builder(SEED)
+        .host("h", Transport::Roce, &[std::net::IpAddr::V6(ll)])
+        .build()
+        .expect("a valid configuration");
+    let cm = fabric.backend("h");
+    let ch = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    let unscoped =
+        |ip: std::net::Ipv6Addr| SocketAddr::V6(std::net::SocketAddrV6::new(ip, 7401, 0, 0));
+    expect_errno(
+        cm.bind_addr(id, unscoped(ll)),
+        Call::BindAddr,
+        Errno::EINVAL,
+    );
+    let elsewhere: std::net::Ipv6Addr = "febf::2".parse().unwrap();
+    expect_errno(
+        cm.bind_addr(id, unscoped(elsewhere)),
+        Call::BindAddr,
+        Errno::EINVAL,
+    );
+    let peer = SocketAddr::V6(std::net::SocketAddrV6::new(ll, 7402, 0, 1));
+    expect_errno(
+        cm.resolve_addr(id, Some(unscoped(ll)), peer, RESOLVE_TIMEOUT),
+        Call::ResolveAddr,
+        Errno::EINVAL,
+    );
+    assert_eq!(ok(cm.local_addr(id), "local_addr"), None, "still unbound");
+    let scoped = SocketAddr::V6(std::net::SocketAddrV6::new(ll, 7401, 0, 1));
+    ok(cm.bind_addr(id, scoped), "bind with a scope id");
+    assert_eq!(
+        ok(cm.local_addr(id), "local_addr"),
+        Some(scoped),
+        "the bound address keeps its scope id"
+    );
+    teardown(&cm, &[id], ch);
+}
+
+/// §4.4 step 3, kernel `cma_resolve_loopback`: resolving a loopback destination replaces the
+/// source by 127.0.0.1 only when the id has no device (`cma_bind_loopback`, for a wildcard
+/// source); an id bound to a specific address keeps it, and so keeps its netdev, so that on
+/// RoCE its route resolves (a wildcard-bound id's route is ENODEV: `lo` has no RoCE port).
+/// Both resolutions complete at once (zero virtual time).
+#[test]
+fn loopback_destination_keeps_a_specific_source() {
+    let bed = SimBed::new(SEED);
+    let cm = bed.server();
+    let ch = ok(cm.create_event_channel(), "channel");
+    let loopback: SocketAddr = "127.0.0.1:7471".parse().unwrap();
+    let specific = SocketAddr::new(SimBed::SERVER_IP, 7403);
+    let sourced = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(cm.bind_addr(sourced, specific), "bind the server's address");
+    let t0 = bed.fabric.now();
+    ok(
+        cm.resolve_addr(sourced, None, loopback, RESOLVE_TIMEOUT),
+        "resolve_addr to 127.0.0.1",
+    );
+    expect_event_for(cm, ch, EventKind::AddrResolved, sourced, 0);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::ZERO,
+        "loopback resolution is immediate"
+    );
+    assert_eq!(
+        ok(cm.local_addr(sourced), "local_addr"),
+        Some(specific),
+        "the specific source stays"
+    );
+    ok(cm.resolve_route(sourced, RESOLVE_TIMEOUT), "resolve_route");
+    expect_event_for(cm, ch, EventKind::RouteResolved, sourced, 0);
+
+    let wild = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(
+        cm.bind_addr(wild, "0.0.0.0:7404".parse().unwrap()),
+        "bind the wildcard",
+    );
+    ok(
+        cm.resolve_addr(wild, None, loopback, RESOLVE_TIMEOUT),
+        "resolve_addr to 127.0.0.1",
+    );
+    expect_event_for(cm, ch, EventKind::AddrResolved, wild, 0);
+    assert_eq!(
+        ok(cm.local_addr(wild), "local_addr"),
+        Some("127.0.0.1:7404".parse().unwrap()),
+        "a wildcard source becomes 127.0.0.1 with its port"
+    );
+    expect_errno(
+        cm.resolve_route(wild, RESOLVE_TIMEOUT),
+        Call::ResolveRoute,
+        Errno::ENODEV,
+    );
+    teardown(cm, &[sourced, wild], ch);
+}
+
+/// §4.3, §13.1, kernel `cma_acquire_dev_by_src_ip`: RDMA_PS_IPOIB needs an InfiniBand link
+/// layer. On RoCE and iWARP, binding an IPoIB id to the host's address is EINVAL (the id
+/// stays IDLE); a wildcard-bound IPoIB id resolves the route and the neighbour (one ARP round
+/// trip, 10 µs) and then fails to attach the device: ADDR_ERROR -EINVAL, the id back in
+/// ADDR_BOUND and free to resolve again. On InfiniBand both work.
+#[test]
+fn ipoib_port_space_needs_an_infiniband_link_layer() {
+    let dst = SocketAddr::new(SimBed::CLIENT_IP, 7405);
+    for transport in [Transport::Roce, Transport::Iwarp, Transport::InfiniBand] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let cm = bed.server();
+        let ch = ok(cm.create_event_channel(), "channel");
+        let bound = ok(cm.create_id(Some(ch), 0, PortSpace::IPOIB), "IPoIB id");
+        let resolving = ok(cm.create_id(Some(ch), 0, PortSpace::IPOIB), "IPoIB id");
+        let src = SocketAddr::new(SimBed::SERVER_IP, 7406);
+        let (kind, status) = if transport == Transport::InfiniBand {
+            ok(cm.bind_addr(bound, src), "bind on InfiniBand");
+            (EventKind::AddrResolved, 0)
+        } else {
+            expect_errno(cm.bind_addr(bound, src), Call::BindAddr, Errno::EINVAL);
+            assert_eq!(
+                ok(cm.local_addr(bound), "local_addr"),
+                None,
+                "{transport:?}"
+            );
+            (EventKind::AddrError, -Errno::EINVAL.0)
+        };
+        for _ in 0..2 {
+            let t0 = bed.fabric.now();
+            ok(
+                cm.resolve_addr(resolving, None, dst, RESOLVE_TIMEOUT),
+                "resolve_addr",
+            );
+            expect_event_for(cm, ch, kind, resolving, status);
+            assert_eq!(
+                since(&bed, t0),
+                Duration::from_micros(10),
+                "{transport:?}: after the ARP round trip"
+            );
+            if kind == EventKind::AddrResolved {
+                break;
+            }
+        }
+        teardown(cm, &[bound, resolving], ch);
+    }
+}
+
+/// §4.4, §4.5, §14.1: librdmacm takes whole milliseconds, so the simulator truncates a
+/// resolution timeout as cmtwin-verbs does (`Duration::as_millis`). resolve_route's kernel
+/// refuses a timeout of 0 (`rdma_resolve_route`), so 999 µs is EINVAL and leaves the id
+/// resolved; on InfiniBand an unanswered path query ends at the truncated timeout (1.9 ms →
+/// ROUTE_ERROR -ETIMEDOUT at 1 ms). resolve_addr's timeout is not validated: an unanswered
+/// neighbour fails at the truncated deadline (1.9 ms → 1 ms), and a timeout that truncates
+/// to 0 fails at the first look, before any ARP answer (`process_one_req` finds the deadline
+/// passed): ADDR_ERROR -ETIMEDOUT at once, even towards a neighbour that would answer.
+#[test]
+fn resolution_timeouts_are_whole_milliseconds() {
+    let bed = SimBed::with_transport(SEED, Transport::InfiniBand);
+    let cm = bed.client();
+    let ch = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    let at = |ip| SocketAddr::new(ip, 7407);
+    let sub_ms = Duration::from_micros(999);
+    let one_and_more = Duration::from_micros(1900);
+    // resolve_addr: 999 µs is a timeout of 0 towards a neighbour that answers in 10 µs.
+    let t0 = bed.fabric.now();
+    ok(
+        cm.resolve_addr(id, None, at(SimBed::SERVER_IP), sub_ms),
+        "resolve_addr, 999 µs",
+    );
+    expect_event_for(cm, ch, EventKind::AddrError, id, -Errno::ETIMEDOUT.0);
+    assert_eq!(since(&bed, t0), Duration::ZERO, "a deadline of 0 ms");
+    let t0 = bed.fabric.now();
+    ok(
+        cm.resolve_addr(id, None, at(SimBed::NO_NEIGHBOUR_IP), one_and_more),
+        "resolve_addr, 1.9 ms, nobody answers",
+    );
+    expect_event_for(cm, ch, EventKind::AddrError, id, -Errno::ETIMEDOUT.0);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::from_millis(1),
+        "a deadline of 1 ms"
+    );
+    let t0 = bed.fabric.now();
+    ok(
+        cm.resolve_addr(id, None, at(SimBed::SERVER_IP), Duration::from_millis(1)),
+        "resolve_addr, 1 ms",
+    );
+    expect_event_for(cm, ch, EventKind::AddrResolved, id, 0);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::from_micros(10),
+        "the ARP round trip"
+    );
+    // resolve_route: 999 µs is EINVAL and changes nothing.
+    expect_errno(
+        cm.resolve_route(id, sub_ms),
+        Call::ResolveRoute,
+        Errno::EINVAL,
+    );
+    bed.fabric
+        .fail_path_queries("client", 1, PathFailure::Timeout)
+        .expect("the fault applies");
+    let t0 = bed.fabric.now();
+    ok(cm.resolve_route(id, one_and_more), "resolve_route, 1.9 ms");
+    expect_event_for(cm, ch, EventKind::RouteError, id, -Errno::ETIMEDOUT.0);
+    assert_eq!(
+        since(&bed, t0),
+        Duration::from_millis(1),
+        "the SA query's 1 ms"
+    );
+    ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route again");
+    expect_event_for(cm, ch, EventKind::RouteResolved, id, 0);
+    teardown(cm, &[id], ch);
+}
+
+/// §4.3, §4.4, §4.8, §4.20, librdmacm `ucma_query_addr`: `local_addr` and `peer_addr` read
+/// librdmacm's copy of the addresses (`id->route.addr`), which it refreshes from the kernel
+/// after bind and listen and as it hands out ADDR_RESOLVED or a CONNECT_REQUEST, and whose
+/// destination `rdma_resolve_addr` sets when the call succeeds. So: a bind shows the kernel's
+/// destination of the bound family with address and port 0 (the kernel sets its family); an
+/// id that resolves from IDLE has no source until ADDR_RESOLVED is fetched, and none after an
+/// ADDR_ERROR; a wildcard source stays the wildcard until ADDR_RESOLVED is fetched, though
+/// the kernel chose the routed source when it queued the event; the destination stays after
+/// ADDR_ERROR (the kernel's `addr_handler` restores the source only).
+#[test]
+fn addresses_read_librdmacm_copy() {
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    let ch = ok(cm.create_event_channel(), "channel");
+    let addrs = |id| {
+        (
+            ok(cm.local_addr(id), "local_addr"),
+            ok(cm.peer_addr(id), "peer_addr"),
+        )
+    };
+    let zero: SocketAddr = "0.0.0.0:0".parse().unwrap();
+    let dst = SocketAddr::new(SimBed::SERVER_IP, 7408);
+    let silent = SocketAddr::new(SimBed::NO_NEIGHBOUR_IP, 7408);
+    let timeout = Duration::from_millis(1);
+
+    // From IDLE: no source until ADDR_RESOLVED is fetched, the destination at once.
+    let idle = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    assert_eq!(addrs(idle), (None, None), "a new id");
+    ok(cm.resolve_addr(idle, None, dst, timeout), "resolve_addr");
+    bed.fabric.run_until_idle().expect("the resolution ends");
+    assert_eq!(
+        addrs(idle),
+        (None, Some(dst)),
+        "ADDR_RESOLVED queued, not fetched"
+    );
+    expect_event_for(cm, ch, EventKind::AddrResolved, idle, 0);
+    let (local, peer) = addrs(idle);
+    let local = local.expect("a source once ADDR_RESOLVED is fetched");
+    assert_eq!((local.ip(), peer), (SimBed::CLIENT_IP, Some(dst)));
+
+    // A wildcard source: the kernel's destination of the family after bind; the routed
+    // source only once ADDR_RESOLVED is fetched.
+    let wild = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    let any: SocketAddr = "0.0.0.0:7409".parse().unwrap();
+    ok(cm.bind_addr(wild, any), "bind the wildcard");
+    assert_eq!(addrs(wild), (Some(any), Some(zero)), "after bind");
+    ok(cm.resolve_addr(wild, None, dst, timeout), "resolve_addr");
+    bed.fabric.run_until_idle().expect("the resolution ends");
+    assert_eq!(
+        addrs(wild),
+        (Some(any), Some(dst)),
+        "ADDR_RESOLVED not fetched"
+    );
+    expect_event_for(cm, ch, EventKind::AddrResolved, wild, 0);
+    let routed = SocketAddr::new(SimBed::CLIENT_IP, 7409);
+    assert_eq!(
+        addrs(wild),
+        (Some(routed), Some(dst)),
+        "ADDR_RESOLVED fetched"
+    );
+
+    // ADDR_ERROR refreshes nothing: no source from IDLE, the bound one otherwise; the
+    // destination stays.
+    let failing = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(
+        cm.resolve_addr(failing, None, silent, timeout),
+        "resolve_addr",
+    );
+    expect_event_for(cm, ch, EventKind::AddrError, failing, -Errno::ETIMEDOUT.0);
+    assert_eq!(
+        addrs(failing),
+        (None, Some(silent)),
+        "after ADDR_ERROR from IDLE"
+    );
+    let bound = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    let src = SocketAddr::new(SimBed::CLIENT_IP, 7410);
+    ok(cm.bind_addr(bound, src), "bind");
+    ok(
+        cm.resolve_addr(bound, None, silent, timeout),
+        "resolve_addr",
+    );
+    expect_event_for(cm, ch, EventKind::AddrError, bound, -Errno::ETIMEDOUT.0);
+    assert_eq!(
+        addrs(bound),
+        (Some(src), Some(silent)),
+        "after ADDR_ERROR, bound"
+    );
+
+    // listen from IDLE: the auto-bound wildcard and the family's zero destination.
+    let listener = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(cm.listen(listener, 4), "listen");
+    let (local, peer) = addrs(listener);
+    let local = local.expect("a listener has a source");
+    assert_eq!(
+        (local.ip(), local.port() != 0, peer),
+        ("0.0.0.0".parse().unwrap(), true, Some(zero)),
+        "after listen"
+    );
+    teardown(cm, &[idle, wild, failing, bound, listener], ch);
+}

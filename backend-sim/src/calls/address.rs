@@ -10,7 +10,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use cmtwin::{Call, CmError, Errno, EventKind, EventParam, IdHandle, Result, Transport};
+use cmtwin::{Call, CmError, Errno, EventKind, EventParam, IdHandle, PortSpace, Result, Transport};
 
 use crate::faults::PathFailure;
 use crate::rng::Stream;
@@ -24,6 +24,12 @@ pub(crate) fn is_any(ip: IpAddr) -> bool {
     ip.is_unspecified() || ip.is_loopback()
 }
 
+/// `timeout` as librdmacm takes it: whole milliseconds (an `int`), truncated and saturating
+/// as cmtwin-verbs converts it.
+fn whole_millis(timeout: Duration) -> Duration {
+    Duration::from_millis(timeout.as_millis().min(i32::MAX as u128) as u64)
+}
+
 /// Whether `a` and `b` share a subnet (/24 for IPv4, /64 for IPv6): the fabric's routing.
 fn same_subnet(a: IpAddr, b: IpAddr) -> bool {
     match (a, b) {
@@ -35,8 +41,15 @@ fn same_subnet(a: IpAddr, b: IpAddr) -> bool {
 
 impl World {
     /// Whether `other`'s binding of the same port conflicts with binding `ip` for `key`; the
-    /// errno says how (§4.3).
-    fn port_conflict(&self, key: IdKey, ip: IpAddr, other: IdKey) -> Option<Errno> {
+    /// errno says how (§4.3, `cma_check_port`). `reuse` is whether `key`'s REUSEADDR counts:
+    /// a bind's does, a listen's re-check does not.
+    pub(crate) fn port_conflict(
+        &self,
+        key: IdKey,
+        ip: IpAddr,
+        other: IdKey,
+        reuse: bool,
+    ) -> Option<Errno> {
         let (me, them) = (self.id(key), self.id(other));
         let their_ip = them.local.map(|a| a.ip())?;
         if ip.is_ipv4() != their_ip.is_ipv4() {
@@ -45,7 +58,7 @@ impl World {
                 return None;
             }
         }
-        let both_reuse = me.reuseaddr && them.reuseaddr;
+        let both_reuse = reuse && them.reuseaddr;
         if is_any(ip) || is_any(their_ip) {
             (!both_reuse).then_some(Errno::EADDRNOTAVAIL)
         } else if ip == their_ip {
@@ -57,12 +70,12 @@ impl World {
 
     /// Takes `port` (0: an ephemeral one) in the id's port space for `ip`.
     fn take_port(&mut self, key: IdKey, ip: IpAddr, port: u16) -> Result<u16, Errno> {
-        let (host, ps) = (self.id(key).host, self.id(key).ps);
+        let (host, ps, reuse) = (self.id(key).host, self.id(key).ps, self.id(key).reuseaddr);
         let free = |w: &World, p: u16| {
             w.kernel.ports.get(&(host, ps, p)).is_none_or(|holders| {
                 holders
                     .iter()
-                    .all(|o| w.port_conflict(key, ip, *o).is_none())
+                    .all(|o| w.port_conflict(key, ip, *o, reuse).is_none())
             })
         };
         let port = if port == 0 {
@@ -78,7 +91,10 @@ impl World {
             found
         } else {
             if let Some(holders) = self.kernel.ports.get(&(host, ps, port)) {
-                if let Some(e) = holders.iter().find_map(|o| self.port_conflict(key, ip, *o)) {
+                if let Some(e) = holders
+                    .iter()
+                    .find_map(|o| self.port_conflict(key, ip, *o, reuse))
+                {
                     return Err(e);
                 }
             }
@@ -109,9 +125,37 @@ impl World {
     /// The kernel's bind: attaches the device owning a specific address, takes the port.
     fn bind_inner(&mut self, call: Call, key: IdKey, addr: SocketAddr) -> Result<()> {
         let host = self.id(key).host;
+        if let SocketAddr::V6(a) = addr {
+            // fe80::/10 (`Ipv6Addr::is_unicast_link_local` is newer than the MSRV).
+            let link_local = a.ip().segments()[0] & 0xffc0 == 0xfe80;
+            if link_local && a.scope_id() == 0 {
+                // cma_check_linklocal: the scope id names the link, and is required.
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    format!("{} is link-local and has no scope id", a.ip()),
+                ));
+            }
+        }
         let device = if is_any(addr.ip()) {
             None
         } else {
+            let netdev = self.topo.hosts[host]
+                .devices
+                .iter()
+                .copied()
+                .find(|d| self.topo.devices[*d].ips.contains(&addr.ip()));
+            if self.ipoib_refused(key, netdev) {
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    format!(
+                        "{} is on a {:?} netdev, and RDMA_PS_IPOIB needs InfiniBand",
+                        addr.ip(),
+                        self.topo.devices[netdev.expect("refused for its netdev")].transport
+                    ),
+                ));
+            }
             match self.topo.device_with_ip(host, addr.ip()) {
                 Some(d) => Some(d),
                 // The address of a removed device stays on its netdev, which has no RDMA
@@ -142,10 +186,22 @@ impl World {
             )
         })?;
         let id = self.id_mut(key);
-        id.local = Some(SocketAddr::new(addr.ip(), port));
+        // The kernel keeps the whole address given (an IPv6 scope id and flow label too).
+        let mut local = addr;
+        local.set_port(port);
+        id.local = Some(local);
         id.device = device;
         id.state = CmState::AddrBound;
         Ok(())
+    }
+
+    /// Whether attaching `key` to a device through `netdev` is refused for its port space:
+    /// RDMA_PS_IPOIB on a netdev that is not InfiniBand (RoCE's and iWARP's are Ethernet),
+    /// whether its RDMA device is present or removed (`cma_acquire_dev_by_src_ip` looks at the
+    /// netdev's type before it looks for a device).
+    fn ipoib_refused(&self, key: IdKey, netdev: Option<DevKey>) -> bool {
+        self.id(key).ps == PortSpace::IPOIB
+            && netdev.is_some_and(|d| self.topo.devices[d].transport != Transport::InfiniBand)
     }
 
     /// `rdma_bind_addr`.
@@ -156,7 +212,10 @@ impl World {
         if self.id(key).state != CmState::Idle {
             return Err(self.wrong_state(call, key));
         }
-        self.bind_inner(call, key, addr)
+        self.bind_inner(call, key, addr)?;
+        // librdmacm queries the addresses after a successful bind.
+        self.id_mut(key).refresh_user_addrs();
+        Ok(())
     }
 
     /// Auto-bind of `listen` on an IDLE id: 0.0.0.0, ephemeral port.
@@ -208,6 +267,7 @@ impl World {
         timeout: Duration,
     ) -> Result<()> {
         let call = Call::ResolveAddr;
+        let timeout = whole_millis(timeout);
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
         if let Some(s) = src {
@@ -287,6 +347,8 @@ impl World {
     /// How long resolving the link-layer address of routed `dst` takes, and its status: none
     /// for the host's own addresses and multicast groups (mapped, not asked for), an ARP/ND
     /// round trip for a neighbour that answers, the deadline (-ETIMEDOUT) for one that does not.
+    /// A deadline of 0 ms has passed when the request is first looked at again, before any
+    /// answer (`process_one_req`): -ETIMEDOUT at once, whoever the neighbour is.
     fn neighbour_resolution(
         &self,
         host: HostKey,
@@ -299,6 +361,8 @@ impl World {
             .any(|d| self.topo.devices[*d].ips.contains(&dst));
         if own || dst.is_multicast() {
             (Duration::ZERO, 0)
+        } else if timeout.is_zero() && !self.cfg.noarp {
+            (Duration::ZERO, -110)
         } else if self.topo.owner_of_ip(dst).is_some() || self.topo.silent_ips.contains(&dst) {
             (self.cfg.wire_latency * 2, 0)
         } else if self.cfg.noarp {
@@ -319,31 +383,45 @@ impl World {
         }
         let dst = id.peer.expect("resolving id has a destination");
         let device = id.device.or_else(|| self.device_for(id.host, dst.ip()));
+        // An IPoIB id without a device resolved through an Ethernet netdev: the device is
+        // refused (-EINVAL). Loopback resolution attaches its device without this check
+        // (cma_bind_loopback).
+        let refused = status == 0
+            && id.device.is_none()
+            && !is_any(dst.ip())
+            && self.ipoib_refused(key, self.netdev_route(id.host, None, dst.ip()));
         // The route and neighbour resolved, but no RDMA device is left to attach: -ENODEV.
         let status = match (status, device) {
+            _ if refused => -22,
             (0, None) => -19,
             _ => status,
         };
         if let (0, Some(dev)) = (status, device) {
             let local = id.local.expect("bound");
-            let src_ip = if is_any(dst.ip()) {
-                if dst.is_ipv4() {
+            // A specific source stays, also towards a loopback destination: the kernel
+            // replaces the source only of an id without a device (cma_resolve_loopback calls
+            // cma_bind_loopback then; addr_handler takes the routed source).
+            let src = if !is_any(local.ip()) {
+                local
+            } else if is_any(dst.ip()) {
+                let ip = if dst.is_ipv4() {
                     IpAddr::V4(Ipv4Addr::LOCALHOST)
                 } else {
                     IpAddr::V6(Ipv6Addr::LOCALHOST)
-                }
-            } else if is_any(local.ip()) {
+                };
+                SocketAddr::new(ip, local.port())
+            } else {
                 let d = &self.topo.devices[dev];
-                d.ips
+                let ip = d
+                    .ips
                     .iter()
                     .copied()
                     .find(|ip| same_subnet(*ip, dst.ip()) || *ip == dst.ip())
-                    .unwrap_or(d.ips[0])
-            } else {
-                local.ip()
+                    .unwrap_or(d.ips[0]);
+                SocketAddr::new(ip, local.port())
             };
             let id = self.id_mut(key);
-            id.local = Some(SocketAddr::new(src_ip, local.port()));
+            id.change_local(src);
             id.device = Some(dev);
             id.state = CmState::AddrResolved;
             self.queue_event(
@@ -354,9 +432,7 @@ impl World {
                 Vec::new(),
             );
         } else {
-            let id = self.id_mut(key);
-            id.state = CmState::AddrBound;
-            id.peer = None;
+            self.id_mut(key).state = CmState::AddrBound;
             self.queue_event(
                 key,
                 EventKind::AddrError,
@@ -375,6 +451,7 @@ impl World {
         timeout: Duration,
     ) -> Result<()> {
         let call = Call::ResolveRoute;
+        let timeout = whole_millis(timeout);
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
         if self.id(key).device.is_none() {
@@ -385,7 +462,11 @@ impl World {
             ));
         }
         if timeout.is_zero() {
-            return Err(CmError::new(call, Errno::EINVAL, "timeout of 0"));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "timeout of 0 ms (librdmacm takes whole milliseconds)",
+            ));
         }
         if self.id(key).state != CmState::AddrResolved {
             return Err(self.wrong_state(call, key));

@@ -97,6 +97,15 @@ impl World {
         };
         let mut info = q.info;
         let host = self.kernel.channels[&key].host;
+        if matches!(
+            info.kind,
+            EventKind::AddrResolved | EventKind::ConnectRequest
+        ) {
+            // librdmacm copies the kernel's addresses as it processes these events
+            // (ucma_process_addr_resolved, ucma_process_conn_req): the resolved source, the
+            // new id's addresses.
+            self.id_mut(q.owner).refresh_user_addrs();
+        }
         if info.kind == EventKind::ConnectRequest {
             self.adopt_listener_mode(q.owner, q.counted_against);
             // librdmacm gives the new id the listener's context as it processes the request.

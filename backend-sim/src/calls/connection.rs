@@ -77,18 +77,23 @@ impl World {
             CmState::AddrBound => {}
             _ => return Err(self.wrong_state(call, key)),
         }
-        // REUSEADDR is re-checked as non-reusable when listening, then cleared.
+        // REUSEADDR is re-checked as non-reusable when listening, then cleared (`rdma_listen`
+        // calls `cma_check_port` with reuseaddr 0): the port's other holders are weighed as
+        // against a plain bind of the id's address.
         let id = self.id(key);
         if id.reuseaddr {
-            let port = id.port.expect("bound");
-            let others = self.kernel.ports[&(host, id.ps, port)]
+            let (port, ip) = (id.port.expect("bound"), id.local.expect("bound").ip());
+            let conflict = self.kernel.ports[&(host, id.ps, port)]
                 .iter()
-                .any(|k| *k != key);
-            if others {
+                .filter(|k| **k != key)
+                .find_map(|k| self.port_conflict(key, ip, *k, false));
+            if let Some(errno) = conflict {
                 return Err(CmError::new(
                     call,
-                    Errno::EADDRINUSE,
-                    format!("port {port} is shared through REUSEADDR"),
+                    errno,
+                    format!(
+                        "port {port} is shared through REUSEADDR, and a listener may not share it"
+                    ),
                 ));
             }
         }
@@ -111,6 +116,8 @@ impl World {
         let id = self.id_mut(key);
         id.reuseaddr = false;
         id.state = CmState::Listen;
+        // librdmacm queries the addresses after a successful listen.
+        id.refresh_user_addrs();
         id.set_listen(ListenState {
             backlog,
             pending: 0,
