@@ -13,7 +13,7 @@ use crate::cm::endpoint::Endpoint;
 use crate::cm::endpoint::{EpState, IrdOrd, Output, Timing};
 use crate::cm::messages::{EpKey, Request};
 use crate::engine::timeline::TimerKey;
-use crate::store::{BoxedStore, KeyMap};
+use crate::store::{BoxedStore, KeyMap, OptKey};
 use crate::world::{Action, CmState, DevKey, HostKey, IdKey, World};
 
 /// An endpoint as the world keeps it: the machine, and where it lives.
@@ -66,7 +66,7 @@ impl World {
             remote_qpn: None,
         };
         self.cm.eps.insert(key, record);
-        self.id_mut(owner).ep = Some(key);
+        self.id_mut(owner).ep = OptKey::some(key);
         key
     }
 
@@ -112,7 +112,7 @@ impl World {
 
     /// Whether id `id` is an iWARP initiator whose MPA request is unanswered.
     pub(crate) fn id_awaits_mpa_reply(&self, id: IdKey) -> bool {
-        let ep = self.kernel.ids.get(&id).and_then(|i| i.ep);
+        let ep = self.kernel.ids.get(&id).and_then(|i| i.ep.get());
         ep.and_then(|ep| self.cm.eps.get(&ep))
             .is_some_and(|e| e.owner == Some(id) && e.cm.awaits_mpa_reply())
     }

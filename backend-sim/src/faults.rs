@@ -7,6 +7,7 @@ use std::net::IpAddr;
 
 use cmtwin::{EventKind, EventParam, Transport, UdData};
 
+use crate::store::OptKey;
 use crate::trace::TraceKind;
 use crate::world::{CmState, DevKey, HostKey, World};
 
@@ -44,7 +45,7 @@ impl World {
         for key in attached {
             let (state, ep, owned) = {
                 let id = self.id(key);
-                (id.state, id.ep, id.owned)
+                (id.state, id.ep.get(), id.owned)
             };
             if state == CmState::DeviceRemoval {
                 continue;
@@ -53,7 +54,7 @@ impl World {
                 // The port is gone: nothing more is sent or answered; the peers time out.
                 self.drive(ep, |e, out| e.device_removed(out));
             }
-            let request_unfetched = !owned && self.id(key).request_queued_on.is_some();
+            let request_unfetched = !owned && self.id(key).request_queued_on.get().is_some();
             if request_unfetched {
                 // librdmacm's processing of the request will fail: the child and its
                 // CONNECT_REQUEST disappear silently, with no protocol side effects (§8.4).
@@ -65,7 +66,7 @@ impl World {
                         .owner = None;
                     self.drive(ep, |e, out| e.abandon(out));
                 }
-                self.id_mut(key).ep = None;
+                self.id_mut(key).ep = OptKey::NONE;
                 self.remove_id(key);
                 continue;
             }

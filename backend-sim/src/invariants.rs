@@ -46,7 +46,7 @@ impl World {
                 self.kernel.channels.contains_key(&id.channel),
                 "id {key} lives on a channel that does not exist"
             );
-            if let Some(ep) = id.ep {
+            if let Some(ep) = id.ep.get() {
                 if let Some(e) = self.cm.eps.get(&ep) {
                     assert_eq!(
                         e.owner,
@@ -69,7 +69,7 @@ impl World {
                     .get(&owner)
                     .unwrap_or_else(|| panic!("endpoint {ep} owned by dead id {owner}"));
                 assert_eq!(
-                    id.ep,
+                    id.ep.get(),
                     Some(*ep),
                     "id {owner} does not point to its endpoint {ep}"
                 );
@@ -136,7 +136,7 @@ impl World {
             let want = unacked.get(key).copied().unwrap_or(0);
             assert_eq!(id.unacked, want, "id {key} counts {} unacked", id.unacked);
             assert_eq!(
-                id.request_queued_on,
+                id.request_queued_on.get(),
                 requests.get(key).copied(),
                 "id {key} misplaces its CONNECT_REQUEST"
             );

@@ -8,8 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use cmtwin::{EventInfo, EventKind, PortSpace, QpInitAttr, QpType};
 
-use crate::cm::messages::EpKey;
-use crate::store::{BoxedStore, KeyMap, Store};
+use crate::store::{BoxedStore, KeyMap, OptKey, Store};
 use crate::topology::{DevKey, HostKey};
 
 /// Key of a channel (the low half of its handle).
@@ -139,7 +138,8 @@ pub(crate) struct Id {
     pub path_tclass: u8,
     pub qp: Option<u32>,
     pub qkey: u32,
-    pub ep: Option<EpKey>,
+    /// The id's CM endpoint (an `EpKey`), while it has one.
+    pub ep: OptKey,
     /// Whether user space owns the id (false for an unaccepted child: its events are dropped).
     pub owned: bool,
     pub sync_event: Option<Box<SyncEvent>>,
@@ -152,8 +152,8 @@ pub(crate) struct Id {
     pub reported: u64,
     /// How many of this id's events are queued on channels (destroy looks only when some are).
     pub queued: u32,
-    /// The channel holding this child's unfetched CONNECT_REQUEST.
-    pub request_queued_on: Option<ChanKey>,
+    /// The channel (a `ChanKey`) holding this child's unfetched CONNECT_REQUEST.
+    pub request_queued_on: OptKey,
     /// How many fetched events counted against this id are unacknowledged.
     pub unacked: u32,
     /// librdmacm turned a CONNECT_RESPONSE of this id into CONNECT_ERROR: it swallows the
@@ -204,14 +204,14 @@ impl Id {
             path_tclass: 0,
             qp: None,
             qkey: cmtwin::RDMA_UDP_QKEY,
-            ep: None,
+            ep: OptKey::NONE,
             owned: true,
             sync_event: None,
             op_gen: 0,
             extras: None,
             reported: 0,
             queued: 0,
-            request_queued_on: None,
+            request_queued_on: OptKey::NONE,
             unacked: 0,
             connect_error: false,
             destroying: false,

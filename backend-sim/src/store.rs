@@ -241,3 +241,35 @@ impl<'a, T> IntoIterator for &'a BoxedStore<T> {
         all.into_iter()
     }
 }
+
+/// A serial key or none, in one word: serial keys count from 1, so 0 is free to mean none
+/// (an `Option<u64>` takes two words).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct OptKey(u64);
+
+impl OptKey {
+    /// No key.
+    pub(crate) const NONE: OptKey = OptKey(0);
+
+    /// Key `key` (never 0).
+    pub(crate) fn some(key: u64) -> Self {
+        debug_assert!(key != 0, "serial keys count from 1");
+        OptKey(key)
+    }
+
+    /// The key, if there is one.
+    pub(crate) fn get(self) -> Option<u64> {
+        (self.0 != 0).then_some(self.0)
+    }
+
+    /// The key, if there is one, leaving none.
+    pub(crate) fn take(&mut self) -> Option<u64> {
+        std::mem::take(self).get()
+    }
+}
+
+impl std::fmt::Debug for OptKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
+}

@@ -12,6 +12,7 @@ use crate::endpoints::Endpoints;
 use crate::engine::timeline::{SimTime, Timeline, TimerKey};
 use crate::process::Scheduler;
 use crate::rng::Streams;
+use crate::store::OptKey;
 use crate::trace::{Entry, EventDrop, Trace, TraceKind};
 use crate::wire::{Message, Net};
 
@@ -291,7 +292,7 @@ impl World {
         let id = self.id_mut(owner);
         id.queued += 1;
         if kind == EventKind::ConnectRequest {
-            id.request_queued_on = Some(channel);
+            id.request_queued_on = OptKey::some(channel);
         }
         self.sched.channel_changed(channel);
         if self.plan.is_some() {
@@ -310,7 +311,7 @@ impl World {
             return;
         }
         let mut places = vec![id.channel];
-        places.extend(id.request_queued_on.filter(|c| *c != id.channel));
+        places.extend(id.request_queued_on.get().filter(|c| *c != id.channel));
         let mut freed = Vec::new();
         let mut dropped = 0;
         for c in places {
@@ -331,7 +332,7 @@ impl World {
         let id = self.id_mut(owner);
         id.queued -= dropped;
         if !freed.is_empty() {
-            id.request_queued_on = None;
+            id.request_queued_on = OptKey::NONE;
         }
         for l in freed {
             if let Some(ls) = self.kernel.ids.get_mut(&l).and_then(|i| i.listen_mut()) {

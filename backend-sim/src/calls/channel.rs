@@ -4,6 +4,7 @@ use cmtwin::{
     AckTicket, Call, ChannelHandle, CmError, CmEvent, Errno, EventInfo, EventKind, IdHandle, Result,
 };
 
+use crate::store::OptKey;
 use crate::trace::{Entry, EventDrop, TraceKind};
 use crate::world::{AddrinfoState, ChanKey, Channel, HostKey, IdKey, Outstanding, World};
 
@@ -78,7 +79,7 @@ impl World {
             let owner = self.id_mut(q.owner);
             owner.queued -= 1;
             if q.info.kind == EventKind::ConnectRequest {
-                owner.request_queued_on = None;
+                owner.request_queued_on = OptKey::NONE;
             }
             // After a CONNECT_ERROR librdmacm acknowledges the id's REJECTED and DISCONNECTED
             // itself and goes on to the next event (cma.c, `connect_error`).
@@ -136,7 +137,11 @@ impl World {
                 .is_some_and(|i| i.qp.is_some())
         {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
-            let ep = self.id(q.owner).ep.expect("connected id has an endpoint");
+            let ep = self
+                .id(q.owner)
+                .ep
+                .get()
+                .expect("connected id has an endpoint");
             if self.connect_qp(q.owner) && self.drive(ep, |e, out| e.send_rtu(out)) {
                 info.kind = EventKind::Established;
             } else {

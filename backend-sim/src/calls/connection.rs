@@ -285,7 +285,7 @@ impl World {
     /// The endpoint of an id in CONNECT, or EINVAL.
     fn connected_ep(&self, call: Call, key: IdKey) -> Result<u64> {
         let id = self.id(key);
-        match (id.state, id.ep) {
+        match (id.state, id.ep.get()) {
             (CmState::Connect, Some(ep)) => Ok(ep),
             _ => Err(self.wrong_state(call, key)),
         }
@@ -484,7 +484,7 @@ impl World {
         let key = self.id_key(host, call, h)?;
         self.need_device(call, key)?;
         let id = self.id(key);
-        let ep = match (id.state, id.ep) {
+        let ep = match (id.state, id.ep.get()) {
             (CmState::Listen, _) => return Ok(()),
             (CmState::Connect | CmState::Disconnect, Some(ep)) => ep,
             _ => return Err(self.wrong_state(call, key)),
@@ -501,7 +501,7 @@ impl World {
         let call = Call::Notify;
         let key = self.id_key(host, call, h)?;
         let transport = self.need_device(call, key)?;
-        let Some(ep) = self.id(key).ep else {
+        let Some(ep) = self.id(key).ep.get() else {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,

@@ -2,6 +2,7 @@
 
 use cmtwin::{Call, ChannelHandle, CmError, Errno, IdHandle, PortSpace, Result};
 
+use crate::store::OptKey;
 use crate::world::{ChanKey, CmState, HostKey, Id, IdKey, World};
 
 impl World {
@@ -109,7 +110,7 @@ impl World {
     /// Removes an id with every side effect: protocol, port, queued events, private channel.
     pub(crate) fn remove_id(&mut self, key: crate::world::IdKey) {
         self.verbs_forget_id(key);
-        if let Some(ep) = self.id(key).ep {
+        if let Some(ep) = self.id(key).ep.get() {
             self.destroy_endpoint(ep);
         }
         self.release_port(key);
@@ -192,7 +193,7 @@ impl World {
         }
         for q in &moved {
             if q.info.kind == cmtwin::EventKind::ConnectRequest {
-                self.id_mut(q.owner).request_queued_on = Some(target);
+                self.id_mut(q.owner).request_queued_on = OptKey::some(target);
             }
         }
         if !moved.is_empty() {

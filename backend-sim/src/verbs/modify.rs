@@ -47,7 +47,7 @@ impl World {
     pub(crate) fn connection_attrs(&self, id: IdKey) -> Option<ConnAttrs> {
         let i = self.id(id);
         let req = i.req_conn?;
-        let active = self.cm.eps.get(&i.ep?)?.cm.is_active();
+        let active = self.cm.eps.get(&i.ep.get()?)?.cm.is_active();
         let (dest, rnr_retry) = match active {
             true => {
                 let rep = i.rep_conn?;
