@@ -140,6 +140,30 @@ impl World {
         r
     }
 
+    /// siw_proc_mpareply: the initiator's driver moves its QP to RTS as it takes the MPA
+    /// reply, before iw_cm reports the CONNECT_REPLY as ESTABLISHED; no RTU and no
+    /// CONNECT_RESPONSE are involved (the passive side's QP went to RTS in `rdma_accept`).
+    /// The QP is paired with the acceptor's, which the simulated TCP connection leads to.
+    fn iw_initiator_qp_to_rts(&mut self, id: IdKey, ep: EpKey) {
+        let peer_qpn = (self.cm.eps.get(&ep))
+            .and_then(|e| e.cm.peer())
+            .and_then(|p| self.cm.eps.get(&p))
+            .and_then(|p| p.owner)
+            .and_then(|o| self.kernel.ids.get(&o))
+            .and_then(|acceptor| acceptor.qp);
+        let Some(qpn) = peer_qpn else {
+            return; // the acceptor is gone: nothing to pair the QP with
+        };
+        let own = self.id(id).req_conn.unwrap_or_default();
+        self.id_mut(id).rep_conn = Some(cmtwin::ConnData {
+            qp_num: qpn,
+            retry_count: own.retry_count,
+            rnr_retry_count: own.rnr_retry_count,
+            ..cmtwin::ConnData::default()
+        });
+        self.connect_qp(id);
+    }
+
     fn carry_out(&mut self, ep: EpKey, output: Output) {
         let Some(e) = self.cm.eps.get(&ep) else {
             return;
@@ -171,6 +195,11 @@ impl World {
                 data,
             } => {
                 if let Some(id) = owner {
+                    if kind == EventKind::Established {
+                        // Only an iWARP initiator's MPA reply ends in an ESTABLISHED event of
+                        // its own endpoint (IB's active side gets CONNECT_RESPONSE).
+                        self.iw_initiator_qp_to_rts(id, ep);
+                    }
                     self.queue_event(id, kind, status, param, data);
                 }
             }

@@ -2334,3 +2334,48 @@ fn addresses_read_librdmacm_copy() {
     );
     teardown(cm, &[idle, wild, failing, bound, listener], ch);
 }
+
+/// siw_proc_mpareply: an iWARP initiator's QP is in RTS as its ESTABLISHED arrives (the
+/// driver moved it while taking the MPA reply; there is no CONNECT_RESPONSE for librdmacm to
+/// act on), so what it posts reaches the acceptor. The simulator left the initiator's QP in
+/// INIT: its sends waited for ever and both sides' completion waits ended in EDEADLK.
+#[test]
+fn iwarp_initiator_qp_is_ready_to_send_at_established() {
+    use cmtwin::verbs::{DataPath, QpState, WcOpcode, WcStatus};
+    let bed = SimBed::with_config(SEED, Transport::Iwarp, SimConfig::default());
+    let (s, c) = (bed.server(), bed.client());
+    let pair = connect_pair(&bed);
+    let client_qp = ok(c.qp(pair.client.id), "qp").expect("the client has a QP");
+    let server_qp = ok(s.qp(pair.server.id), "qp").expect("the server has a QP");
+    assert_eq!(ok(c.query_qp_state(client_qp), "query_qp"), QpState::Rts);
+    assert_eq!(ok(s.query_qp_state(server_qp), "query_qp"), QpState::Rts);
+    let rx = ok(s.reg_msgs(pair.server.id, vec![0; 16]), "reg_msgs");
+    ok(s.post_recv_msg(pair.server.id, 1, &rx, 0, 16), "post_recv");
+    let tx = ok(
+        c.reg_msgs(pair.client.id, b"over siw, at last".to_vec()),
+        "reg_msgs",
+    );
+    let t0 = bed.fabric.now();
+    ok(
+        c.post_send_msg(pair.client.id, 2, &tx, 0, 16, false),
+        "post_send",
+    );
+    let sent = ok(c.get_send_comp(pair.client.id), "send completion");
+    assert_eq!(
+        (sent.status, sent.opcode),
+        (WcStatus::SUCCESS, WcOpcode::Send)
+    );
+    let got = ok(s.get_recv_comp(pair.server.id), "receive completion");
+    assert_eq!(
+        (got.status, got.opcode, got.byte_len),
+        (WcStatus::SUCCESS, WcOpcode::Recv, 16)
+    );
+    let mut bytes = [0; 16];
+    ok(s.mr_read(rx.handle, 0, &mut bytes), "mr_read");
+    assert_eq!(&bytes, b"over siw, at las");
+    // The send's round trip (the data out, its ACK back) on the seed's links.
+    assert_eq!(since(&bed, t0), Duration::from_nanos(12_930), "elapsed");
+    ok(s.dereg_mr(rx.handle).map(drop), "dereg");
+    ok(c.dereg_mr(tx.handle).map(drop), "dereg");
+    teardown_pair(&bed, &pair);
+}
