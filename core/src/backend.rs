@@ -318,8 +318,10 @@ pub trait CmBackend: Send + Sync {
 
     /// `rdma_create_qp` (with CQs created by the backend); returns the QP number.
     ///
-    /// * EINVAL: the id has no device (librdmacm would crash, §16), already has a QP, or the
-    ///   QP type does not suit the port space.
+    /// * EINVAL: the id has no device (librdmacm would crash, §16), already has a QP, the
+    ///   QP type does not suit the port space, or a capacity above the device's maximum
+    ///   (on the simulator 16384 requests, 32 entries, 256 inline bytes; an empty queue is
+    ///   allowed).
     /// * EOPNOTSUPP: a QP type the transport lacks (UD on iWARP).
     fn create_qp(&self, id: IdHandle, attr: &QpInitAttr) -> Result<u32>;
 

@@ -2379,3 +2379,75 @@ fn iwarp_initiator_qp_is_ready_to_send_at_established() {
     ok(c.dereg_mr(tx.handle).map(drop), "dereg");
     teardown_pair(&bed, &pair);
 }
+
+/// rdma_create_qp passes the capacities to ibv_create_qp, and the device refuses those above
+/// its maxima (rxe_qp_chk_cap: -EINVAL; no lower bound). The simulator's `create_qp` took any
+/// capacities (create_qp_ex checked them), so a passive `create_ep` with impossible QP
+/// attributes handed `get_request` a child with a QP no device would make.
+#[test]
+fn create_qp_refuses_capacities_above_the_devices() {
+    use cmtwin::{rai, AddrInfo};
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    let client = resolved_client(
+        &bed,
+        PortSpace::TCP,
+        SocketAddr::new(SimBed::SERVER_IP, 7411),
+    );
+    let with = |f: &dyn Fn(&mut QpInitAttr)| {
+        let mut attr = QpInitAttr::new(QpType::Rc);
+        f(&mut attr);
+        attr
+    };
+    for (what, attr) in [
+        ("send queue", with(&|a| a.cap.max_send_wr = 16385)),
+        ("receive queue", with(&|a| a.cap.max_recv_wr = 16385)),
+        ("send entries", with(&|a| a.cap.max_send_sge = 33)),
+        ("receive entries", with(&|a| a.cap.max_recv_sge = 33)),
+        ("inline bytes", with(&|a| a.cap.max_inline_data = 257)),
+    ] {
+        let r = cm.create_qp(client.id, &attr);
+        assert_eq!(
+            r.as_ref().map_err(|e| (e.call, e.errno)),
+            Err((Call::CreateQp, Errno::EINVAL)),
+            "{what} above the maximum: {r:?}"
+        );
+    }
+    assert_eq!(ok(cm.qp_num(client.id), "qp_num"), None, "no QP was made");
+    let at_maxima = with(&|a| {
+        a.cap.max_send_wr = 16384;
+        a.cap.max_recv_wr = 0;
+        a.cap.max_send_sge = 32;
+        a.cap.max_inline_data = 256;
+    });
+    ok(
+        cm.create_qp(client.id, &at_maxima),
+        "the maxima, and an empty queue",
+    );
+    teardown(cm, &[client.id], client.channel);
+
+    // A passive endpoint keeps such attributes; get_request fails to make the QP.
+    let server = bed.server();
+    let src = SocketAddr::new(SimBed::SERVER_IP, 7412);
+    let info = AddrInfo::new(rai::PASSIVE, PortSpace::TCP, QpType::Rc, Some(src), None);
+    let listen = ok(
+        server.create_ep(&info, Some(&with(&|a| a.cap.max_send_wr = 1 << 20))),
+        "create_ep",
+    );
+    ok(server.listen(listen, 0), "listen");
+    let client = resolved_client(&bed, PortSpace::TCP, src);
+    add_qp(cm, client.id, QpType::Rc);
+    ok(cm.connect(client.id, None), "connect");
+    let r = server.get_request(listen);
+    assert_eq!(
+        r.as_ref().map_err(|e| (e.call, e.errno)),
+        Err((Call::GetRequest, Errno::EINVAL)),
+        "{r:?}"
+    );
+    // The simulator destroys the child it could not give a QP (librdmacm leaks it): the
+    // client is refused as for any request whose id is destroyed unanswered (§19).
+    let refused = expect_event(cm, client.channel, EventKind::Rejected);
+    assert_eq!(refused.status, 28);
+    ok(server.destroy_ep(listen), "destroy_ep");
+    teardown(cm, &[client.id], client.channel);
+}

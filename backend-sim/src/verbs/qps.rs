@@ -317,6 +317,24 @@ impl World {
     }
 }
 
+/// EINVAL for capacities above a simulated device's (rxe_qp_chk_cap: no lower bound, an
+/// empty queue is allowed there; librdmacm sizes the CQs it makes for one at least).
+pub(crate) fn check_cap_maxima(call: Call, cap: &QpCap) -> Result<()> {
+    let ok = cap.max_send_wr <= MAX_QP_WR
+        && cap.max_recv_wr <= MAX_QP_WR
+        && cap.max_send_sge <= MAX_SGE
+        && cap.max_recv_sge <= MAX_SGE
+        && cap.max_inline_data <= MAX_INLINE;
+    if ok {
+        return Ok(());
+    }
+    Err(CmError::new(
+        call,
+        Errno::EINVAL,
+        format!("capacities {cap:?} above the device's ({MAX_QP_WR} requests, {MAX_SGE} entries, {MAX_INLINE} inline bytes)"),
+    ))
+}
+
 /// EINVAL for capacities a simulated device does not have.
 fn check_cap(call: Call, cap: &QpCap) -> Result<()> {
     let ok = (1..=MAX_QP_WR).contains(&cap.max_send_wr)
