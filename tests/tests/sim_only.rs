@@ -2451,3 +2451,38 @@ fn create_qp_refuses_capacities_above_the_devices() {
     ok(server.destroy_ep(listen), "destroy_ep");
     teardown(cm, &[client.id], client.channel);
 }
+
+/// rxe_qp_init_req sizes a send request for `max_send_sge` entries of 16 bytes or
+/// `max_inline_data` bytes, whichever is larger, and gives the QP both capacities of that
+/// size (libibverbs returns them in `attr->cap`). rdma_xclient asks for one entry and no
+/// inline bytes, then sends its 16 bytes with IBV_SEND_INLINE: accepted on rxe; the
+/// simulator refused it with EINVAL.
+#[test]
+fn one_send_entry_makes_room_for_sixteen_inline_bytes() {
+    use cmtwin::verbs::{DataPath, Payload, SendOp, SendWr, WcOpcode, WcStatus};
+    let bed = SimBed::new(SEED);
+    let (s, c) = (bed.server(), bed.client());
+    let pair = connect_pair(&bed); // QpInitAttr::new: one entry, no inline bytes
+    let qp = ok(c.qp(pair.client.id), "qp").expect("a QP");
+    let rx = ok(s.reg_msgs(pair.server.id, vec![0; 16]), "reg_msgs");
+    ok(s.post_recv_msg(pair.server.id, 1, &rx, 0, 16), "post_recv");
+    let too_long = SendWr::new(2, SendOp::Send, Payload::Inline(&[7; 17]));
+    expect_errno(c.post_send(qp, &too_long), Call::PostSend, Errno::EINVAL);
+    let t0 = bed.fabric.now();
+    let wr = SendWr::new(3, SendOp::Send, Payload::Inline(b"0123456789abcdef"));
+    ok(c.post_send(qp, &wr), "16 bytes inline");
+    let sent = ok(c.get_send_comp(pair.client.id), "send completion");
+    assert_eq!(
+        (sent.wr_id, sent.status, sent.opcode),
+        (3, WcStatus::SUCCESS, WcOpcode::Send)
+    );
+    let got = ok(s.get_recv_comp(pair.server.id), "receive completion");
+    assert_eq!((got.status, got.byte_len), (WcStatus::SUCCESS, 16));
+    // The send's round trip (the data out, its ACK back) on the seed's links.
+    assert_eq!(since(&bed, t0), Duration::from_nanos(12_930), "elapsed");
+    let mut bytes = [0; 16];
+    ok(s.mr_read(rx.handle, 0, &mut bytes), "mr_read");
+    assert_eq!(&bytes, b"0123456789abcdef");
+    ok(s.dereg_mr(rx.handle).map(drop), "dereg");
+    teardown_pair(&bed, &pair);
+}

@@ -70,7 +70,7 @@ use crate::world::IdKey;
 
 pub(crate) use machine::QpMachine;
 pub(crate) use packet::Packet;
-pub(crate) use qps::check_cap_maxima;
+pub(crate) use qps::{check_cap_maxima, device_cap};
 pub(crate) use rc::RcQp;
 pub(crate) use ud::{Datagram, UdQp};
 

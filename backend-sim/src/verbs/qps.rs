@@ -88,6 +88,7 @@ impl World {
         cap: QpCap,
         sq_sig_all: bool,
     ) -> QpMachine {
+        let cap = device_cap(cap);
         if qp_type.is_connected() {
             QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all))
         } else {
@@ -314,6 +315,21 @@ impl World {
         for q in on_dev {
             self.drive_qp(q, |m, _, out| m.enter_error(out));
         }
+    }
+}
+
+/// The send queue a device makes of `cap` (rxe_qp_init_req): a send request has room for
+/// `max_send_sge` entries of 16 bytes or `max_inline_data` bytes, whichever is larger, and
+/// the QP takes as many of each as that room holds. So a QP of one entry and no inline bytes
+/// asked for sends 16 bytes inline (rdma_xclient does), and one of 64 inline bytes takes 4
+/// entries. libibverbs hands the grown capacities back to the application.
+pub(crate) fn device_cap(cap: QpCap) -> QpCap {
+    const SGE_BYTES: u32 = 16; // sizeof(struct ib_sge)
+    let room = (cap.max_send_sge * SGE_BYTES).max(cap.max_inline_data);
+    QpCap {
+        max_send_sge: room / SGE_BYTES,
+        max_inline_data: room,
+        ..cap
     }
 }
 

@@ -233,7 +233,10 @@ pub trait DataPath: CmBackend {
     ///
     /// * EINVAL: the QP is in RESET, more entries than `max_send_sge`, entries longer than
     ///   2^31 bytes together (the largest message, as rxe checks it), inline bytes above
-    ///   `max_inline_data` or for an RDMA read; on a UD QP: no `wr.ud`, an operation other
+    ///   `max_inline_data` or for an RDMA read; both capacities as the device sized the send
+    ///   queue, which libibverbs would hand back in `attr->cap`: room for `max_send_sge`
+    ///   entries of 16 bytes or `max_inline_data` bytes, whichever is larger, is room for
+    ///   either (rxe; one entry and no inline bytes asked for still send 16 bytes inline); on a UD QP: no `wr.ud`, an operation other
     ///   than a send, an address handle of another PD, or a payload above the port's MTU
     ///   (which rxe would report as sent and drop); on a connected QP: a `wr.ud`.
     /// * EBADF: `wr.ud`'s address handle is not live.
