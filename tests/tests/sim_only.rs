@@ -2486,3 +2486,47 @@ fn one_send_entry_makes_room_for_sixteen_inline_bytes() {
     ok(s.dereg_mr(rx.handle).map(drop), "dereg");
     teardown_pair(&bed, &pair);
 }
+
+/// cma_bind_addr: resolving from IDLE binds the family's wildcard carrying an IPv6
+/// destination's scope id, and address resolution fills in only the source's IP
+/// (addr6_resolve), so librdmacm's copy of the resolved source keeps the scope id. The
+/// simulator rebuilt the source from IP and port and lost it.
+#[test]
+fn resolved_link_local_source_keeps_the_destinations_scope_id() {
+    let ll = |ip: &str| ip.parse().unwrap();
+    let fabric = cmtwin_sim::Fabric::builder(SEED)
+        .host("server", Transport::Roce, &[ll("fe80::1")])
+        .host("client", Transport::Roce, &[ll("fe80::2")])
+        .build()
+        .expect("fabric");
+    let cm = fabric.backend("client");
+    let ch = ok(cm.create_event_channel(), "channel");
+    let id = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    let dst: SocketAddr = "[fe80::1%2]:7413".parse().unwrap();
+    ok(
+        cm.resolve_addr(id, None, dst, RESOLVE_TIMEOUT),
+        "resolve_addr",
+    );
+    let t0 = fabric.now();
+    expect_event_for(&cm, ch, EventKind::AddrResolved, id, 0);
+    assert_eq!(
+        fabric.now() - t0,
+        Duration::from_micros(10),
+        "an ND round trip"
+    );
+    let local = ok(cm.local_addr(id), "local_addr").expect("resolved");
+    let SocketAddr::V6(local) = local else {
+        panic!("{local}")
+    };
+    assert_eq!(
+        (
+            std::net::IpAddr::V6(*local.ip()),
+            local.scope_id(),
+            local.port() != 0
+        ),
+        (ll("fe80::2"), 2, true),
+        "{local}"
+    );
+    assert_eq!(ok(cm.peer_addr(id), "peer_addr"), Some(dst));
+    teardown(&cm, &[id], ch);
+}

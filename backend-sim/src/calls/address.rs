@@ -7,7 +7,7 @@
 //! bound device is attached to one only when its resolution completes (`addr_handler` in
 //! cma.c), so until then device faults do not reach it.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::time::Duration;
 
 use cmtwin::{Call, CmError, Errno, EventKind, EventParam, IdHandle, PortSpace, Result, Transport};
@@ -281,11 +281,15 @@ impl World {
         }
         match self.id(key).state {
             CmState::Idle => {
+                // cma_bind_addr: without a source, the family's wildcard, which takes an IPv6
+                // destination's scope id.
                 let any = match dst {
-                    SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-                    SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                    SocketAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+                    SocketAddr::V6(d) => {
+                        SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 0, 0, d.scope_id()).into()
+                    }
                 };
-                self.bind_inner(call, key, src.unwrap_or(SocketAddr::new(any, 0)))?;
+                self.bind_inner(call, key, src.unwrap_or(any))?;
             }
             CmState::AddrBound => {}
             _ => return Err(self.wrong_state(call, key)),
@@ -401,16 +405,16 @@ impl World {
             // A specific source stays, also towards a loopback destination: the kernel
             // replaces the source only of an id without a device (cma_resolve_loopback calls
             // cma_bind_loopback then; addr_handler takes the routed source).
-            let src = if !is_any(local.ip()) {
-                local
-            } else if is_any(dst.ip()) {
-                let ip = if dst.is_ipv4() {
+            // The routed address replaces only the wildcard's IP: an IPv6 source keeps its
+            // scope id and flow label (addr6_resolve fills in sin6_addr alone).
+            let mut src = local;
+            if is_any(local.ip()) && is_any(dst.ip()) {
+                src.set_ip(if dst.is_ipv4() {
                     IpAddr::V4(Ipv4Addr::LOCALHOST)
                 } else {
                     IpAddr::V6(Ipv6Addr::LOCALHOST)
-                };
-                SocketAddr::new(ip, local.port())
-            } else {
+                });
+            } else if is_any(local.ip()) {
                 let d = &self.topo.devices[dev];
                 let ip = d
                     .ips
@@ -418,8 +422,8 @@ impl World {
                     .copied()
                     .find(|ip| same_subnet(*ip, dst.ip()) || *ip == dst.ip())
                     .unwrap_or(d.ips[0]);
-                SocketAddr::new(ip, local.port())
-            };
+                src.set_ip(ip);
+            }
             let id = self.id_mut(key);
             id.change_local(src);
             id.device = Some(dev);
