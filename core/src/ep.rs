@@ -87,8 +87,13 @@ fn active_ep<B: CmBackend + ?Sized>(
 }
 
 /// `rdma_destroy_ep` over `cm`'s calls: the id's QP (with the CQs made for it), then the id.
+/// An id that is not live fails as `destroy_id` fails for it (ENOENT naming
+/// `rdma_destroy_id`), not as the look-up of its QP.
 pub fn destroy_ep<B: CmBackend + ?Sized>(cm: &B, id: IdHandle) -> Result<()> {
-    if cm.qp_num(id)?.is_some() {
+    let qp = cm
+        .qp_num(id)
+        .map_err(|e| CmError::new(Call::DestroyId, e.errno, e.detail))?;
+    if qp.is_some() {
         cm.destroy_qp(id)?;
     }
     cm.destroy_id(id)

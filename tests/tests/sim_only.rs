@@ -2530,3 +2530,18 @@ fn resolved_link_local_source_keeps_the_destinations_scope_id() {
     assert_eq!(ok(cm.peer_addr(id), "peer_addr"), Some(dst));
     teardown(&cm, &[id], ch);
 }
+
+/// `destroy_ep` documents the errors of `destroy_qp` and `destroy_id`; a second
+/// `destroy_ep` of the same id (a use after free in C) failed naming the QP look-up
+/// (`qp_num: ENOENT`), a call the program never made. It is destroy_id's ENOENT now.
+#[test]
+fn destroy_ep_twice_fails_as_destroy_id() {
+    use cmtwin::{rai, AddrInfo};
+    let bed = SimBed::new(SEED);
+    let cm = bed.server();
+    let src = SocketAddr::new(SimBed::SERVER_IP, 7414);
+    let info = AddrInfo::new(rai::PASSIVE, PortSpace::TCP, QpType::Rc, Some(src), None);
+    let ep = ok(cm.create_ep(&info, None), "create_ep");
+    ok(cm.destroy_ep(ep), "destroy_ep");
+    expect_errno(cm.destroy_ep(ep), Call::DestroyId, Errno::ENOENT);
+}
