@@ -75,7 +75,10 @@ pub trait CmBackend: Send + Sync {
 
     /// `rdma_bind_addr`.
     ///
-    /// * EINVAL: the id is already bound, resolving, listening or connected (§4.3).
+    /// * EINVAL: the id is already bound, resolving, listening or connected (§4.3), or the
+    ///   address is IPv6 link-local (fe80::/10) without a scope id (`cma_check_linklocal`).
+    ///   The simulator has no interface indexes: any non-zero scope id names the link of the
+    ///   device holding the address, where the kernel would look the index up.
     /// * EADDRINUSE: the port is taken in the id's port space (REUSEADDR on both ids shares
     ///   it); EADDRNOTAVAIL: a wildcard bind over a specific one of the same port (§4.3).
     /// * ENODEV (Linux 6.1) / EADDRNOTAVAIL (newer kernels): the address is on no RDMA device

@@ -372,7 +372,14 @@
 //! [`resolve_addrinfo`](crate::CmBackend::resolve_addrinfo) on a synchronous id (created
 //! without a channel), which returns once resolved, then
 //! [`query_addrinfo`](crate::CmBackend::query_addrinfo) and `destroy_id`; an active result
-//! carries only the destination (`src_addr` is `None`, as librdmacm leaves it).
+//! carries only the destination (`src_addr` is `None`, as librdmacm leaves it). rsockets
+//! (`rs_socket`, `rs_sendto`, ..., which rdma-core's `udpong`, `rstream` and `riostream`
+//! use) are not offered: such a program ports to UD endpoints made the same way (a QP of
+//! `QpType::Ud` in `RDMA_PS_UDP`, `connect` for the server's QP number and address
+//! handle, [`post_ud_send`](crate::verbs::DataPath::post_ud_send) and receives with room for
+//! the 40-byte GRH). Deregister a region only once nothing posted uses it (after its
+//! completions, or after `destroy_ep` flushed them): librdmacm lets `rdma_dereg_mr` free
+//! memory a posted receive still names, cmtwin answers EBUSY.
 //!
 //! `rdma_post_send` with `IBV_SEND_INLINE` (or without `IBV_SEND_SIGNALED`) is
 //! [`DataPath::post_send`](crate::verbs::DataPath::post_send) on the id's
