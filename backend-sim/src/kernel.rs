@@ -124,6 +124,10 @@ pub(crate) struct Id {
     /// taken (a wildcard replaced when the resolution completed, before ADDR_RESOLVED is
     /// fetched); boxed, as only that window needs it.
     pub user_src_held: Option<Box<SocketAddr>>,
+    /// librdmacm attached the kernel's device (`id->verbs`, set by `ucma_get_device` when an
+    /// address query after bind or listen, or as ADDR_RESOLVED or the CONNECT_REQUEST is
+    /// processed, finds one): what calls needing the device look at, not `device`.
+    pub user_device: bool,
     /// The (port space, port) this id holds in its host's port table.
     pub port: Option<u16>,
     pub reuseaddr: bool,
@@ -195,6 +199,7 @@ impl Id {
             peer: None,
             user_src_unset: true,
             user_src_held: None,
+            user_device: false,
             port: None,
             reuseaddr: false,
             afonly: None,
@@ -250,10 +255,20 @@ impl Id {
         })
     }
 
-    /// librdmacm copies the kernel's addresses (`ucma_query_addr`).
+    /// librdmacm copies the kernel's addresses (`ucma_query_addr`), and attaches the device
+    /// the kernel reports, if it has none yet (`ucma_get_device`).
     pub(crate) fn refresh_user_addrs(&mut self) {
         self.user_src_unset = false;
         self.user_src_held = None;
+        self.user_device |= self.device.is_some();
+    }
+
+    /// The id's device as librdmacm knows it (`id->verbs`): the kernel's, once an address
+    /// query found it. Between the kernel attaching it (address resolution completing, or the
+    /// bind inside `rdma_resolve_addr`) and ADDR_RESOLVED being processed, librdmacm has none
+    /// and would dereference a NULL `id->verbs` in the calls that need it.
+    pub(crate) fn librdmacm_device(&self) -> Option<DevKey> {
+        self.device.filter(|_| self.user_device)
     }
 
     /// The kernel changes the source to `src`: librdmacm's copy, if taken, keeps the old one

@@ -105,7 +105,8 @@ pub trait CmBackend: Send + Sync {
     /// `rdma_resolve_route`: ROUTE_RESOLVED or ROUTE_ERROR follows.
     ///
     /// * EINVAL: the address is not resolved (the id has no device; librdmacm would crash,
-    ///   §16), the route is already resolved or resolving, or a timeout under 1 ms (whole
+    ///   §16; librdmacm attaches the device as it processes ADDR_RESOLVED, so this holds until
+    ///   that event is fetched), the route is already resolved or resolving, or a timeout under 1 ms (whole
     ///   milliseconds, truncated: 0 ms, §4.5).
     /// * ENODEV: the bound netdev has no RoCE port (loopback, §14.3).
     fn resolve_route(&self, id: IdHandle, timeout: Duration) -> Result<()>;
@@ -321,7 +322,8 @@ pub trait CmBackend: Send + Sync {
 
     /// `rdma_create_qp` (with CQs created by the backend); returns the QP number.
     ///
-    /// * EINVAL: the id has no device (librdmacm would crash, §16), already has a QP, the
+    /// * EINVAL: the id has no device (librdmacm would crash, §16; a resolving id has one
+    ///   once its ADDR_RESOLVED is fetched, a bound id from the bind), already has a QP, the
     ///   QP type does not suit the port space, or a capacity above the device's maximum
     ///   (on the simulator 16384 requests, 32 entries, 256 inline bytes; an empty queue is
     ///   allowed).

@@ -2545,3 +2545,55 @@ fn destroy_ep_twice_fails_as_destroy_id() {
     ok(cm.destroy_ep(ep), "destroy_ep");
     expect_errno(cm.destroy_ep(ep), Call::DestroyId, Errno::ENOENT);
 }
+
+/// librdmacm attaches an id's device (`id->verbs`) only when an address query finds one:
+/// after `rdma_bind_addr` and `rdma_listen`, and as ADDR_RESOLVED or a CONNECT_REQUEST is
+/// processed (ucma_query_route / ucma_get_device). Until ADDR_RESOLVED is fetched, a
+/// resolving id has none there (the kernel attached it already), and librdmacm dereferences
+/// the NULL `id->verbs` in rdma_resolve_route, rdma_create_qp and `ibv_alloc_pd(id->verbs)`;
+/// cmtwin-verbs refuses them with EINVAL. The simulator looked at the kernel's device and
+/// let them through.
+#[test]
+fn calls_needing_the_device_wait_for_addr_resolved_to_be_fetched() {
+    use cmtwin::verbs::DataPath;
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    let ch = ok(cm.create_event_channel(), "channel");
+    let dst = SocketAddr::new(SimBed::SERVER_IP, 7415);
+    let src = SocketAddr::new(SimBed::CLIENT_IP, 7416);
+    for from in [None, Some(src)] {
+        let id = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+        ok(
+            cm.resolve_addr(id, from, dst, RESOLVE_TIMEOUT),
+            "resolve_addr",
+        );
+        bed.fabric.run_until_idle().expect("the resolution ends");
+        expect_errno(
+            cm.resolve_route(id, RESOLVE_TIMEOUT),
+            Call::ResolveRoute,
+            Errno::EINVAL,
+        );
+        expect_errno(
+            cm.create_qp(id, &QpInitAttr::new(QpType::Rc)),
+            Call::CreateQp,
+            Errno::EINVAL,
+        );
+        expect_errno(cm.alloc_pd(id), Call::AllocPd, Errno::EINVAL);
+        expect_event_for(cm, ch, EventKind::AddrResolved, id, 0);
+        let t0 = bed.fabric.now();
+        ok(cm.resolve_route(id, RESOLVE_TIMEOUT), "resolve_route");
+        expect_event_for(cm, ch, EventKind::RouteResolved, id, 0);
+        assert_eq!(
+            since(&bed, t0),
+            Duration::ZERO,
+            "RoCE resolves routes at once"
+        );
+        ok(cm.create_qp(id, &QpInitAttr::new(QpType::Rc)), "create_qp");
+        ok(cm.destroy_id(id), "destroy_id");
+    }
+    // An id bound to a specific address has its device from the bind's query.
+    let bound = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(cm.bind_addr(bound, src), "bind");
+    ok(cm.alloc_pd(bound).map(drop), "alloc_pd after bind");
+    teardown(cm, &[bound], ch);
+}

@@ -458,7 +458,7 @@ impl World {
         let timeout = whole_millis(timeout);
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
-        if self.id(key).device.is_none() {
+        if self.id(key).librdmacm_device().is_none() {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,

@@ -145,7 +145,9 @@ impl World {
     /// Common checks of calls that need a device: removal, then a device.
     fn need_device(&self, call: Call, key: IdKey) -> Result<Transport> {
         self.check_not_removed(call, key)?;
-        self.transport_of(key)
+        self.id(key)
+            .librdmacm_device()
+            .and_then(|_| self.transport_of(key))
             .ok_or_else(|| CmError::new(call, Errno::EINVAL, "the id has no device"))
     }
 

@@ -34,7 +34,8 @@ impl World {
     ) -> Result<()> {
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
-        let Some(transport) = self.transport_of(key) else {
+        let attached = self.id(key).librdmacm_device().is_some();
+        let Some(transport) = self.transport_of(key).filter(|_| attached) else {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,

@@ -11,7 +11,7 @@ impl World {
     pub(crate) fn check_qp_allowed(&self, call: Call, key: IdKey, qp_type: QpType) -> Result<()> {
         self.check_not_removed(call, key)?;
         let id = self.id(key);
-        if id.device.is_none() {
+        if id.librdmacm_device().is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "the id has no device"));
         }
         if id.qp.is_some() {

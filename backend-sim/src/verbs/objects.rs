@@ -41,7 +41,7 @@ impl World {
     ) -> Result<(IdKey, DevKey)> {
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
-        let dev = self.id(key).device.ok_or_else(|| {
+        let dev = self.id(key).librdmacm_device().ok_or_else(|| {
             CmError::new(
                 call,
                 Errno::EINVAL,
