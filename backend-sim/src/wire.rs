@@ -148,6 +148,20 @@ impl World {
             let last = self.net.link_clock.entry((from_host, to_host)).or_default();
             at = at.max(*last);
             *last = at;
+            if kind.rides_tcp() {
+                // iWARP: the MPA messages and the close travel in the TCP stream that carries
+                // the connection's data (siw), so data sent after them (the acceptor's first
+                // sends, right after its MPA reply) never overtakes them, nor they the data
+                // sent before (a FIN behind the last sends).
+                let data = self
+                    .verbs
+                    .link_clock
+                    .entry((from_host, to_host))
+                    .or_default();
+                at = at.max(*data);
+                *data = at;
+                self.net.link_clock.insert((from_host, to_host), at);
+            }
         }
         self.record_wire(Some(from_host), TraceKind::Send, &msg, WireNote::None);
         if planned.duplicate {

@@ -2597,3 +2597,36 @@ fn calls_needing_the_device_wait_for_addr_resolved_to_be_fetched() {
     ok(cm.alloc_pd(bound).map(drop), "alloc_pd after bind");
     teardown(cm, &[bound], ch);
 }
+
+/// siw carries the MPA reply and the connection's data in one TCP stream: what the acceptor
+/// sends right after `rdma_accept` reaches the initiator behind the MPA reply, never before
+/// (its QP is in RTS by then). The simulator put data on a link of its own, where jitter let
+/// the first send overtake the MPA reply and reach a QP still in INIT: dropped, and
+/// delivered only by the RC retransmission 2.1 s later.
+#[test]
+fn iwarp_data_sent_after_the_mpa_reply_does_not_overtake_it() {
+    use cmtwin::verbs::{DataPath, WcStatus};
+    let bed = SimBed::with_config(1, Transport::Iwarp, SimConfig::default());
+    let (s, c) = (bed.server(), bed.client());
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    add_qp(c, client.id, QpType::Rc);
+    let rx = ok(c.reg_msgs(client.id, vec![0; 16]), "reg_msgs");
+    ok(c.post_recv_msg(client.id, 1, &rx, 0, 16), "post_recv");
+    ok(c.connect(client.id, None), "connect");
+    let child = expect_request(s, &listener).id;
+    add_qp(s, child, QpType::Rc);
+    ok(s.accept(child, None), "accept");
+    let tx = ok(s.reg_msgs(child, b"right behind it!".to_vec()), "reg_msgs");
+    let t0 = bed.fabric.now();
+    ok(
+        s.post_send_msg(child, 2, &tx, 0, 16, false),
+        "post_send at once",
+    );
+    let got = ok(c.get_recv_comp(client.id), "receive completion");
+    assert_eq!((got.status, got.byte_len), (WcStatus::SUCCESS, 16));
+    // Delivered with the MPA reply (one trip on the wire), not after a retransmission.
+    assert_eq!(since(&bed, t0), Duration::from_nanos(7_794), "elapsed");
+    expect_event(c, client.channel, EventKind::Established);
+    expect_event(s, listener.channel, EventKind::Established);
+}
