@@ -115,7 +115,11 @@ pub trait CmBackend: Send + Sync {
     /// to the wildcard address first.
     ///
     /// * EINVAL: already listening, or resolving/connected (§4.6).
-    /// * EADDRINUSE: the port is shared through REUSEADDR with another listener.
+    /// * EADDRINUSE, EADDRNOTAVAIL: the id was bound with REUSEADDR and shares its port with
+    ///   another id (listening or not) that a bind without REUSEADDR would conflict with: the
+    ///   same address (EADDRINUSE), or a wildcard on either side (EADDRNOTAVAIL); a listener
+    ///   may not share its port (`rdma_listen` re-checks it with `cma_check_port`, then clears
+    ///   the id's REUSEADDR). The id stays bound.
     fn listen(&self, id: IdHandle, backlog: i32) -> Result<()>;
 
     /// `rdma_get_request`: on a synchronous listener, waits for the next connection request and
