@@ -11,6 +11,11 @@ pub const RDMA_MAX_RESP_RES: u8 = 255;
 pub const RDMA_UDP_QKEY: u32 = 0x0123_4567;
 
 /// Connection parameters for `connect` and `accept` (`struct rdma_conn_param`).
+///
+/// [`ConnParam::default`] is what librdmacm uses for a NULL `conn_param` (device maxima, 7
+/// retries), not a zeroed struct: C code that does `memset(&param, 0, sizeof param)` and sets
+/// only the private data (rdma-core's `rdma_xserver`, for one) asks for 0 responder
+/// resources, 0 initiator depth and 0 retries, so its port writes every field.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConnParam {
     /// Private data; more than the transport allows is EINVAL, never truncated.
