@@ -2024,3 +2024,45 @@ fn rc_rtr_address_handle_on_roce_carries_the_routes_traffic_class_and_flow_label
         teardown(server_cm, &[req.id, listener.id], listener.channel);
     }
 }
+
+/// §4.17: `rdma_init_qp_attr` of a connected id fills for each state only what the IB CM's
+/// `cm_init_qp_rtr_attr` / `cm_init_qp_rts_attr` set (ucma zeroes the rest): RTR the address
+/// vector and the peer's QP number, no timeout or retry counts; RTS the timeout and retry
+/// counts, no address handle and no peer QP number. Both sides, RoCE and InfiniBand.
+#[test]
+fn rtr_and_rts_attributes_carry_only_their_states_fields() {
+    use cmtwin::verbs::{DataPath, QpState};
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let pair = connect_pair(&bed);
+        let sides = [
+            ("client", client_cm, pair.client.id, pair.server_qp),
+            ("server", server_cm, pair.server.id, pair.client_qp),
+        ];
+        for (side, cm, id, peer_qp) in sides {
+            let rtr = ok(cm.init_qp_attr(id, QpState::Rtr), "init_qp_attr RTR");
+            assert_eq!(
+                rtr.dest_qp_num, peer_qp,
+                "{transport:?} {side}: RTR's peer QP"
+            );
+            assert!(
+                rtr.ah_attr.grh.dgid != [0; 16],
+                "{transport:?} {side}: RTR's path"
+            );
+            assert_eq!(
+                (rtr.timeout, rtr.retry_cnt, rtr.rnr_retry),
+                (0, 0, 0),
+                "{transport:?} {side}: RTR has no timeout or retry counts"
+            );
+            let rts = ok(cm.init_qp_attr(id, QpState::Rts), "init_qp_attr RTS");
+            assert_eq!(
+                (rts.ah_attr, rts.dest_qp_num),
+                (cmtwin::AhAttr::default(), 0),
+                "{transport:?} {side}: RTS has no address handle and no peer QP"
+            );
+            assert!(rts.timeout != 0, "{transport:?} {side}: RTS's timeout");
+        }
+        teardown_pair(&bed, &pair);
+    }
+}

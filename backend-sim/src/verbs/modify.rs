@@ -115,9 +115,9 @@ impl World {
         Ok(())
     }
 
-    /// `rdma_init_qp_attr`. The address handle is the id's primary path's
-    /// ([`World::path_ah_attr`]), for RTR and here for RTS too (the kernel's RTS attributes
-    /// have none: `cm_init_qp_rts_attr` sets no address vector).
+    /// `rdma_init_qp_attr`. A connected id's RTR attributes are the peer's QP number and the
+    /// address handle of its primary path ([`World::path_ah_attr`]); its RTS attributes the
+    /// timeout and retry counts (and neither an address handle nor a peer QP number).
     pub(crate) fn init_qp_attr(
         &mut self,
         host: HostKey,
@@ -161,11 +161,16 @@ impl World {
                 "the peer's QP number is not known yet (no request, or no REP processed)",
             )
         })?;
-        attr.dest_qp_num = c.peer.1;
-        attr.ah_attr = self.path_ah_attr(key, dev);
-        attr.timeout = c.params.timeout;
-        attr.retry_cnt = c.params.retry_count;
-        attr.rnr_retry = c.params.rnr_retry;
+        // Each state gets what cm.c sets for it (cm_init_qp_rtr_attr, cm_init_qp_rts_attr);
+        // ucma zeroes the rest.
+        if state == QpState::Rtr {
+            attr.dest_qp_num = c.peer.1;
+            attr.ah_attr = self.path_ah_attr(key, dev);
+        } else {
+            attr.timeout = c.params.timeout;
+            attr.retry_cnt = c.params.retry_count;
+            attr.rnr_retry = c.params.rnr_retry;
+        }
         Ok(attr)
     }
 
