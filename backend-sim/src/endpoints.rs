@@ -291,7 +291,8 @@ impl World {
         if self.topo.devices[dev].transport == Transport::Roce {
             let local = i.local.expect("connecting id is bound");
             let passive =
-                i.ep.get().and_then(|ep| self.cm.eps.get(&ep))
+                i.ep.get()
+                    .and_then(|ep| self.cm.eps.get(&ep))
                     .is_some_and(|e| !e.cm.is_active());
             let (src, dst) = if passive {
                 (peer, local)
