@@ -211,7 +211,7 @@ impl World {
             Output::SidrResolved { qpn, qkey, data } => {
                 if let Some(id) = owner {
                     let ud = UdData {
-                        ah_attr: self.route_ah_attr(id, dev),
+                        ah_attr: self.path_ah_attr(id, dev),
                         qp_num: qpn,
                         qkey,
                     };
@@ -305,17 +305,31 @@ impl World {
         }
     }
 
-    /// The address handle attributes a UD ESTABLISHED gives connecting id `id` on `dev`: its
-    /// route's (cma.c `cma_sidr_rep_handler` → `ib_init_ah_attr_from_path`). A RoCE route
-    /// carries the id's TOS as traffic class and, RoCE v2 being the only RoCE simulated, the
-    /// flow label of [`roce_udp_flow_label`].
-    fn route_ah_attr(&self, id: IdKey, dev: DevKey) -> AhAttr {
+    /// The address handle attributes of connecting id `id`'s primary path on `dev`
+    /// (`ib_init_ah_attr_from_path`): what a UD ESTABLISHED carries (cma.c
+    /// `cma_sidr_rep_handler`) and what `rdma_init_qp_attr` gives for RTR (cm.c
+    /// `cm_init_qp_rtr_attr`, from the IB CM endpoint's address vector). A RoCE path carries
+    /// the active side's route (`cma_resolve_iboe_route`): the id's TOS when it resolved it as
+    /// traffic class and, RoCE v2 being the only RoCE simulated, the flow label of
+    /// [`roce_udp_flow_label`] from the active side's port to the passive side's. The passive
+    /// side takes both from the REQ (cm.c `cm_format_paths_from_req`), not from its own TOS.
+    pub(crate) fn path_ah_attr(&self, id: IdKey, dev: DevKey) -> AhAttr {
         let i = self.id(id);
         let peer = i.peer.expect("connecting id has a peer");
         let mut ah = self.ah_attr_to(dev, peer.ip());
         if self.topo.devices[dev].transport == Transport::Roce {
+            let local = i.local.expect("connecting id is bound");
+            let passive =
+                i.ep.get()
+                    .and_then(|ep| self.cm.eps.get(&ep))
+                    .is_some_and(|e| !e.cm.is_active());
+            let (src, dst) = if passive {
+                (peer, local)
+            } else {
+                (local, peer)
+            };
             ah.grh.traffic_class = i.path_tclass;
-            ah.grh.flow_label = roce_udp_flow_label(i.local.expect("connecting id is bound"), peer);
+            ah.grh.flow_label = roce_udp_flow_label(src, dst);
         }
         ah
     }

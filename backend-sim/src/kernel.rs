@@ -138,7 +138,8 @@ pub(crate) struct Id {
     /// arrived): RoCE takes ACK_TIMEOUT − 1 when that option was set before (§4.5).
     pub path_plt: Option<u8>,
     /// The traffic class of the id's route: on RoCE the TOS the id had when it resolved its
-    /// route (cma.c `cma_resolve_iboe_route`); 0 elsewhere (an SA path carries none).
+    /// route (cma.c `cma_resolve_iboe_route`), or on a passive id the REQ's (cm.c
+    /// `cm_format_paths_from_req`); 0 elsewhere (an SA path carries none).
     pub path_tclass: u8,
     pub qp: Option<u32>,
     pub qkey: u32,

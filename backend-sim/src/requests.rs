@@ -170,6 +170,7 @@ impl World {
             afonly: l.afonly,
             tos: l.tos,
             path_plt: Some(req.plt),
+            path_tclass: req.tclass,
             qkey: l.qkey,
             owned: false,
             req_conn: Some(req.conn),

@@ -2630,3 +2630,121 @@ fn iwarp_data_sent_after_the_mpa_reply_does_not_overtake_it() {
     expect_event(c, client.channel, EventKind::Established);
     expect_event(s, listener.channel, EventKind::Established);
 }
+
+/// §4.17: on RoCE, the RTR address handle `rdma_init_qp_attr` gives an RC id is its IB CM
+/// endpoint's (cm.c `cm_init_qp_rtr_attr`), made from the primary path
+/// (`ib_init_ah_attr_from_path`). The active side's path is `cma_resolve_iboe_route`'s: traffic
+/// class = the TOS when the route was resolved (one set later changes nothing), flow label =
+/// `cma_get_roce_udp_flow_label` ((source port × 31 + destination port) masked to 20 bits),
+/// hop limit = the IP route's (`addr4_resolve`: `ip4_dst_hoplimit`, 64 by default). The passive
+/// side's path is the REQ's (`cm_format_paths_from_req`): the same traffic class and flow label,
+/// not its own TOS; its hop limit is the one `ib_init_ah_attr_from_wc` found for the reply
+/// route (64 too). On InfiniBand the SA path carries neither traffic class nor flow label.
+#[test]
+fn rc_rtr_address_handle_on_roce_carries_the_routes_traffic_class_and_flow_label() {
+    use cmtwin::verbs::{DataPath, QpState};
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        ok(
+            server_cm.set_option(listener.id, &CmOption::Tos(0x20)),
+            "listener TOS 0x20",
+        );
+        let client = client_endpoint(&bed, PortSpace::TCP);
+        let id = client.id;
+        ok(
+            client_cm.resolve_addr(id, None, listener.addr, RESOLVE_TIMEOUT),
+            "resolve_addr",
+        );
+        expect_event_for(client_cm, client.channel, EventKind::AddrResolved, id, 0);
+        ok(client_cm.set_option(id, &CmOption::Tos(0x68)), "TOS 0x68");
+        ok(
+            client_cm.resolve_route(id, RESOLVE_TIMEOUT),
+            "resolve_route",
+        );
+        ok(
+            client_cm.set_option(id, &CmOption::Tos(0x20)),
+            "TOS 0x20 too late",
+        );
+        expect_event_for(client_cm, client.channel, EventKind::RouteResolved, id, 0);
+        add_qp(client_cm, id, QpType::Rc);
+        ok(client_cm.connect(id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        add_qp(server_cm, req.id, QpType::Rc);
+        ok(server_cm.accept(req.id, None), "accept");
+        expect_event_for(client_cm, client.channel, EventKind::Established, id, 0);
+        expect_event_for(
+            server_cm,
+            listener.channel,
+            EventKind::Established,
+            req.id,
+            0,
+        );
+        let sport = ok(client_cm.local_addr(id), "local_addr")
+            .expect("bound")
+            .port();
+        let dport = listener.addr.port();
+        let label = (u32::from(sport) * 31 + u32::from(dport)) & 0xf_ffff;
+        for (side, cm, side_id) in [("client", client_cm, id), ("server", server_cm, req.id)] {
+            let rtr = ok(cm.init_qp_attr(side_id, QpState::Rtr), "init_qp_attr RTR");
+            let grh = rtr.ah_attr.grh;
+            match transport {
+                Transport::Roce => assert_eq!(
+                    (grh.traffic_class, grh.flow_label, grh.hop_limit),
+                    (0x68, label, 64),
+                    "{side}: traffic class, flow label (ports {sport} -> {dport}), hop limit"
+                ),
+                _ => assert_eq!(
+                    (grh.traffic_class, grh.flow_label),
+                    (0, 0),
+                    "{side} on {transport:?}: the SA path has neither"
+                ),
+            }
+        }
+        teardown(client_cm, &[id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
+
+/// §4.17: `rdma_init_qp_attr` of a connected id fills for each state only what the IB CM's
+/// `cm_init_qp_rtr_attr` / `cm_init_qp_rts_attr` set (ucma zeroes the rest): RTR the address
+/// vector and the peer's QP number, no timeout or retry counts; RTS the timeout and retry
+/// counts, no address handle and no peer QP number. Both sides, RoCE and InfiniBand.
+#[test]
+fn rtr_and_rts_attributes_carry_only_their_states_fields() {
+    use cmtwin::verbs::{DataPath, QpState};
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let pair = connect_pair(&bed);
+        let sides = [
+            ("client", client_cm, pair.client.id, pair.server_qp),
+            ("server", server_cm, pair.server.id, pair.client_qp),
+        ];
+        for (side, cm, id, peer_qp) in sides {
+            let rtr = ok(cm.init_qp_attr(id, QpState::Rtr), "init_qp_attr RTR");
+            assert_eq!(
+                rtr.dest_qp_num, peer_qp,
+                "{transport:?} {side}: RTR's peer QP"
+            );
+            assert!(
+                rtr.ah_attr.grh.dgid != [0; 16],
+                "{transport:?} {side}: RTR's path"
+            );
+            assert_eq!(
+                (rtr.timeout, rtr.retry_cnt, rtr.rnr_retry),
+                (0, 0, 0),
+                "{transport:?} {side}: RTR has no timeout or retry counts"
+            );
+            let rts = ok(cm.init_qp_attr(id, QpState::Rts), "init_qp_attr RTS");
+            assert_eq!(
+                (rts.ah_attr, rts.dest_qp_num),
+                (cmtwin::AhAttr::default(), 0),
+                "{transport:?} {side}: RTS has no address handle and no peer QP"
+            );
+            assert!(rts.timeout != 0, "{transport:?} {side}: RTS's timeout");
+        }
+        teardown_pair(&bed, &pair);
+    }
+}

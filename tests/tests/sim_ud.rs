@@ -801,3 +801,45 @@ fn on_infiniband_a_lost_group_reaches_its_old_members_no_more() {
         assert_no_completion(s, &m.side);
     }
 }
+
+/// §13.3: on RoCE the MULTICAST_JOIN's address handle is the one `cma_iboe_join_multicast`
+/// builds its member record for (`cma_make_mc_event` → `ib_init_ah_from_mcmember`): the id's
+/// TOS is not read (the record is zeroed: traffic class, flow label and SL 0), and the hop
+/// limit of an IPv4 group on a RoCE v2 port is IPV6_DEFAULT_HOPLIMIT, 64. The group's
+/// IPv4-mapped address is the destination GID.
+#[test]
+fn a_roce_multicast_join_takes_no_traffic_class_from_the_tos() {
+    let bed = bed(14, Transport::Roce);
+    let c = bed.client();
+    let channel = ok(c.create_event_channel(), "channel");
+    let id = ok(c.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+    ok(
+        c.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    ok(c.set_option(id, &cmtwin::CmOption::Tos(0x68)), "TOS 0x68");
+    ok(c.join_multicast(id, group(), 7), "join_multicast");
+    let joined = ok(c.get_cm_event(channel, Wait::Timeout(SILENCE)), "event");
+    let EventParam::Multicast { ud, .. } = *joined.param() else {
+        panic!("{:?} instead of MULTICAST_JOIN", joined.kind());
+    };
+    ok(c.ack_cm_event(joined), "ack");
+    let grh = ud.ah_attr.grh;
+    assert_eq!(
+        (
+            grh.traffic_class,
+            grh.flow_label,
+            grh.hop_limit,
+            ud.ah_attr.sl
+        ),
+        (0, 0, 64, 0),
+        "traffic class, flow label, hop limit and SL of the group's address handle"
+    );
+    let IpAddr::V4(v4) = group().ip() else {
+        unreachable!("an IPv4 group")
+    };
+    assert_eq!(grh.dgid, v4.to_ipv6_mapped().octets(), "the group's GID");
+    assert!(ud.ah_attr.is_global, "RoCE: a GRH");
+    ok(c.destroy_id(id), "destroy_id");
+    ok(c.destroy_event_channel(channel), "destroy channel");
+}

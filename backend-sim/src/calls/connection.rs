@@ -270,6 +270,7 @@ impl World {
             },
             ack_timeout: ack_timeout(self.cfg.ca_ack_delay, plt),
             plt,
+            tclass: id.path_tclass,
         };
         self.id_mut(key).state = CmState::Connect;
         self.id_mut(key).req_conn = Some(req.conn);

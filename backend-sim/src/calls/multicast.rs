@@ -68,6 +68,9 @@ impl World {
             ));
         }
         let dev = id.device.expect("checked");
+        // On RoCE, cma_iboe_join_multicast zeroes the member record the handle is made from
+        // and never reads the id's TOS: traffic class, flow label and SL 0; an IPv4 group on
+        // a RoCE v2 port gets hop limit 64 (IPV6_DEFAULT_HOPLIMIT), as ah_attr_to gives.
         let ud = UdData {
             ah_attr: self.ah_attr_to(dev, addr.ip()),
             qp_num: MULTICAST_QPN,

@@ -929,6 +929,7 @@ mod tests {
             conn: ConnData::default(),
             ack_timeout: ack_timeout(15, 18),
             plt: 18,
+            tclass: 0,
         }))
     }
 

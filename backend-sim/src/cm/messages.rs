@@ -33,6 +33,9 @@ pub(crate) struct Request {
     pub ack_timeout: u8,
     /// The path's packet life time exponent.
     pub plt: u8,
+    /// The primary path's traffic class (the REQ's Primary Traffic Class): on RoCE the TOS the
+    /// sender's route was resolved with, 0 elsewhere.
+    pub tclass: u8,
 }
 
 /// A CM message body.

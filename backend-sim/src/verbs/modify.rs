@@ -32,8 +32,6 @@ pub(crate) fn rnr_timer(code: u8) -> Duration {
 pub(crate) struct ConnAttrs {
     /// The peer QP: (host, number).
     pub peer: (HostKey, u32),
-    /// The peer's address (its GID in the path).
-    pub peer_ip: IpAddr,
     /// Timeout and retry counts.
     pub params: RcParams,
 }
@@ -55,15 +53,13 @@ impl World {
             }
             false => (req.qp_num, req.rnr_retry_count),
         };
-        let peer_ip = i.peer?.ip();
-        let peer_host = self.topo.host_of_ip(peer_ip)?;
+        let peer_host = self.topo.host_of_ip(i.peer?.ip())?;
         let plt = i.path_plt.unwrap_or(self.cfg.packet_life_time);
         let timeout = i
             .ack_timeout
             .unwrap_or_else(|| crate::config::ack_timeout(self.cfg.ca_ack_delay, plt));
         Some(ConnAttrs {
             peer: (peer_host, dest),
-            peer_ip,
             params: RcParams {
                 timeout,
                 retry_count: req.retry_count.min(7),
@@ -119,7 +115,9 @@ impl World {
         Ok(())
     }
 
-    /// `rdma_init_qp_attr`.
+    /// `rdma_init_qp_attr`. A connected id's RTR attributes are the peer's QP number and the
+    /// address handle of its primary path ([`World::path_ah_attr`]); its RTS attributes the
+    /// timeout and retry counts (and neither an address handle nor a peer QP number).
     pub(crate) fn init_qp_attr(
         &mut self,
         host: HostKey,
@@ -163,11 +161,16 @@ impl World {
                 "the peer's QP number is not known yet (no request, or no REP processed)",
             )
         })?;
-        attr.dest_qp_num = c.peer.1;
-        attr.ah_attr = self.ah_attr_to(dev, c.peer_ip);
-        attr.timeout = c.params.timeout;
-        attr.retry_cnt = c.params.retry_count;
-        attr.rnr_retry = c.params.rnr_retry;
+        // Each state gets what cm.c sets for it (cm_init_qp_rtr_attr, cm_init_qp_rts_attr);
+        // ucma zeroes the rest.
+        if state == QpState::Rtr {
+            attr.dest_qp_num = c.peer.1;
+            attr.ah_attr = self.path_ah_attr(key, dev);
+        } else {
+            attr.timeout = c.params.timeout;
+            attr.retry_cnt = c.params.retry_count;
+            attr.rnr_retry = c.params.rnr_retry;
+        }
         Ok(attr)
     }
 

@@ -166,9 +166,10 @@ pub trait DataPath: CmBackend {
     fn destroy_external_qp(&self, qp: QpHandle) -> Result<()>;
 
     /// `rdma_init_qp_attr`: the attributes the CM computed for moving a QP of this connection
-    /// to `state` (INIT, RTR or RTS): the peer's QP number and path, PSNs, the RNR timer 0,
-    /// the id's ACK timeout, the retry counts of the REQ (and, on the active side, the RNR
-    /// retry count of the REP). For an id of the UDP or IPoIB port space, whatever the
+    /// to `state` (INIT, RTR or RTS), each state only its own, as the kernel fills them: RTR
+    /// the peer's QP number and path, the RQ PSN, the RNR timer 0; RTS the SQ PSN, the id's
+    /// ACK timeout, the retry counts of the REQ (and, on the active side, the RNR retry count
+    /// of the REP). For an id of the UDP or IPoIB port space, whatever the
     /// state, what a UD QP's INIT takes: pkey index 0, the id's port (`ah_attr.port_num`)
     /// and the id's qkey.
     ///
