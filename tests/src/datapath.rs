@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, RecvWr, WorkCompletion};
 use cmtwin::{
     ChannelHandle, CompChannelHandle, ConnParam, CqHandle, EventKind, IdHandle, PdHandle,
-    PortSpace, QpCap, QpHandle, Wait,
+    PortSpace, QpCap, QpHandle, QpType, Wait,
 };
 
 use crate::steps::{expect_event_for, expect_request, ok, Listener, RESOLVE_TIMEOUT};
@@ -54,12 +54,13 @@ pub struct Objects {
 }
 
 /// Gives `id` a PD, a completion channel and one CQ of 64 entries reporting to it (or the
-/// `shared` ones), and an RC QP of capacities `cap` completing into that CQ.
+/// `shared` ones), and a QP of type `qp_type` (RC or UC) and capacities `cap` completing
+/// into that CQ.
 pub fn verbs_side<B: DataPath>(
     cm: &B,
     channel: ChannelHandle,
     id: IdHandle,
-    cap: QpCap,
+    (qp_type, cap): (QpType, QpCap),
     shared: Option<Objects>,
 ) -> Side {
     let objects = shared.unwrap_or_else(|| {
@@ -69,6 +70,7 @@ pub fn verbs_side<B: DataPath>(
         Objects { pd, comp, cq }
     });
     let mut attr = QpInitAttrEx::rc(objects.pd, objects.cq, objects.cq);
+    attr.qp_type = qp_type;
     attr.cap = cap;
     let qpn = ok(cm.create_qp_ex(id, &attr), "create_qp_ex");
     let qp = ok(cm.qp(id), "id->qp").expect("the id has its QP");
@@ -95,6 +97,8 @@ pub struct Setup {
     pub cap: QpCap,
     /// Objects the server's QP is made with instead of its own.
     pub server_objects: Option<Objects>,
+    /// Both QPs' type: RC when `None`, else this connected type (UC).
+    pub qp_type: Option<QpType>,
 }
 
 /// Listens on `addr` and connects a client to it as `setup` says, both QPs made by
@@ -120,7 +124,8 @@ pub fn start_connection<B: DataPath>(
     expect_event_for(client, cch, EventKind::AddrResolved, cid, 0);
     ok(client.resolve_route(cid, RESOLVE_TIMEOUT), "resolve_route");
     expect_event_for(client, cch, EventKind::RouteResolved, cid, 0);
-    let client_side = verbs_side(client, cch, cid, setup.cap, None);
+    let qp = (setup.qp_type.unwrap_or(QpType::Rc), setup.cap);
+    let client_side = verbs_side(client, cch, cid, qp, None);
     ok(client.connect(cid, Some(&setup.connect)), "connect");
     let listener = Listener {
         channel: lch,
@@ -128,7 +133,7 @@ pub fn start_connection<B: DataPath>(
         addr,
     };
     let req = expect_request(server, &listener);
-    let server_side = verbs_side(server, lch, req.id, setup.cap, setup.server_objects);
+    let server_side = verbs_side(server, lch, req.id, qp, setup.server_objects);
     before_accept(&server_side);
     ok(server.accept(req.id, Some(&setup.accept)), "accept");
     expect_event_for(client, cch, EventKind::Established, cid, 0);

@@ -2,7 +2,9 @@
 //! sends with immediate data and inline, RDMA write and read with good and bad keys, CQs shared
 //! by QPs with a completion channel and arming, flushes when the QP enters ERROR, RNR and
 //! transport retries, COMM_EST and `notify` in both orders, memory that cannot be freed while
-//! the device may touch it, and a seed that replays byte for byte.
+//! the device may touch it, and a seed that replays byte for byte. UC QPs: the same sends
+//! and writes, completed as soon as they are sent, never retried or acknowledged; an RDMA
+//! read fails LOC_QP_OP_ERR.
 //!
 //! Times: the fabric's wire latency is 5 µs without jitter, so a request reaches the peer 5 µs
 //! after it is posted and its acknowledgement comes back 5 µs later. The default path (PLT 18,
@@ -1452,4 +1454,139 @@ fn fault_plans_lose_and_delay_data_packets() {
     let trace = run();
     assert!(trace.contains("drop the next 1 data packets"), "{trace}");
     assert_eq!(trace, run(), "same seed and plan, same trace");
+}
+
+// ----- UC: the RC data path without its reliability ----------------------------------------
+
+/// A UC connection on `bed`: both QPs made with `IBV_QPT_UC`.
+fn connected_uc(bed: &SimBed, port: u16) -> Conn {
+    let setup = Setup {
+        qp_type: Some(QpType::Uc),
+        ..Setup::default()
+    };
+    connect_with(bed.server(), bed.client(), addr(port), &setup)
+}
+
+/// Both QPs of `conn` are in RTS.
+fn assert_both_ready(conn: &Conn, s: &SimBackend, c: &SimBackend) {
+    assert_eq!(ok(s.query_qp_state(conn.server.qp), "query"), QpState::Rts);
+    assert_eq!(ok(c.query_qp_state(conn.client.qp), "query"), QpState::Rts);
+}
+
+#[test]
+fn uc_sends_and_writes_complete_when_sent_and_land_one_latency_later() {
+    let bed = bed(101);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected_uc(&bed, 7501);
+    let target = region(s, conn.server.pd, 16, 0, LW | AccessFlags::REMOTE_WRITE);
+    let rx = region(s, conn.server.pd, 16, 0, LW);
+    post_recv_all(s, conn.server.qp, 10, &rx);
+    post_recv_all(s, conn.server.qp, 11, &rx);
+
+    // A send with immediate data: no ACK to wait for, the sender's completion is at once.
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 1, SendOp::SendWithImm(0xbeef), b"hello");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t0, Duration::ZERO, "complete once sent");
+    assert_wc(wc, &conn.client, 1, WcStatus::SUCCESS, WcOpcode::Send);
+    assert_eq!((wc.byte_len, wc.imm), (5, None));
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(s.now() - t0, 5 * US, "received after one latency");
+    assert_wc(wc, &conn.server, 10, WcStatus::SUCCESS, WcOpcode::Recv);
+    assert_eq!((wc.byte_len, wc.imm), (5, Some(0xbeef)));
+    let mut got = [0u8; 5];
+    ok(s.mr_read(rx.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"hello");
+
+    // A plain write: consumes no receive.
+    let t1 = c.now();
+    let op = SendOp::RdmaWrite {
+        remote_addr: target.addr_at(2),
+        rkey: target.rkey,
+    };
+    send_bytes(c, &conn.client, 2, op, b"abc");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t1, Duration::ZERO);
+    assert_wc(wc, &conn.client, 2, WcStatus::SUCCESS, WcOpcode::RdmaWrite);
+    assert_eq!(wc.byte_len, 3);
+
+    // A write with immediate data: consumes the next receive.
+    let op = SendOp::RdmaWriteWithImm {
+        remote_addr: target.addr,
+        rkey: target.rkey,
+        imm: 7,
+    };
+    send_bytes(c, &conn.client, 3, op, b"xy");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t1, Duration::ZERO);
+    assert_wc(wc, &conn.client, 3, WcStatus::SUCCESS, WcOpcode::RdmaWrite);
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(s.now() - t1, 5 * US);
+    assert_wc(
+        wc,
+        &conn.server,
+        11,
+        WcStatus::SUCCESS,
+        WcOpcode::RecvRdmaWithImm,
+    );
+    assert_eq!((wc.byte_len, wc.imm), (2, Some(7)));
+    let mut got = [9u8; 6];
+    ok(s.mr_read(target.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"xyabc\0");
+    assert!(drain(c, &conn.client).is_empty());
+    assert!(drain(s, &conn.server).is_empty());
+    assert_both_ready(&conn, s, c);
+}
+
+#[test]
+fn uc_rdma_read_is_taken_then_fails_with_a_local_qp_operation_error() {
+    let bed = bed(102);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected_uc(&bed, 7502);
+    let source = ok(
+        s.reg_mr(conn.server.pd, b"0123".to_vec(), AccessFlags::REMOTE_READ),
+        "reg_mr",
+    );
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 9, &rx);
+    let sink = region(c, conn.client.pd, 4, b'.', LW);
+    let sge = [sink.sge(0, 4)];
+    let read = SendWr::new(
+        1,
+        SendOp::RdmaRead {
+            remote_addr: source.addr,
+            rkey: source.rkey,
+        },
+        Payload::Sges(&sge),
+    );
+    let t0 = c.now();
+    // librxe's post takes it (no check of the opcode against the QP type); rxe's requester
+    // finds no UC opcode for it and fails it, which moves the QP to ERROR.
+    ok(c.post_send(conn.client.qp, &read), "a UC read is posted");
+    send_bytes(c, &conn.client, 2, SendOp::Send, b"after");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t0, Duration::ZERO);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode, wc.byte_len, wc.qp_num),
+        (
+            1,
+            WcStatus::LOC_QP_OP_ERR,
+            WcOpcode::RdmaRead,
+            0,
+            conn.client.qpn
+        ),
+    );
+    let wc = next_completion(c, &conn.client);
+    assert_wc(wc, &conn.client, 2, WcStatus::WR_FLUSH_ERR, WcOpcode::Send);
+    assert_eq!(
+        ok(c.query_qp_state(conn.client.qp), "query"),
+        QpState::Error
+    );
+    // Nothing went on the wire: the server's QP is untouched, its receive still posted.
+    ok(s.sleep(Duration::from_secs(10)), "sleep");
+    assert!(drain(s, &conn.server).is_empty());
+    assert_eq!(ok(s.query_qp_state(conn.server.qp), "query"), QpState::Rts);
+    let mut got = [0u8; 4];
+    ok(c.mr_read(sink.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"....", "nothing was read");
 }

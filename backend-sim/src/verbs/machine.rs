@@ -1,4 +1,4 @@
-//! A QP's machine, whichever its transport: RC (`rc.rs`) or UD (`ud.rs`). The calls every
+//! A QP's machine, whichever its transport: RC or UC (`rc.rs`) or UD (`ud.rs`). The calls every
 //! QP answers go to either; those of one transport only are no-ops (or refusals) for the
 //! other, as the hardware ignores an RC packet at a UD QP.
 
@@ -14,6 +14,7 @@ use super::RcQp;
 
 /// The machine of one QP.
 pub(crate) enum QpMachine {
+    /// RC, or UC (an unreliable [`RcQp`]).
     Rc(RcQp),
     Ud(UdQp),
 }
@@ -108,7 +109,7 @@ impl QpMachine {
         }
     }
 
-    /// `ibv_post_send` of an RC request (the world never gives one to a UD QP).
+    /// `ibv_post_send` of an RC or UC request (the world never gives one to a UD QP).
     pub(crate) fn post_send(
         &mut self,
         entry: SendEntry,

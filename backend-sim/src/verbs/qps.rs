@@ -78,8 +78,9 @@ impl World {
         self.insert_qp(where_, pd, (send_cq, recv_cq), true, machine);
     }
 
-    /// The machine of id `id`'s new QP `qpn` of type `qp_type`: RC in INIT, or UD in RTS
-    /// with the id's qkey (as librdmacm moves a UD QP at creation).
+    /// The machine of id `id`'s new QP `qpn` of type `qp_type`: RC or UC (the RC machine
+    /// without its reliability, `rc.rs`) in INIT, or UD in RTS with the id's qkey (as
+    /// librdmacm moves a UD QP at creation).
     fn new_machine(
         &self,
         id: IdKey,
@@ -89,7 +90,9 @@ impl World {
         sq_sig_all: bool,
     ) -> QpMachine {
         let cap = device_cap(cap);
-        if qp_type.is_connected() {
+        if qp_type == cmtwin::QpType::Uc {
+            QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all).unreliable())
+        } else if qp_type.is_connected() {
             QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all))
         } else {
             QpMachine::Ud(UdQp::new(qpn, cap, sq_sig_all, self.id(id).qkey))

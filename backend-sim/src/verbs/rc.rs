@@ -1,8 +1,8 @@
-//! One RC QP as a sans-IO state machine, as `cm/endpoint.rs` is for the CM: inputs are the
-//! application's posts, a state change the CM drives, a packet from the peer QP and the QP's
-//! one timer; outputs are packets to the peer, completions, the timer to set or cancel, and
-//! the COMM_EST asynchronous event. It owns no memory and no clock: bytes are gathered at post
-//! time by the world, and placed through the [`Memory`] port it is handed.
+//! One RC (or UC) QP as a sans-IO state machine, as `cm/endpoint.rs` is for the CM: inputs
+//! are the application's posts, a state change the CM drives, a packet from the peer QP and
+//! the QP's one timer; outputs are packets to the peer, completions, the timer to set or
+//! cancel, and the COMM_EST asynchronous event. It owns no memory and no clock: bytes are
+//! gathered at post time by the world, and placed through the [`Memory`] port it is handed.
 //!
 //! The model of InfiniBand RC: requests carry PSNs (from 0, 24-bit, wrapping) and are
 //! executed by the responder exactly once and in order; a duplicate is acknowledged again (a
@@ -15,6 +15,17 @@
 //! completion moves the QP to ERROR, which flushes every outstanding request with
 //! WR_FLUSH_ERR (signaled or not); a responder that refuses a request for a remote access or
 //! invalid request moves to ERROR too.
+//!
+//! UC (`IBV_QPT_UC`) is the same machine without the reliability, as rxe runs it:
+//! * the requester has no UC opcode for an RDMA read (`next_opcode` in rxe_req.c knows UC
+//!   sends and writes only; rxe_opcode.c gives reads and atomics no UC mask): the post is
+//!   taken (librxe checks no opcode against the QP type), and when the requester reaches
+//!   the read it completes it with LOC_QP_OP_ERR and moves the QP to ERROR (`rxe_requester`'s
+//!   error path), flushing what follows;
+//! * a request completes SUCCESS as soon as it is transmitted (`rxe_xmit_packet` marks a
+//!   non-RC request done when its last packet is sent): no ACK, no timer, no retry, so a
+//!   lost request is simply never delivered;
+//! * the responder is still RC's (its acknowledgements are ignored).
 
 use crate::lazy_deque::LazyDeque;
 use std::sync::Arc;
@@ -206,9 +217,11 @@ enum Timer {
     RnrWait,
 }
 
-/// One RC QP.
+/// One RC QP (or UC: `reliable` false).
 pub(crate) struct RcQp {
     state: QpState,
+    /// RC; false for UC (no acknowledgements, retries, RNR NAKs or RDMA reads).
+    reliable: bool,
     qpn: u32,
     cap: QpCap,
     sq_sig_all: bool,
@@ -233,6 +246,7 @@ impl RcQp {
     pub(crate) fn new(qpn: u32, cap: QpCap, sq_sig_all: bool) -> Self {
         RcQp {
             state: QpState::Init,
+            reliable: true,
             qpn,
             cap,
             sq_sig_all,
@@ -248,6 +262,12 @@ impl RcQp {
             comm_est: false,
             rnr_timer_ns: 0,
         }
+    }
+
+    /// The same QP as a UC one: unreliable (see the module's documentation).
+    pub(crate) fn unreliable(mut self) -> Self {
+        self.reliable = false;
+        self
     }
 
     /// The same QP in RESET, as `ibv_create_qp` leaves it.
@@ -290,7 +310,9 @@ impl RcQp {
         for r in self.rq.drain(..) {
             sges.extend_from_slice(&r.sges);
         }
+        let reliable = self.reliable;
         *self = RcQp::new(self.qpn, self.cap, self.sq_sig_all).in_reset();
+        self.reliable = reliable;
         sges
     }
 
@@ -447,6 +469,9 @@ impl RcQp {
             self.respond(pkt, mem, out);
             return;
         }
+        if !self.reliable {
+            return; // UC has no responses
+        }
         match pkt.body {
             Body::Ack => self.acknowledge(pkt.psn, out),
             Body::ReadResp { data } => self.read_response(pkt.psn, data, mem, out),
@@ -461,6 +486,10 @@ impl RcQp {
     /// once everything before it is), and starts the timer.
     fn pump(&mut self, out: &mut Vec<QpOutput>) {
         if self.state != QpState::Rts || self.timer == Timer::RnrWait {
+            return;
+        }
+        if !self.reliable {
+            self.pump_unreliable(out);
             return;
         }
         while self.sent < self.sq.len() {
@@ -478,6 +507,30 @@ impl RcQp {
             self.sent += 1;
         }
         self.arm_retransmit(out);
+    }
+
+    /// UC's requester: transmits each request and completes it at once (nothing is ever
+    /// outstanding: `sent` stays 0); a request with a local fault, or an RDMA read (no UC
+    /// opcode: LOC_QP_OP_ERR), fails and moves the QP to ERROR.
+    fn pump_unreliable(&mut self, out: &mut Vec<QpOutput>) {
+        while self.state == QpState::Rts {
+            let Some(e) = self.sq.front() else {
+                return;
+            };
+            let fault = match e.kind {
+                SendKind::Read { .. } => Some(WcStatus::LOC_QP_OP_ERR),
+                _ => e.fault,
+            };
+            if let Some(status) = fault {
+                self.fail_head(status, out);
+                return;
+            }
+            let mut e = self.sq.pop_front().expect("checked");
+            e.psn = self.next_psn;
+            self.next_psn = psn_next(e.psn);
+            out.push(QpOutput::Packet(request_packet(&e)));
+            self.complete_send(e, WcStatus::SUCCESS, out);
+        }
     }
 
     /// Starts the transport timer if requests are unacknowledged and no timer runs.
