@@ -3,8 +3,8 @@
 //! by QPs with a completion channel and arming, flushes when the QP enters ERROR, RNR and
 //! transport retries, COMM_EST and `notify` in both orders, memory that cannot be freed while
 //! the device may touch it, and a seed that replays byte for byte. UC QPs: the same sends
-//! and writes, completed as soon as they are sent, never retried or acknowledged; an RDMA
-//! read fails LOC_QP_OP_ERR.
+//! and writes, completed as soon as they are sent, never retried or acknowledged, dropped
+//! silently by a receiver that cannot take them; an RDMA read fails LOC_QP_OP_ERR.
 //!
 //! Times: the fabric's wire latency is 5 µs without jitter, so a request reaches the peer 5 µs
 //! after it is posted and its acknowledgement comes back 5 µs later. The default path (PLT 18,
@@ -1589,4 +1589,125 @@ fn uc_rdma_read_is_taken_then_fails_with_a_local_qp_operation_error() {
     let mut got = [0u8; 4];
     ok(c.mr_read(sink.handle, 0, &mut got), "mr_read");
     assert_eq!(&got, b"....", "nothing was read");
+}
+
+#[test]
+fn uc_a_lost_send_completes_at_the_sender_and_is_never_delivered() {
+    let bed = bed(103);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected_uc(&bed, 7503);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 10, &rx);
+    post_recv_all(s, conn.server.qp, 11, &rx);
+    bed.fabric.drop_data_packets(1).expect("outside a run");
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 1, SendOp::Send, b"lost");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t0, Duration::ZERO);
+    assert_wc(wc, &conn.client, 1, WcStatus::SUCCESS, WcOpcode::Send);
+    assert_eq!(wc.byte_len, 4);
+
+    // The next message takes the first receive; the lost one is not recovered.
+    send_bytes(c, &conn.client, 2, SendOp::Send, b"next!");
+    assert_eq!(next_completion(c, &conn.client).status, WcStatus::SUCCESS);
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(s.now() - t0, 5 * US);
+    assert_wc(wc, &conn.server, 10, WcStatus::SUCCESS, WcOpcode::Recv);
+    assert_eq!(wc.byte_len, 5);
+    let mut got = [0u8; 5];
+    ok(s.mr_read(rx.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"next!");
+
+    // No retransmission, ever: the second receive stays posted, nothing more completes.
+    ok(s.sleep(10 * RETRY), "sleep");
+    assert!(drain(s, &conn.server).is_empty(), "delivered at most once");
+    assert!(drain(c, &conn.client).is_empty());
+    assert_both_ready(&conn, s, c);
+    let trace = bed.fabric.trace_text();
+    assert_eq!(trace.matches("(targeted)").count(), 1, "{trace}");
+}
+
+#[test]
+fn uc_a_message_the_receiver_cannot_take_is_dropped_silently() {
+    let bed = bed(104);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected_uc(&bed, 7504);
+    let target = region(s, conn.server.pd, 8, 0, LW | AccessFlags::REMOTE_WRITE);
+
+    // No receive posted: no RNR NAK, no retry; the sender completes at once all the same.
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 1, SendOp::Send, b"anyone?");
+    let imm = SendOp::RdmaWriteWithImm {
+        remote_addr: target.addr,
+        rkey: target.rkey,
+        imm: 1,
+    };
+    send_bytes(c, &conn.client, 2, imm, b"w");
+    for wr_id in [1, 2] {
+        let wc = next_completion(c, &conn.client);
+        assert_eq!(c.now() - t0, Duration::ZERO);
+        assert_eq!((wc.wr_id, wc.status), (wr_id, WcStatus::SUCCESS));
+    }
+    ok(s.sleep(10 * RNR), "sleep");
+    assert!(drain(s, &conn.server).is_empty());
+    assert!(drain(c, &conn.client).is_empty());
+    let mut got = [0u8; 1];
+    ok(s.mr_read(target.handle, 0, &mut got), "mr_read");
+    assert_eq!(
+        got,
+        [0],
+        "a write with immediate data and no receive writes nothing"
+    );
+
+    // Too long for the receive, or a bad rkey: dropped, the receive stays posted for the
+    // next message, and neither QP enters ERROR.
+    let rx = region(s, conn.server.pd, 4, 0, LW);
+    post_recv_all(s, conn.server.qp, 10, &rx);
+    send_bytes(c, &conn.client, 3, SendOp::Send, b"too long");
+    let bad = SendOp::RdmaWriteWithImm {
+        remote_addr: target.addr,
+        rkey: target.rkey ^ 0x5a5a,
+        imm: 2,
+    };
+    send_bytes(c, &conn.client, 4, bad, b"bad");
+    let t1 = c.now();
+    send_bytes(c, &conn.client, 5, SendOp::Send, b"fits");
+    for wr_id in [3, 4, 5] {
+        let wc = next_completion(c, &conn.client);
+        assert_eq!((wc.wr_id, wc.status), (wr_id, WcStatus::SUCCESS));
+    }
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(s.now() - t1, 5 * US);
+    assert_wc(wc, &conn.server, 10, WcStatus::SUCCESS, WcOpcode::Recv);
+    assert_eq!((wc.byte_len, wc.imm), (4, None));
+    let mut got = [0u8; 4];
+    ok(s.mr_read(rx.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"fits");
+    ok(s.sleep(10 * RNR), "sleep");
+    assert!(drain(s, &conn.server).is_empty());
+    assert_both_ready(&conn, s, c);
+}
+
+#[test]
+fn uc_a_receive_with_a_bad_lkey_fails_there_and_the_sender_knows_nothing() {
+    let bed = bed(105);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected_uc(&bed, 7505);
+    let readonly = region(s, conn.server.pd, 8, 0, AccessFlags::NONE);
+    post_recv_all(s, conn.server.qp, 1, &readonly);
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 2, SendOp::Send, b"data");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t0, Duration::ZERO);
+    assert_wc(wc, &conn.client, 2, WcStatus::SUCCESS, WcOpcode::Send);
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(s.now() - t0, 5 * US);
+    assert_wc(wc, &conn.server, 1, WcStatus::LOC_PROT_ERR, WcOpcode::Recv);
+    assert_eq!(
+        ok(s.query_qp_state(conn.server.qp), "query"),
+        QpState::Error
+    );
+    ok(c.sleep(10 * RETRY), "sleep");
+    assert!(drain(c, &conn.client).is_empty(), "no NAK comes back");
+    assert_eq!(ok(c.query_qp_state(conn.client.qp), "query"), QpState::Rts);
 }

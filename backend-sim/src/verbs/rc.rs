@@ -25,7 +25,14 @@
 //! * a request completes SUCCESS as soon as it is transmitted (`rxe_xmit_packet` marks a
 //!   non-RC request done when its last packet is sent): no ACK, no timer, no retry, so a
 //!   lost request is simply never delivered;
-//! * the responder is still RC's (its acknowledgements are ignored).
+//! * the responder answers nothing. It takes every message whatever its PSN (`check_psn`
+//!   for UC accepts any first packet), and drops one it cannot take without a trace: no
+//!   receive posted (no RNR NAK: `RESPST_ERR_RNR` is class D for UC), a message longer than
+//!   the receive (`RESPST_ERR_LENGTH`, class D: the receive stays posted; rxe 6.12's branch,
+//!   the one measured for UD's overrun, not measured for UC), a bad rkey or access
+//!   (`RESPST_ERR_RKEY_VIOLATION`, class E without an SRQ). A receive whose own entries are
+//!   bad still fails there and moves the responder to ERROR (class A, every QP type; with
+//!   RC's LOC_PROT_ERR, where rxe reports LOC_QP_OP_ERR), but the requester hears nothing.
 
 use crate::lazy_deque::LazyDeque;
 use std::sync::Arc;
@@ -466,7 +473,11 @@ impl RcQp {
             return; // a QP that is not connected (or in ERROR) drops everything
         }
         if pkt.is_request() {
-            self.respond(pkt, mem, out);
+            if self.reliable {
+                self.respond(pkt, mem, out);
+            } else {
+                self.receive_unreliably(pkt, mem, out);
+            }
             return;
         }
         if !self.reliable {
@@ -755,6 +766,37 @@ impl RcQp {
         }
     }
 
+    /// UC's responder: a request taken whatever its PSN (each message is one packet, a first
+    /// one), executed once, answered with nothing; one it cannot take is dropped (the
+    /// receive it would have filled stays posted), except a receive whose entries are bad,
+    /// which fails there and moves this QP to ERROR.
+    fn receive_unreliably(&mut self, pkt: Packet, mem: &mut dyn Memory, out: &mut Vec<QpOutput>) {
+        if !self.comm_est {
+            self.comm_est = true;
+            out.push(QpOutput::CommEst);
+        }
+        self.epsn = psn_next(pkt.psn);
+        let taken = match pkt.body {
+            Body::Send {
+                data,
+                imm,
+                solicited,
+            } => self.receive_send(data, imm, solicited, mem, out),
+            Body::Write {
+                addr,
+                rkey,
+                data,
+                imm,
+                solicited,
+            } => self.receive_write(addr, rkey, data, imm, solicited, mem, out),
+            // A UC requester never sends one (it fails the read itself).
+            _ => return,
+        };
+        if matches!(taken, Err(Nak::RemoteOp)) {
+            self.enter_error(out);
+        }
+    }
+
     /// A request already executed: acknowledged again (a read is executed again).
     fn duplicate(&mut self, pkt: Packet, mem: &mut dyn Memory, out: &mut Vec<QpOutput>) {
         let body = match pkt.body {
@@ -784,6 +826,9 @@ impl RcQp {
             return Err(self.rnr());
         };
         if data.len() as u64 > r.capacity() {
+            if !self.reliable {
+                return Err(Nak::InvalidRequest); // UC: dropped, the receive stays posted
+            }
             let r = self.rq.pop_front().expect("checked");
             self.complete_recv(
                 r,
@@ -1075,5 +1120,50 @@ mod tests {
             }]
         );
         assert_eq!(mem.written, b"a");
+    }
+
+    #[test]
+    fn uc_completes_on_transmission_and_its_responder_answers_nothing() {
+        let mut qp = RcQp::new(5, QpCap::default(), true).unreliable();
+        let mut out = Vec::new();
+        assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
+        qp.post_send(send(1, b"a"), &mut out).unwrap();
+        assert_eq!(packets(&out).iter().map(|p| p.psn).collect::<Vec<_>>(), [0]);
+        assert_eq!(statuses(&out), [(1, WcStatus::SUCCESS)]);
+        assert!(!out.iter().any(|o| matches!(o, QpOutput::SetTimer(_))));
+        out.clear();
+        qp.on_timer(&mut out);
+        assert!(out.is_empty(), "no timer, nothing to resend");
+
+        let mut rx = RcQp::new(9, QpCap::default(), true).unreliable();
+        assert!(rx.connect(Duration::from_millis(1), PARAMS, &mut out));
+        let mut mem = Open::default();
+        let pkt = |psn: u32, byte: u8| Packet {
+            psn,
+            body: Body::Send {
+                data: vec![byte].into(),
+                imm: None,
+                solicited: false,
+            },
+        };
+        // No receive: dropped, no RNR NAK.
+        rx.on_packet(pkt(0, b'x'), &mut mem, &mut out);
+        assert!(packets(&out).is_empty() && statuses(&out).is_empty());
+        let r = RecvEntry {
+            wr_id: 7,
+            sges: Sges::One(Sge {
+                addr: 0,
+                length: 8,
+                lkey: 1,
+            }),
+        };
+        rx.post_recv(r, &mut out).unwrap();
+        // A gap in the PSNs (a lost message) is taken all the same, and not acknowledged.
+        out.clear();
+        rx.on_packet(pkt(2, b'y'), &mut mem, &mut out);
+        assert!(packets(&out).is_empty());
+        assert_eq!(statuses(&out), [(7, WcStatus::SUCCESS)]);
+        assert_eq!(mem.written, b"y");
+        assert_eq!(rx.state(), QpState::Rts);
     }
 }
