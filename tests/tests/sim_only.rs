@@ -9,14 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cmtwin::{
-    AsyncEvent, Call, CmBackend, CmError, CmOption, ConnParam, Errno, EventKind, PortSpace,
-    QpInitAttr, QpType, Transport, Wait,
+    AsyncEvent, Call, CmBackend, CmError, CmOption, ConnParam, Errno, EventInfo, EventKind,
+    PortSpace, QpInitAttr, QpType, Transport, Wait,
 };
 use cmtwin_sim::{PathFailure, SimConfig, SimError};
 use cmtwin_tests::steps::{
     add_qp, client_endpoint, connect_pair, disconnect_pair, expect_errno, expect_event,
     expect_event_for, expect_no_event, expect_quiet, expect_request, listen_on, ok, resolve,
-    resolved_client, teardown, teardown_pair, Endpoint, RESOLVE_TIMEOUT,
+    resolved_client, teardown, teardown_pair, Endpoint, Listener, RESOLVE_TIMEOUT,
 };
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -1832,6 +1832,43 @@ fn accept_without_parameters_answers_with_the_requests_resources() {
     }
 }
 
+/// A client of `listener` (port space from `qp_type`) that sets TOS 0x68 before resolving
+/// its route and 0x20 after, connects with a QP of `qp_type`, and the request as the server
+/// fetched it, with the server's QP made: what the route's traffic class is read from.
+fn connect_with_tos_set_around_the_route(
+    bed: &SimBed,
+    listener: &Listener,
+    qp_type: QpType,
+) -> (Endpoint, EventInfo) {
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let ps = match qp_type {
+        QpType::Ud => PortSpace::UDP,
+        _ => PortSpace::TCP,
+    };
+    let client = client_endpoint(bed, ps);
+    let id = client.id;
+    ok(
+        client_cm.resolve_addr(id, None, listener.addr, RESOLVE_TIMEOUT),
+        "resolve_addr",
+    );
+    expect_event_for(client_cm, client.channel, EventKind::AddrResolved, id, 0);
+    ok(client_cm.set_option(id, &CmOption::Tos(0x68)), "TOS 0x68");
+    ok(
+        client_cm.resolve_route(id, RESOLVE_TIMEOUT),
+        "resolve_route",
+    );
+    ok(
+        client_cm.set_option(id, &CmOption::Tos(0x20)),
+        "TOS 0x20 too late",
+    );
+    expect_event_for(client_cm, client.channel, EventKind::RouteResolved, id, 0);
+    add_qp(client_cm, id, qp_type);
+    ok(client_cm.connect(id, None), "connect");
+    let req = expect_request(server_cm, listener);
+    add_qp(server_cm, req.id, qp_type);
+    (client, req)
+}
+
 /// §13.2: a UD ESTABLISHED's address handle is built from the route (cma.c
 /// `cma_sidr_rep_handler` → `ib_init_ah_attr_from_path`). On RoCE, `cma_resolve_iboe_route`
 /// makes the path's traffic class the id's TOS as it is when the route is resolved, and on a
@@ -1844,27 +1881,8 @@ fn ud_established_on_roce_carries_the_tos_and_the_ports_flow_label() {
         let bed = exact_bed(transport);
         let (server_cm, client_cm) = (bed.server(), bed.client());
         let listener = listen_on(&bed, PortSpace::UDP, 8);
-        let client = client_endpoint(&bed, PortSpace::UDP);
+        let (client, req) = connect_with_tos_set_around_the_route(&bed, &listener, QpType::Ud);
         let id = client.id;
-        ok(
-            client_cm.resolve_addr(id, None, listener.addr, RESOLVE_TIMEOUT),
-            "resolve_addr",
-        );
-        expect_event_for(client_cm, client.channel, EventKind::AddrResolved, id, 0);
-        ok(client_cm.set_option(id, &CmOption::Tos(0x68)), "TOS 0x68");
-        ok(
-            client_cm.resolve_route(id, RESOLVE_TIMEOUT),
-            "resolve_route",
-        );
-        ok(
-            client_cm.set_option(id, &CmOption::Tos(0x20)),
-            "TOS 0x20 too late",
-        );
-        expect_event_for(client_cm, client.channel, EventKind::RouteResolved, id, 0);
-        add_qp(client_cm, id, QpType::Ud);
-        ok(client_cm.connect(id, None), "connect");
-        let req = expect_request(server_cm, &listener);
-        add_qp(server_cm, req.id, QpType::Ud);
         let t0 = bed.fabric.now();
         ok(server_cm.accept(req.id, None), "accept");
         let est = expect_event_for(client_cm, client.channel, EventKind::Established, id, 0);
@@ -2651,27 +2669,8 @@ fn rc_rtr_address_handle_on_roce_carries_the_routes_traffic_class_and_flow_label
             server_cm.set_option(listener.id, &CmOption::Tos(0x20)),
             "listener TOS 0x20",
         );
-        let client = client_endpoint(&bed, PortSpace::TCP);
+        let (client, req) = connect_with_tos_set_around_the_route(&bed, &listener, QpType::Rc);
         let id = client.id;
-        ok(
-            client_cm.resolve_addr(id, None, listener.addr, RESOLVE_TIMEOUT),
-            "resolve_addr",
-        );
-        expect_event_for(client_cm, client.channel, EventKind::AddrResolved, id, 0);
-        ok(client_cm.set_option(id, &CmOption::Tos(0x68)), "TOS 0x68");
-        ok(
-            client_cm.resolve_route(id, RESOLVE_TIMEOUT),
-            "resolve_route",
-        );
-        ok(
-            client_cm.set_option(id, &CmOption::Tos(0x20)),
-            "TOS 0x20 too late",
-        );
-        expect_event_for(client_cm, client.channel, EventKind::RouteResolved, id, 0);
-        add_qp(client_cm, id, QpType::Rc);
-        ok(client_cm.connect(id, None), "connect");
-        let req = expect_request(server_cm, &listener);
-        add_qp(server_cm, req.id, QpType::Rc);
         ok(server_cm.accept(req.id, None), "accept");
         expect_event_for(client_cm, client.channel, EventKind::Established, id, 0);
         expect_event_for(

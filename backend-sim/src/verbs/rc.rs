@@ -726,28 +726,15 @@ impl RcQp {
             }
             std::cmp::Ordering::Equal => {}
         }
-        if !self.comm_est {
-            self.comm_est = true;
-            out.push(QpOutput::CommEst);
-        }
+        self.note_first_request(out);
         let reply = match pkt.body {
-            Body::Send {
-                data,
-                imm,
-                solicited,
-            } => self.receive_send(data, imm, solicited, mem, out),
-            Body::Write {
-                addr,
-                rkey,
-                data,
-                imm,
-                solicited,
-            } => self.receive_write(addr, rkey, data, imm, solicited, mem, out),
             Body::ReadReq { addr, rkey, len } => match mem.remote_read(rkey, addr, len) {
                 Some(data) => Ok(Body::ReadResp { data }),
                 None => Err(Nak::RemoteAccess),
             },
-            _ => unreachable!("only requests reach the responder"),
+            body => self
+                .receive_data(body, mem, out)
+                .expect("only requests reach the responder"),
         };
         match reply {
             Ok(body) => {
@@ -771,29 +758,47 @@ impl RcQp {
     /// receive it would have filled stays posted), except a receive whose entries are bad,
     /// which fails there and moves this QP to ERROR.
     fn receive_unreliably(&mut self, pkt: Packet, mem: &mut dyn Memory, out: &mut Vec<QpOutput>) {
+        self.note_first_request(out);
+        self.epsn = psn_next(pkt.psn);
+        // A UC requester never sends a read (it fails the read itself).
+        let Some(taken) = self.receive_data(pkt.body, mem, out) else {
+            return;
+        };
+        if matches!(taken, Err(Nak::RemoteOp)) {
+            self.enter_error(out);
+        }
+    }
+
+    /// The first request this responder takes: the QP's COMM_EST (once).
+    fn note_first_request(&mut self, out: &mut Vec<QpOutput>) {
         if !self.comm_est {
             self.comm_est = true;
             out.push(QpOutput::CommEst);
         }
-        self.epsn = psn_next(pkt.psn);
-        let taken = match pkt.body {
+    }
+
+    /// Executes a send or a write (`None` for any other body): the reply it earns, or why it
+    /// is refused.
+    fn receive_data(
+        &mut self,
+        body: Body,
+        mem: &mut dyn Memory,
+        out: &mut Vec<QpOutput>,
+    ) -> Option<Result<Body, Nak>> {
+        match body {
             Body::Send {
                 data,
                 imm,
                 solicited,
-            } => self.receive_send(data, imm, solicited, mem, out),
+            } => Some(self.receive_send(data, imm, solicited, mem, out)),
             Body::Write {
                 addr,
                 rkey,
                 data,
                 imm,
                 solicited,
-            } => self.receive_write(addr, rkey, data, imm, solicited, mem, out),
-            // A UC requester never sends one (it fails the read itself).
-            _ => return,
-        };
-        if matches!(taken, Err(Nak::RemoteOp)) {
-            self.enter_error(out);
+            } => Some(self.receive_write(addr, rkey, data, imm, solicited, mem, out)),
+            _ => None,
         }
     }
 
