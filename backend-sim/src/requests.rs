@@ -10,6 +10,7 @@ use cmtwin::{
     Result, SidrStatus, Transport, UdData,
 };
 
+use crate::calls::is_any;
 use crate::cm::messages::{padded, Body, Dest, EpKey, Request};
 use crate::trace::{Entry, TraceKind};
 use crate::world::{CmState, DevKey, HostKey, Id, IdKey, World};
@@ -94,8 +95,7 @@ impl World {
         // header's addresses (`validate_net_dev`), refusing loopback and zero ones
         // (-EHOSTUNREACH): a request from a loopback-resolved id fails the handler, and the
         // IB CM rejects it (REJ 28 / SIDR status 2), wherever it found a listener.
-        let invalid = |ip: IpAddr| ip.is_loopback() || ip.is_unspecified();
-        if (invalid(req.src.ip()) || invalid(req.dst.ip())) && self.ib_cm_listens(host, dev, &req) {
+        if (is_any(req.src.ip()) || is_any(req.dst.ip())) && self.ib_cm_listens(host, dev, &req) {
             reply_rej(self, IbRejReason::CONSUMER_DEFINED);
             return;
         }

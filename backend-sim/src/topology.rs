@@ -137,6 +137,16 @@ impl Topology {
             .find(|d| self.devices[*d].present && self.devices[*d].ips.contains(&ip))
     }
 
+    /// The device of `host` whose netdev has `ip`, present or removed (a removed device's
+    /// netdev keeps its addresses).
+    pub(crate) fn netdev_with_ip(&self, host: HostKey, ip: IpAddr) -> Option<DevKey> {
+        self.hosts[host]
+            .devices
+            .iter()
+            .copied()
+            .find(|d| self.devices[*d].ips.contains(&ip))
+    }
+
     /// Whether a removed device of `host` had `ip` (its netdev keeps the address).
     pub(crate) fn removed_device_with_ip(&self, host: HostKey, ip: IpAddr) -> bool {
         self.hosts[host]

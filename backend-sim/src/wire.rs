@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use cmtwin::Transport;
 
+use crate::calls::is_any;
 use crate::cm::messages::{Body, Dest, MessageHead, MessageKind};
 use crate::engine::timeline::SimTime;
 use crate::rng::Stream;
@@ -181,7 +182,7 @@ impl World {
     /// get no route there: such messages reach nobody.)
     fn port_of(&self, from: EpKey, to: Dest) -> Option<(HostKey, DevKey)> {
         match to {
-            Dest::Ip(ip) if loopback_resolved(ip) => self
+            Dest::Ip(ip) if is_any(ip) => self
                 .cm
                 .eps
                 .get(&from)
@@ -218,7 +219,7 @@ impl World {
     pub(crate) fn deliver(&mut self, msg: Message) {
         match msg.to {
             Dest::Ip(ip) => {
-                let owner = if loopback_resolved(ip) {
+                let owner = if is_any(ip) {
                     msg.port.filter(|&(_, dev)| self.topo.devices[dev].present)
                 } else {
                     self.topo.owner_of_ip(ip)
@@ -269,10 +270,4 @@ impl World {
             }
         }
     }
-}
-
-/// Whether a request to `ip` went through loopback resolution (a loopback or any address,
-/// cma.c `cma_any_addr`): it travels to the sender's own port.
-fn loopback_resolved(ip: std::net::IpAddr) -> bool {
-    ip.is_loopback() || ip.is_unspecified()
 }

@@ -19,7 +19,9 @@ use crate::world::{Action, CmState, DevKey, HostKey, IdKey, World};
 /// First and last ephemeral port (`ip_local_port_range`).
 const EPHEMERAL: (u16, u16) = (32768, 60999);
 
-/// Whether binding to `ip` attaches no device (any and loopback addresses).
+/// Whether `ip` is an any or a loopback address (cma.c `cma_any_addr` or
+/// `cma_loopback_addr`): binding to one attaches no device, resolving one goes through loopback
+/// resolution (the sender's own port), and `validate_net_dev` refuses one in a request.
 pub(crate) fn is_any(ip: IpAddr) -> bool {
     ip.is_unspecified() || ip.is_loopback()
 }
@@ -140,11 +142,7 @@ impl World {
         let device = if is_any(addr.ip()) {
             None
         } else {
-            let netdev = self.topo.hosts[host]
-                .devices
-                .iter()
-                .copied()
-                .find(|d| self.topo.devices[*d].ips.contains(&addr.ip()));
+            let netdev = self.topo.netdev_with_ip(host, addr.ip());
             if self.ipoib_refused(key, netdev) {
                 return Err(CmError::new(
                     call,

@@ -24,3 +24,5 @@ mod multicast;
 mod options;
 mod qp;
 mod user_event;
+
+pub(crate) use address::is_any;
