@@ -37,21 +37,13 @@ fn check_private_data(
     Ok(())
 }
 
-/// A resource count from the parameters: 255 means the device maximum.
-fn resources(v: u8) -> u8 {
-    if v == RDMA_MAX_RESP_RES {
-        DEVICE_MAX_RD_ATOM
-    } else {
-        v
-    }
-}
-
-/// A resource count `rdma_accept` answers with: `given`, or for 255 (and for no parameters,
-/// which librdmacm treats alike) the request's own value, as the CONNECT_REQUEST showed it,
-/// capped at the device maximum (librdmacm's `rdma_accept`), not the device maximum itself.
-fn accepted_resources(given: u8, requested: u8) -> u8 {
+/// A resource count from the parameters: `given`, or for 255 (`RDMA_MAX_RESP_RES` /
+/// `RDMA_MAX_INIT_DEPTH`) `limit` capped at the device maximum. `rdma_connect` passes the
+/// device maximum as the limit; `rdma_accept` the request's own value, as the CONNECT_REQUEST
+/// showed it (librdmacm's `rdma_accept` treats no parameters alike).
+fn resources(given: u8, limit: u8) -> u8 {
     if given == RDMA_MAX_RESP_RES {
-        requested.min(DEVICE_MAX_RD_ATOM)
+        limit.min(DEVICE_MAX_RD_ATOM)
     } else {
         given
     }
@@ -260,8 +252,8 @@ impl World {
             qp_type: id.qp_type,
             data: padded(&p.private_data, delivered_private_data_len(transport, op)),
             conn: ConnData {
-                responder_resources: resources(p.responder_resources),
-                initiator_depth: resources(p.initiator_depth),
+                responder_resources: resources(p.responder_resources, DEVICE_MAX_RD_ATOM),
+                initiator_depth: resources(p.initiator_depth, DEVICE_MAX_RD_ATOM),
                 flow_control: p.flow_control,
                 retry_count: p.retry_count.min(7),
                 rnr_retry_count: p.rnr_retry_count.min(7),
@@ -395,11 +387,8 @@ impl World {
         // The request's resources as the CONNECT_REQUEST showed them (the peer's, swapped).
         let requested = id.req_conn.unwrap_or_default();
         let conn = ConnData {
-            responder_resources: accepted_resources(
-                p.responder_resources,
-                requested.initiator_depth,
-            ),
-            initiator_depth: accepted_resources(p.initiator_depth, requested.responder_resources),
+            responder_resources: resources(p.responder_resources, requested.initiator_depth),
+            initiator_depth: resources(p.initiator_depth, requested.responder_resources),
             flow_control: p.flow_control,
             retry_count: p.retry_count.min(7),
             rnr_retry_count: p.rnr_retry_count.min(7),
