@@ -106,7 +106,8 @@ impl AsyncEvent {
     pub const PATH_MIG: AsyncEvent = AsyncEvent(6);
 }
 
-/// Capacities of a QP's queues (`struct ibv_qp_cap`).
+/// Capacities of a QP's queues (`struct ibv_qp_cap`): those asked for at creation; the device
+/// may grant more (`DataPath::query_qp_cap` says what it made of them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpCap {
     /// Send queue depth.

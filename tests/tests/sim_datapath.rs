@@ -19,8 +19,8 @@ use cmtwin::verbs::{
     WcOpcode, WcStatus, WorkCompletion,
 };
 use cmtwin::{
-    AsyncEvent, Call, CmBackend, CmError, ConnParam, Errno, EventKind, QpCap, QpInitAttr, QpType,
-    Transport, Wait,
+    AsyncEvent, Call, CmBackend, CmError, ConnParam, Errno, EventKind, PortSpace, QpCap,
+    QpInitAttr, QpType, Transport, Wait,
 };
 use cmtwin_sim::{MessageKind, SimBackend, SimConfig};
 use cmtwin_tests::datapath::{
@@ -860,9 +860,20 @@ fn posts_are_checked_against_the_qp_capacities_and_state() {
         ..Setup::default()
     };
     let conn = connect_with(s, c, addr(7495), &setup);
+    // rxe's rings (`rxe_queue_init`): a power of two with one slot empty, so 2 requests asked
+    // give 3 and the default 16 give 31; one send entry gives 16 bytes inline.
+    let granted = QpCap {
+        max_send_wr: 31,
+        max_recv_wr: 3,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 16,
+    };
+    assert_eq!(ok(s.query_qp_cap(conn.server.qp), "query_qp_cap"), granted);
     let rx = region(s, conn.server.pd, 8, 0, LW);
-    post_recv_all(s, conn.server.qp, 1, &rx);
-    post_recv_all(s, conn.server.qp, 2, &rx);
+    for wr_id in 1..=3 {
+        post_recv_all(s, conn.server.qp, wr_id, &rx);
+    }
     let sge = [rx.sge(0, 8)];
     let wr = RecvWr {
         wr_id: 3,
@@ -1710,4 +1721,78 @@ fn uc_a_receive_with_a_bad_lkey_fails_there_and_the_sender_knows_nothing() {
     ok(c.sleep(10 * RETRY), "sleep");
     assert!(drain(c, &conn.client).is_empty(), "no NAK comes back");
     assert_eq!(ok(c.query_qp_state(conn.client.qp), "query"), QpState::Rts);
+}
+
+/// siw (`siw_create_qp`, `siw_create_cq`) rounds each queue up to a power of two (3 → 4, an
+/// empty receive queue stays empty) and needs a send queue; rxe (the RoCE bed above) keeps one
+/// slot of its ring empty (2 → 3) and takes an empty send queue.
+#[test]
+fn iwarp_queues_are_powers_of_two_and_need_a_send_queue() {
+    let bed = SimBed::with_transport(24, Transport::Iwarp);
+    let (s, c) = (bed.server(), bed.client());
+    let setup = Setup {
+        cap: QpCap {
+            max_send_wr: 3,
+            max_recv_wr: 5,
+            ..QpCap::default()
+        },
+        ..Setup::default()
+    };
+    let conn = connect_with(s, c, addr(7496), &setup);
+    let cap = ok(s.query_qp_cap(conn.server.qp), "query_qp_cap");
+    assert_eq!((cap.max_send_wr, cap.max_recv_wr), (4, 8));
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    for wr_id in 1..=8 {
+        post_recv_all(s, conn.server.qp, wr_id, &rx);
+    }
+    let sge = [rx.sge(0, 8)];
+    let wr = RecvWr {
+        wr_id: 9,
+        sg_list: &sge,
+    };
+    expect_errno(
+        s.post_recv(conn.server.qp, &wr),
+        Call::PostRecv,
+        Errno::ENOMEM,
+    );
+
+    let ch = ok(c.create_event_channel(), "channel");
+    let id = ok(c.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(
+        c.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    let mut no_send = QpInitAttr::new(QpType::Rc);
+    no_send.cap.max_send_wr = 0;
+    expect_errno(c.create_qp(id, &no_send), Call::CreateQp, Errno::EINVAL);
+    let mut no_recv = QpInitAttr::new(QpType::Rc);
+    no_recv.cap.max_recv_wr = 0;
+    let qpn = ok(
+        c.create_qp(id, &no_recv),
+        "create_qp without a receive queue",
+    );
+    assert_ne!(qpn, 0);
+    let qp = ok(c.qp(id), "id->qp").expect("the id's QP");
+    let cap = ok(c.query_qp_cap(qp), "query_qp_cap");
+    assert_eq!((cap.max_send_wr, cap.max_recv_wr), (16, 0));
+}
+
+/// On rxe an empty send queue is allowed (`rxe_qp_chk_cap` has no lower bound) and stays
+/// empty: `rxe_queue_init` makes a ring of one slot, kept empty.
+#[test]
+fn roce_takes_an_empty_send_queue() {
+    let bed = bed(25);
+    let c = bed.client();
+    let ch = ok(c.create_event_channel(), "channel");
+    let id = ok(c.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
+    ok(
+        c.bind_addr(id, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    let mut no_send = QpInitAttr::new(QpType::Rc);
+    no_send.cap.max_send_wr = 0;
+    ok(c.create_qp(id, &no_send), "create_qp without a send queue");
+    let qp = ok(c.qp(id), "id->qp").expect("the id's QP");
+    let cap = ok(c.query_qp_cap(qp), "query_qp_cap");
+    assert_eq!((cap.max_send_wr, cap.max_recv_wr), (0, 31));
 }

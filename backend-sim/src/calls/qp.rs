@@ -46,8 +46,8 @@ impl World {
         let call = Call::CreateQp;
         let key = self.id_key(host, call, h)?;
         self.check_qp_allowed(call, key, attr.qp_type)?;
-        crate::verbs::check_cap_maxima(call, &attr.cap)?;
         let dev = self.id(key).device.expect("an id with a QP has a device");
+        crate::verbs::check_cap_maxima(call, &attr.cap, self.topo.devices[dev].transport)?;
         let qpn = self.draw_qp_number(host, dev);
         self.id_mut(key).qp = Some(qpn);
         self.attach_qp(key, qpn, attr);

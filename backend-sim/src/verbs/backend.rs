@@ -12,7 +12,7 @@ use cmtwin::verbs::{
 };
 use cmtwin::{
     AhAttr, AhHandle, Call, CmError, CompChannelHandle, CqHandle, Errno, IdHandle, MrHandle,
-    PdHandle, QpHandle, Result, Wait,
+    PdHandle, QpCap, QpHandle, Result, Wait,
 };
 
 use super::wait::wait_for;
@@ -381,6 +381,11 @@ impl DataPath for SimBackend {
     fn query_qp_state(&self, qp: QpHandle) -> Result<QpState> {
         let w = self.verbs_lock(Call::QueryQp)?;
         w.query_qp_state(self.host, qp)
+    }
+
+    fn query_qp_cap(&self, qp: QpHandle) -> Result<QpCap> {
+        let w = self.verbs_lock(Call::QueryQp)?;
+        w.query_qp_cap(self.host, qp)
     }
 
     fn post_send(&self, qp: QpHandle, wr: &SendWr<'_>) -> Result<()> {

@@ -91,7 +91,8 @@ impl World {
         }
         let (dev, pd, cqs) = self.qp_objects(host, call, attr)?;
         let qpn = self.draw_qp_number(host, dev);
-        let (cap, sig_all) = (super::device_cap(attr.cap), attr.sq_sig_all);
+        let transport = self.topo.devices[dev].transport;
+        let (cap, sig_all) = (super::device_cap(attr.cap, transport), attr.sq_sig_all);
         let machine = match attr.qp_type {
             QpType::Ud => QpMachine::Ud(UdQp::new(qpn, cap, sig_all, 0).in_reset()),
             _ => QpMachine::Rc(RcQp::new(qpn, cap, sig_all).in_reset()),

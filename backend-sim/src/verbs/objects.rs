@@ -335,7 +335,9 @@ impl World {
         Ok(self.cq_handle(key))
     }
 
-    /// A new CQ on `dev`.
+    /// A new CQ on `dev`, asked for `cqe` entries: it holds as many completions as the
+    /// device's ring for that many does (`rxe_cq_from_init` sizes it with `rxe_queue_init`,
+    /// `siw_create_cq` rounds up to a power of two: see [`super::qps::queue_depth`]).
     pub(crate) fn new_cq(
         &mut self,
         host: HostKey,
@@ -344,6 +346,7 @@ impl World {
         channel: Option<ObjKey>,
         implicit: bool,
     ) -> ObjKey {
+        let cqe = super::qps::queue_depth(cqe, self.topo.devices[dev].transport);
         if let Some(c) = channel {
             self.verbs.channels.get_mut(&c).expect("live channel").cqs += 1;
         }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use cmtwin::verbs::{QpCqs, QpInitAttrEx, QpState};
 use cmtwin::{
     Call, CmError, CompChannelHandle, Errno, IdHandle, QpCap, QpHandle, QpInitAttr, Result,
+    Transport,
 };
 
 use super::{ObjKey, Qp, QpMachine, RcQp, UdQp};
@@ -89,7 +90,8 @@ impl World {
         cap: QpCap,
         sq_sig_all: bool,
     ) -> QpMachine {
-        let cap = device_cap(cap);
+        let dev = self.id(id).device.expect("checked by create_qp");
+        let cap = device_cap(cap, self.topo.devices[dev].transport);
         if qp_type == cmtwin::QpType::Uc {
             QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all).unreliable())
         } else if qp_type.is_connected() {
@@ -153,7 +155,7 @@ impl World {
                 "the CQs are on another device than the PD",
             ));
         }
-        check_cap(call, &attr.cap)?;
+        check_cap(call, &attr.cap, self.topo.devices[dev].transport)?;
         if attr.block_self_multicast_loopback && attr.qp_type != cmtwin::QpType::Ud {
             return Err(CmError::new(
                 call,
@@ -284,6 +286,12 @@ impl World {
         Ok(self.verbs.qps[&q].machine.state())
     }
 
+    /// `ibv_query_qp`'s capacities: what the device made of those asked for (`device_cap`).
+    pub(crate) fn query_qp_cap(&self, host: HostKey, h: QpHandle) -> Result<QpCap> {
+        let q = self.qp_key(host, Call::QueryQp, h)?;
+        Ok(self.verbs.qps[&q].machine.cap())
+    }
+
     // ----- the CM's transitions ----------------------------------------------------------
 
     /// INIT → RTR → RTS of id `id`'s QP with the attributes `rdma_init_qp_attr` gives (see
@@ -321,24 +329,54 @@ impl World {
     }
 }
 
-/// The send queue a device makes of `cap` (rxe_qp_init_req): a send request has room for
-/// `max_send_sge` entries of 16 bytes or `max_inline_data` bytes, whichever is larger, and
-/// the QP takes as many of each as that room holds. So a QP of one entry and no inline bytes
-/// asked for sends 16 bytes inline (rdma_xclient does), and one of 64 inline bytes takes 4
-/// entries. libibverbs hands the grown capacities back to the application.
-pub(crate) fn device_cap(cap: QpCap) -> QpCap {
+/// The queues a device makes of `cap`, what `ibv_query_qp` then reports and the posts the
+/// queues take.
+///
+/// * Depths: rxe (the RoCE and InfiniBand devices here) gives each queue a power-of-two ring
+///   with one slot left empty, so a queue asked for `n` requests holds the next power of two
+///   above `n`, minus one (`rxe_queue_init`: 2 → 3, 16 → 31), and hands that back
+///   (`rxe_qp_init_req`, `rxe_init_rq`); siw (iWARP) rounds each depth up to a power of two
+///   (`siw_create_qp`: 2 → 2, 3 → 4; an empty receive queue stays empty).
+/// * Send room (rxe_qp_init_req): a send request has room for `max_send_sge` entries of 16
+///   bytes or `max_inline_data` bytes, whichever is larger, and the QP takes as many of each as
+///   that room holds. So a QP of one entry and no inline bytes asked for sends 16 bytes inline
+///   (rdma_xclient does), and one of 64 inline bytes takes 4 entries. (siw reports a fixed
+///   inline size instead; the simulator keeps rxe's rule on every transport.)
+pub(crate) fn device_cap(cap: QpCap, transport: Transport) -> QpCap {
     const SGE_BYTES: u32 = 16; // sizeof(struct ib_sge)
     let room = (cap.max_send_sge * SGE_BYTES).max(cap.max_inline_data);
     QpCap {
+        max_send_wr: queue_depth(cap.max_send_wr, transport),
+        max_recv_wr: queue_depth(cap.max_recv_wr, transport),
         max_send_sge: room / SGE_BYTES,
         max_inline_data: room,
         ..cap
     }
 }
 
+/// The requests (or completions) a device's ring asked for `n` holds: rxe's power of two
+/// above `n` minus one (`rxe_queue_init`), siw's power of two at or above `n` (0 stays 0).
+pub(crate) fn queue_depth(n: u32, transport: Transport) -> u32 {
+    match transport {
+        Transport::Iwarp if n == 0 => 0,
+        Transport::Iwarp => n.checked_next_power_of_two().unwrap_or(n),
+        _ => (n + 1)
+            .checked_next_power_of_two()
+            .map_or(n, |slots| slots - 1),
+    }
+}
+
 /// EINVAL for capacities above a simulated device's (rxe_qp_chk_cap: no lower bound, an
-/// empty queue is allowed there; librdmacm sizes the CQs it makes for one at least).
-pub(crate) fn check_cap_maxima(call: Call, cap: &QpCap) -> Result<()> {
+/// empty queue is allowed there; librdmacm sizes the CQs it makes for one at least), and on
+/// iWARP for an empty send queue (`siw_create_qp` needs one).
+pub(crate) fn check_cap_maxima(call: Call, cap: &QpCap, transport: Transport) -> Result<()> {
+    if transport == Transport::Iwarp && cap.max_send_wr == 0 {
+        return Err(CmError::new(
+            call,
+            Errno::EINVAL,
+            format!("capacities {cap:?}: an iWARP QP needs a send queue"),
+        ));
+    }
     let ok = cap.max_send_wr <= MAX_QP_WR
         && cap.max_recv_wr <= MAX_QP_WR
         && cap.max_send_sge <= MAX_SGE
@@ -356,7 +394,7 @@ pub(crate) fn check_cap_maxima(call: Call, cap: &QpCap) -> Result<()> {
 
 /// EINVAL for capacities a simulated device does not have: the maxima, and (for
 /// `ibv_create_qp_ex`) at least one send and one receive entry.
-fn check_cap(call: Call, cap: &QpCap) -> Result<()> {
+fn check_cap(call: Call, cap: &QpCap, transport: Transport) -> Result<()> {
     if cap.max_send_wr == 0 || cap.max_recv_wr == 0 {
         return Err(CmError::new(
             call,
@@ -366,5 +404,5 @@ fn check_cap(call: Call, cap: &QpCap) -> Result<()> {
             ),
         ));
     }
-    check_cap_maxima(call, cap)
+    check_cap_maxima(call, cap, transport)
 }

@@ -695,15 +695,26 @@ impl RawQp {
 
     /// `ibv_query_qp` for the state.
     pub(crate) fn state(&self) -> CResult<u32> {
+        let (attr, _) = self.query(sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int)?;
+        Ok(attr.qp_state)
+    }
+
+    /// `ibv_query_qp` for the capacities the device granted.
+    pub(crate) fn cap(&self) -> CResult<sys::ibv_qp_cap> {
+        let (attr, _) = self.query(sys::ibv_qp_attr_mask::IBV_QP_CAP.0 as c_int)?;
+        Ok(attr.cap)
+    }
+
+    /// `ibv_query_qp` for the attributes of `mask`.
+    fn query(&self, mask: c_int) -> CResult<(sys::ibv_qp_attr, sys::ibv_qp_init_attr)> {
         // SAFETY: plain data, overwritten by the call.
         let mut attr: sys::ibv_qp_attr = unsafe { mem::zeroed() };
         // SAFETY: as above.
         let mut init: sys::ibv_qp_init_attr = unsafe { mem::zeroed() };
-        let mask = sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int;
         // SAFETY: live QP; valid out-pointers.
         let ret = unsafe { sys::ibv_query_qp(self.ptr.as_ptr(), &mut attr, mask, &mut init) };
         match ret {
-            0 => Ok(attr.qp_state),
+            0 => Ok((attr, init)),
             r if r > 0 => Err(r),
             _ => Err(last_errno()),
         }

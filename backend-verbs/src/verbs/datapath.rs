@@ -10,7 +10,7 @@ use cmtwin::verbs::{
 };
 use cmtwin::{
     AhAttr, AhHandle, AsyncEvent, Call, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle,
-    QpHandle, Result, Wait,
+    QpCap, QpHandle, Result, Wait,
 };
 
 use crate::ffi::{RawAsyncEvent, RawCtx};
@@ -188,6 +188,10 @@ impl DataPath for VerbsBackend {
 
     fn query_qp_state(&self, qp: QpHandle) -> Result<QpState> {
         self.query_qp_state_impl(qp)
+    }
+
+    fn query_qp_cap(&self, qp: QpHandle) -> Result<QpCap> {
+        self.query_qp_cap_impl(qp)
     }
 
     fn qp_number(&self, qp: QpHandle) -> Result<u32> {

@@ -609,6 +609,19 @@ impl VerbsBackend {
         })
     }
 
+    pub(crate) fn query_qp_cap_impl(&self, h: QpHandle) -> Result<QpCap> {
+        let call = Call::QueryQp;
+        let qp = self.qp_obj(call, h)?;
+        let c = qp.raw.cap().map_err(|e| c_err(call, e))?;
+        Ok(QpCap {
+            max_send_wr: c.max_send_wr,
+            max_recv_wr: c.max_recv_wr,
+            max_send_sge: c.max_send_sge,
+            max_recv_sge: c.max_recv_sge,
+            max_inline_data: c.max_inline_data,
+        })
+    }
+
     pub(crate) fn qp_number_impl(&self, h: QpHandle) -> Result<u32> {
         Ok(self.qp_obj(Call::QpNumber, h)?.qpn)
     }

@@ -5,7 +5,7 @@ use crate::verbs::{
     VerbsAsyncEvent, WorkCompletion,
 };
 use crate::{
-    AhAttr, AhHandle, CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle,
+    AhAttr, AhHandle, CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpCap,
     QpHandle, Result, Wait,
 };
 
@@ -187,6 +187,16 @@ pub trait DataPath: CmBackend {
 
     /// `ibv_query_qp(qp, ...)` for the QP's state.
     fn query_qp_state(&self, qp: QpHandle) -> Result<QpState>;
+
+    /// `ibv_query_qp(qp, ..., IBV_QP_CAP, ...)`: the capacities the device made of those asked
+    /// for, which may be larger (what C's `ibv_create_qp` writes back into `attr->cap`). Every
+    /// queue takes this many requests before a post fails with ENOMEM. On rxe (and the
+    /// simulator's RoCE and InfiniBand devices) a queue asked for `n` requests holds the next
+    /// power of two above `n`, minus one (16 → 31), and a send request has room for
+    /// `max_send_sge` entries or `max_inline_data` bytes, whichever is larger (one entry:
+    /// 16 inline bytes); siw (and the simulator's iWARP devices) rounds each depth up to a
+    /// power of two.
+    fn query_qp_cap(&self, qp: QpHandle) -> Result<QpCap>;
 
     /// The QP's number (`qp->qp_num`), what `connect` and `accept` announce for an external
     /// QP.
