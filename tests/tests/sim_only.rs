@@ -2747,3 +2747,99 @@ fn rtr_and_rts_attributes_carry_only_their_states_fields() {
         teardown_pair(&bed, &pair);
     }
 }
+
+/// Resolves `node`/`service` with `hints` on a synchronous id of `cm` and takes the results.
+fn getaddrinfo_on(
+    cm: &impl CmBackend,
+    node: Option<&str>,
+    service: Option<&str>,
+    hints: Option<&cmtwin::AddrInfoHints>,
+) -> cmtwin::Result<Vec<cmtwin::AddrInfo>> {
+    let id = ok(cm.create_id(None, 0, PortSpace::TCP), "id");
+    let got = cm
+        .resolve_addrinfo(id, node, service, hints)
+        .and_then(|()| cm.query_addrinfo(id));
+    ok(cm.destroy_id(id), "destroy");
+    got
+}
+
+/// DNS mode of `rdma_resolve_addrinfo` is librdmacm 44's `rdma_getaddrinfo` over glibc
+/// (addrinfo.c): `ucma_getaddrinfo` converts only the head of glibc's list, so a host with two
+/// addresses gives one result; `ucma_convert_to_rai` sets the result's flags to RAI_PASSIVE or
+/// nothing (not the hints' other flags) and takes the port space back from glibc's protocol
+/// (a UD QP type alone is a datagram socket: RDMA_PS_UDP); `ucma_convert_to_ai` hands
+/// RAI_NUMERICHOST to glibc, which refuses a name (EAI_NONAME, ENOENT), as it refuses a
+/// stream socket over UDP (EAI_SOCKTYPE); with no node, no service and no hints
+/// `rdma_getaddrinfo` is EINVAL, and with hints alone it copies them, with no address.
+#[test]
+fn resolve_addrinfo_is_rdma_getaddrinfo_over_glibc() {
+    use cmtwin::{rai, AddrInfo, AddrInfoHints};
+    use std::net::{IpAddr, Ipv4Addr};
+    let ip = |d: u8| IpAddr::V4(Ipv4Addr::new(10, 0, 0, d));
+    let fabric = cmtwin_sim::Fabric::builder(SEED)
+        .host_with_devices(
+            "server",
+            &[
+                ("roce0", Transport::Roce, &[ip(1)]),
+                ("roce1", Transport::Roce, &[ip(11)]),
+            ],
+        )
+        .host("client", Transport::Roce, &[ip(2)])
+        .build()
+        .expect("fabric");
+    let cm = fabric.backend("client");
+    let dst = |d: u8, port: u16| Some(SocketAddr::new(ip(d), port));
+
+    let got = ok(
+        getaddrinfo_on(&cm, Some("server"), Some("7471"), None),
+        "a name",
+    );
+    let rc = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, dst(1, 7471));
+    assert_eq!(got, vec![rc.clone()], "the head of glibc's list only");
+
+    let hints = AddrInfoHints::new(rai::NUMERICHOST).with_qp_type(QpType::Ud);
+    let got = ok(
+        getaddrinfo_on(&cm, Some("10.0.0.1"), Some("7471"), Some(&hints)),
+        "UD",
+    );
+    let ud = AddrInfo::new(0, PortSpace::UDP, QpType::Ud, None, dst(1, 7471));
+    assert_eq!(
+        got,
+        vec![ud],
+        "flags 0, RDMA_PS_UDP from the datagram socket"
+    );
+
+    let passive = AddrInfoHints::new(rai::PASSIVE | rai::NUMERICHOST);
+    let got = ok(
+        getaddrinfo_on(&cm, None, Some("0"), Some(&passive)),
+        "passive",
+    );
+    let any = Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+    let want = AddrInfo::new(rai::PASSIVE, PortSpace::TCP, QpType::Rc, any, None);
+    assert_eq!(got, vec![want], "RAI_PASSIVE only, the IPv4 wildcard");
+
+    for (node, hints) in [
+        (Some("server"), AddrInfoHints::new(rai::NUMERICHOST)),
+        (
+            Some("10.0.0.1"),
+            AddrInfoHints::new(0)
+                .with_port_space(PortSpace::IPOIB)
+                .with_qp_type(QpType::Rc),
+        ),
+    ] {
+        expect_errno(
+            getaddrinfo_on(&cm, node, None, Some(&hints)),
+            Call::ResolveAddrinfo,
+            Errno::ENOENT,
+        );
+    }
+    expect_errno(
+        getaddrinfo_on(&cm, None, None, None),
+        Call::ResolveAddrinfo,
+        Errno::EINVAL,
+    );
+    let hints = AddrInfoHints::new(rai::PASSIVE).with_port_space(PortSpace::IB);
+    let got = ok(getaddrinfo_on(&cm, None, None, Some(&hints)), "hints alone");
+    let want = AddrInfo::new(rai::PASSIVE, PortSpace::IB, QpType::Rc, None, None);
+    assert_eq!(got, vec![want], "the hints copied, no address");
+}
