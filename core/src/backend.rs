@@ -261,6 +261,8 @@ pub trait CmBackend: Send + Sync {
     /// * EINVAL: the id is not a UD id (e.g. RDMA_PS_TCP), has no device (bind or resolve
     ///   first), is not in ADDR_BOUND or ADDR_RESOLVED, or the group is the all-zero address
     ///   on RoCE (§13.3).
+    /// * ENOTSUPP (524, the kernel's own): an IPv6 group on RoCE (the port's default GID type
+    ///   is RoCE v2, §13.3).
     /// * ENOSYS: the port has no multicast (iWARP).
     fn join_multicast(&self, id: IdHandle, addr: SocketAddr, context: u64) -> Result<()>;
 

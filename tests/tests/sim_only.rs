@@ -2843,3 +2843,51 @@ fn resolve_addrinfo_is_rdma_getaddrinfo_over_glibc() {
     let want = AddrInfo::new(rai::PASSIVE, PortSpace::IB, QpType::Rc, None, None);
     assert_eq!(got, vec![want], "the hints copied, no address");
 }
+
+/// §13.3: `cma_iboe_join_multicast` (Linux 6.1) joins only IPv4 groups on a RoCE port whose
+/// default GID type is RoCE v2 (rxe's, and the simulator's RoCE): an IPv6 group is the
+/// kernel's -ENOTSUPP, errno 524 from `rdma_join_multicast`, whatever the join flags; the
+/// all-zero address is refused before that (EINVAL). The id can still join an IPv4 group. On
+/// InfiniBand (`cma_join_ib_multicast`) the same IPv6 group is joined.
+#[test]
+fn ipv6_group_on_roce_v2_is_enotsupp() {
+    use cmtwin::JoinFlags;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::new(0xff0e, 0, 0, 0, 0, 0, 0, 0x77)), 0);
+    let zero6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0);
+    let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(239, 1, 2, 3)), 0);
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let cm = bed.server();
+        let channel = ok(cm.create_event_channel(), "channel");
+        let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+        ok(
+            cm.bind_addr(id, SocketAddr::new(SimBed::SERVER_IP, 0)),
+            "bind",
+        );
+        if transport == Transport::Roce {
+            expect_errno(
+                cm.join_multicast(id, v6, 1),
+                Call::JoinMulticast,
+                Errno::ENOTSUPP,
+            );
+            expect_errno(
+                cm.join_multicast_ex(id, v6, JoinFlags::SendOnlyFullMember, 2),
+                Call::JoinMulticastEx,
+                Errno::ENOTSUPP,
+            );
+            expect_errno(
+                cm.join_multicast(id, zero6, 3),
+                Call::JoinMulticast,
+                Errno::EINVAL,
+            );
+            expect_no_event(cm, channel);
+            ok(cm.join_multicast(id, v4, 4), "an IPv4 group");
+            expect_event_for(cm, channel, EventKind::MulticastJoin, id, 0);
+        } else {
+            ok(cm.join_multicast(id, v6, 5), "an IPv6 group on InfiniBand");
+            expect_event_for(cm, channel, EventKind::MulticastJoin, id, 0);
+        }
+        teardown(cm, &[id], channel);
+    }
+}
