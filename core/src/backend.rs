@@ -174,9 +174,11 @@ pub trait CmBackend: Send + Sync {
     ///   or too much private data (148 bytes RC, 136 UD, §6.1).
     fn reject(&self, id: IdHandle, private_data: &[u8]) -> Result<()>;
 
-    /// `rdma_disconnect`. A second disconnect is harmless (0), and so is one on a listener.
+    /// `rdma_disconnect`. A second disconnect is harmless (0), and so is one on an IB or RoCE
+    /// listener bound to a device.
     ///
-    /// * EINVAL: the id has no device, or no connection (idle, resolving).
+    /// * EINVAL: the id has no device, or no connection (idle, resolving), or is an iWARP
+    ///   listener (`iw_cm_disconnect` refuses a listening CM id).
     fn disconnect(&self, id: IdHandle) -> Result<()>;
 
     /// `rdma_notify`: tell the CM about a QP's asynchronous event (COMM_EST, PATH_MIG).

@@ -2891,3 +2891,36 @@ fn ipv6_group_on_roce_v2_is_enotsupp() {
         teardown(cm, &[id], channel);
     }
 }
+
+/// `rdma_disconnect` on a listener bound to a device reaches the listener's own CM id
+/// (cma.c `rdma_disconnect`): on IB and RoCE `ib_send_cm_dreq` and `ib_send_cm_drep` refuse
+/// a listening CM id and `rdma_disconnect` ignores both (0); on iWARP `iw_cm_disconnect`
+/// answers IW_CM_STATE_LISTEN with EINVAL. A wildcard listener has no device: EINVAL
+/// everywhere (librdmacm's `ucma_shutdown`). The listener keeps listening.
+#[test]
+fn disconnect_on_a_bound_listener_is_einval_only_on_iwarp() {
+    use std::net::{IpAddr, Ipv4Addr};
+    for transport in [Transport::Roce, Transport::InfiniBand, Transport::Iwarp] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let cm = bed.server();
+        let channel = ok(cm.create_event_channel(), "channel");
+        let bound = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "bound");
+        ok(
+            cm.bind_addr(bound, SocketAddr::new(SimBed::SERVER_IP, 0)),
+            "bind",
+        );
+        ok(cm.listen(bound, 1), "listen");
+        let any = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "wildcard");
+        let wildcard = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+        ok(cm.bind_addr(any, wildcard), "bind the wildcard");
+        ok(cm.listen(any, 1), "listen on the wildcard");
+        if transport == Transport::Iwarp {
+            expect_errno(cm.disconnect(bound), Call::Disconnect, Errno::EINVAL);
+        } else {
+            ok(cm.disconnect(bound), "disconnect on a bound listener");
+        }
+        expect_errno(cm.disconnect(any), Call::Disconnect, Errno::EINVAL);
+        expect_errno(cm.listen(bound, 1), Call::Listen, Errno::EINVAL);
+        teardown(cm, &[bound, any], channel);
+    }
+}
