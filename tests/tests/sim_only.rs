@@ -2924,3 +2924,52 @@ fn disconnect_on_a_bound_listener_is_einval_only_on_iwarp() {
         teardown(cm, &[bound, any], channel);
     }
 }
+
+/// rdma-core's examples (`common.c` `get_rdma_addr`) and libfabric's verbs provider look the
+/// source up passively, then pass it as the hints' `ai_src_addr` to the lookup of the
+/// destination: librdmacm's `rdma_getaddrinfo` copies it into the active result, whose
+/// `rdma_create_ep` then resolves from that source. With neither node nor service the hints'
+/// addresses are the result's.
+#[test]
+fn getaddrinfo_hints_carry_the_source_into_create_ep() {
+    use cmtwin::{rai, AddrInfo, AddrInfoHints};
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    let listener = listen_on(&bed, PortSpace::TCP, 1);
+    let passive = AddrInfoHints::new(rai::PASSIVE);
+    let src = ok(
+        getaddrinfo_on(cm, Some("10.0.0.2"), None, Some(&passive)),
+        "the source",
+    )[0]
+    .src_addr
+    .expect("a passive result has a source");
+    let hints = AddrInfoHints::new(0).with_src_addr(src);
+    let port = listener.addr.port().to_string();
+    let info = ok(
+        getaddrinfo_on(cm, Some("10.0.0.1"), Some(&port), Some(&hints)),
+        "the destination",
+    );
+    let want = AddrInfo::new(
+        0,
+        PortSpace::TCP,
+        QpType::Rc,
+        Some(src),
+        Some(listener.addr),
+    );
+    assert_eq!(info, vec![want], "the hints' source in the active result");
+    let id = ok(cm.create_ep(&info[0], None), "create_ep");
+    let local = ok(cm.local_addr(id), "local address").expect("resolved");
+    assert_eq!(
+        local.ip(),
+        SimBed::CLIENT_IP,
+        "resolved from the given source"
+    );
+    ok(cm.destroy_ep(id), "destroy_ep");
+
+    let dst = listener.addr;
+    let hints = AddrInfoHints::new(0).with_dst_addr(dst).with_src_addr(src);
+    let got = ok(getaddrinfo_on(cm, None, None, Some(&hints)), "hints alone");
+    let want = AddrInfo::new(0, PortSpace(0), QpType::Rc, Some(src), Some(dst));
+    assert_eq!(got, vec![want], "the hints' addresses, no lookup");
+    teardown(bed.server(), &[listener.id], listener.channel);
+}

@@ -4,12 +4,12 @@
 //!
 //! What it gives, and what decides it:
 //! * No node, no service, no hints: EINVAL (`rdma_getaddrinfo`'s first check).
-//! * No node, no service, hints: one result copied from the hints (flags, port space, QP type),
-//!   with no addresses, and no lookup.
+//! * No node, no service, hints: one result copied from the hints (flags, port space, QP type,
+//!   destination, source), and no lookup.
 //! * Otherwise exactly one result, made from the head of glibc's list (`ucma_getaddrinfo`
 //!   converts only the first `struct addrinfo`): its flags are RAI_PASSIVE or nothing (the
 //!   other hint flags are not copied), its address is the source of a passive result and the
-//!   destination of an active one.
+//!   destination of an active one; an active result takes the hints' source address, if any.
 //! * The QP type and port space of the hints become glibc's socket type and protocol (RC and
 //!   UC stream, UD datagram; RDMA_PS_TCP TCP, RDMA_PS_UDP and RDMA_PS_IPOIB UDP, RDMA_PS_IB
 //!   the protocol of the socket type); what the hints leave open is taken back from glibc's
@@ -58,7 +58,7 @@ pub(crate) fn rdma_getaddrinfo(
         };
         let ps = h.port_space.unwrap_or(PortSpace(0));
         let qp = h.qp_type.unwrap_or(QpType::Rc);
-        return Ok(AddrInfo::new(h.flags, ps, qp, None, None));
+        return Ok(AddrInfo::new(h.flags, ps, qp, h.src_addr, h.dst_addr));
     }
     let h = hints.copied().unwrap_or_default();
     let (qp, ps) = types(&h)?;
@@ -86,7 +86,7 @@ pub(crate) fn rdma_getaddrinfo(
     Ok(if passive {
         AddrInfo::new(rai::PASSIVE, ps, qp, addr, None)
     } else {
-        AddrInfo::new(0, ps, qp, None, addr)
+        AddrInfo::new(0, ps, qp, h.src_addr, addr)
     })
 }
 
@@ -163,6 +163,23 @@ mod tests {
                 None,
                 None
             )
+        );
+    }
+
+    #[test]
+    fn the_hints_source_goes_to_active_results_only() {
+        let src: SocketAddr = "10.0.0.2:0".parse().unwrap();
+        let h = AddrInfoHints::new(0).with_src_addr(src);
+        let info = rdma_getaddrinfo(Some("10.0.0.1"), Some("1"), Some(&h), no_names).unwrap();
+        assert_eq!(
+            (info.src_addr, info.dst_addr),
+            (Some(src), "10.0.0.1:1".parse().ok())
+        );
+        let h = AddrInfoHints::new(rai::PASSIVE).with_src_addr(src);
+        let info = rdma_getaddrinfo(Some("10.0.0.1"), Some("1"), Some(&h), no_names).unwrap();
+        assert_eq!(
+            (info.src_addr, info.dst_addr),
+            ("10.0.0.1:1".parse().ok(), None)
         );
     }
 
