@@ -175,7 +175,8 @@ pub trait CmBackend: Send + Sync {
     fn reject(&self, id: IdHandle, private_data: &[u8]) -> Result<()>;
 
     /// `rdma_disconnect`. A second disconnect is harmless (0), and so is one on an IB or RoCE
-    /// listener bound to a device.
+    /// listener bound to a device. On an iWARP initiator whose MPA request is unanswered the
+    /// call waits for the reply (or the MPA timeout), then closes the connection it made.
     ///
     /// * EINVAL: the id has no device, or no connection (idle, resolving), or is an iWARP
     ///   listener (`iw_cm_disconnect` refuses a listening CM id).

@@ -2973,3 +2973,90 @@ fn getaddrinfo_hints_carry_the_source_into_create_ep() {
     assert_eq!(got, vec![want], "the hints' addresses, no lookup");
     teardown(bed.server(), &[listener.id], listener.channel);
 }
+
+/// iWARP, `rdma_disconnect` while the MPA request is unanswered: iwcm.c's
+/// `iw_cm_disconnect` first waits on `connect_wait` (IWCM_F_CONNECT_WAIT, which only
+/// `cm_conn_rep_handler` clears as the reply arrives), so the call returns when the accepting
+/// MPA reply arrives (the server's accept, 1 ms after the request, plus one wire latency on
+/// an exact bed) and then
+/// closes the connection the reply made: the client gets ESTABLISHED then DISCONNECTED, the
+/// server ESTABLISHED then DISCONNECTED. Before, the call returned at once, did nothing, and
+/// the connection stayed up.
+#[test]
+fn iwarp_disconnect_while_connecting_waits_for_the_mpa_reply() {
+    let bed = exact_bed(Transport::Iwarp);
+    let addr = bed.server_addr();
+    let latency = SimConfig::default().wire_latency;
+    let accepted_at = Arc::new(Mutex::new(Duration::ZERO));
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (server_log, server_accepted) = (Arc::clone(&log), Arc::clone(&accepted_at));
+    bed.fabric
+        .spawn("server", "server", move |cm| -> Result<(), CmError> {
+            let channel = cm.create_event_channel()?;
+            let listener = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+            cm.bind_addr(listener, addr)?;
+            cm.listen(listener, 4)?;
+            let request = cm.get_cm_event(channel, Wait::Block)?;
+            let child = request.id();
+            cm.ack_cm_event(request)?;
+            cm.create_qp(child, &QpInitAttr::new(QpType::Rc))?;
+            // Long after the client's disconnect moved its QP (disconnect_qp_time).
+            cm.sleep(Duration::from_millis(1))?;
+            *server_accepted.lock().unwrap() = cm.now();
+            cm.accept(child, None)?;
+            for _ in 0..2 {
+                let event = cm.get_cm_event(channel, Wait::Block)?;
+                server_log
+                    .lock()
+                    .unwrap()
+                    .push(format!("server {}", event.kind()));
+                cm.ack_cm_event(event)?;
+            }
+            cm.destroy_id(child)?;
+            cm.destroy_id(listener)?;
+            cm.destroy_event_channel(channel)
+        });
+    let returned_at = Arc::new(Mutex::new(Duration::ZERO));
+    let (client_log, client_returned) = (Arc::clone(&log), Arc::clone(&returned_at));
+    bed.fabric
+        .spawn("client", "client", move |cm| -> Result<(), CmError> {
+            let channel = cm.create_event_channel()?;
+            let id = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+            cm.resolve_addr(id, None, addr, RESOLVE_TIMEOUT)?;
+            cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
+            cm.resolve_route(id, RESOLVE_TIMEOUT)?;
+            cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
+            cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+            cm.connect(id, None)?;
+            cm.disconnect(id)?;
+            *client_returned.lock().unwrap() = cm.now();
+            for _ in 0..2 {
+                let event = cm.get_cm_event(channel, Wait::Block)?;
+                client_log
+                    .lock()
+                    .unwrap()
+                    .push(format!("client {}", event.kind()));
+                cm.ack_cm_event(event)?;
+            }
+            cm.destroy_id(id)?;
+            cm.destroy_event_channel(channel)
+        });
+    bed.fabric.run().expect("both processes succeed");
+    let mut log = log.lock().unwrap().clone();
+    log.sort();
+    assert_eq!(
+        log,
+        vec![
+            "client RDMA_CM_EVENT_DISCONNECTED",
+            "client RDMA_CM_EVENT_ESTABLISHED",
+            "server RDMA_CM_EVENT_DISCONNECTED",
+            "server RDMA_CM_EVENT_ESTABLISHED",
+        ]
+    );
+    let (accepted, returned) = (*accepted_at.lock().unwrap(), *returned_at.lock().unwrap());
+    assert_eq!(
+        returned,
+        accepted + latency,
+        "the call returns with the MPA reply"
+    );
+}
