@@ -31,9 +31,8 @@ impl World {
         let call = Call::ResolveAddrinfo;
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
-        let hints_given = hints;
-        let hints = hints.copied().unwrap_or_default();
-        if hints.flags & rai::SA != 0 && hints.flags & rai::DNS != 0 {
+        let flags = hints.map_or(0, |h| h.flags);
+        if flags & rai::SA != 0 && flags & rai::DNS != 0 {
             return Err(CmError::new(
                 call,
                 Errno::EOPNOTSUPP,
@@ -47,7 +46,7 @@ impl World {
                 "a resolution is pending or not yet queried",
             ));
         }
-        if hints.flags & rai::SA != 0 {
+        if flags & rai::SA != 0 {
             return match self.cfg.kernel {
                 // Linux 6.1 and 6.12 have no SA-mode command: EINVAL.
                 KernelProfile::Linux61 | KernelProfile::Linux612 => Err(CmError::new(
@@ -66,7 +65,7 @@ impl World {
                 .iter()
                 .find_map(|d| topo.devices[*d].ips.first().copied())
         };
-        let info = getaddrinfo::rdma_getaddrinfo(node, service, hints_given, host_ip)
+        let info = getaddrinfo::rdma_getaddrinfo(node, service, hints, host_ip)
             .map_err(|(errno, why)| CmError::new(call, errno, why))?;
         let list = vec![info];
         *self.id_mut(key).addrinfo_mut() = AddrinfoState::Resolved(list);
