@@ -2838,6 +2838,12 @@ fn resolve_addrinfo_is_rdma_getaddrinfo_over_glibc() {
         Call::ResolveAddrinfo,
         Errno::EINVAL,
     );
+    // No C string holds a NUL byte: EINVAL, as cmtwin-verbs answers before calling librdmacm.
+    expect_errno(
+        getaddrinfo_on(&cm, Some("server\0x"), Some("7471"), None),
+        Call::ResolveAddrinfo,
+        Errno::EINVAL,
+    );
     let hints = AddrInfoHints::new(rai::PASSIVE).with_port_space(PortSpace::IB);
     let got = ok(getaddrinfo_on(&cm, None, None, Some(&hints)), "hints alone");
     let want = AddrInfo::new(rai::PASSIVE, PortSpace::IB, QpType::Rc, None, None);

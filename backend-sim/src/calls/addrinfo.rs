@@ -29,6 +29,14 @@ impl World {
         hints: Option<&AddrInfoHints>,
     ) -> Result<()> {
         let call = Call::ResolveAddrinfo;
+        if [node, service].iter().flatten().any(|s| s.contains('\0')) {
+            // No C string holds it: cmtwin-verbs refuses it before anything else.
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "a NUL byte inside a string",
+            ));
+        }
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
         let flags = hints.map_or(0, |h| h.flags);
