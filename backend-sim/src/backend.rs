@@ -195,13 +195,14 @@ impl SimBackend {
         }
     }
 
-    /// As siw's `rdma_destroy_id` of an iWARP initiator whose MPA request is unanswered:
-    /// iw_cm waits for the reply, or for siw's MPA timeout (`MPA_REPLY_TIMEOUT` after the
-    /// request), before the id goes; the time passes in virtual time, others run meanwhile.
-    /// The rdma_cm hands no event of the id out once its destroy began (the world discards
-    /// what the reply or the timeout queued).
-    fn await_mpa_reply(&self, id: IdHandle) -> Result<()> {
-        let call = Call::DestroyId;
+    /// As `rdma_destroy_id` and `rdma_disconnect` (`call`) of an iWARP initiator whose MPA
+    /// request is unanswered: iw_cm's `destroy_cm_id` and `iw_cm_disconnect` wait on
+    /// `connect_wait` (IWCM_F_CONNECT_WAIT, cleared by `cm_conn_rep_handler`) for the reply,
+    /// or for siw's MPA timeout (`MPA_REPLY_TIMEOUT` after the request), before they act; the
+    /// time passes in virtual time, others run meanwhile. The rdma_cm hands no event of the id
+    /// out once its destroy began (the world discards what the reply or the timeout queued);
+    /// a disconnect then acts on the connection the reply made, if any.
+    fn await_mpa_reply(&self, call: Call, id: IdHandle) -> Result<()> {
         let mut w = self.lock(call)?;
         loop {
             let Ok(key) = w.id_key(self.host, call, id) else {
@@ -210,7 +211,9 @@ impl SimBackend {
             if !w.id_awaits_mpa_reply(key) {
                 return Ok(());
             }
-            w.id_mut(key).destroying = true;
+            if call == Call::DestroyId {
+                w.id_mut(key).destroying = true;
+            }
             if current_process(w.fabric_no).is_none() {
                 // Outside a run the caller runs the timeline itself: the MPA timer is in it.
                 if !w.step() {
@@ -525,7 +528,7 @@ impl CmBackend for SimBackend {
     }
 
     fn destroy_id(&self, id: IdHandle) -> Result<()> {
-        self.await_mpa_reply(id)?;
+        self.await_mpa_reply(Call::DestroyId, id)?;
         self.await_acks(id)?;
         self.call(
             Call::DestroyId,
@@ -723,6 +726,7 @@ impl CmBackend for SimBackend {
         if !qp_time.is_zero() {
             self.sleep(qp_time)?;
         }
+        self.await_mpa_reply(Call::Disconnect, id)?;
         self.call(
             Call::Disconnect,
             || Args::Id(id),

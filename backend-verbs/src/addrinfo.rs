@@ -123,6 +123,8 @@ impl VerbsBackend {
                 QpType::Uc => QPT_UC as i32,
                 QpType::Ud => QPT_UD as i32,
             }),
+            src: h.src_addr.as_ref().map(ffi::addrinfo_addr),
+            dst: h.dst_addr.as_ref().map(ffi::addrinfo_addr),
         });
         let sa = flags & rai::SA != 0;
         // The native call changes only librdmacm's own resolution state (under its own lock)

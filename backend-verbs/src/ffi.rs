@@ -841,15 +841,39 @@ pub(crate) struct AddrInfoHintsIn {
     pub flags: i32,
     pub port_space: i32,
     pub qp_type: i32,
+    /// `ai_src_addr`, with its length.
+    pub src: Option<(libc::sockaddr_storage, libc::socklen_t)>,
+    /// `ai_dst_addr`, with its length.
+    pub dst: Option<(libc::sockaddr_storage, libc::socklen_t)>,
+}
+
+/// A socket address as librdmacm takes it in an `rdma_addrinfo`: the storage and the length
+/// of its family's `sockaddr`.
+pub(crate) fn addrinfo_addr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    let len = match addr {
+        SocketAddr::V4(_) => mem::size_of::<libc::sockaddr_in>(),
+        SocketAddr::V6(_) => mem::size_of::<libc::sockaddr_in6>(),
+    };
+    (to_storage(addr), len as libc::socklen_t)
 }
 
 impl AddrInfoHintsIn {
+    /// The C hints; their address pointers point into `self`, which must outlive their use.
     fn to_c(&self) -> sys::rdma_addrinfo {
         // SAFETY: rdma_addrinfo is plain data; all-zero is "no constraint, no pointers".
         let mut h: sys::rdma_addrinfo = unsafe { mem::zeroed() };
         h.ai_flags = self.flags;
         h.ai_port_space = self.port_space;
         h.ai_qp_type = self.qp_type;
+        if let Some((sa, len)) = &self.src {
+            // librdmacm only reads (copies) the hints' addresses.
+            h.ai_src_addr = ptr::from_ref(sa).cast_mut().cast();
+            h.ai_src_len = *len;
+        }
+        if let Some((sa, len)) = &self.dst {
+            h.ai_dst_addr = ptr::from_ref(sa).cast_mut().cast();
+            h.ai_dst_len = *len;
+        }
         h
     }
 }

@@ -174,9 +174,12 @@ pub trait CmBackend: Send + Sync {
     ///   or too much private data (148 bytes RC, 136 UD, §6.1).
     fn reject(&self, id: IdHandle, private_data: &[u8]) -> Result<()>;
 
-    /// `rdma_disconnect`. A second disconnect is harmless (0), and so is one on a listener.
+    /// `rdma_disconnect`. A second disconnect is harmless (0), and so is one on an IB or RoCE
+    /// listener bound to a device. On an iWARP initiator whose MPA request is unanswered the
+    /// call waits for the reply (or the MPA timeout), then closes the connection it made.
     ///
-    /// * EINVAL: the id has no device, or no connection (idle, resolving).
+    /// * EINVAL: the id has no device, or no connection (idle, resolving), or is an iWARP
+    ///   listener (`iw_cm_disconnect` refuses a listening CM id).
     fn disconnect(&self, id: IdHandle) -> Result<()>;
 
     /// `rdma_notify`: tell the CM about a QP's asynchronous event (COMM_EST, PATH_MIG).
@@ -261,6 +264,8 @@ pub trait CmBackend: Send + Sync {
     /// * EINVAL: the id is not a UD id (e.g. RDMA_PS_TCP), has no device (bind or resolve
     ///   first), is not in ADDR_BOUND or ADDR_RESOLVED, or the group is the all-zero address
     ///   on RoCE (§13.3).
+    /// * ENOTSUPP (524, the kernel's own): an IPv6 group on RoCE (the port's default GID type
+    ///   is RoCE v2, §13.3).
     /// * ENOSYS: the port has no multicast (iWARP).
     fn join_multicast(&self, id: IdHandle, addr: SocketAddr, context: u64) -> Result<()>;
 

@@ -186,6 +186,12 @@ pub struct AddrInfoHints {
     pub port_space: Option<PortSpace>,
     /// QP type wanted, if any.
     pub qp_type: Option<QpType>,
+    /// `ai_src_addr`: the source of the results that have none of their own (librdmacm copies
+    /// it into every result without a source address, e.g. an active one).
+    pub src_addr: Option<SocketAddr>,
+    /// `ai_dst_addr`: the destination of the result when neither a node nor a service is
+    /// given.
+    pub dst_addr: Option<SocketAddr>,
 }
 
 /// One result of `resolve_addrinfo` (`struct rdma_addrinfo`).
@@ -212,6 +218,8 @@ impl AddrInfoHints {
             flags,
             port_space: None,
             qp_type: None,
+            src_addr: None,
+            dst_addr: None,
         }
     }
 
@@ -226,6 +234,21 @@ impl AddrInfoHints {
     #[must_use]
     pub fn with_qp_type(mut self, qp_type: QpType) -> Self {
         self.qp_type = Some(qp_type);
+        self
+    }
+
+    /// The same hints with a source address (`ai_src_addr`), as rdma-core's examples pass the
+    /// result of a passive lookup of their `-b` address to the lookup of the destination.
+    #[must_use]
+    pub fn with_src_addr(mut self, addr: SocketAddr) -> Self {
+        self.src_addr = Some(addr);
+        self
+    }
+
+    /// The same hints with a destination address (`ai_dst_addr`).
+    #[must_use]
+    pub fn with_dst_addr(mut self, addr: SocketAddr) -> Self {
+        self.dst_addr = Some(addr);
         self
     }
 }

@@ -2747,3 +2747,322 @@ fn rtr_and_rts_attributes_carry_only_their_states_fields() {
         teardown_pair(&bed, &pair);
     }
 }
+
+/// Resolves `node`/`service` with `hints` on a synchronous id of `cm` and takes the results.
+fn getaddrinfo_on(
+    cm: &impl CmBackend,
+    node: Option<&str>,
+    service: Option<&str>,
+    hints: Option<&cmtwin::AddrInfoHints>,
+) -> cmtwin::Result<Vec<cmtwin::AddrInfo>> {
+    let id = ok(cm.create_id(None, 0, PortSpace::TCP), "id");
+    let got = cm
+        .resolve_addrinfo(id, node, service, hints)
+        .and_then(|()| cm.query_addrinfo(id));
+    ok(cm.destroy_id(id), "destroy");
+    got
+}
+
+/// DNS mode of `rdma_resolve_addrinfo` is librdmacm 44's `rdma_getaddrinfo` over glibc
+/// (addrinfo.c): `ucma_getaddrinfo` converts only the head of glibc's list, so a host with two
+/// addresses gives one result; `ucma_convert_to_rai` sets the result's flags to RAI_PASSIVE or
+/// nothing (not the hints' other flags) and takes the port space back from glibc's protocol
+/// (a UD QP type alone is a datagram socket: RDMA_PS_UDP); `ucma_convert_to_ai` hands
+/// RAI_NUMERICHOST to glibc, which refuses a name (EAI_NONAME, ENOENT), as it refuses a
+/// stream socket over UDP (EAI_SOCKTYPE); with no node, no service and no hints
+/// `rdma_getaddrinfo` is EINVAL, and with hints alone it copies them, with no address.
+#[test]
+fn resolve_addrinfo_is_rdma_getaddrinfo_over_glibc() {
+    use cmtwin::{rai, AddrInfo, AddrInfoHints};
+    use std::net::{IpAddr, Ipv4Addr};
+    let ip = |d: u8| IpAddr::V4(Ipv4Addr::new(10, 0, 0, d));
+    let fabric = cmtwin_sim::Fabric::builder(SEED)
+        .host_with_devices(
+            "server",
+            &[
+                ("roce0", Transport::Roce, &[ip(1)]),
+                ("roce1", Transport::Roce, &[ip(11)]),
+            ],
+        )
+        .host("client", Transport::Roce, &[ip(2)])
+        .build()
+        .expect("fabric");
+    let cm = fabric.backend("client");
+    let dst = |d: u8, port: u16| Some(SocketAddr::new(ip(d), port));
+
+    let got = ok(
+        getaddrinfo_on(&cm, Some("server"), Some("7471"), None),
+        "a name",
+    );
+    let rc = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, dst(1, 7471));
+    assert_eq!(got, vec![rc.clone()], "the head of glibc's list only");
+
+    let hints = AddrInfoHints::new(rai::NUMERICHOST).with_qp_type(QpType::Ud);
+    let got = ok(
+        getaddrinfo_on(&cm, Some("10.0.0.1"), Some("7471"), Some(&hints)),
+        "UD",
+    );
+    let ud = AddrInfo::new(0, PortSpace::UDP, QpType::Ud, None, dst(1, 7471));
+    assert_eq!(
+        got,
+        vec![ud],
+        "flags 0, RDMA_PS_UDP from the datagram socket"
+    );
+
+    let passive = AddrInfoHints::new(rai::PASSIVE | rai::NUMERICHOST);
+    let got = ok(
+        getaddrinfo_on(&cm, None, Some("0"), Some(&passive)),
+        "passive",
+    );
+    let any = Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+    let want = AddrInfo::new(rai::PASSIVE, PortSpace::TCP, QpType::Rc, any, None);
+    assert_eq!(got, vec![want], "RAI_PASSIVE only, the IPv4 wildcard");
+
+    for (node, hints) in [
+        (Some("server"), AddrInfoHints::new(rai::NUMERICHOST)),
+        (
+            Some("10.0.0.1"),
+            AddrInfoHints::new(0)
+                .with_port_space(PortSpace::IPOIB)
+                .with_qp_type(QpType::Rc),
+        ),
+    ] {
+        expect_errno(
+            getaddrinfo_on(&cm, node, None, Some(&hints)),
+            Call::ResolveAddrinfo,
+            Errno::ENOENT,
+        );
+    }
+    expect_errno(
+        getaddrinfo_on(&cm, None, None, None),
+        Call::ResolveAddrinfo,
+        Errno::EINVAL,
+    );
+    // No C string holds a NUL byte: EINVAL, as cmtwin-verbs answers before calling librdmacm.
+    expect_errno(
+        getaddrinfo_on(&cm, Some("server\0x"), Some("7471"), None),
+        Call::ResolveAddrinfo,
+        Errno::EINVAL,
+    );
+    let hints = AddrInfoHints::new(rai::PASSIVE).with_port_space(PortSpace::IB);
+    let got = ok(getaddrinfo_on(&cm, None, None, Some(&hints)), "hints alone");
+    let want = AddrInfo::new(rai::PASSIVE, PortSpace::IB, QpType::Rc, None, None);
+    assert_eq!(got, vec![want], "the hints copied, no address");
+}
+
+/// §13.3: `cma_iboe_join_multicast` (Linux 6.1) joins only IPv4 groups on a RoCE port whose
+/// default GID type is RoCE v2 (rxe's, and the simulator's RoCE): an IPv6 group is the
+/// kernel's -ENOTSUPP, errno 524 from `rdma_join_multicast`, whatever the join flags; the
+/// all-zero address is refused before that (EINVAL). The id can still join an IPv4 group. On
+/// InfiniBand (`cma_join_ib_multicast`) the same IPv6 group is joined.
+#[test]
+fn ipv6_group_on_roce_v2_is_enotsupp() {
+    use cmtwin::JoinFlags;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::new(0xff0e, 0, 0, 0, 0, 0, 0, 0x77)), 0);
+    let zero6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0);
+    let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(239, 1, 2, 3)), 0);
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let cm = bed.server();
+        let channel = ok(cm.create_event_channel(), "channel");
+        let id = ok(cm.create_id(Some(channel), 0, PortSpace::UDP), "UD id");
+        ok(
+            cm.bind_addr(id, SocketAddr::new(SimBed::SERVER_IP, 0)),
+            "bind",
+        );
+        if transport == Transport::Roce {
+            expect_errno(
+                cm.join_multicast(id, v6, 1),
+                Call::JoinMulticast,
+                Errno::ENOTSUPP,
+            );
+            expect_errno(
+                cm.join_multicast_ex(id, v6, JoinFlags::SendOnlyFullMember, 2),
+                Call::JoinMulticastEx,
+                Errno::ENOTSUPP,
+            );
+            expect_errno(
+                cm.join_multicast(id, zero6, 3),
+                Call::JoinMulticast,
+                Errno::EINVAL,
+            );
+            expect_no_event(cm, channel);
+            ok(cm.join_multicast(id, v4, 4), "an IPv4 group");
+            expect_event_for(cm, channel, EventKind::MulticastJoin, id, 0);
+        } else {
+            ok(cm.join_multicast(id, v6, 5), "an IPv6 group on InfiniBand");
+            expect_event_for(cm, channel, EventKind::MulticastJoin, id, 0);
+        }
+        teardown(cm, &[id], channel);
+    }
+}
+
+/// `rdma_disconnect` on a listener bound to a device reaches the listener's own CM id
+/// (cma.c `rdma_disconnect`): on IB and RoCE `ib_send_cm_dreq` and `ib_send_cm_drep` refuse
+/// a listening CM id and `rdma_disconnect` ignores both (0); on iWARP `iw_cm_disconnect`
+/// answers IW_CM_STATE_LISTEN with EINVAL. A wildcard listener has no device: EINVAL
+/// everywhere (librdmacm's `ucma_shutdown`). The listener keeps listening.
+#[test]
+fn disconnect_on_a_bound_listener_is_einval_only_on_iwarp() {
+    use std::net::{IpAddr, Ipv4Addr};
+    for transport in [Transport::Roce, Transport::InfiniBand, Transport::Iwarp] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let cm = bed.server();
+        let channel = ok(cm.create_event_channel(), "channel");
+        let bound = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "bound");
+        ok(
+            cm.bind_addr(bound, SocketAddr::new(SimBed::SERVER_IP, 0)),
+            "bind",
+        );
+        ok(cm.listen(bound, 1), "listen");
+        let any = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "wildcard");
+        let wildcard = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+        ok(cm.bind_addr(any, wildcard), "bind the wildcard");
+        ok(cm.listen(any, 1), "listen on the wildcard");
+        if transport == Transport::Iwarp {
+            expect_errno(cm.disconnect(bound), Call::Disconnect, Errno::EINVAL);
+        } else {
+            ok(cm.disconnect(bound), "disconnect on a bound listener");
+        }
+        expect_errno(cm.disconnect(any), Call::Disconnect, Errno::EINVAL);
+        expect_errno(cm.listen(bound, 1), Call::Listen, Errno::EINVAL);
+        teardown(cm, &[bound, any], channel);
+    }
+}
+
+/// rdma-core's examples (`common.c` `get_rdma_addr`) and libfabric's verbs provider look the
+/// source up passively, then pass it as the hints' `ai_src_addr` to the lookup of the
+/// destination: librdmacm's `rdma_getaddrinfo` copies it into the active result, whose
+/// `rdma_create_ep` then resolves from that source. With neither node nor service the hints'
+/// addresses are the result's.
+#[test]
+fn getaddrinfo_hints_carry_the_source_into_create_ep() {
+    use cmtwin::{rai, AddrInfo, AddrInfoHints};
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    let listener = listen_on(&bed, PortSpace::TCP, 1);
+    let passive = AddrInfoHints::new(rai::PASSIVE);
+    let src = ok(
+        getaddrinfo_on(cm, Some("10.0.0.2"), None, Some(&passive)),
+        "the source",
+    )[0]
+    .src_addr
+    .expect("a passive result has a source");
+    let hints = AddrInfoHints::new(0).with_src_addr(src);
+    let port = listener.addr.port().to_string();
+    let info = ok(
+        getaddrinfo_on(cm, Some("10.0.0.1"), Some(&port), Some(&hints)),
+        "the destination",
+    );
+    let want = AddrInfo::new(
+        0,
+        PortSpace::TCP,
+        QpType::Rc,
+        Some(src),
+        Some(listener.addr),
+    );
+    assert_eq!(info, vec![want], "the hints' source in the active result");
+    let id = ok(cm.create_ep(&info[0], None), "create_ep");
+    let local = ok(cm.local_addr(id), "local address").expect("resolved");
+    assert_eq!(
+        local.ip(),
+        SimBed::CLIENT_IP,
+        "resolved from the given source"
+    );
+    ok(cm.destroy_ep(id), "destroy_ep");
+
+    let dst = listener.addr;
+    let hints = AddrInfoHints::new(0).with_dst_addr(dst).with_src_addr(src);
+    let got = ok(getaddrinfo_on(cm, None, None, Some(&hints)), "hints alone");
+    let want = AddrInfo::new(0, PortSpace(0), QpType::Rc, Some(src), Some(dst));
+    assert_eq!(got, vec![want], "the hints' addresses, no lookup");
+    teardown(bed.server(), &[listener.id], listener.channel);
+}
+
+/// iWARP, `rdma_disconnect` while the MPA request is unanswered: iwcm.c's
+/// `iw_cm_disconnect` first waits on `connect_wait` (IWCM_F_CONNECT_WAIT, which only
+/// `cm_conn_rep_handler` clears as the reply arrives), so the call returns when the accepting
+/// MPA reply arrives (the server's accept, 1 ms after the request, plus one wire latency on
+/// an exact bed) and then
+/// closes the connection the reply made: the client gets ESTABLISHED then DISCONNECTED, the
+/// server ESTABLISHED then DISCONNECTED. Before, the call returned at once, did nothing, and
+/// the connection stayed up.
+#[test]
+fn iwarp_disconnect_while_connecting_waits_for_the_mpa_reply() {
+    let bed = exact_bed(Transport::Iwarp);
+    let addr = bed.server_addr();
+    let latency = SimConfig::default().wire_latency;
+    let accepted_at = Arc::new(Mutex::new(Duration::ZERO));
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (server_log, server_accepted) = (Arc::clone(&log), Arc::clone(&accepted_at));
+    bed.fabric
+        .spawn("server", "server", move |cm| -> Result<(), CmError> {
+            let channel = cm.create_event_channel()?;
+            let listener = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+            cm.bind_addr(listener, addr)?;
+            cm.listen(listener, 4)?;
+            let request = cm.get_cm_event(channel, Wait::Block)?;
+            let child = request.id();
+            cm.ack_cm_event(request)?;
+            cm.create_qp(child, &QpInitAttr::new(QpType::Rc))?;
+            // Long after the client's disconnect moved its QP (disconnect_qp_time).
+            cm.sleep(Duration::from_millis(1))?;
+            *server_accepted.lock().unwrap() = cm.now();
+            cm.accept(child, None)?;
+            for _ in 0..2 {
+                let event = cm.get_cm_event(channel, Wait::Block)?;
+                server_log
+                    .lock()
+                    .unwrap()
+                    .push(format!("server {}", event.kind()));
+                cm.ack_cm_event(event)?;
+            }
+            cm.destroy_id(child)?;
+            cm.destroy_id(listener)?;
+            cm.destroy_event_channel(channel)
+        });
+    let returned_at = Arc::new(Mutex::new(Duration::ZERO));
+    let (client_log, client_returned) = (Arc::clone(&log), Arc::clone(&returned_at));
+    bed.fabric
+        .spawn("client", "client", move |cm| -> Result<(), CmError> {
+            let channel = cm.create_event_channel()?;
+            let id = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+            cm.resolve_addr(id, None, addr, RESOLVE_TIMEOUT)?;
+            cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
+            cm.resolve_route(id, RESOLVE_TIMEOUT)?;
+            cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
+            cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+            cm.connect(id, None)?;
+            cm.disconnect(id)?;
+            *client_returned.lock().unwrap() = cm.now();
+            for _ in 0..2 {
+                let event = cm.get_cm_event(channel, Wait::Block)?;
+                client_log
+                    .lock()
+                    .unwrap()
+                    .push(format!("client {}", event.kind()));
+                cm.ack_cm_event(event)?;
+            }
+            cm.destroy_id(id)?;
+            cm.destroy_event_channel(channel)
+        });
+    bed.fabric.run().expect("both processes succeed");
+    let mut log = log.lock().unwrap().clone();
+    log.sort();
+    assert_eq!(
+        log,
+        vec![
+            "client RDMA_CM_EVENT_DISCONNECTED",
+            "client RDMA_CM_EVENT_ESTABLISHED",
+            "server RDMA_CM_EVENT_DISCONNECTED",
+            "server RDMA_CM_EVENT_ESTABLISHED",
+        ]
+    );
+    let (accepted, returned) = (*accepted_at.lock().unwrap(), *returned_at.lock().unwrap());
+    assert_eq!(
+        returned,
+        accepted + latency,
+        "the call returns with the MPA reply"
+    );
+}

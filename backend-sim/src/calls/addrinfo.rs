@@ -2,18 +2,16 @@
 //! host names and numeric addresses. Produces ADDRINFO_RESOLVED and ADDRINFO_ERROR.
 //!
 //! DNS mode runs `rdma_getaddrinfo` synchronously inside the call (librdmacm, and cmtwin-verbs'
-//! emulation on rdma-core 44): a name that does not resolve is an ENOENT from the call, never
-//! an event. ADDRINFO_ERROR comes only from SA mode (RAI_SA, Linux ≥ 6.18: the `Mainline`
+//! emulation on rdma-core 44; `getaddrinfo.rs` models it): a name that does not resolve is an
+//! ENOENT from the call, never an event, and a success is one result. ADDRINFO_ERROR comes only from SA mode (RAI_SA, Linux ≥ 6.18: the `Mainline`
 //! profile, on InfiniBand): the simulated SA holds no service records, so every SA-mode query
 //! ends in ADDRINFO_ERROR -ENOENT after the SA round trip, with the id back in ADDR_BOUND.
 
-use std::net::{IpAddr, SocketAddr};
-
 use cmtwin::{
-    rai, AddrInfo, AddrInfoHints, Call, CmError, Errno, EventKind, EventParam, IdHandle, PortSpace,
-    Result,
+    rai, AddrInfo, AddrInfoHints, Call, CmError, Errno, EventKind, EventParam, IdHandle, Result,
 };
 
+use super::getaddrinfo;
 use crate::config::KernelProfile;
 use crate::world::{Action, AddrinfoState, CmState, HostKey, IdKey, World};
 
@@ -31,10 +29,18 @@ impl World {
         hints: Option<&AddrInfoHints>,
     ) -> Result<()> {
         let call = Call::ResolveAddrinfo;
+        if [node, service].iter().flatten().any(|s| s.contains('\0')) {
+            // No C string holds it: cmtwin-verbs refuses it before anything else.
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "a NUL byte inside a string",
+            ));
+        }
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
-        let hints = hints.copied().unwrap_or_default();
-        if hints.flags & rai::SA != 0 && hints.flags & rai::DNS != 0 {
+        let flags = hints.map_or(0, |h| h.flags);
+        if flags & rai::SA != 0 && flags & rai::DNS != 0 {
             return Err(CmError::new(
                 call,
                 Errno::EOPNOTSUPP,
@@ -48,7 +54,7 @@ impl World {
                 "a resolution is pending or not yet queried",
             ));
         }
-        if hints.flags & rai::SA != 0 {
+        if flags & rai::SA != 0 {
             return match self.cfg.kernel {
                 // Linux 6.1 and 6.12 have no SA-mode command: EINVAL.
                 KernelProfile::Linux61 | KernelProfile::Linux612 => Err(CmError::new(
@@ -59,47 +65,17 @@ impl World {
                 KernelProfile::Mainline => self.resolve_ib_service(call, key, node, service),
             };
         }
-        let port = match service {
-            None => 0,
-            Some(s) => s
-                .parse::<u16>()
-                .map_err(|_| CmError::new(call, Errno::ENOENT, format!("unknown service {s:?}")))?,
+        let topo = &self.topo;
+        let host_ip = |name: &str| {
+            let hk = topo.hosts.position(|hst| hst.name == name)?;
+            topo.hosts[hk]
+                .devices
+                .iter()
+                .find_map(|d| topo.devices[*d].ips.first().copied())
         };
-        let ips: Vec<IpAddr> = match node {
-            None => vec![IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)],
-            Some(n) => match n.parse::<IpAddr>() {
-                Ok(ip) => vec![ip],
-                Err(_) => {
-                    let Some(hk) = self.topo.hosts.position(|hst| hst.name == n) else {
-                        return Err(CmError::new(
-                            call,
-                            Errno::ENOENT,
-                            format!("unknown host {n:?}"),
-                        ));
-                    };
-                    self.topo.hosts[hk]
-                        .devices
-                        .iter()
-                        .flat_map(|d| self.topo.devices[*d].ips.clone())
-                        .collect()
-                }
-            },
-        };
-        let ps = hints.port_space.unwrap_or(PortSpace::TCP);
-        let passive = hints.flags & rai::PASSIVE != 0;
-        let list = ips
-            .into_iter()
-            .map(|ip| {
-                let addr = Some(SocketAddr::new(ip, port));
-                AddrInfo::new(
-                    hints.flags,
-                    ps,
-                    hints.qp_type.unwrap_or(ps.default_qp_type()),
-                    if passive { addr } else { None },
-                    if passive { None } else { addr },
-                )
-            })
-            .collect();
+        let info = getaddrinfo::rdma_getaddrinfo(node, service, hints, host_ip)
+            .map_err(|(errno, why)| CmError::new(call, errno, why))?;
+        let list = vec![info];
         *self.id_mut(key).addrinfo_mut() = AddrinfoState::Resolved(list);
         let action = Action::IdEvent {
             id: key,

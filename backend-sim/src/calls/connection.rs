@@ -474,9 +474,19 @@ impl World {
     pub(crate) fn disconnect(&mut self, host: HostKey, h: IdHandle) -> Result<()> {
         let call = Call::Disconnect;
         let key = self.id_key(host, call, h)?;
-        self.need_device(call, key)?;
+        let transport = self.need_device(call, key)?;
         let id = self.id(key);
         let ep = match (id.state, id.ep.get()) {
+            // cma.c rdma_disconnect hands a listener's own CM id to its CM: the IB CM finds
+            // nothing to send (DREQ and DREP refused, ignored: 0), iw_cm_disconnect refuses
+            // IW_CM_STATE_LISTEN (EINVAL).
+            (CmState::Listen, _) if transport == Transport::Iwarp => {
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    "an iWARP listener has nothing to disconnect",
+                ))
+            }
             (CmState::Listen, _) => return Ok(()),
             (CmState::Connect | CmState::Disconnect, Some(ep)) => ep,
             _ => return Err(self.wrong_state(call, key)),

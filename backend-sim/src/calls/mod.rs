@@ -7,7 +7,7 @@
 //! | `address.rs` | bind_addr, resolve_addr, resolve_route | ADDR_RESOLVED, ADDR_ERROR, ROUTE_RESOLVED, ROUTE_ERROR |
 //! | `connection.rs` | listen, connect, accept, reject, establish, disconnect, notify | ESTABLISHED (notify) |
 //! | `multicast.rs` | join_multicast, leave_multicast | MULTICAST_JOIN |
-//! | `addrinfo.rs` | resolve_addrinfo, query_addrinfo | ADDRINFO_RESOLVED (DNS mode only: a name that does not resolve fails synchronously, as librdmacm's emulation does; ADDRINFO_ERROR belongs to SA mode, which is not modelled) |
+//! | `addrinfo.rs` (`getaddrinfo.rs`: the lookup) | resolve_addrinfo, query_addrinfo | ADDRINFO_RESOLVED (DNS mode only: a name that does not resolve fails synchronously, as librdmacm's emulation does; ADDRINFO_ERROR belongs to SA mode, which is not modelled) |
 //! | `options.rs` | set_option | ROUTE_RESOLVED (IB_PATH) |
 //! | `qp.rs` | create_qp, destroy_qp | |
 //! | `user_event.rs` | write_cm_event | USER |
@@ -19,6 +19,7 @@ mod address;
 mod addrinfo;
 mod channel;
 mod connection;
+mod getaddrinfo;
 mod id;
 mod multicast;
 mod options;

@@ -67,6 +67,16 @@ impl World {
                 "RoCE cannot join the all-zero group",
             ));
         }
+        if transport == Transport::Roce && addr.is_ipv6() {
+            // cma_iboe_join_multicast: only IPv4 groups on a port whose default GID type is
+            // RoCE v2 (the simulator's RoCE, as rxe's); the kernel's own ENOTSUPP reaches the
+            // caller as errno 524.
+            return Err(CmError::new(
+                call,
+                Errno::ENOTSUPP,
+                "an IPv6 group on a RoCE v2 port",
+            ));
+        }
         let dev = id.device.expect("checked");
         // On RoCE, cma_iboe_join_multicast zeroes the member record the handle is made from
         // and never reads the id's TOS: traffic class, flow label and SL 0; an IPv4 group on
