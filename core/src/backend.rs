@@ -161,11 +161,15 @@ pub trait CmBackend: Send + Sync {
     /// * ECONNREFUSED, ETIMEDOUT, ...: on a synchronous id, the errno of the completing event.
     fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()>;
 
-    /// `rdma_accept` on a passive id (or, on an active id without QP, sends the RTU).
+    /// `rdma_accept` on a passive id.
     ///
     /// * EINVAL: on a listener, on an id whose request is gone or already answered, no QP and
     ///   no parameters (librdmacm would crash, §16), iWARP without QP, resources above the
     ///   device's maximum, or too much private data (196 bytes RC, 136 UD, §6.1).
+    /// * EINVAL on an active id: librdmacm always passes parameters, so the kernel tries a REP
+    ///   and the IB CM refuses it; as after any failed accept, the kernel then rejects the
+    ///   connection where it still can (REJ 28: the peer gets REJECTED). The RTU of a QP-less
+    ///   active id is `establish`'s.
     fn accept(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()>;
 
     /// `rdma_reject` with private data.
@@ -189,6 +193,10 @@ pub trait CmBackend: Send + Sync {
     /// `rdma_establish`: on an active id without QP, after CONNECT_RESPONSE, sends the RTU.
     ///
     /// * EINVAL: the id has a QP (librdmacm establishes it itself), or is not awaiting an RTU.
+    ///   In the latter case the kernel's `rdma_accept` without parameters failed, and it
+    ///   rejects the connection where it still can: REJ 28 for a request the id sent or holds
+    ///   unanswered, or a REP it sent (the peer gets REJECTED); on iWARP an MPA reject of a
+    ///   request the id holds.
     fn establish(&self, id: IdHandle) -> Result<()>;
 
     /// `rdma_write_cm_event`: queue an event of `kind` (only USER is accepted) on the id's

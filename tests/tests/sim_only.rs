@@ -2747,3 +2747,143 @@ fn rtr_and_rts_attributes_carry_only_their_states_fields() {
         teardown_pair(&bed, &pair);
     }
 }
+
+/// `rdma_establish` on a passive id whose request is held unanswered: librdmacm sends the
+/// ACCEPT command without parameters, the kernel's `rdma_accept(id, NULL)` fails (IB and
+/// RoCE: `cma_rep_recv`'s `ib_send_cm_rtu` finds no REP received; iWARP: `cma_accept_iw`
+/// refuses the missing parameters) and its failure path rejects the request (REJ 28;
+/// `iw_cm_reject`'s MPA reject on iWARP): EINVAL, and the initiator gets REJECTED one wire
+/// latency later, with no private data of the application's.
+#[test]
+fn establish_on_a_held_request_is_einval_and_rejects_it() {
+    for transport in [Transport::Roce, Transport::InfiniBand, Transport::Iwarp] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Rc);
+        ok(client_cm.connect(client.id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        let t0 = bed.fabric.now();
+        expect_errno(server_cm.establish(req.id), Call::Establish, Errno::EINVAL);
+        let rejected = expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::Rejected,
+            client.id,
+            cmtwin_tests::steps::refusal_status(transport),
+        );
+        assert_eq!(
+            since(&bed, t0),
+            Duration::from_nanos(7_002),
+            "{transport:?}: REJECTED's time"
+        );
+        let expected_len = if transport == Transport::Iwarp {
+            0
+        } else {
+            148
+        };
+        assert_eq!(
+            rejected.private_data,
+            vec![0; expected_len],
+            "{transport:?}: the kernel's reject carries no data"
+        );
+        // The request is answered: an accept now finds nothing to answer (`ib_send_cm_rep`
+        // outside REQ_RCVD). On iWARP `iw_cm_accept` would say EINVAL too; the simulator
+        // answers ECONNRESET there, as for a request whose initiator went away.
+        if transport != Transport::Iwarp {
+            add_qp(server_cm, req.id, QpType::Rc);
+            expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
+        }
+        expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
+
+/// `rdma_accept` on an active id after CONNECT_RESPONSE: librdmacm always hands the kernel
+/// parameters (`ucma_copy_conn_param_to_kern` sets `valid`), so the kernel's `rdma_accept`
+/// tries a REP (`cma_accept_ib`), `ib_send_cm_rep` refuses it outside REQ_RCVD, and the
+/// failure path sends REJ 28 from REP_RCVD: EINVAL, the passive side (accepted, so its events
+/// are delivered) gets REJECTED 28 with 148 zero bytes, and no RTU is ever sent (a later
+/// `rdma_establish` finds no REP to answer).
+#[test]
+fn accept_on_an_active_id_is_einval_and_rejects_the_connection() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let (listener, client, req) = cmtwin_tests::steps::request_without_qp(&bed, 0x00ab_cdef);
+        add_qp(server_cm, req.id, QpType::Rc);
+        ok(server_cm.accept(req.id, None), "accept");
+        expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::ConnectResponse,
+            client.id,
+            0,
+        );
+        let t0 = bed.fabric.now();
+        let param = ConnParam {
+            qp_num: 0x00ab_cdef,
+            ..ConnParam::default()
+        };
+        expect_errno(
+            client_cm.accept(client.id, Some(&param)),
+            Call::Accept,
+            Errno::EINVAL,
+        );
+        let rejected =
+            expect_event_for(server_cm, listener.channel, EventKind::Rejected, req.id, 28);
+        assert_eq!(
+            since(&bed, t0),
+            Duration::from_nanos(8_737),
+            "{transport:?}: REJECTED's time"
+        );
+        assert_eq!(
+            rejected.private_data,
+            vec![0; 148],
+            "{transport:?}: REJ data"
+        );
+        expect_errno(
+            client_cm.establish(client.id),
+            Call::Establish,
+            Errno::EINVAL,
+        );
+        expect_quiet(server_cm, listener.channel, Duration::from_secs(30));
+        expect_quiet(client_cm, client.channel, Duration::from_secs(1));
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
+
+/// `rdma_establish` on a QP-less active id before any REP: the kernel's `rdma_accept(id,
+/// NULL)` fails in `ib_send_cm_rtu` (REQ_SENT) and `cma_rep_recv` sends REJ 28 from REQ_SENT,
+/// cancelling the REQ (`cm_send_rej_locked`): the server's child, not yet accepted, drops it
+/// silently, its accept then finds nothing to answer, and the client hears nothing more (no
+/// CONNECT_RESPONSE, no UNREACHABLE: its REQ is no longer retransmitted).
+#[test]
+fn establish_before_the_rep_cancels_the_request() {
+    let bed = SimBed::with_transport(SEED, Transport::Roce);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    let param = ConnParam {
+        qp_num: 0x00ab_cdef,
+        ..ConnParam::default()
+    };
+    ok(client_cm.connect(client.id, Some(&param)), "connect");
+    expect_errno(
+        client_cm.establish(client.id),
+        Call::Establish,
+        Errno::EINVAL,
+    );
+    let req = expect_request(server_cm, &listener);
+    // The REJ follows the REQ on the link: let it arrive.
+    bed.fabric.run_for(Duration::from_millis(1)).expect("run");
+    add_qp(server_cm, req.id, QpType::Rc);
+    expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
+    expect_quiet(client_cm, client.channel, Duration::from_secs(200));
+    expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[req.id, listener.id], listener.channel);
+}

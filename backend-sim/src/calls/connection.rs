@@ -308,8 +308,7 @@ impl World {
         let transport = self.need_device(call, key)?;
         let ep = self.connected_ep(call, key)?;
         if self.cm.eps[&ep].cm.is_active() {
-            // On an active id without QP, accept sends the RTU (what establish does).
-            return self.send_rtu(call, key, ep);
+            return self.accept_on_active(call, key, ep, param.is_some());
         }
         let id = self.id(key);
         if param.is_none() && id.qp.is_none() {
@@ -420,12 +419,56 @@ impl World {
         Ok(())
     }
 
-    /// The active side's RTU after a REP (librdmacm's ACCEPT command on an active id).
-    fn send_rtu(&mut self, call: Call, key: IdKey, ep: u64) -> Result<()> {
-        if !self.drive(ep, |e, out| e.send_rtu(out)) {
-            return Err(self.wrong_state(call, key));
+    /// `rdma_accept` on an active id. librdmacm's `rdma_accept` always hands the kernel
+    /// parameters (`ucma_copy_conn_param_to_kern` sets `valid`), so the kernel's
+    /// `rdma_accept` tries to send a REP (`cma_accept_ib`), which `ib_send_cm_rep` refuses on
+    /// the side that sent the REQ; the failure path then rejects the connection where the IB
+    /// CM still can (REJ 28; on iWARP `iw_cm_accept` refuses and `iw_cm_reject` finds no
+    /// request to answer). It never sends the RTU (that is `rdma_establish`). With a QP,
+    /// librdmacm first moves it to INIT, RTR and RTS, which only succeeds while the REP is
+    /// unprocessed; after the kernel's refusal it moves the QP to ERROR.
+    fn accept_on_active(&mut self, call: Call, key: IdKey, ep: u64, has_param: bool) -> Result<()> {
+        let has_qp = self.id(key).qp.is_some();
+        if !has_param && !has_qp {
+            // librdmacm reads conn_param->qp_num: a NULL dereference there.
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "no QP and no connection parameters",
+            ));
         }
-        Ok(())
+        if !has_qp || self.ep_state(ep) == EpState::RepRcvd {
+            self.qp_to_error(key);
+            self.ep_reject(ep, IbRejReason::CONSUMER_DEFINED, &[]);
+        }
+        Err(CmError::new(
+            call,
+            Errno::EINVAL,
+            "an active id has no request to answer (the kernel's REP is refused)",
+        ))
+    }
+
+    /// The active side's RTU after a REP: librdmacm's ACCEPT command without parameters, the
+    /// kernel's `rdma_accept(id, NULL)` (`cma_rep_recv` on IB and RoCE). Where the IB CM holds
+    /// no REP to answer, `ib_send_cm_rtu` fails and `cma_rep_recv` rejects the connection if
+    /// the IB CM still can (REJ 28: a request held unanswered, one sent and unanswered, a REP
+    /// sent); on iWARP `cma_accept_iw` refuses the missing parameters and `rdma_accept`'s
+    /// `iw_cm_reject` answers a held request with an MPA reject. The call fails with EINVAL.
+    /// (A held SIDR request would get a SIDR REP from `cma_send_sidr_rep`; not modelled: it
+    /// stays EINVAL with no answer.)
+    fn send_rtu(&mut self, call: Call, ep: u64) -> Result<()> {
+        if self.drive(ep, |e, out| e.send_rtu(out)) {
+            return Ok(());
+        }
+        let state = self.ep_state(ep);
+        if state != EpState::SidrReqRcvd {
+            self.ep_reject(ep, IbRejReason::CONSUMER_DEFINED, &[]);
+        }
+        Err(CmError::new(
+            call,
+            Errno::EINVAL,
+            format!("no REP to answer with an RTU (IB CM {state:?})"),
+        ))
     }
 
     /// `rdma_establish`.
@@ -441,7 +484,7 @@ impl World {
             ));
         }
         let ep = self.connected_ep(call, key)?;
-        self.send_rtu(call, key, ep)
+        self.send_rtu(call, ep)
     }
 
     /// `rdma_reject`.
