@@ -2789,12 +2789,9 @@ fn establish_on_a_held_request_is_einval_and_rejects_it() {
             "{transport:?}: the kernel's reject carries no data"
         );
         // The request is answered: an accept now finds nothing to answer (`ib_send_cm_rep`
-        // outside REQ_RCVD). On iWARP `iw_cm_accept` would say EINVAL too; the simulator
-        // answers ECONNRESET there, as for a request whose initiator went away.
-        if transport != Transport::Iwarp {
-            add_qp(server_cm, req.id, QpType::Rc);
-            expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
-        }
+        // outside REQ_RCVD; `iw_cm_accept` outside CONN_RECV).
+        add_qp(server_cm, req.id, QpType::Rc);
+        expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
         expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
         teardown(client_cm, &[client.id], client.channel);
         teardown(server_cm, &[req.id, listener.id], listener.channel);
@@ -2884,6 +2881,36 @@ fn establish_before_the_rep_cancels_the_request() {
     expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
     expect_quiet(client_cm, client.channel, Duration::from_secs(200));
     expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[req.id, listener.id], listener.channel);
+}
+
+/// iWARP: `rdma_accept` after the application's own `rdma_reject` of the request is EINVAL
+/// (`iw_cm_reject` left the iWARP CM IDLE, and `iw_cm_accept` refuses anything but
+/// CONN_RECV), with nothing more sent; it is not siw's ECONNRESET, which answers an accept of
+/// a request whose initiator closed its TCP connection (the iWARP CM still in CONN_RECV).
+#[test]
+fn iwarp_accept_after_reject_is_einval() {
+    let bed = SimBed::with_transport(SEED, Transport::Iwarp);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    add_qp(client_cm, client.id, QpType::Rc);
+    ok(client_cm.connect(client.id, None), "connect");
+    let req = expect_request(server_cm, &listener);
+    add_qp(server_cm, req.id, QpType::Rc);
+    ok(server_cm.reject(req.id, b"no"), "reject");
+    let err = expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
+    assert!(err.to_string().contains("rejected"), "{err}");
+    let rejected = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Rejected,
+        client.id,
+        -Errno::ECONNRESET.0,
+    );
+    assert_eq!(rejected.private_data, b"no", "the reject's own data only");
+    expect_quiet(client_cm, client.channel, Duration::from_secs(30));
     teardown(client_cm, &[client.id], client.channel);
     teardown(server_cm, &[req.id, listener.id], listener.channel);
 }

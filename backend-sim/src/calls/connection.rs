@@ -350,6 +350,18 @@ impl World {
         if transport == Transport::Iwarp && id.qp.is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "iWARP needs a QP"));
         }
+        if transport == Transport::Iwarp
+            && self.ep_state(ep) == EpState::Idle
+            && self.cm.eps[&ep].cm.iw_rejected()
+        {
+            // iw_cm_accept outside CONN_RECV: the request was rejected (rdma_reject, or the
+            // kernel's reject after a failed accept or establish).
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the request was rejected: nothing to accept",
+            ));
+        }
         if transport == Transport::Iwarp && self.ep_state(ep) == EpState::Idle {
             // The initiator closed the TCP connection before the answer: siw_accept finds its
             // endpoint no longer holding the MPA request (measured on siw).

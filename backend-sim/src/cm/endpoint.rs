@@ -146,6 +146,10 @@ pub(crate) struct Endpoint {
     /// iWARP, passive side: the initiator's IRD and ORD from its MPA request, which the
     /// accept negotiates against.
     iw_initiator: IrdOrd,
+    /// iWARP, passive side: this side answered the request with an MPA reject
+    /// (`iw_cm_reject` left the iWARP CM IDLE, where a later `iw_cm_accept` is EINVAL; an
+    /// endpoint idle because the initiator went away still holds its request, CONN_RECV).
+    iw_rejected: bool,
 }
 
 /// An iWARP side's inbound and outbound RDMA read limits (MPA v2's IRD and ORD; the rdma_cm's
@@ -191,6 +195,7 @@ impl Endpoint {
             max_retries: timing.max_retries,
             retry: None,
             iw_initiator: IrdOrd::default(),
+            iw_rejected: false,
         }
     }
 
@@ -225,6 +230,7 @@ impl Endpoint {
             max_retries: timing.max_retries,
             retry: None,
             iw_initiator: IrdOrd::default(),
+            iw_rejected: false,
         }
     }
 
@@ -259,6 +265,11 @@ impl Endpoint {
 
     pub(crate) fn plt(&self) -> u8 {
         self.plt
+    }
+
+    /// iWARP: whether this side rejected the request it held (its iWARP CM is IDLE).
+    pub(crate) fn iw_rejected(&self) -> bool {
+        self.iw_rejected
     }
 
     pub(crate) fn is_owned(&self) -> bool {
@@ -798,6 +809,7 @@ impl Endpoint {
             out,
         );
         self.state = EpState::Idle;
+        self.iw_rejected = true;
         true
     }
 
