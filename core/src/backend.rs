@@ -197,6 +197,9 @@ pub trait CmBackend: Send + Sync {
     ///   rejects the connection where it still can: REJ 28 for a request the id sent or holds
     ///   unanswered, or a REP it sent (the peer gets REJECTED); on iWARP an MPA reject of a
     ///   request the id holds.
+    /// * On a passive UD id holding a SIDR request (no QP), the kernel's `rdma_accept` without
+    ///   parameters answers it: a SIDR REP with status 0, QP number 0 (none was given) and
+    ///   the id's qkey; the call succeeds.
     fn establish(&self, id: IdHandle) -> Result<()>;
 
     /// `rdma_write_cm_event`: queue an event of `kind` (only USER is accepted) on the id's

@@ -2914,3 +2914,59 @@ fn iwarp_accept_after_reject_is_einval() {
     teardown(client_cm, &[client.id], client.channel);
     teardown(server_cm, &[req.id, listener.id], listener.channel);
 }
+
+/// `rdma_establish` on a passive UD id holding a SIDR request (no QP): librdmacm sends the
+/// ACCEPT command without parameters, and the kernel's `rdma_accept(id, NULL)` answers the
+/// request (`cma_send_sidr_rep`, status 0): QP number 0 (no parameters ever named one), the
+/// default qkey (`cma_set_qkey`: RDMA_UDP_QKEY), no private data of the application's. The
+/// call succeeds, the initiator is ESTABLISHED one wire latency later, and a second
+/// establish, with the request answered, is EINVAL.
+#[test]
+fn establish_on_a_held_sidr_request_answers_it() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::UDP, 8);
+        let client = resolved_client(&bed, PortSpace::UDP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Ud);
+        ok(client_cm.connect(client.id, None), "UD connect");
+        let req = expect_request(server_cm, &listener);
+        let t0 = bed.fabric.now();
+        ok(
+            server_cm.establish(req.id),
+            "establish on the held SIDR request",
+        );
+        let est = expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::Established,
+            client.id,
+            0,
+        );
+        assert_eq!(
+            since(&bed, t0),
+            Duration::from_nanos(7_002),
+            "{transport:?}: ESTABLISHED's time"
+        );
+        let cmtwin::EventParam::Ud(ud) = est.param else {
+            panic!(
+                "{transport:?}: UD ESTABLISHED carries ud data, got {:?}",
+                est.param
+            );
+        };
+        assert_eq!(
+            (ud.qp_num, ud.qkey),
+            (0, 0x0123_4567),
+            "{transport:?}: no QP number, the default qkey"
+        );
+        assert_eq!(
+            est.private_data,
+            vec![0; 136],
+            "{transport:?}: SIDR REP data"
+        );
+        expect_errno(server_cm.establish(req.id), Call::Establish, Errno::EINVAL);
+        expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}

@@ -321,17 +321,8 @@ impl World {
         let p = param.cloned().unwrap_or_default();
         if self.ep_state(ep) == EpState::SidrReqRcvd {
             check_private_data(call, transport, PrivateDataOp::AcceptUd, &p.private_data)?;
-            let data = padded(
-                &p.private_data,
-                delivered_private_data_len(transport, PrivateDataOp::AcceptUd),
-            );
-            let body = Body::SidrRep {
-                status: 0,
-                qpn: id.qp.unwrap_or(p.qp_num),
-                qkey: id.qkey,
-                data,
-            };
-            self.drive(ep, |e, out| e.accept_sidr(body, out));
+            let qpn = id.qp.unwrap_or(p.qp_num);
+            self.send_sidr_rep(key, ep, transport, qpn, &p.private_data);
             self.id_mut(key).owned = true;
             return Ok(());
         }
@@ -431,6 +422,22 @@ impl World {
         Ok(())
     }
 
+    /// Answers the SIDR request `ep` holds for `key` with SIDR REP status 0 (`cma_send_sidr_rep`):
+    /// QP number `qpn`, the id's qkey, `data` padded to the field.
+    fn send_sidr_rep(&mut self, key: IdKey, ep: u64, transport: Transport, qpn: u32, data: &[u8]) {
+        let data = padded(
+            data,
+            delivered_private_data_len(transport, PrivateDataOp::AcceptUd),
+        );
+        let body = Body::SidrRep {
+            status: 0,
+            qpn,
+            qkey: self.id(key).qkey,
+            data,
+        };
+        self.drive(ep, |e, out| e.accept_sidr(body, out));
+    }
+
     /// `rdma_accept` on an active id. librdmacm's `rdma_accept` always hands the kernel
     /// parameters (`ucma_copy_conn_param_to_kern` sets `valid`), so the kernel's
     /// `rdma_accept` tries to send a REP (`cma_accept_ib`), which `ib_send_cm_rep` refuses on
@@ -466,16 +473,12 @@ impl World {
     /// the IB CM still can (REJ 28: a request held unanswered, one sent and unanswered, a REP
     /// sent); on iWARP `cma_accept_iw` refuses the missing parameters and `rdma_accept`'s
     /// `iw_cm_reject` answers a held request with an MPA reject. The call fails with EINVAL.
-    /// (A held SIDR request would get a SIDR REP from `cma_send_sidr_rep`; not modelled: it
-    /// stays EINVAL with no answer.)
     fn send_rtu(&mut self, call: Call, ep: u64) -> Result<()> {
         if self.drive(ep, |e, out| e.send_rtu(out)) {
             return Ok(());
         }
         let state = self.ep_state(ep);
-        if state != EpState::SidrReqRcvd {
-            self.ep_reject(ep, IbRejReason::CONSUMER_DEFINED, &[]);
-        }
+        self.ep_reject(ep, IbRejReason::CONSUMER_DEFINED, &[]);
         Err(CmError::new(
             call,
             Errno::EINVAL,
@@ -496,6 +499,14 @@ impl World {
             ));
         }
         let ep = self.connected_ep(call, key)?;
+        if self.ep_state(ep) == EpState::SidrReqRcvd {
+            // The kernel's rdma_accept(id, NULL) on a held SIDR request answers it
+            // (cma_send_sidr_rep, status 0): no QP number was ever given (0), the id's qkey,
+            // no data. Without parameters ucma sets no uid: the id stays unreported.
+            let transport = self.need_device(call, key)?;
+            self.send_sidr_rep(key, ep, transport, 0, &[]);
+            return Ok(());
+        }
         self.send_rtu(call, ep)
     }
 
