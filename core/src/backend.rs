@@ -324,6 +324,8 @@ pub trait CmBackend: Send + Sync {
     /// it synchronous.
     ///
     /// * EBUSY: fetched events of the id are not acknowledged (librdmacm would block forever).
+    ///   A CONNECT_REQUEST counts against its listener (§4.15): the new id it names may move
+    ///   before it is acknowledged, the listener may not.
     /// * EINVAL: `None` for an id that is already synchronous.
     fn migrate_id(&self, id: IdHandle, channel: Option<ChannelHandle>) -> Result<()>;
 

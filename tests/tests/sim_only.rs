@@ -2970,3 +2970,57 @@ fn establish_on_a_held_sidr_request_answers_it() {
         teardown(server_cm, &[req.id, listener.id], listener.channel);
     }
 }
+
+/// `rdma_migrate_id` of a request's new id while its CONNECT_REQUEST is not yet acknowledged:
+/// the event counts against the listener (librdmacm's `evt->id_priv` is the listener's, and
+/// ucma's `events_reported` grows on the listener's context), so librdmacm's wait for the
+/// child's reported events ends at once, as when it migrates a synchronous listener's
+/// children itself (`ucma_process_conn_req`). The child moves; its later events arrive on
+/// the new channel; the listener stays held by the unacknowledged request (EBUSY) until it
+/// is acknowledged.
+#[test]
+fn child_migrates_before_its_connect_request_is_acknowledged() {
+    let bed = SimBed::with_transport(SEED, Transport::Roce);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    add_qp(client_cm, client.id, QpType::Rc);
+    ok(client_cm.connect(client.id, None), "connect");
+    let request = ok(
+        server_cm.get_cm_event(listener.channel, Wait::Timeout(Duration::from_secs(1))),
+        "CONNECT_REQUEST",
+    );
+    let child = request.info().id;
+    let moved_to = ok(server_cm.create_event_channel(), "second channel");
+    ok(
+        server_cm.migrate_id(child, Some(moved_to)),
+        "migrate the child with its request unacknowledged",
+    );
+    expect_errno(
+        server_cm.migrate_id(listener.id, Some(moved_to)),
+        Call::MigrateId,
+        Errno::EBUSY,
+    );
+    add_qp(server_cm, child, QpType::Rc);
+    ok(server_cm.accept(child, None), "accept");
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
+    expect_event_for(server_cm, moved_to, EventKind::Established, child, 0);
+    expect_no_event(server_cm, listener.channel);
+    ok(server_cm.ack_cm_event(request), "ack the request");
+    ok(
+        server_cm.migrate_id(listener.id, Some(moved_to)),
+        "migrate the listener once its request is acknowledged",
+    );
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[child, listener.id], moved_to);
+    ok(
+        server_cm.destroy_event_channel(listener.channel),
+        "old channel",
+    );
+}
