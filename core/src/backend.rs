@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::{
-    AddrInfo, AddrInfoHints, AsyncEvent, ChannelHandle, CmEvent, CmOption, ConnParam, EventInfo,
-    EventKind, IdHandle, JoinFlags, PortSpace, QpInitAttr, Result, Wait,
+    AddrInfo, AddrInfoHints, AsyncEvent, Call, ChannelHandle, CmError, CmEvent, CmOption,
+    ConnParam, EventInfo, EventKind, IdHandle, JoinFlags, PortSpace, QpInitAttr, Result, Wait,
 };
 
 /// The RDMA connection manager, as a backend: the real librdmacm or the simulated fabric.
@@ -367,6 +367,27 @@ pub trait CmBackend: Send + Sync {
     /// source on its new id, and after a bind or listen without one the bound family's
     /// unspecified address with port 0 (§4.20). Only ENOENT.
     fn peer_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>>;
+
+    /// `rdma_get_src_port` (in host byte order): the port of the address `local_addr`
+    /// returns, 0 where librdmacm holds none (its `ucma_get_port` of an address of no
+    /// family). After `listen` on port 0, the port the kernel picked. Only ENOENT.
+    fn src_port(&self, id: IdHandle) -> Result<u16> {
+        let addr = self.local_addr(id).map_err(|e| CmError {
+            call: Call::SrcPort,
+            ..e
+        })?;
+        Ok(addr.map_or(0, |a| a.port()))
+    }
+
+    /// `rdma_get_dst_port` (in host byte order): the port of the address `peer_addr`
+    /// returns, 0 where librdmacm holds none. Only ENOENT.
+    fn dst_port(&self, id: IdHandle) -> Result<u16> {
+        let addr = self.peer_addr(id).map_err(|e| CmError {
+            call: Call::DstPort,
+            ..e
+        })?;
+        Ok(addr.map_or(0, |a| a.port()))
+    }
 
     /// The id's context (`id->context`). Only ENOENT.
     fn context(&self, id: IdHandle) -> Result<u64>;

@@ -3024,3 +3024,56 @@ fn child_migrates_before_its_connect_request_is_acknowledged() {
         "old channel",
     );
 }
+
+/// `rdma_get_src_port` and `rdma_get_dst_port` (`src_port`, `dst_port`): a listener bound to
+/// port 0 reads the port the kernel picked from its ephemeral range (`cma_alloc_any_port`:
+/// 32768-60999); the client's destination port and its request's id's source port are that
+/// port, the new id's destination port the client's source port; an id librdmacm holds no
+/// address for reads 0; a destroyed id is ENOENT.
+#[test]
+fn src_and_dst_ports_follow_the_addresses() {
+    let bed = SimBed::with_transport(SEED, Transport::Roce);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let channel = ok(server_cm.create_event_channel(), "server channel");
+    let listener = ok(
+        server_cm.create_id(Some(channel), 1, PortSpace::TCP),
+        "listener",
+    );
+    let fresh = ok(
+        server_cm.create_id(Some(channel), 2, PortSpace::TCP),
+        "fresh id",
+    );
+    assert_eq!(ok(server_cm.src_port(fresh), "src_port of a fresh id"), 0);
+    assert_eq!(ok(server_cm.dst_port(fresh), "dst_port of a fresh id"), 0);
+    let any_port = SocketAddr::new(cmtwin_tests::SimBed::SERVER_IP, 0);
+    ok(server_cm.bind_addr(listener, any_port), "bind to port 0");
+    ok(server_cm.listen(listener, 8), "listen");
+    let port = ok(server_cm.src_port(listener), "src_port of the listener");
+    assert!((32768..=60999).contains(&port), "ephemeral port {port}");
+    assert_eq!(
+        ok(server_cm.dst_port(listener), "dst_port of the listener"),
+        0
+    );
+    let dst = SocketAddr::new(cmtwin_tests::SimBed::SERVER_IP, port);
+    let client = resolved_client(&bed, PortSpace::TCP, dst);
+    assert_eq!(ok(client_cm.dst_port(client.id), "client's dst_port"), port);
+    let client_port = ok(client_cm.src_port(client.id), "client's src_port");
+    assert!(
+        (32768..=60999).contains(&client_port),
+        "client port {client_port}"
+    );
+    add_qp(client_cm, client.id, QpType::Rc);
+    ok(client_cm.connect(client.id, None), "connect");
+    let req = expect_event(server_cm, channel, EventKind::ConnectRequest);
+    assert_eq!(ok(server_cm.src_port(req.id), "child's src_port"), port);
+    assert_eq!(
+        ok(server_cm.dst_port(req.id), "child's dst_port"),
+        client_port
+    );
+    ok(server_cm.reject(req.id, &[]), "reject");
+    expect_event(client_cm, client.channel, EventKind::Rejected);
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[req.id, fresh, listener], channel);
+    expect_errno(server_cm.src_port(listener), Call::SrcPort, Errno::ENOENT);
+    expect_errno(server_cm.dst_port(listener), Call::DstPort, Errno::ENOENT);
+}
