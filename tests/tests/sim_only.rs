@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cmtwin::{
     AsyncEvent, Call, CmBackend, CmError, CmOption, ConnParam, Errno, EventInfo, EventKind,
-    PortSpace, QpInitAttr, QpType, Transport, Wait,
+    EventParam, PortSpace, QpInitAttr, QpType, Transport, Wait,
 };
 use cmtwin_sim::{PathFailure, SimConfig, SimError};
 use cmtwin_tests::steps::{
@@ -3076,4 +3076,54 @@ fn src_and_dst_ports_follow_the_addresses() {
     teardown(server_cm, &[req.id, fresh, listener], channel);
     expect_errno(server_cm.src_port(listener), Call::SrcPort, Errno::ENOENT);
     expect_errno(server_cm.dst_port(listener), Call::DstPort, Errno::ENOENT);
+}
+
+/// A REJ received after this side sent its REP (cm.c, `cm_rej_handler`: REP_SENT) returns the
+/// IB CM to idle (`cm_reset_to_idle`; only a STALE_CONN reason would mean timewait), and
+/// idling drops the connection's entry for the requester's QP number (`cm_cleanup_timewait`):
+/// a new request announcing the same QP number, right after, is a new connection request,
+/// not a stale connection (REJ 10).
+#[test]
+fn rejected_rep_frees_the_requesters_qp_number_at_once() {
+    let bed = SimBed::with_transport(SEED, Transport::Roce);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let (listener, client, req) = cmtwin_tests::steps::request_without_qp(&bed, 0x00ab_cdef);
+    let accept = ConnParam {
+        qp_num: 0x0012_3456,
+        ..ConnParam::default()
+    };
+    ok(server_cm.accept(req.id, Some(&accept)), "accept");
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::ConnectResponse,
+        client.id,
+        0,
+    );
+    ok(client_cm.reject(client.id, b"no"), "reject the REP");
+    expect_event_for(server_cm, listener.channel, EventKind::Rejected, req.id, 28);
+    ok(client_cm.destroy_id(client.id), "destroy the rejecting id");
+    let again = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    let param = ConnParam {
+        qp_num: 0x00ab_cdef,
+        ..ConnParam::default()
+    };
+    ok(client_cm.connect(again.id, Some(&param)), "connect again");
+    let second = expect_request(server_cm, &listener);
+    let EventParam::Conn(conn) = second.param else {
+        panic!("CONNECT_REQUEST carries conn data, got {:?}", second.param);
+    };
+    assert_eq!(conn.qp_num, 0x00ab_cdef, "the same QP number, not stale");
+    ok(server_cm.reject(second.id, &[]), "reject");
+    expect_event_for(client_cm, again.channel, EventKind::Rejected, again.id, 28);
+    teardown(client_cm, &[again.id], again.channel);
+    ok(
+        client_cm.destroy_event_channel(client.channel),
+        "first channel",
+    );
+    teardown(
+        server_cm,
+        &[req.id, second.id, listener.id],
+        listener.channel,
+    );
 }

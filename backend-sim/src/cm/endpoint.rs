@@ -627,21 +627,29 @@ impl Endpoint {
             param: EventParam::Conn(ConnData::default()),
             data,
         };
+        // cm_rej_handler: before a REP was received the IB CM goes back to idle, dropping its
+        // claim on the peer's QP number at once (cm_reset_to_idle), unless the peer called
+        // the connection stale; from REP_RCVD on it enters timewait.
+        let stale = reason == IbRejReason::STALE_CONN;
         match self.state {
-            EpState::ReqSent | EpState::MraReqRcvd => {
+            EpState::ReqSent | EpState::MraReqRcvd | EpState::RepSent | EpState::MraRepRcvd => {
                 self.cancel(out);
-                self.state = EpState::Idle;
+                if stale {
+                    self.enter_timewait(out);
+                } else {
+                    self.state = EpState::Idle;
+                }
                 out.push(rejected);
             }
             EpState::ReqRcvd => {
                 // The initiator gave up; the unaccepted child never hears of it (§5.2 S7).
-                self.state = EpState::Idle;
+                if stale {
+                    self.enter_timewait(out);
+                } else {
+                    self.state = EpState::Idle;
+                }
             }
-            EpState::RepSent
-            | EpState::MraRepRcvd
-            | EpState::RepRcvd
-            | EpState::Established
-            | EpState::DreqSent => {
+            EpState::RepRcvd | EpState::Established | EpState::DreqSent => {
                 self.enter_timewait(out);
                 out.push(rejected);
             }
