@@ -137,7 +137,26 @@ impl World {
             self.carry_out(ep, o);
         }
         self.cm.outputs = out;
+        self.release_remote_qpn_if_idle(ep);
         r
+    }
+
+    /// An IB CM endpoint back in IDLE (cm_reset_to_idle, or the end of its timewait) no longer
+    /// holds the requester's QP number: `cm_cleanup_timewait` takes it out of the CM's
+    /// remote-QPN table, so a new REQ from that QP is not refused as stale.
+    fn release_remote_qpn_if_idle(&mut self, ep: EpKey) {
+        let Some(e) = self.cm.eps.get_mut(&ep) else {
+            return;
+        };
+        if e.cm.state() != EpState::Idle {
+            return;
+        }
+        if let Some((dev, qpn)) = e.remote_qpn.take() {
+            let key = (e.host, dev, qpn);
+            if self.cm.by_remote_qpn.get(&key) == Some(&ep) {
+                self.cm.by_remote_qpn.remove(&key);
+            }
+        }
     }
 
     /// siw_proc_mpareply: the initiator's driver moves its QP to RTS as it takes the MPA

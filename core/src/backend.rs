@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::{
-    AddrInfo, AddrInfoHints, AsyncEvent, ChannelHandle, CmEvent, CmOption, ConnParam, EventInfo,
-    EventKind, IdHandle, JoinFlags, PortSpace, QpInitAttr, Result, Wait,
+    AddrInfo, AddrInfoHints, AsyncEvent, Call, ChannelHandle, CmError, CmEvent, CmOption,
+    ConnParam, EventInfo, EventKind, IdHandle, JoinFlags, PortSpace, QpInitAttr, Result, Wait,
 };
 
 /// The RDMA connection manager, as a backend: the real librdmacm or the simulated fabric.
@@ -161,11 +161,15 @@ pub trait CmBackend: Send + Sync {
     /// * ECONNREFUSED, ETIMEDOUT, ...: on a synchronous id, the errno of the completing event.
     fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()>;
 
-    /// `rdma_accept` on a passive id (or, on an active id without QP, sends the RTU).
+    /// `rdma_accept` on a passive id.
     ///
     /// * EINVAL: on a listener, on an id whose request is gone or already answered, no QP and
     ///   no parameters (librdmacm would crash, §16), iWARP without QP, resources above the
     ///   device's maximum, or too much private data (196 bytes RC, 136 UD, §6.1).
+    /// * EINVAL on an active id: librdmacm always passes parameters, so the kernel tries a REP
+    ///   and the IB CM refuses it; as after any failed accept, the kernel then rejects the
+    ///   connection where it still can (REJ 28: the peer gets REJECTED). The RTU of a QP-less
+    ///   active id is `establish`'s.
     fn accept(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()>;
 
     /// `rdma_reject` with private data.
@@ -192,6 +196,13 @@ pub trait CmBackend: Send + Sync {
     /// `rdma_establish`: on an active id without QP, after CONNECT_RESPONSE, sends the RTU.
     ///
     /// * EINVAL: the id has a QP (librdmacm establishes it itself), or is not awaiting an RTU.
+    ///   In the latter case the kernel's `rdma_accept` without parameters failed, and it
+    ///   rejects the connection where it still can: REJ 28 for a request the id sent or holds
+    ///   unanswered, or a REP it sent (the peer gets REJECTED); on iWARP an MPA reject of a
+    ///   request the id holds.
+    /// * On a passive UD id holding a SIDR request (no QP), the kernel's `rdma_accept` without
+    ///   parameters answers it: a SIDR REP with status 0, QP number 0 (none was given) and
+    ///   the id's qkey; the call succeeds.
     fn establish(&self, id: IdHandle) -> Result<()>;
 
     /// `rdma_write_cm_event`: queue an event of `kind` (only USER is accepted) on the id's
@@ -318,6 +329,8 @@ pub trait CmBackend: Send + Sync {
     /// it synchronous.
     ///
     /// * EBUSY: fetched events of the id are not acknowledged (librdmacm would block forever).
+    ///   A CONNECT_REQUEST counts against its listener (§4.15): the new id it names may move
+    ///   before it is acknowledged, the listener may not.
     /// * EINVAL: `None` for an id that is already synchronous.
     fn migrate_id(&self, id: IdHandle, channel: Option<ChannelHandle>) -> Result<()>;
 
@@ -359,6 +372,27 @@ pub trait CmBackend: Send + Sync {
     /// source on its new id, and after a bind or listen without one the bound family's
     /// unspecified address with port 0 (§4.20). Only ENOENT.
     fn peer_addr(&self, id: IdHandle) -> Result<Option<SocketAddr>>;
+
+    /// `rdma_get_src_port` (in host byte order): the port of the address `local_addr`
+    /// returns, 0 where librdmacm holds none (its `ucma_get_port` of an address of no
+    /// family). After `listen` on port 0, the port the kernel picked. Only ENOENT.
+    fn src_port(&self, id: IdHandle) -> Result<u16> {
+        let addr = self.local_addr(id).map_err(|e| CmError {
+            call: Call::SrcPort,
+            ..e
+        })?;
+        Ok(addr.map_or(0, |a| a.port()))
+    }
+
+    /// `rdma_get_dst_port` (in host byte order): the port of the address `peer_addr`
+    /// returns, 0 where librdmacm holds none. Only ENOENT.
+    fn dst_port(&self, id: IdHandle) -> Result<u16> {
+        let addr = self.peer_addr(id).map_err(|e| CmError {
+            call: Call::DstPort,
+            ..e
+        })?;
+        Ok(addr.map_or(0, |a| a.port()))
+    }
 
     /// The id's context (`id->context`). Only ENOENT.
     fn context(&self, id: IdHandle) -> Result<u64>;

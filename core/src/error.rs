@@ -92,6 +92,10 @@ pub enum Call {
     LocalAddr,
     /// `rdma_get_peer_addr`.
     PeerAddr,
+    /// `rdma_get_src_port`.
+    SrcPort,
+    /// `rdma_get_dst_port`.
+    DstPort,
     /// Reading `id->context`.
     Context,
     /// Writing `id->context`.
@@ -184,6 +188,8 @@ impl Call {
             Call::DestroyQp => "rdma_destroy_qp",
             Call::LocalAddr => "rdma_get_local_addr",
             Call::PeerAddr => "rdma_get_peer_addr",
+            Call::SrcPort => "rdma_get_src_port",
+            Call::DstPort => "rdma_get_dst_port",
             Call::Context => "id->context",
             Call::SetContext => "id->context=",
             Call::QpNum => "id->qp->qp_num",

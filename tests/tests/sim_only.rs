@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cmtwin::{
     AsyncEvent, Call, CmBackend, CmError, CmOption, ConnParam, Errno, EventInfo, EventKind,
-    PortSpace, QpInitAttr, QpType, Transport, Wait,
+    EventParam, PortSpace, QpInitAttr, QpType, Transport, Wait,
 };
 use cmtwin_sim::{PathFailure, SimConfig, SimError};
 use cmtwin_tests::steps::{
@@ -3064,5 +3064,385 @@ fn iwarp_disconnect_while_connecting_waits_for_the_mpa_reply() {
         returned,
         accepted + latency,
         "the call returns with the MPA reply"
+    );
+}
+
+/// `rdma_establish` on a passive id whose request is held unanswered: librdmacm sends the
+/// ACCEPT command without parameters, the kernel's `rdma_accept(id, NULL)` fails (IB and
+/// RoCE: `cma_rep_recv`'s `ib_send_cm_rtu` finds no REP received; iWARP: `cma_accept_iw`
+/// refuses the missing parameters) and its failure path rejects the request (REJ 28;
+/// `iw_cm_reject`'s MPA reject on iWARP): EINVAL, and the initiator gets REJECTED one wire
+/// latency later, with no private data of the application's.
+#[test]
+fn establish_on_a_held_request_is_einval_and_rejects_it() {
+    for transport in [Transport::Roce, Transport::InfiniBand, Transport::Iwarp] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Rc);
+        ok(client_cm.connect(client.id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        let t0 = bed.fabric.now();
+        expect_errno(server_cm.establish(req.id), Call::Establish, Errno::EINVAL);
+        let rejected = expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::Rejected,
+            client.id,
+            cmtwin_tests::steps::refusal_status(transport),
+        );
+        assert_eq!(
+            since(&bed, t0),
+            Duration::from_nanos(7_002),
+            "{transport:?}: REJECTED's time"
+        );
+        let expected_len = if transport == Transport::Iwarp {
+            0
+        } else {
+            148
+        };
+        assert_eq!(
+            rejected.private_data,
+            vec![0; expected_len],
+            "{transport:?}: the kernel's reject carries no data"
+        );
+        // The request is answered: an accept now finds nothing to answer (`ib_send_cm_rep`
+        // outside REQ_RCVD; `iw_cm_accept` outside CONN_RECV).
+        add_qp(server_cm, req.id, QpType::Rc);
+        expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
+        expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
+
+/// `rdma_accept` on an active id after CONNECT_RESPONSE: librdmacm always hands the kernel
+/// parameters (`ucma_copy_conn_param_to_kern` sets `valid`), so the kernel's `rdma_accept`
+/// tries a REP (`cma_accept_ib`), `ib_send_cm_rep` refuses it outside REQ_RCVD, and the
+/// failure path sends REJ 28 from REP_RCVD: EINVAL, the passive side (accepted, so its events
+/// are delivered) gets REJECTED 28 with 148 zero bytes, and no RTU is ever sent (a later
+/// `rdma_establish` finds no REP to answer).
+#[test]
+fn accept_on_an_active_id_is_einval_and_rejects_the_connection() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let (listener, client, req) = cmtwin_tests::steps::request_without_qp(&bed, 0x00ab_cdef);
+        add_qp(server_cm, req.id, QpType::Rc);
+        ok(server_cm.accept(req.id, None), "accept");
+        expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::ConnectResponse,
+            client.id,
+            0,
+        );
+        let t0 = bed.fabric.now();
+        let param = ConnParam {
+            qp_num: 0x00ab_cdef,
+            ..ConnParam::default()
+        };
+        expect_errno(
+            client_cm.accept(client.id, Some(&param)),
+            Call::Accept,
+            Errno::EINVAL,
+        );
+        let rejected =
+            expect_event_for(server_cm, listener.channel, EventKind::Rejected, req.id, 28);
+        assert_eq!(
+            since(&bed, t0),
+            Duration::from_nanos(8_737),
+            "{transport:?}: REJECTED's time"
+        );
+        assert_eq!(
+            rejected.private_data,
+            vec![0; 148],
+            "{transport:?}: REJ data"
+        );
+        expect_errno(
+            client_cm.establish(client.id),
+            Call::Establish,
+            Errno::EINVAL,
+        );
+        expect_quiet(server_cm, listener.channel, Duration::from_secs(30));
+        expect_quiet(client_cm, client.channel, Duration::from_secs(1));
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
+
+/// `rdma_establish` on a QP-less active id before any REP: the kernel's `rdma_accept(id,
+/// NULL)` fails in `ib_send_cm_rtu` (REQ_SENT) and `cma_rep_recv` sends REJ 28 from REQ_SENT,
+/// cancelling the REQ (`cm_send_rej_locked`): the server's child, not yet accepted, drops it
+/// silently, its accept then finds nothing to answer, and the client hears nothing more (no
+/// CONNECT_RESPONSE, no UNREACHABLE: its REQ is no longer retransmitted).
+#[test]
+fn establish_before_the_rep_cancels_the_request() {
+    let bed = SimBed::with_transport(SEED, Transport::Roce);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    let param = ConnParam {
+        qp_num: 0x00ab_cdef,
+        ..ConnParam::default()
+    };
+    ok(client_cm.connect(client.id, Some(&param)), "connect");
+    expect_errno(
+        client_cm.establish(client.id),
+        Call::Establish,
+        Errno::EINVAL,
+    );
+    let req = expect_request(server_cm, &listener);
+    // The REJ follows the REQ on the link: let it arrive.
+    bed.fabric.run_for(Duration::from_millis(1)).expect("run");
+    add_qp(server_cm, req.id, QpType::Rc);
+    expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
+    expect_quiet(client_cm, client.channel, Duration::from_secs(200));
+    expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[req.id, listener.id], listener.channel);
+}
+
+/// iWARP: `rdma_accept` after the application's own `rdma_reject` of the request is EINVAL
+/// (`iw_cm_reject` left the iWARP CM IDLE, and `iw_cm_accept` refuses anything but
+/// CONN_RECV), with nothing more sent; it is not siw's ECONNRESET, which answers an accept of
+/// a request whose initiator closed its TCP connection (the iWARP CM still in CONN_RECV).
+#[test]
+fn iwarp_accept_after_reject_is_einval() {
+    let bed = SimBed::with_transport(SEED, Transport::Iwarp);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    add_qp(client_cm, client.id, QpType::Rc);
+    ok(client_cm.connect(client.id, None), "connect");
+    let req = expect_request(server_cm, &listener);
+    add_qp(server_cm, req.id, QpType::Rc);
+    ok(server_cm.reject(req.id, b"no"), "reject");
+    let err = expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
+    assert!(err.to_string().contains("rejected"), "{err}");
+    let rejected = expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Rejected,
+        client.id,
+        -Errno::ECONNRESET.0,
+    );
+    assert_eq!(rejected.private_data, b"no", "the reject's own data only");
+    expect_quiet(client_cm, client.channel, Duration::from_secs(30));
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[req.id, listener.id], listener.channel);
+}
+
+/// `rdma_establish` on a passive UD id holding a SIDR request (no QP): librdmacm sends the
+/// ACCEPT command without parameters, and the kernel's `rdma_accept(id, NULL)` answers the
+/// request (`cma_send_sidr_rep`, status 0): QP number 0 (no parameters ever named one), the
+/// default qkey (`cma_set_qkey`: RDMA_UDP_QKEY), no private data of the application's. The
+/// call succeeds, the initiator is ESTABLISHED one wire latency later, and a second
+/// establish, with the request answered, is EINVAL.
+#[test]
+fn establish_on_a_held_sidr_request_answers_it() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::UDP, 8);
+        let client = resolved_client(&bed, PortSpace::UDP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Ud);
+        ok(client_cm.connect(client.id, None), "UD connect");
+        let req = expect_request(server_cm, &listener);
+        let t0 = bed.fabric.now();
+        ok(
+            server_cm.establish(req.id),
+            "establish on the held SIDR request",
+        );
+        let est = expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::Established,
+            client.id,
+            0,
+        );
+        assert_eq!(
+            since(&bed, t0),
+            Duration::from_nanos(7_002),
+            "{transport:?}: ESTABLISHED's time"
+        );
+        let cmtwin::EventParam::Ud(ud) = est.param else {
+            panic!(
+                "{transport:?}: UD ESTABLISHED carries ud data, got {:?}",
+                est.param
+            );
+        };
+        assert_eq!(
+            (ud.qp_num, ud.qkey),
+            (0, 0x0123_4567),
+            "{transport:?}: no QP number, the default qkey"
+        );
+        assert_eq!(
+            est.private_data,
+            vec![0; 136],
+            "{transport:?}: SIDR REP data"
+        );
+        expect_errno(server_cm.establish(req.id), Call::Establish, Errno::EINVAL);
+        expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
+
+/// `rdma_migrate_id` of a request's new id while its CONNECT_REQUEST is not yet acknowledged:
+/// the event counts against the listener (librdmacm's `evt->id_priv` is the listener's, and
+/// ucma's `events_reported` grows on the listener's context), so librdmacm's wait for the
+/// child's reported events ends at once, as when it migrates a synchronous listener's
+/// children itself (`ucma_process_conn_req`). The child moves; its later events arrive on
+/// the new channel; the listener stays held by the unacknowledged request (EBUSY) until it
+/// is acknowledged.
+#[test]
+fn child_migrates_before_its_connect_request_is_acknowledged() {
+    let bed = SimBed::with_transport(SEED, Transport::Roce);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    add_qp(client_cm, client.id, QpType::Rc);
+    ok(client_cm.connect(client.id, None), "connect");
+    let request = ok(
+        server_cm.get_cm_event(listener.channel, Wait::Timeout(Duration::from_secs(1))),
+        "CONNECT_REQUEST",
+    );
+    let child = request.info().id;
+    let moved_to = ok(server_cm.create_event_channel(), "second channel");
+    ok(
+        server_cm.migrate_id(child, Some(moved_to)),
+        "migrate the child with its request unacknowledged",
+    );
+    expect_errno(
+        server_cm.migrate_id(listener.id, Some(moved_to)),
+        Call::MigrateId,
+        Errno::EBUSY,
+    );
+    add_qp(server_cm, child, QpType::Rc);
+    ok(server_cm.accept(child, None), "accept");
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::Established,
+        client.id,
+        0,
+    );
+    expect_event_for(server_cm, moved_to, EventKind::Established, child, 0);
+    expect_no_event(server_cm, listener.channel);
+    ok(server_cm.ack_cm_event(request), "ack the request");
+    ok(
+        server_cm.migrate_id(listener.id, Some(moved_to)),
+        "migrate the listener once its request is acknowledged",
+    );
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[child, listener.id], moved_to);
+    ok(
+        server_cm.destroy_event_channel(listener.channel),
+        "old channel",
+    );
+}
+
+/// `rdma_get_src_port` and `rdma_get_dst_port` (`src_port`, `dst_port`): a listener bound to
+/// port 0 reads the port the kernel picked from its ephemeral range (`cma_alloc_any_port`:
+/// 32768-60999); the client's destination port and its request's id's source port are that
+/// port, the new id's destination port the client's source port; an id librdmacm holds no
+/// address for reads 0; a destroyed id is ENOENT.
+#[test]
+fn src_and_dst_ports_follow_the_addresses() {
+    let bed = SimBed::with_transport(SEED, Transport::Roce);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let channel = ok(server_cm.create_event_channel(), "server channel");
+    let listener = ok(
+        server_cm.create_id(Some(channel), 1, PortSpace::TCP),
+        "listener",
+    );
+    let fresh = ok(
+        server_cm.create_id(Some(channel), 2, PortSpace::TCP),
+        "fresh id",
+    );
+    assert_eq!(ok(server_cm.src_port(fresh), "src_port of a fresh id"), 0);
+    assert_eq!(ok(server_cm.dst_port(fresh), "dst_port of a fresh id"), 0);
+    let any_port = SocketAddr::new(cmtwin_tests::SimBed::SERVER_IP, 0);
+    ok(server_cm.bind_addr(listener, any_port), "bind to port 0");
+    ok(server_cm.listen(listener, 8), "listen");
+    let port = ok(server_cm.src_port(listener), "src_port of the listener");
+    assert!((32768..=60999).contains(&port), "ephemeral port {port}");
+    assert_eq!(
+        ok(server_cm.dst_port(listener), "dst_port of the listener"),
+        0
+    );
+    let dst = SocketAddr::new(cmtwin_tests::SimBed::SERVER_IP, port);
+    let client = resolved_client(&bed, PortSpace::TCP, dst);
+    assert_eq!(ok(client_cm.dst_port(client.id), "client's dst_port"), port);
+    let client_port = ok(client_cm.src_port(client.id), "client's src_port");
+    assert!(
+        (32768..=60999).contains(&client_port),
+        "client port {client_port}"
+    );
+    add_qp(client_cm, client.id, QpType::Rc);
+    ok(client_cm.connect(client.id, None), "connect");
+    let req = expect_event(server_cm, channel, EventKind::ConnectRequest);
+    assert_eq!(ok(server_cm.src_port(req.id), "child's src_port"), port);
+    assert_eq!(
+        ok(server_cm.dst_port(req.id), "child's dst_port"),
+        client_port
+    );
+    ok(server_cm.reject(req.id, &[]), "reject");
+    expect_event(client_cm, client.channel, EventKind::Rejected);
+    teardown(client_cm, &[client.id], client.channel);
+    teardown(server_cm, &[req.id, fresh, listener], channel);
+    expect_errno(server_cm.src_port(listener), Call::SrcPort, Errno::ENOENT);
+    expect_errno(server_cm.dst_port(listener), Call::DstPort, Errno::ENOENT);
+}
+
+/// A REJ received after this side sent its REP (cm.c, `cm_rej_handler`: REP_SENT) returns the
+/// IB CM to idle (`cm_reset_to_idle`; only a STALE_CONN reason would mean timewait), and
+/// idling drops the connection's entry for the requester's QP number (`cm_cleanup_timewait`):
+/// a new request announcing the same QP number, right after, is a new connection request,
+/// not a stale connection (REJ 10).
+#[test]
+fn rejected_rep_frees_the_requesters_qp_number_at_once() {
+    let bed = SimBed::with_transport(SEED, Transport::Roce);
+    let (server_cm, client_cm) = (bed.server(), bed.client());
+    let (listener, client, req) = cmtwin_tests::steps::request_without_qp(&bed, 0x00ab_cdef);
+    let accept = ConnParam {
+        qp_num: 0x0012_3456,
+        ..ConnParam::default()
+    };
+    ok(server_cm.accept(req.id, Some(&accept)), "accept");
+    expect_event_for(
+        client_cm,
+        client.channel,
+        EventKind::ConnectResponse,
+        client.id,
+        0,
+    );
+    ok(client_cm.reject(client.id, b"no"), "reject the REP");
+    expect_event_for(server_cm, listener.channel, EventKind::Rejected, req.id, 28);
+    ok(client_cm.destroy_id(client.id), "destroy the rejecting id");
+    let again = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    let param = ConnParam {
+        qp_num: 0x00ab_cdef,
+        ..ConnParam::default()
+    };
+    ok(client_cm.connect(again.id, Some(&param)), "connect again");
+    let second = expect_request(server_cm, &listener);
+    let EventParam::Conn(conn) = second.param else {
+        panic!("CONNECT_REQUEST carries conn data, got {:?}", second.param);
+    };
+    assert_eq!(conn.qp_num, 0x00ab_cdef, "the same QP number, not stale");
+    ok(server_cm.reject(second.id, &[]), "reject");
+    expect_event_for(client_cm, again.channel, EventKind::Rejected, again.id, 28);
+    teardown(client_cm, &[again.id], again.channel);
+    ok(
+        client_cm.destroy_event_channel(client.channel),
+        "first channel",
+    );
+    teardown(
+        server_cm,
+        &[req.id, second.id, listener.id],
+        listener.channel,
     );
 }

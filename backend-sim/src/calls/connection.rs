@@ -308,8 +308,7 @@ impl World {
         let transport = self.need_device(call, key)?;
         let ep = self.connected_ep(call, key)?;
         if self.cm.eps[&ep].cm.is_active() {
-            // On an active id without QP, accept sends the RTU (what establish does).
-            return self.send_rtu(call, key, ep);
+            return self.accept_on_active(call, key, ep, param.is_some());
         }
         let id = self.id(key);
         if param.is_none() && id.qp.is_none() {
@@ -322,17 +321,8 @@ impl World {
         let p = param.cloned().unwrap_or_default();
         if self.ep_state(ep) == EpState::SidrReqRcvd {
             check_private_data(call, transport, PrivateDataOp::AcceptUd, &p.private_data)?;
-            let data = padded(
-                &p.private_data,
-                delivered_private_data_len(transport, PrivateDataOp::AcceptUd),
-            );
-            let body = Body::SidrRep {
-                status: 0,
-                qpn: id.qp.unwrap_or(p.qp_num),
-                qkey: id.qkey,
-                data,
-            };
-            self.drive(ep, |e, out| e.accept_sidr(body, out));
+            let qpn = id.qp.unwrap_or(p.qp_num);
+            self.send_sidr_rep(key, ep, transport, qpn, &p.private_data);
             self.id_mut(key).owned = true;
             return Ok(());
         }
@@ -350,6 +340,18 @@ impl World {
         }
         if transport == Transport::Iwarp && id.qp.is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "iWARP needs a QP"));
+        }
+        if transport == Transport::Iwarp
+            && self.ep_state(ep) == EpState::Idle
+            && self.cm.eps[&ep].cm.iw_rejected()
+        {
+            // iw_cm_accept outside CONN_RECV: the request was rejected (rdma_reject, or the
+            // kernel's reject after a failed accept or establish).
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the request was rejected: nothing to accept",
+            ));
         }
         if transport == Transport::Iwarp && self.ep_state(ep) == EpState::Idle {
             // The initiator closed the TCP connection before the answer: siw_accept finds its
@@ -420,12 +422,68 @@ impl World {
         Ok(())
     }
 
-    /// The active side's RTU after a REP (librdmacm's ACCEPT command on an active id).
-    fn send_rtu(&mut self, call: Call, key: IdKey, ep: u64) -> Result<()> {
-        if !self.drive(ep, |e, out| e.send_rtu(out)) {
-            return Err(self.wrong_state(call, key));
+    /// Answers the SIDR request `ep` holds for `key` with SIDR REP status 0 (`cma_send_sidr_rep`):
+    /// QP number `qpn`, the id's qkey, `data` padded to the field.
+    fn send_sidr_rep(&mut self, key: IdKey, ep: u64, transport: Transport, qpn: u32, data: &[u8]) {
+        let data = padded(
+            data,
+            delivered_private_data_len(transport, PrivateDataOp::AcceptUd),
+        );
+        let body = Body::SidrRep {
+            status: 0,
+            qpn,
+            qkey: self.id(key).qkey,
+            data,
+        };
+        self.drive(ep, |e, out| e.accept_sidr(body, out));
+    }
+
+    /// `rdma_accept` on an active id. librdmacm's `rdma_accept` always hands the kernel
+    /// parameters (`ucma_copy_conn_param_to_kern` sets `valid`), so the kernel's
+    /// `rdma_accept` tries to send a REP (`cma_accept_ib`), which `ib_send_cm_rep` refuses on
+    /// the side that sent the REQ; the failure path then rejects the connection where the IB
+    /// CM still can (REJ 28; on iWARP `iw_cm_accept` refuses and `iw_cm_reject` finds no
+    /// request to answer). It never sends the RTU (that is `rdma_establish`). With a QP,
+    /// librdmacm first moves it to INIT, RTR and RTS, which only succeeds while the REP is
+    /// unprocessed; after the kernel's refusal it moves the QP to ERROR.
+    fn accept_on_active(&mut self, call: Call, key: IdKey, ep: u64, has_param: bool) -> Result<()> {
+        let has_qp = self.id(key).qp.is_some();
+        if !has_param && !has_qp {
+            // librdmacm reads conn_param->qp_num: a NULL dereference there.
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "no QP and no connection parameters",
+            ));
         }
-        Ok(())
+        if !has_qp || self.ep_state(ep) == EpState::RepRcvd {
+            self.qp_to_error(key);
+            self.ep_reject(ep, IbRejReason::CONSUMER_DEFINED, &[]);
+        }
+        Err(CmError::new(
+            call,
+            Errno::EINVAL,
+            "an active id has no request to answer (the kernel's REP is refused)",
+        ))
+    }
+
+    /// The active side's RTU after a REP: librdmacm's ACCEPT command without parameters, the
+    /// kernel's `rdma_accept(id, NULL)` (`cma_rep_recv` on IB and RoCE). Where the IB CM holds
+    /// no REP to answer, `ib_send_cm_rtu` fails and `cma_rep_recv` rejects the connection if
+    /// the IB CM still can (REJ 28: a request held unanswered, one sent and unanswered, a REP
+    /// sent); on iWARP `cma_accept_iw` refuses the missing parameters and `rdma_accept`'s
+    /// `iw_cm_reject` answers a held request with an MPA reject. The call fails with EINVAL.
+    fn send_rtu(&mut self, call: Call, ep: u64) -> Result<()> {
+        if self.drive(ep, |e, out| e.send_rtu(out)) {
+            return Ok(());
+        }
+        let state = self.ep_state(ep);
+        self.ep_reject(ep, IbRejReason::CONSUMER_DEFINED, &[]);
+        Err(CmError::new(
+            call,
+            Errno::EINVAL,
+            format!("no REP to answer with an RTU (IB CM {state:?})"),
+        ))
     }
 
     /// `rdma_establish`.
@@ -441,7 +499,15 @@ impl World {
             ));
         }
         let ep = self.connected_ep(call, key)?;
-        self.send_rtu(call, key, ep)
+        if self.ep_state(ep) == EpState::SidrReqRcvd {
+            // The kernel's rdma_accept(id, NULL) on a held SIDR request answers it
+            // (cma_send_sidr_rep, status 0): no QP number was ever given (0), the id's qkey,
+            // no data. Without parameters ucma sets no uid: the id stays unreported.
+            let transport = self.need_device(call, key)?;
+            self.send_sidr_rep(key, ep, transport, 0, &[]);
+            return Ok(());
+        }
+        self.send_rtu(call, ep)
     }
 
     /// `rdma_reject`.

@@ -158,11 +158,15 @@ impl World {
         if let Some(held) = self.id_mut(key).sync_event.take() {
             self.release_ticket(held.ticket);
         }
+        // librdmacm waits for the events the kernel reported for this id (`events_reported`
+        // of its ucma context): a CONNECT_REQUEST counts against its listener, not the child
+        // it names, so a child whose request is unacknowledged may move (librdmacm itself
+        // migrates a synchronous listener's children so, in ucma_process_conn_req).
         let unacked: Vec<String> = self
             .kernel
             .outstanding
             .iter()
-            .filter(|(_, o)| o.owner == key || o.counted_against == key)
+            .filter(|(_, o)| o.counted_against == key)
             .map(|(t, o)| format!("{} (ticket {t})", o.kind))
             .collect();
         if !unacked.is_empty() {

@@ -146,6 +146,10 @@ pub(crate) struct Endpoint {
     /// iWARP, passive side: the initiator's IRD and ORD from its MPA request, which the
     /// accept negotiates against.
     iw_initiator: IrdOrd,
+    /// iWARP, passive side: this side answered the request with an MPA reject
+    /// (`iw_cm_reject` left the iWARP CM IDLE, where a later `iw_cm_accept` is EINVAL; an
+    /// endpoint idle because the initiator went away still holds its request, CONN_RECV).
+    iw_rejected: bool,
 }
 
 /// An iWARP side's inbound and outbound RDMA read limits (MPA v2's IRD and ORD; the rdma_cm's
@@ -191,6 +195,7 @@ impl Endpoint {
             max_retries: timing.max_retries,
             retry: None,
             iw_initiator: IrdOrd::default(),
+            iw_rejected: false,
         }
     }
 
@@ -225,6 +230,7 @@ impl Endpoint {
             max_retries: timing.max_retries,
             retry: None,
             iw_initiator: IrdOrd::default(),
+            iw_rejected: false,
         }
     }
 
@@ -259,6 +265,11 @@ impl Endpoint {
 
     pub(crate) fn plt(&self) -> u8 {
         self.plt
+    }
+
+    /// iWARP: whether this side rejected the request it held (its iWARP CM is IDLE).
+    pub(crate) fn iw_rejected(&self) -> bool {
+        self.iw_rejected
     }
 
     pub(crate) fn is_owned(&self) -> bool {
@@ -616,21 +627,29 @@ impl Endpoint {
             param: EventParam::Conn(ConnData::default()),
             data,
         };
+        // cm_rej_handler: before a REP was received the IB CM goes back to idle, dropping its
+        // claim on the peer's QP number at once (cm_reset_to_idle), unless the peer called
+        // the connection stale; from REP_RCVD on it enters timewait.
+        let stale = reason == IbRejReason::STALE_CONN;
         match self.state {
-            EpState::ReqSent | EpState::MraReqRcvd => {
+            EpState::ReqSent | EpState::MraReqRcvd | EpState::RepSent | EpState::MraRepRcvd => {
                 self.cancel(out);
-                self.state = EpState::Idle;
+                if stale {
+                    self.enter_timewait(out);
+                } else {
+                    self.state = EpState::Idle;
+                }
                 out.push(rejected);
             }
             EpState::ReqRcvd => {
                 // The initiator gave up; the unaccepted child never hears of it (§5.2 S7).
-                self.state = EpState::Idle;
+                if stale {
+                    self.enter_timewait(out);
+                } else {
+                    self.state = EpState::Idle;
+                }
             }
-            EpState::RepSent
-            | EpState::MraRepRcvd
-            | EpState::RepRcvd
-            | EpState::Established
-            | EpState::DreqSent => {
+            EpState::RepRcvd | EpState::Established | EpState::DreqSent => {
                 self.enter_timewait(out);
                 out.push(rejected);
             }
@@ -798,6 +817,7 @@ impl Endpoint {
             out,
         );
         self.state = EpState::Idle;
+        self.iw_rejected = true;
         true
     }
 
