@@ -2747,3 +2747,109 @@ fn rtr_and_rts_attributes_carry_only_their_states_fields() {
         teardown_pair(&bed, &pair);
     }
 }
+
+/// librdmacm's `rdma_accept` checks the parameters (`ucma_valid_param`) and moves the id's QP
+/// to INIT, RTR and RTS (`ucma_modify_qp_rtr`, `ucma_modify_qp_rts`) before the kernel hears of
+/// the accept; only a failure of the ACCEPT command itself makes the kernel reject
+/// (cma.c `rdma_accept`'s `reject:` path). So on IB and RoCE a second accept before the RTU
+/// arrived (the QP is in RTS: rxe refuses RTS → INIT) and an accept asking for more resources
+/// than the device has are EINVAL with nothing sent: the connection goes on, and the client
+/// sees ESTABLISHED and no REJECTED. The simulator used to send REJ 28 in both cases.
+#[test]
+fn accept_failing_in_librdmacm_sends_no_reject() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Rc);
+        ok(client_cm.connect(client.id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        add_qp(server_cm, req.id, QpType::Rc);
+        let too_many = ConnParam {
+            responder_resources: 129,
+            ..ConnParam::default()
+        };
+        let e = expect_errno(
+            server_cm.accept(req.id, Some(&too_many)),
+            Call::Accept,
+            Errno::EINVAL,
+        );
+        assert!(e.detail.contains("device maximum"), "{transport:?}: {e}");
+        let t0 = bed.fabric.now();
+        ok(server_cm.accept(req.id, None), "accept");
+        let e = expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
+        assert!(
+            e.detail.contains("cannot move to INIT"),
+            "{transport:?}: {e}"
+        );
+        expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::Established,
+            client.id,
+            0,
+        );
+        assert_eq!(
+            since(&bed, t0),
+            Duration::from_micros(5),
+            "{transport:?}: the REP"
+        );
+        expect_event_for(
+            server_cm,
+            listener.channel,
+            EventKind::Established,
+            req.id,
+            0,
+        );
+        assert_eq!(
+            since(&bed, t0),
+            Duration::from_micros(10),
+            "{transport:?}: the RTU"
+        );
+        expect_quiet(client_cm, client.channel, Duration::from_secs(1));
+        expect_no_event(server_cm, listener.channel);
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
+
+/// An accept whose private data the kernel refuses (197 bytes on IB and RoCE) fails after
+/// librdmacm moved the QP to RTS; the kernel rejects the request (REJECTED 28 at the client)
+/// and librdmacm's `rdma_accept` moves the QP to ERROR on its way out (`ucma_modify_qp_err`
+/// after the failed ACCEPT command). The simulator used to leave the QP in INIT.
+#[test]
+fn accept_refused_by_the_kernel_leaves_the_qp_in_error() {
+    use cmtwin::verbs::{DataPath, QpState};
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Rc);
+        ok(client_cm.connect(client.id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        add_qp(server_cm, req.id, QpType::Rc);
+        let qp = ok(server_cm.qp(req.id), "qp").expect("the child's QP");
+        assert_eq!(ok(server_cm.query_qp_state(qp), "query"), QpState::Init);
+        expect_errno(
+            server_cm.accept(req.id, Some(&ConnParam::with_private_data(&[7; 197]))),
+            Call::Accept,
+            Errno::EINVAL,
+        );
+        assert_eq!(
+            ok(server_cm.query_qp_state(qp), "query"),
+            QpState::Error,
+            "{transport:?}"
+        );
+        expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::Rejected,
+            client.id,
+            28,
+        );
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
