@@ -2853,3 +2853,47 @@ fn accept_refused_by_the_kernel_leaves_the_qp_in_error() {
         teardown(server_cm, &[req.id, listener.id], listener.channel);
     }
 }
+
+/// librdmacm's `rdma_disconnect` moves the QP to ERROR (`ucma_shutdown`) before the kernel's
+/// DISCONNECT refuses an id that has no connection yet (cma.c `rdma_disconnect`: no IB CM id,
+/// EINVAL). So on IB and RoCE a disconnect of a resolved client is EINVAL and leaves its QP in
+/// ERROR, and the connect that follows ends in CONNECT_ERROR with status -1 when the REP comes
+/// (librdmacm's `ucma_process_conn_resp` cannot move the QP from ERROR to INIT). siw takes
+/// INIT -> SQD as a no-op: on iWARP the QP stays in INIT and the connect succeeds. The
+/// simulator used to leave the QP alone on every transport.
+#[test]
+fn disconnect_before_connecting_leaves_the_qp_in_error() {
+    use cmtwin::verbs::{DataPath, QpState};
+    for transport in [Transport::Roce, Transport::InfiniBand, Transport::Iwarp] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Rc);
+        let qp = ok(client_cm.qp(client.id), "qp").expect("the client's QP");
+        expect_errno(
+            client_cm.disconnect(client.id),
+            Call::Disconnect,
+            Errno::EINVAL,
+        );
+        let iwarp = transport == Transport::Iwarp;
+        let left = if iwarp { QpState::Init } else { QpState::Error };
+        assert_eq!(
+            ok(client_cm.query_qp_state(qp), "query"),
+            left,
+            "{transport:?}"
+        );
+        ok(client_cm.connect(client.id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        add_qp(server_cm, req.id, QpType::Rc);
+        ok(server_cm.accept(req.id, None), "accept");
+        let (kind, status) = if iwarp {
+            (EventKind::Established, 0)
+        } else {
+            (EventKind::ConnectError, -1)
+        };
+        expect_event_for(client_cm, client.channel, kind, client.id, status);
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}

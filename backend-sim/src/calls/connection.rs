@@ -496,12 +496,20 @@ impl World {
     pub(crate) fn disconnect(&mut self, host: HostKey, h: IdHandle) -> Result<()> {
         let call = Call::Disconnect;
         let key = self.id_key(host, call, h)?;
-        self.need_device(call, key)?;
+        let transport = self.need_device(call, key)?;
         let id = self.id(key);
         let ep = match (id.state, id.ep.get()) {
             (CmState::Listen, _) => return Ok(()),
             (CmState::Connect | CmState::Disconnect, Some(ep)) => ep,
-            _ => return Err(self.wrong_state(call, key)),
+            _ => {
+                // librdmacm moves the QP to ERROR (`ucma_shutdown`) before the kernel refuses
+                // an id without a connection (cma.c `rdma_disconnect`: no IB CM id): the QP
+                // stays in ERROR. siw takes INIT -> SQD as a no-op.
+                if transport != Transport::Iwarp {
+                    self.qp_to_error(key);
+                }
+                return Err(self.wrong_state(call, key));
+            }
         };
         // librdmacm moves the QP to ERROR first (IB and RoCE; iWARP's graceful SQD close is
         // modelled as ERROR too), flushing every outstanding request.
