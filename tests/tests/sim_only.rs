@@ -2897,3 +2897,38 @@ fn disconnect_before_connecting_leaves_the_qp_in_error() {
         teardown(server_cm, &[req.id, listener.id], listener.channel);
     }
 }
+
+/// `rdma_create_qp` moves the new QP to INIT with attributes from `rdma_init_qp_attr`, which
+/// on IB and RoCE asks the connection's IB CM id (cm.c `cm_init_qp_init_attr`): once the
+/// initiator gave up (it destroyed its id: REJ 4 resets the server's CM id to IDLE) there are
+/// none, so a QP for the fetched request is EINVAL and the id keeps none (librdmacm destroys
+/// the QP it made). On iWARP the iw_cm id still holds the request: the QP is made.
+#[test]
+fn qp_for_a_request_whose_initiator_gave_up_is_einval() {
+    for transport in [Transport::Roce, Transport::InfiniBand, Transport::Iwarp] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Rc);
+        ok(client_cm.connect(client.id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        teardown(client_cm, &[client.id], client.channel);
+        bed.fabric
+            .run_for(Duration::from_millis(1))
+            .expect("the REJ arrives");
+        let made = server_cm.create_qp(req.id, &QpInitAttr::new(QpType::Rc));
+        if transport == Transport::Iwarp {
+            ok(made, "create_qp on iWARP");
+        } else {
+            let e = expect_errno(made, Call::CreateQp, Errno::EINVAL);
+            assert!(e.detail.contains("Idle"), "{transport:?}: {e}");
+            assert_eq!(
+                ok(server_cm.qp_num(req.id), "qp_num"),
+                None,
+                "{transport:?}"
+            );
+        }
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}

@@ -24,6 +24,18 @@ impl World {
                 format!("{qp_type:?} QP on a {:?} id", id.ps),
             ));
         }
+        if let (true, Some(ep)) = (qp_type.is_connected(), id.ep.get()) {
+            // librdmacm moves the new QP to INIT with `rdma_init_qp_attr`, which an IB CM id
+            // past its connection refuses (`cm_init_qp_init_attr`); the QP is destroyed again.
+            let state = self.ep_state(ep);
+            if self.transport_of(key) != Some(Transport::Iwarp) && !state.gives_qp_attrs() {
+                return Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    format!("rdma_init_qp_attr: no QP attributes in IB CM state {state:?}"),
+                ));
+            }
+        }
         if !qp_type.is_connected() && self.transport_of(key) == Some(Transport::Iwarp) {
             // iWARP devices have only connected QPs; their drivers refuse the rest (siw,
             // cxgb4: -EOPNOTSUPP), so UD ids cannot get a QP, and their connect then fails too.
