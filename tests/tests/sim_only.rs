@@ -2902,9 +2902,11 @@ fn disconnect_before_connecting_leaves_the_qp_in_error() {
 /// on IB and RoCE asks the connection's IB CM id (cm.c `cm_init_qp_init_attr`): once the
 /// initiator gave up (it destroyed its id: REJ 4 resets the server's CM id to IDLE) there are
 /// none, so a QP for the fetched request is EINVAL and the id keeps none (librdmacm destroys
-/// the QP it made). On iWARP the iw_cm id still holds the request: the QP is made.
+/// the QP it made), as is `rdma_init_qp_attr` itself. On iWARP the iw_cm id still holds the
+/// request: the QP is made.
 #[test]
 fn qp_for_a_request_whose_initiator_gave_up_is_einval() {
+    use cmtwin::verbs::{DataPath, QpState};
     for transport in [Transport::Roce, Transport::InfiniBand, Transport::Iwarp] {
         let bed = exact_bed(transport);
         let (server_cm, client_cm) = (bed.server(), bed.client());
@@ -2928,6 +2930,12 @@ fn qp_for_a_request_whose_initiator_gave_up_is_einval() {
                 None,
                 "{transport:?}"
             );
+            let e = expect_errno(
+                server_cm.init_qp_attr(req.id, QpState::Init),
+                Call::InitQpAttr,
+                Errno::EINVAL,
+            );
+            assert!(e.detail.contains("Idle"), "{transport:?}: {e}");
         }
         teardown(server_cm, &[req.id, listener.id], listener.channel);
     }
