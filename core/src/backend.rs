@@ -165,7 +165,10 @@ pub trait CmBackend: Send + Sync {
     ///
     /// * EINVAL: on a listener, on an id whose request is gone or already answered, no QP and
     ///   no parameters (librdmacm would crash, §16), iWARP without QP, resources above the
-    ///   device's maximum, or too much private data (196 bytes RC, 136 UD, §6.1).
+    ///   device's maximum, or too much private data (196 bytes RC, 136 UD, §6.1). Where
+    ///   librdmacm itself fails (the resources; on IB and RoCE a QP past INIT, e.g. a second
+    ///   accept) nothing is sent; where the kernel refuses the private data it rejects the
+    ///   request (REJ 28), and librdmacm leaves the QP in ERROR.
     /// * EINVAL on an active id: librdmacm always passes parameters, so the kernel tries a REP
     ///   and the IB CM refuses it; as after any failed accept, the kernel then rejects the
     ///   connection where it still can (REJ 28: the peer gets REJECTED). The RTU of a QP-less
@@ -183,7 +186,9 @@ pub trait CmBackend: Send + Sync {
     /// call waits for the reply (or the MPA timeout), then closes the connection it made.
     ///
     /// * EINVAL: the id has no device, or no connection (idle, resolving), or is an iWARP
-    ///   listener (`iw_cm_disconnect` refuses a listening CM id).
+    ///   listener (`iw_cm_disconnect` refuses a listening CM id); without a connection, on IB
+    ///   and RoCE, its QP is in ERROR all the same (librdmacm moves it there before asking the
+    ///   kernel).
     fn disconnect(&self, id: IdHandle) -> Result<()>;
 
     /// `rdma_notify`: tell the CM about a QP's asynchronous event (COMM_EST, PATH_MIG).
@@ -348,7 +353,8 @@ pub trait CmBackend: Send + Sync {
     ///   once its ADDR_RESOLVED is fetched, a bound id from the bind), already has a QP, the
     ///   QP type does not suit the port space, or a capacity above the device's maximum
     ///   (on the simulator 16384 requests, 32 entries, 256 inline bytes; an empty queue is
-    ///   allowed).
+    ///   allowed); on IB and RoCE also a connected QP for an id whose IB CM id gives no QP
+    ///   attributes any more (its request abandoned by the initiator, its connection over).
     /// * EOPNOTSUPP: a QP type the transport lacks (UD on iWARP).
     fn create_qp(&self, id: IdHandle, attr: &QpInitAttr) -> Result<u32>;
 

@@ -3108,9 +3108,28 @@ fn establish_on_a_held_request_is_einval_and_rejects_it() {
             "{transport:?}: the kernel's reject carries no data"
         );
         // The request is answered: an accept now finds nothing to answer (`ib_send_cm_rep`
-        // outside REQ_RCVD; `iw_cm_accept` outside CONN_RECV).
-        add_qp(server_cm, req.id, QpType::Rc);
-        expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
+        // outside REQ_RCVD; `iw_cm_accept` outside CONN_RECV). On IB and RoCE the rejecting
+        // IB CM id went idle, so it has no QP attributes either: `rdma_create_qp` fails in
+        // librdmacm's `ucma_init_conn_qp`, and the accept names a QP number instead.
+        if transport == Transport::Iwarp {
+            add_qp(server_cm, req.id, QpType::Rc);
+            expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
+        } else {
+            expect_errno(
+                server_cm.create_qp(req.id, &QpInitAttr::new(QpType::Rc)),
+                Call::CreateQp,
+                Errno::EINVAL,
+            );
+            let param = ConnParam {
+                qp_num: 0x0012_3456,
+                ..ConnParam::default()
+            };
+            expect_errno(
+                server_cm.accept(req.id, Some(&param)),
+                Call::Accept,
+                Errno::EINVAL,
+            );
+        }
         expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
         teardown(client_cm, &[client.id], client.channel);
         teardown(server_cm, &[req.id, listener.id], listener.channel);
@@ -3194,10 +3213,24 @@ fn establish_before_the_rep_cancels_the_request() {
         Errno::EINVAL,
     );
     let req = expect_request(server_cm, &listener);
-    // The REJ follows the REQ on the link: let it arrive.
+    // The REJ follows the REQ on the link: let it arrive. It leaves the child's IB CM id
+    // idle, with no QP attributes to give (`rdma_create_qp` fails in `ucma_init_conn_qp`);
+    // an accept naming a QP number finds nothing to answer.
     bed.fabric.run_for(Duration::from_millis(1)).expect("run");
-    add_qp(server_cm, req.id, QpType::Rc);
-    expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
+    expect_errno(
+        server_cm.create_qp(req.id, &QpInitAttr::new(QpType::Rc)),
+        Call::CreateQp,
+        Errno::EINVAL,
+    );
+    let param = ConnParam {
+        qp_num: 0x0012_3456,
+        ..ConnParam::default()
+    };
+    expect_errno(
+        server_cm.accept(req.id, Some(&param)),
+        Call::Accept,
+        Errno::EINVAL,
+    );
     expect_quiet(client_cm, client.channel, Duration::from_secs(200));
     expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
     teardown(client_cm, &[client.id], client.channel);
@@ -3445,4 +3478,197 @@ fn rejected_rep_frees_the_requesters_qp_number_at_once() {
         &[req.id, second.id, listener.id],
         listener.channel,
     );
+}
+
+/// librdmacm's `rdma_accept` checks the parameters (`ucma_valid_param`) and moves the id's QP
+/// to INIT, RTR and RTS (`ucma_modify_qp_rtr`, `ucma_modify_qp_rts`) before the kernel hears of
+/// the accept; only a failure of the ACCEPT command itself makes the kernel reject
+/// (cma.c `rdma_accept`'s `reject:` path). So on IB and RoCE a second accept before the RTU
+/// arrived (the QP is in RTS: rxe refuses RTS → INIT) and an accept asking for more resources
+/// than the device has are EINVAL with nothing sent: the connection goes on, and the client
+/// sees ESTABLISHED and no REJECTED. The simulator used to send REJ 28 in both cases.
+#[test]
+fn accept_failing_in_librdmacm_sends_no_reject() {
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Rc);
+        ok(client_cm.connect(client.id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        add_qp(server_cm, req.id, QpType::Rc);
+        let too_many = ConnParam {
+            responder_resources: 129,
+            ..ConnParam::default()
+        };
+        let e = expect_errno(
+            server_cm.accept(req.id, Some(&too_many)),
+            Call::Accept,
+            Errno::EINVAL,
+        );
+        assert!(e.detail.contains("device maximum"), "{transport:?}: {e}");
+        let t0 = bed.fabric.now();
+        ok(server_cm.accept(req.id, None), "accept");
+        let e = expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
+        assert!(
+            e.detail.contains("cannot move to INIT"),
+            "{transport:?}: {e}"
+        );
+        expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::Established,
+            client.id,
+            0,
+        );
+        assert_eq!(
+            since(&bed, t0),
+            Duration::from_micros(5),
+            "{transport:?}: the REP"
+        );
+        expect_event_for(
+            server_cm,
+            listener.channel,
+            EventKind::Established,
+            req.id,
+            0,
+        );
+        assert_eq!(
+            since(&bed, t0),
+            Duration::from_micros(10),
+            "{transport:?}: the RTU"
+        );
+        expect_quiet(client_cm, client.channel, Duration::from_secs(1));
+        expect_no_event(server_cm, listener.channel);
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
+
+/// An accept whose private data the kernel refuses (197 bytes on IB and RoCE) fails after
+/// librdmacm moved the QP to RTS; the kernel rejects the request (REJECTED 28 at the client)
+/// and librdmacm's `rdma_accept` moves the QP to ERROR on its way out (`ucma_modify_qp_err`
+/// after the failed ACCEPT command). The simulator used to leave the QP in INIT.
+#[test]
+fn accept_refused_by_the_kernel_leaves_the_qp_in_error() {
+    use cmtwin::verbs::{DataPath, QpState};
+    for transport in [Transport::Roce, Transport::InfiniBand] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Rc);
+        ok(client_cm.connect(client.id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        add_qp(server_cm, req.id, QpType::Rc);
+        let qp = ok(server_cm.qp(req.id), "qp").expect("the child's QP");
+        assert_eq!(ok(server_cm.query_qp_state(qp), "query"), QpState::Init);
+        expect_errno(
+            server_cm.accept(req.id, Some(&ConnParam::with_private_data(&[7; 197]))),
+            Call::Accept,
+            Errno::EINVAL,
+        );
+        assert_eq!(
+            ok(server_cm.query_qp_state(qp), "query"),
+            QpState::Error,
+            "{transport:?}"
+        );
+        expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::Rejected,
+            client.id,
+            28,
+        );
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
+
+/// librdmacm's `rdma_disconnect` moves the QP to ERROR (`ucma_shutdown`) before the kernel's
+/// DISCONNECT refuses an id that has no connection yet (cma.c `rdma_disconnect`: no IB CM id,
+/// EINVAL). So on IB and RoCE a disconnect of a resolved client is EINVAL and leaves its QP in
+/// ERROR, and the connect that follows ends in CONNECT_ERROR with status -1 when the REP comes
+/// (librdmacm's `ucma_process_conn_resp` cannot move the QP from ERROR to INIT). siw takes
+/// INIT -> SQD as a no-op: on iWARP the QP stays in INIT and the connect succeeds. The
+/// simulator used to leave the QP alone on every transport.
+#[test]
+fn disconnect_before_connecting_leaves_the_qp_in_error() {
+    use cmtwin::verbs::{DataPath, QpState};
+    for transport in [Transport::Roce, Transport::InfiniBand, Transport::Iwarp] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Rc);
+        let qp = ok(client_cm.qp(client.id), "qp").expect("the client's QP");
+        expect_errno(
+            client_cm.disconnect(client.id),
+            Call::Disconnect,
+            Errno::EINVAL,
+        );
+        let iwarp = transport == Transport::Iwarp;
+        let left = if iwarp { QpState::Init } else { QpState::Error };
+        assert_eq!(
+            ok(client_cm.query_qp_state(qp), "query"),
+            left,
+            "{transport:?}"
+        );
+        ok(client_cm.connect(client.id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        add_qp(server_cm, req.id, QpType::Rc);
+        ok(server_cm.accept(req.id, None), "accept");
+        let (kind, status) = if iwarp {
+            (EventKind::Established, 0)
+        } else {
+            (EventKind::ConnectError, -1)
+        };
+        expect_event_for(client_cm, client.channel, kind, client.id, status);
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
+}
+
+/// `rdma_create_qp` moves the new QP to INIT with attributes from `rdma_init_qp_attr`, which
+/// on IB and RoCE asks the connection's IB CM id (cm.c `cm_init_qp_init_attr`): once the
+/// initiator gave up (it destroyed its id: REJ 4 resets the server's CM id to IDLE) there are
+/// none, so a QP for the fetched request is EINVAL and the id keeps none (librdmacm destroys
+/// the QP it made), as is `rdma_init_qp_attr` itself. On iWARP the iw_cm id still holds the
+/// request: the QP is made.
+#[test]
+fn qp_for_a_request_whose_initiator_gave_up_is_einval() {
+    use cmtwin::verbs::{DataPath, QpState};
+    for transport in [Transport::Roce, Transport::InfiniBand, Transport::Iwarp] {
+        let bed = exact_bed(transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Rc);
+        ok(client_cm.connect(client.id, None), "connect");
+        let req = expect_request(server_cm, &listener);
+        teardown(client_cm, &[client.id], client.channel);
+        bed.fabric
+            .run_for(Duration::from_millis(1))
+            .expect("the REJ arrives");
+        let made = server_cm.create_qp(req.id, &QpInitAttr::new(QpType::Rc));
+        if transport == Transport::Iwarp {
+            ok(made, "create_qp on iWARP");
+        } else {
+            let e = expect_errno(made, Call::CreateQp, Errno::EINVAL);
+            assert!(e.detail.contains("Idle"), "{transport:?}: {e}");
+            assert_eq!(
+                ok(server_cm.qp_num(req.id), "qp_num"),
+                None,
+                "{transport:?}"
+            );
+            let e = expect_errno(
+                server_cm.init_qp_attr(req.id, QpState::Init),
+                Call::InitQpAttr,
+                Errno::EINVAL,
+            );
+            assert!(e.detail.contains("Idle"), "{transport:?}: {e}");
+        }
+        teardown(server_cm, &[req.id, listener.id], listener.channel);
+    }
 }

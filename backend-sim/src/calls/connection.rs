@@ -1,6 +1,7 @@
 //! Connections: listen, connect, accept, reject, establish, disconnect and notify (§4.7–§4.13,
 //! §9). The messages they send and the events those cause are handled in `ibcm.rs`.
 
+use cmtwin::verbs::QpState;
 use cmtwin::{
     delivered_private_data_len, max_private_data, AsyncEvent, Call, CmError, ConnData, ConnParam,
     Errno, IbRejReason, IdHandle, PortSpace, PrivateDataOp, Result, Transport, RDMA_MAX_RESP_RES,
@@ -296,6 +297,21 @@ impl World {
         }
     }
 
+    /// librdmacm's `rdma_accept` moves the id's QP to INIT (`ucma_modify_qp_rtr`) before the
+    /// kernel hears of the accept: from RTR, RTS, SQD or ERROR the device refuses (EINVAL), so
+    /// the call fails with nothing sent and nothing changed (e.g. a second accept, whose QP
+    /// the first moved to RTS). siw takes that transition as a no-op, hence IB and RoCE only.
+    fn check_qp_can_reach_init(&self, call: Call, key: IdKey) -> Result<()> {
+        match self.qp_state_of(key) {
+            None | Some(QpState::Reset | QpState::Init) => Ok(()),
+            Some(state) => Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("the QP cannot move to INIT (it is in {state:?})"),
+            )),
+        }
+    }
+
     /// `rdma_accept`.
     pub(crate) fn accept(
         &mut self,
@@ -331,12 +347,15 @@ impl World {
                 .iter()
                 .any(|v| *v != RDMA_MAX_RESP_RES && *v > DEVICE_MAX_RD_ATOM)
         {
-            self.reject_after_failure(ep);
+            // librdmacm's own check (`ucma_valid_param`), before any command: nothing is sent.
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
                 "responder resources or initiator depth above the device maximum",
             ));
+        }
+        if transport != Transport::Iwarp {
+            self.check_qp_can_reach_init(call, key)?;
         }
         if transport == Transport::Iwarp && id.qp.is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "iWARP needs a QP"));
@@ -383,7 +402,10 @@ impl World {
         }
         if let Err(e) = check_private_data(call, transport, PrivateDataOp::Accept, &p.private_data)
         {
+            // librdmacm moved the QP through RTR to RTS; the kernel's REP fails, it rejects,
+            // and librdmacm moves the QP to ERROR on its way out (`ucma_modify_qp_err`).
             self.reject_after_failure(ep);
+            self.qp_to_error(key);
             return Err(e);
         }
         // The request's resources as the CONNECT_REQUEST showed them (the peer's, swapped).
@@ -555,7 +577,15 @@ impl World {
             }
             (CmState::Listen, _) => return Ok(()),
             (CmState::Connect | CmState::Disconnect, Some(ep)) => ep,
-            _ => return Err(self.wrong_state(call, key)),
+            _ => {
+                // librdmacm moves the QP to ERROR (`ucma_shutdown`) before the kernel refuses
+                // an id without a connection (cma.c `rdma_disconnect`: no IB CM id): the QP
+                // stays in ERROR. siw takes INIT -> SQD as a no-op.
+                if transport != Transport::Iwarp {
+                    self.qp_to_error(key);
+                }
+                return Err(self.wrong_state(call, key));
+            }
         };
         // librdmacm moves the QP to ERROR first (IB and RoCE; iWARP's graceful SQD close is
         // modelled as ERROR too), flushing every outstanding request.

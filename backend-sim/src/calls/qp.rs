@@ -24,6 +24,11 @@ impl World {
                 format!("{qp_type:?} QP on a {:?} id", id.ps),
             ));
         }
+        if qp_type.is_connected() {
+            // librdmacm moves the new QP to INIT with `rdma_init_qp_attr`; if that fails, it
+            // destroys the QP again.
+            self.check_cm_gives_qp_attrs(call, key)?;
+        }
         if !qp_type.is_connected() && self.transport_of(key) == Some(Transport::Iwarp) {
             // iWARP devices have only connected QPs; their drivers refuse the rest (siw,
             // cxgb4: -EOPNOTSUPP), so UD ids cannot get a QP, and their connect then fails too.
@@ -34,6 +39,25 @@ impl World {
             ));
         }
         Ok(())
+    }
+
+    /// `rdma_init_qp_attr` of a connected id on IB and RoCE asks its IB CM id, which answers
+    /// only from the REQ to the established connection (cm.c `cm_init_qp_init_attr`): EINVAL
+    /// once the request was abandoned or the connection is over. Ids without an IB CM id yet,
+    /// and iWARP ids, pass.
+    pub(crate) fn check_cm_gives_qp_attrs(&self, call: Call, key: IdKey) -> Result<()> {
+        let Some(ep) = self.id(key).ep.get() else {
+            return Ok(());
+        };
+        let state = self.ep_state(ep);
+        if self.transport_of(key) == Some(Transport::Iwarp) || state.gives_qp_attrs() {
+            return Ok(());
+        }
+        Err(CmError::new(
+            call,
+            Errno::EINVAL,
+            format!("rdma_init_qp_attr: no QP attributes in IB CM state {state:?}"),
+        ))
     }
 
     /// `rdma_create_qp`: returns the new QP's number.

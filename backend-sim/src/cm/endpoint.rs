@@ -51,6 +51,24 @@ pub(crate) enum EpState {
     SidrReqRcvd,
 }
 
+impl EpState {
+    /// Whether the IB CM gives QP attributes in this state (cm.c `cm_init_qp_init_attr`): from
+    /// the REQ to the established connection. Elsewhere (idle after a REJ, disconnecting, in
+    /// timewait) `rdma_init_qp_attr` is EINVAL, and with it `rdma_create_qp` of a connected QP.
+    pub(crate) fn gives_qp_attrs(self) -> bool {
+        matches!(
+            self,
+            EpState::ReqSent
+                | EpState::MraReqRcvd
+                | EpState::ReqRcvd
+                | EpState::RepSent
+                | EpState::MraRepRcvd
+                | EpState::RepRcvd
+                | EpState::Established
+        )
+    }
+}
+
 /// What an endpoint asks of the world, in the order it must happen.
 #[derive(Debug)]
 pub(crate) enum Output {

@@ -140,6 +140,9 @@ impl World {
             attr.qkey = self.id(key).qkey;
             return Ok(attr);
         }
+        if matches!(state, QpState::Init | QpState::Rtr | QpState::Rts) {
+            self.check_cm_gives_qp_attrs(call, key)?;
+        }
         match state {
             QpState::Init => {
                 attr.access =

@@ -292,6 +292,11 @@ impl World {
         Ok(self.verbs.qps[&q].machine.cap())
     }
 
+    /// The state of id `id`'s QP, if it has one.
+    pub(crate) fn qp_state_of(&self, id: IdKey) -> Option<QpState> {
+        self.qp_of(id).map(|q| self.verbs.qps[&q].machine.state())
+    }
+
     // ----- the CM's transitions ----------------------------------------------------------
 
     /// INIT → RTR → RTS of id `id`'s QP with the attributes `rdma_init_qp_attr` gives (see

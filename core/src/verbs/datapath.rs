@@ -175,7 +175,9 @@ pub trait DataPath: CmBackend {
     ///
     /// * EINVAL: another state, an id without device, or RTR/RTS of a connected id before
     ///   the peer's QP number is known (a passive id before its request, an active id before
-    ///   the REP).
+    ///   the REP); on IB and RoCE also any state once the connection's IB CM id has none to
+    ///   give (its request abandoned by the initiator, the connection over: cm.c
+    ///   `cm_init_qp_init_attr`).
     fn init_qp_attr(&self, id: IdHandle, state: QpState) -> Result<QpAttr>;
 
     /// `ibv_modify_qp` to `attr.qp_state`: RESET → INIT → RTR → RTS, any state → ERROR

@@ -512,13 +512,17 @@ fn predict_accept(world: &World, transport: Transport, idx: usize) -> Option<Pre
 /// and do nothing (disconnect_again_is_harmless), as after REJECTED (§3.4). On iWARP the close
 /// gives DISCONNECTED on both sides at once, and nothing follows
 /// (unanswered_disconnect_leaves_initiator_waiting). An id that never connected is EINVAL
-/// (connection_calls_on_idle_id_are_einval; §3.2 for the resolved states).
+/// (connection_calls_on_idle_id_are_einval; §3.2 for the resolved states); on IB and RoCE
+/// librdmacm has then already moved its QP to ERROR, so that its later connect ends in
+/// CONNECT_ERROR (sim_only's disconnect_before_connecting_leaves_the_qp_in_error), which the
+/// model does not follow: it makes no such call on a resolved id with a QP there.
 fn predict_disconnect(world: &World, iwarp: bool, idx: usize) -> Option<Prediction> {
     use IdState::*;
     let id = &world.ids[idx];
     let c = Call::Disconnect;
     let peer = id.peer.filter(|p| world.ids[*p].live());
     match (id.state, peer) {
+        (AddrBound | AddrResolved | RouteResolved, _) if id.qp && !iwarp => None,
         (Idle | AddrBound | AddrResolved | RouteResolved, _) => Prediction::fails(c, Errno::EINVAL),
         (Established, Some(peer)) if iwarp => Some(
             Prediction::succeeds(c)
