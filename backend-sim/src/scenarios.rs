@@ -70,13 +70,16 @@ pub fn space() -> SwarmSpace {
 
 /// The errnos the CM can give for `call` in the connect-teardown scenarios, once faults may
 /// have changed an id under the application's feet (CM-SEMANTICS.md): ENXIO for any call on
-/// an id whose device was removed (ucma released it, §8.1); EINVAL for `rdma_accept` and
-/// `rdma_disconnect` when the connection already ended before the call (a REJ or a timeout
-/// the application has not fetched yet moved the id out of CONNECT, §3.3).
+/// an id whose device was removed (ucma released it, §8.1); EINVAL for `rdma_create_qp`,
+/// `rdma_accept` and `rdma_disconnect` when the connection already ended before the call (a
+/// REJ or a timeout the application has not fetched yet moved the id out of CONNECT, §3.3;
+/// a request's IB CM id left idle has no QP attributes for librdmacm's `ucma_init_conn_qp`).
 pub fn allowed(call: Call, errno: Errno) -> bool {
     match call {
-        Call::ResolveRoute | Call::CreateQp | Call::Connect => errno == Errno::ENXIO,
-        Call::Accept | Call::Disconnect => matches!(errno, Errno::ENXIO | Errno::EINVAL),
+        Call::ResolveRoute | Call::Connect => errno == Errno::ENXIO,
+        Call::CreateQp | Call::Accept | Call::Disconnect => {
+            matches!(errno, Errno::ENXIO | Errno::EINVAL)
+        }
         _ => false,
     }
 }
