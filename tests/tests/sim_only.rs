@@ -3067,6 +3067,26 @@ fn iwarp_disconnect_while_connecting_waits_for_the_mpa_reply() {
     );
 }
 
+/// A request whose IB CM id went idle (IB, RoCE): no QP attributes to give, so
+/// `rdma_create_qp` fails in librdmacm's `ucma_init_conn_qp`, and an accept naming a QP number
+/// finds nothing to answer (`ib_send_cm_rep` outside REQ_RCVD): both EINVAL.
+fn expect_request_gone(server_cm: &cmtwin_sim::SimBackend, request: cmtwin::IdHandle) {
+    expect_errno(
+        server_cm.create_qp(request, &QpInitAttr::new(QpType::Rc)),
+        Call::CreateQp,
+        Errno::EINVAL,
+    );
+    let param = ConnParam {
+        qp_num: 0x0012_3456,
+        ..ConnParam::default()
+    };
+    expect_errno(
+        server_cm.accept(request, Some(&param)),
+        Call::Accept,
+        Errno::EINVAL,
+    );
+}
+
 /// `rdma_establish` on a passive id whose request is held unanswered: librdmacm sends the
 /// ACCEPT command without parameters, the kernel's `rdma_accept(id, NULL)` fails (IB and
 /// RoCE: `cma_rep_recv`'s `ib_send_cm_rtu` finds no REP received; iWARP: `cma_accept_iw`
@@ -3115,20 +3135,7 @@ fn establish_on_a_held_request_is_einval_and_rejects_it() {
             add_qp(server_cm, req.id, QpType::Rc);
             expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
         } else {
-            expect_errno(
-                server_cm.create_qp(req.id, &QpInitAttr::new(QpType::Rc)),
-                Call::CreateQp,
-                Errno::EINVAL,
-            );
-            let param = ConnParam {
-                qp_num: 0x0012_3456,
-                ..ConnParam::default()
-            };
-            expect_errno(
-                server_cm.accept(req.id, Some(&param)),
-                Call::Accept,
-                Errno::EINVAL,
-            );
+            expect_request_gone(server_cm, req.id);
         }
         expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
         teardown(client_cm, &[client.id], client.channel);
@@ -3217,20 +3224,7 @@ fn establish_before_the_rep_cancels_the_request() {
     // idle, with no QP attributes to give (`rdma_create_qp` fails in `ucma_init_conn_qp`);
     // an accept naming a QP number finds nothing to answer.
     bed.fabric.run_for(Duration::from_millis(1)).expect("run");
-    expect_errno(
-        server_cm.create_qp(req.id, &QpInitAttr::new(QpType::Rc)),
-        Call::CreateQp,
-        Errno::EINVAL,
-    );
-    let param = ConnParam {
-        qp_num: 0x0012_3456,
-        ..ConnParam::default()
-    };
-    expect_errno(
-        server_cm.accept(req.id, Some(&param)),
-        Call::Accept,
-        Errno::EINVAL,
-    );
+    expect_request_gone(server_cm, req.id);
     expect_quiet(client_cm, client.channel, Duration::from_secs(200));
     expect_quiet(server_cm, listener.channel, Duration::from_secs(1));
     teardown(client_cm, &[client.id], client.channel);
