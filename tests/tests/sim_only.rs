@@ -3666,3 +3666,65 @@ fn qp_for_a_request_whose_initiator_gave_up_is_einval() {
         teardown(server_cm, &[req.id, listener.id], listener.channel);
     }
 }
+
+/// librpma moves each connection's id to a channel of its own; a port that makes it
+/// synchronous instead (`rdma_migrate_id(id, NULL)`) meets librdmacm's `ucma_complete`: a
+/// synchronous `rdma_disconnect` returns with the id's *next* event, which is an ESTABLISHED
+/// already queued before the move (the kernel's MIGRATE_ID carries queued events along,
+/// ucma.c `ucma_move_events`), not the DISCONNECTED it did not wait for. The call costs only
+/// the QP's move to ERROR (SQD on iWARP); the DISCONNECTED that the peer's answer brings is
+/// what the next synchronous disconnect returns with.
+#[test]
+fn synchronous_disconnect_returns_with_an_event_queued_before_migration() {
+    for transport in [Transport::Roce, Transport::InfiniBand, Transport::Iwarp] {
+        let bed = SimBed::with_transport(SEED, transport);
+        let (server_cm, client_cm) = (bed.server(), bed.client());
+        let listener = listen_on(&bed, PortSpace::TCP, 8);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        add_qp(client_cm, client.id, QpType::Rc);
+        ok(client_cm.connect(client.id, None), "connect");
+        let request = expect_request(server_cm, &listener);
+        let child = request.id;
+        add_qp(server_cm, child, QpType::Rc);
+        ok(server_cm.accept(child, None), "accept");
+        expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::Established,
+            client.id,
+            0,
+        );
+        bed.fabric
+            .run_for(Duration::from_millis(1))
+            .expect("the child's ESTABLISHED is queued");
+        ok(
+            server_cm.migrate_id(child, None),
+            "migrate the child to sync",
+        );
+        assert_eq!(ok(server_cm.sync_event(child), "sync_event"), None);
+        let cost = SimConfig::default().disconnect_qp_time;
+        let t0 = bed.fabric.now();
+        ok(server_cm.disconnect(child), "first disconnect");
+        assert_eq!(since(&bed, t0), cost, "{transport:?}: first disconnect");
+        let got = ok(server_cm.sync_event(child), "sync_event").expect("an event");
+        assert_eq!((got.kind, got.status), (EventKind::Established, 0));
+        expect_event_for(
+            client_cm,
+            client.channel,
+            EventKind::Disconnected,
+            client.id,
+            0,
+        );
+        ok(client_cm.disconnect(client.id), "client disconnect");
+        bed.fabric
+            .run_for(Duration::from_millis(1))
+            .expect("the child's DISCONNECTED is queued");
+        let t0 = bed.fabric.now();
+        ok(server_cm.disconnect(child), "second disconnect");
+        assert_eq!(since(&bed, t0), cost, "{transport:?}: second disconnect");
+        let got = ok(server_cm.sync_event(child), "sync_event").expect("an event");
+        assert_eq!((got.kind, got.status), (EventKind::Disconnected, 0));
+        teardown(client_cm, &[client.id], client.channel);
+        teardown(server_cm, &[child, listener.id], listener.channel);
+    }
+}
