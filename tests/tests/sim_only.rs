@@ -16,7 +16,8 @@ use cmtwin_sim::{PathFailure, SimConfig, SimError};
 use cmtwin_tests::steps::{
     add_qp, client_endpoint, connect_pair, disconnect_pair, expect_errno, expect_event,
     expect_event_for, expect_no_event, expect_quiet, expect_request, listen_on, ok, resolve,
-    resolved_client, teardown, teardown_pair, Endpoint, Listener, RESOLVE_TIMEOUT,
+    resolved_client, teardown, teardown_listener, teardown_pair, Endpoint, Listener,
+    RESOLVE_TIMEOUT,
 };
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -3727,4 +3728,59 @@ fn synchronous_disconnect_returns_with_an_event_queued_before_migration() {
         teardown(client_cm, &[client.id], client.channel);
         teardown(server_cm, &[child, listener.id], listener.channel);
     }
+}
+
+/// cma.c `resolve_prepare_src` (Linux 6.1): `rdma_resolve_addr` on an idle id binds it to the
+/// given source before it compares the source's family with the destination's, and on a
+/// bound id it ignores the source. So a source of the other family fails the call with
+/// EINVAL but leaves the id bound (ADDR_BOUND, its port taken; librdmacm's copy of the source
+/// is not refreshed), a source the host lacks fails the bind first (EADDRNOTAVAIL), and a
+/// bound id resolves whatever family the ignored source has. librdmacm (`rdma_resolve_addr`,
+/// `rdma_resolve_addr2`) checks only the addresses' lengths.
+#[test]
+fn resolve_binds_the_source_before_comparing_families() {
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let ch = ok(cm.create_event_channel(), "channel");
+    let v6_dst: SocketAddr = "[fd00::1]:7".parse().unwrap();
+    let src = SocketAddr::new(SimBed::CLIENT_IP, 1500);
+
+    let a = ok(cm.create_id(Some(ch), 1, PortSpace::TCP), "id a");
+    expect_errno(
+        cm.resolve_addr(a, Some(src), v6_dst, RESOLVE_TIMEOUT),
+        Call::ResolveAddr,
+        Errno::EINVAL,
+    );
+    assert_eq!(
+        ok(cm.local_addr(a), "local_addr"),
+        None,
+        "copy not refreshed"
+    );
+    expect_errno(
+        cm.bind_addr(a, SocketAddr::new(SimBed::CLIENT_IP, 1501)),
+        Call::BindAddr,
+        Errno::EINVAL,
+    );
+    let b = ok(cm.create_id(Some(ch), 2, PortSpace::TCP), "id b");
+    expect_errno(cm.bind_addr(b, src), Call::BindAddr, Errno::EADDRINUSE);
+
+    // Bound: the source argument (IPv6 here) is ignored.
+    let ignored: SocketAddr = "[fd00::2]:0".parse().unwrap();
+    ok(
+        cm.resolve_addr(a, Some(ignored), listener.addr, RESOLVE_TIMEOUT),
+        "resolve_addr on the bound id",
+    );
+    expect_event_for(cm, ch, EventKind::AddrResolved, a, 0);
+    assert_eq!(ok(cm.local_addr(a), "local_addr"), Some(src));
+
+    let c = ok(cm.create_id(Some(ch), 3, PortSpace::TCP), "id c");
+    let foreign = SocketAddr::new(SimBed::SERVER_IP, 0);
+    expect_errno(
+        cm.resolve_addr(c, Some(foreign), v6_dst, RESOLVE_TIMEOUT),
+        Call::ResolveAddr,
+        Errno::EADDRNOTAVAIL,
+    );
+    teardown(cm, &[a, b, c], ch);
+    teardown_listener(&bed, &listener);
 }

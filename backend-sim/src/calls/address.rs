@@ -268,15 +268,10 @@ impl World {
         let timeout = whole_millis(timeout);
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
-        if let Some(s) = src {
-            if s.is_ipv4() != dst.is_ipv4() {
-                return Err(CmError::new(
-                    call,
-                    Errno::EINVAL,
-                    "source and destination families differ",
-                ));
-            }
-        }
+        // cma.c `resolve_prepare_src` (Linux 6.1) binds an idle id to the source first and
+        // compares families only afterwards: a source of the other family stays bound (its
+        // port taken, the id ADDR_BOUND) when the call fails with EINVAL, and a bound id's
+        // source argument is ignored, whatever its family.
         match self.id(key).state {
             CmState::Idle => {
                 // cma_bind_addr: without a source, the family's wildcard, which takes an IPv6
