@@ -3249,6 +3249,9 @@ fn iwarp_accept_after_reject_is_einval() {
     ok(server_cm.reject(req.id, b"no"), "reject");
     let err = expect_errno(server_cm.accept(req.id, None), Call::Accept, Errno::EINVAL);
     assert!(err.to_string().contains("rejected"), "{err}");
+    // A second reject finds nothing to reject, and says so of the iWARP CM.
+    let err = expect_errno(server_cm.reject(req.id, &[]), Call::Reject, Errno::EINVAL);
+    assert!(err.to_string().contains("iWARP CM"), "{err}");
     let rejected = expect_event_for(
         client_cm,
         client.channel,

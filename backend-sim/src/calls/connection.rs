@@ -549,10 +549,15 @@ impl World {
             self.drive(ep, |e, out| e.sidr_reject(data, out));
         } else if !self.ep_reject(ep, IbRejReason::CONSUMER_DEFINED, data) {
             let state = self.ep_state(ep);
+            let cm = if transport == Transport::Iwarp {
+                "iWARP CM"
+            } else {
+                "IB CM"
+            };
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
-                format!("nothing to reject (IB CM {state:?})"),
+                format!("nothing to reject ({cm} {state:?})"),
             ));
         }
         Ok(())
