@@ -15,11 +15,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge,
-    WcOpcode, WcStatus, WorkCompletion,
+    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp,
+    SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use cmtwin::{
-    AsyncEvent, Call, CmBackend, CmError, ConnParam, Errno, EventKind, PortSpace, QpCap,
+    AsyncEvent, Call, CmBackend, CmError, ConnParam, Errno, EventKind, PortSpace, QpCap, QpHandle,
     QpInitAttr, QpType, Transport, Wait,
 };
 use cmtwin_sim::{MessageKind, SimBackend, SimConfig};
@@ -48,6 +48,20 @@ fn bed(seed: u64) -> SimBed {
 
 fn addr(port: u16) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), port)
+}
+
+/// Posts receives of all of `rx` on `qp` until it holds `depth`, then checks that one more
+/// is refused as a full queue (ENOMEM).
+fn expect_receive_queue_holds(cm: &SimBackend, qp: QpHandle, rx: &MemoryRegion, depth: u64) {
+    for wr_id in 1..=depth {
+        post_recv_all(cm, qp, wr_id, rx);
+    }
+    let sge = [rx.sge(0, rx.length as u32)];
+    let one_more = RecvWr {
+        wr_id: depth + 1,
+        sg_list: &sge,
+    };
+    expect_errno(cm.post_recv(qp, &one_more), Call::PostRecv, Errno::ENOMEM);
 }
 
 /// A connection on `bed` with default parameters.
@@ -871,19 +885,8 @@ fn posts_are_checked_against_the_qp_capacities_and_state() {
     };
     assert_eq!(ok(s.query_qp_cap(conn.server.qp), "query_qp_cap"), granted);
     let rx = region(s, conn.server.pd, 8, 0, LW);
-    for wr_id in 1..=3 {
-        post_recv_all(s, conn.server.qp, wr_id, &rx);
-    }
+    expect_receive_queue_holds(s, conn.server.qp, &rx, 3);
     let sge = [rx.sge(0, 8)];
-    let wr = RecvWr {
-        wr_id: 3,
-        sg_list: &sge,
-    };
-    expect_errno(
-        s.post_recv(conn.server.qp, &wr),
-        Call::PostRecv,
-        Errno::ENOMEM,
-    );
     let two = [rx.sge(0, 4), rx.sge(4, 4)];
     let wr = RecvWr {
         wr_id: 4,
@@ -1742,19 +1745,7 @@ fn iwarp_queues_are_powers_of_two_and_need_a_send_queue() {
     let cap = ok(s.query_qp_cap(conn.server.qp), "query_qp_cap");
     assert_eq!((cap.max_send_wr, cap.max_recv_wr), (4, 8));
     let rx = region(s, conn.server.pd, 8, 0, LW);
-    for wr_id in 1..=8 {
-        post_recv_all(s, conn.server.qp, wr_id, &rx);
-    }
-    let sge = [rx.sge(0, 8)];
-    let wr = RecvWr {
-        wr_id: 9,
-        sg_list: &sge,
-    };
-    expect_errno(
-        s.post_recv(conn.server.qp, &wr),
-        Call::PostRecv,
-        Errno::ENOMEM,
-    );
+    expect_receive_queue_holds(s, conn.server.qp, &rx, 8);
 
     let ch = ok(c.create_event_channel(), "channel");
     let id = ok(c.create_id(Some(ch), 0, PortSpace::TCP), "create_id");

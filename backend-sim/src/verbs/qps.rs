@@ -365,7 +365,8 @@ pub(crate) fn queue_depth(n: u32, transport: Transport) -> u32 {
     match transport {
         Transport::Iwarp if n == 0 => 0,
         Transport::Iwarp => n.checked_next_power_of_two().unwrap_or(n),
-        _ => (n + 1)
+        _ => n
+            .saturating_add(1)
             .checked_next_power_of_two()
             .map_or(n, |slots| slots - 1),
     }
@@ -410,4 +411,20 @@ fn check_cap(call: Call, cap: &QpCap, transport: Transport) -> Result<()> {
         ));
     }
     check_cap_maxima(call, cap, transport)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_depths_are_the_drivers_rings() {
+        let rxe = |n| queue_depth(n, Transport::Roce);
+        let siw = |n| queue_depth(n, Transport::Iwarp);
+        assert_eq!([rxe(0), rxe(1), rxe(2), rxe(3), rxe(16)], [0, 1, 3, 3, 31]);
+        assert_eq!([siw(0), siw(1), siw(3), siw(16)], [0, 1, 4, 16]);
+        // Beyond any ring: the asked depth, never a panic.
+        assert_eq!(rxe(u32::MAX), u32::MAX);
+        assert_eq!(siw(u32::MAX), u32::MAX);
+    }
 }
