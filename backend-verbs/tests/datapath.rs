@@ -30,7 +30,9 @@ const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
 const STEP: Duration = Duration::from_secs(10);
 
 fn addr() -> SocketAddr {
-    static NEXT: AtomicU16 = AtomicU16::new(33_000);
+    // Below the kernel's ephemeral range (32768-60999), where a client's resolve_addr could
+    // take the port first (CI once lost a bind to EADDRINUSE that way on 33_000 and up).
+    static NEXT: AtomicU16 = AtomicU16::new(30_000);
     let ip: IpAddr = std::env::var("CMTWIN_RDMA_ADDR")
         .expect("CMTWIN_RDMA_ADDR must name the RDMA device's IPv4 address")
         .parse()
