@@ -88,7 +88,7 @@ fn wait_out_unanswered_tcp<'a>(
     let cond = Cond {
         channels: Vec::new(),
         deadline: Some(w.now.after(IW_TCP_SYN_GIVE_UP)),
-        key: None,
+        keys: Vec::new(),
         what: Waiting::InCall(Call::Connect, id, "TCP's SYN retries to a silent peer"),
     };
     let (w, blocked) = block(w, cond);
@@ -184,7 +184,7 @@ impl SimBackend {
             let cond = Cond {
                 channels: Vec::new(),
                 deadline: None,
-                key: Some(crate::process::acks_key(key)),
+                keys: vec![crate::process::acks_key(key)],
                 what: Waiting::Acks(id),
             };
             let (woken, r) = block(w, cond);
@@ -224,7 +224,7 @@ impl SimBackend {
             let cond = Cond {
                 channels: Vec::new(),
                 deadline: None,
-                key: Some(crate::process::mpa_reply_key(key)),
+                keys: vec![crate::process::mpa_reply_key(key)],
                 what: Waiting::InCall(call, id, "iw_cm's wait for the MPA reply or timeout"),
             };
             let (woken, r) = block(w, cond);
@@ -263,7 +263,7 @@ impl SimBackend {
             Cond {
                 channels: vec![chan],
                 deadline: None,
-                key: None,
+                keys: Vec::new(),
                 what,
             },
         );
@@ -370,7 +370,7 @@ impl SimBackend {
             let cond = Cond {
                 channels: keys.clone(),
                 deadline,
-                key: None,
+                keys: Vec::new(),
                 what: Waiting::Events,
             };
             let (mut woken, r) = block(w, cond);
@@ -414,7 +414,7 @@ impl SimBackend {
             let cond = Cond {
                 channels: keys.clone(),
                 deadline,
-                key: None,
+                keys: Vec::new(),
                 what: Waiting::Polling,
             };
             let (woken, r) = block(w, cond);
@@ -669,7 +669,7 @@ impl CmBackend for SimBackend {
             let cond = Cond {
                 channels: Vec::new(),
                 deadline: Some(w.now.after(rtt)),
-                key: None,
+                keys: Vec::new(),
                 what: Waiting::InCall(call, id, "siw's TCP handshake"),
             };
             let (woken, blocked) = block(w, cond);
@@ -952,7 +952,7 @@ impl CmBackend for SimBackend {
             Cond {
                 channels: Vec::new(),
                 deadline: Some(deadline),
-                key: None,
+                keys: Vec::new(),
                 what,
             },
         );

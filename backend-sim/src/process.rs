@@ -43,8 +43,9 @@ pub(crate) struct Cond {
     /// Channels whose event (or removal) ends the wait; empty for a plain sleep.
     pub channels: Vec<ChanKey>,
     pub deadline: Option<SimTime>,
-    /// The key of a `cmtwin::sync` primitive whose wake-up ends the wait.
-    pub key: Option<u64>,
+    /// The keys whose wake-up ends the wait (a `cmtwin::sync` primitive's, a completion
+    /// channel's, ...); empty for none.
+    pub keys: Vec<u64>,
     /// For the deadlock report (text only when one is made).
     pub what: Waiting,
 }
@@ -113,7 +114,7 @@ impl Cond {
             .iter()
             .any(|&c| w.channel_ready(c) || !w.kernel.channels.contains_key(&c))
             || self.deadline.is_some_and(|d| w.now >= d)
-            || (self.key.is_some() && notified)
+            || (!self.keys.is_empty() && notified)
     }
 }
 
@@ -320,7 +321,7 @@ impl Scheduler {
         if let Some(d) = cond.deadline {
             self.deadlines.insert((d, index));
         }
-        if let Some(key) = cond.key {
+        for &key in &cond.keys {
             self.key_waiters.entry(key).or_default().push_back(index);
         }
         self.candidates.remove(&index);
@@ -360,11 +361,11 @@ impl Scheduler {
             }
             _ => return,
         };
-        if let Some(key) = cond.key {
-            if let Some(waiters) = self.key_waiters.get_mut(&key) {
+        for key in &cond.keys {
+            if let Some(waiters) = self.key_waiters.get_mut(key) {
                 waiters.retain(|&j| j != index);
                 if waiters.is_empty() {
-                    self.key_waiters.remove(&key);
+                    self.key_waiters.remove(key);
                 }
             }
         }
@@ -760,7 +761,7 @@ fn wait_until(mut w: WorldGuard<'_>, cond: Cond) -> (WorldGuard<'_>, Result<(), 
             }
         }
     };
-    if cond.key.is_none() && cond.satisfied(&w, false) {
+    if cond.keys.is_empty() && cond.satisfied(&w, false) {
         return (w, Ok(()));
     }
     w.sched.block_on(me, cond);

@@ -75,7 +75,7 @@ impl Runtime for SimRuntime {
         let cond = Cond {
             channels: Vec::new(),
             deadline,
-            key: Some(key),
+            keys: vec![key],
             what: Waiting::Primitive(what),
         };
         let (w, r) = block(w, cond);

@@ -13,16 +13,17 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, Sge,
-    WcOpcode, WcStatus, WorkCompletion,
+    AccessFlags, DataPath, Payload, PollSource, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp,
+    SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use cmtwin::{
-    AsyncEvent, CmBackend, ConnParam, Errno, EventKind, PortSpace, QpCap, QpInitAttr, QpType, Wait,
+    AsyncEvent, Call, CmBackend, ConnParam, Errno, EventKind, PortSpace, QpCap, QpInitAttr, QpType,
+    Wait,
 };
 use cmtwin_tests::datapath::{
     connect, connect_with, post_recv_all, region, start_connection, Conn, Objects, Setup, Side,
 };
-use cmtwin_tests::steps::{expect_event_for, ok};
+use cmtwin_tests::steps::{expect_errno, expect_event_for, ok};
 use cmtwin_verbs::VerbsBackend;
 
 const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
@@ -1306,4 +1307,82 @@ mod ud {
         let conn = connect(&s, &c, addr());
         shared::a_ud_destination_on_an_rc_qp_is_refused(&c, &conn.client);
     }
+}
+
+/// `poll_sources` on a CM channel, a completion channel and the asynchronous events at
+/// once: nothing before any traffic; the completion channel when a receive completes on an
+/// armed CQ; the CM channel when the peer disconnects; an empty answer at a timeout; EINVAL
+/// and EBADF for no source and a destroyed completion channel.
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn poll_sources_waits_on_cm_and_completion_channels_together() {
+    let (s, c) = backends();
+    expect_errno(
+        s.poll_sources(&[], Wait::NonBlocking),
+        Call::Poll,
+        Errno::EINVAL,
+    );
+    let conn = connect(&s, &c, addr());
+    let (channel, comp) = (conn.server.channel, conn.server.comp);
+    let watched = [
+        PollSource::Cm(channel),
+        PollSource::Completion(comp),
+        PollSource::Async,
+    ];
+    let ready = ok(s.poll_sources(&watched, Wait::NonBlocking), "poll_sources");
+    assert!(ready.is_empty(), "nothing happened yet: {ready:?}");
+
+    let rx = region(&s, conn.server.pd, 16, 0, LW);
+    post_recv_all(&s, conn.server.qp, 1, &rx);
+    ok(s.req_notify_cq(conn.server.cq, false), "req_notify_cq");
+    send_bytes(&c, &conn.client, 2, SendOp::Send, b"ping!!!");
+    let ready = ok(s.poll_sources(&watched[..2], Wait::Timeout(STEP)), "poll");
+    assert_eq!(ready, [PollSource::Completion(comp)]);
+    let cq = ok(s.get_cq_event(comp, Wait::NonBlocking), "get_cq_event");
+    assert_eq!(cq, conn.server.cq);
+    ok(s.ack_cq_events(cq, 1), "ack_cq_events");
+    assert_wc(
+        next_wc(&s, &conn.server, STEP),
+        &conn.server,
+        1,
+        WcStatus::SUCCESS,
+        WcOpcode::Recv,
+    );
+    // Whatever the device reported for the QP's first message is fetchable at once.
+    let asynchronous = [PollSource::Async];
+    let ready = ok(
+        s.poll_sources(&asynchronous, Wait::Timeout(STEP / 50)),
+        "poll",
+    );
+    eprintln!("asynchronous events ready after the first receive: {ready:?}");
+    if !ready.is_empty() {
+        let ev = ok(s.get_async_event(Wait::NonBlocking), "get_async_event");
+        eprintln!("the event: {ev:?}");
+    }
+
+    let t0 = Instant::now();
+    let timed = Wait::Timeout(Duration::from_millis(100));
+    let ready = ok(s.poll_sources(&watched[..2], timed), "poll_sources");
+    assert!(ready.is_empty(), "nothing came: {ready:?}");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(100),
+        "{:?}",
+        t0.elapsed()
+    );
+
+    ok(c.disconnect(conn.client.id), "disconnect");
+    let ready = ok(s.poll_sources(&watched[..2], Wait::Timeout(STEP)), "poll");
+    assert_eq!(ready, [PollSource::Cm(channel)]);
+    let server_id = conn.server.id;
+    expect_event_for(&s, channel, EventKind::Disconnected, server_id, 0);
+
+    let spare = ok(s.create_comp_channel(server_id), "create_comp_channel");
+    ok(s.destroy_comp_channel(spare), "destroy_comp_channel");
+    let gone = [PollSource::Completion(spare)];
+    expect_errno(
+        s.poll_sources(&gone, Wait::NonBlocking),
+        Call::Poll,
+        Errno::EBADF,
+    );
+    teardown(&s, &c, conn);
 }

@@ -69,7 +69,10 @@
 //! * A program with several channels waits on all of them with
 //!   [`get_cm_event_any`](crate::CmBackend::get_cm_event_any) (or asks which are ready with
 //!   [`poll_channels`](crate::CmBackend::poll_channels)); one that serves many connections
-//!   routes events by the id's context with a [`Dispatcher`](crate::Dispatcher).
+//!   routes events by the id's context with a [`Dispatcher`](crate::Dispatcher). An event
+//!   loop that also waits for completions and asynchronous events (as C polls the CM
+//!   channel's, the completion channel's and the device's fds together) asks which are ready
+//!   with [`poll_sources`](crate::verbs::DataPath::poll_sources).
 //!
 //! # 2. Test it on the simulator
 //!

@@ -7,15 +7,15 @@
 use std::sync::Arc;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpCqs, QpInitAttrEx, QpState, RecvWr,
-    SendWr, VerbsAsyncEvent, WorkCompletion,
+    list_sources, AccessFlags, DataPath, MemoryRegion, Payload, PollSource, QpAttr, QpCqs,
+    QpInitAttrEx, QpState, RecvWr, SendWr, VerbsAsyncEvent, WorkCompletion,
 };
 use cmtwin::{
     AhAttr, AhHandle, Call, CmError, CompChannelHandle, CqHandle, Errno, IdHandle, MrHandle,
     PdHandle, QpCap, QpHandle, Result, Wait,
 };
 
-use super::wait::wait_for;
+use super::wait::{wait_for, WaitOn};
 use super::{async_wait_key, comp_channel_wait_key};
 use crate::backend::SimBackend;
 use crate::handoff::WorldGuard;
@@ -214,16 +214,23 @@ impl DataPath for SimBackend {
         let key = w.comp_channel_key(self.host, call, channel)?;
         let what: cmtwin::runtime::Describe =
             Arc::new(move || format!("ibv_get_cq_event on {channel}"));
-        let r = wait_for(w, call, wait, comp_channel_wait_key(key), what, |w| {
-            if !w.verbs.channels.contains_key(&key) {
-                return Err(CmError::new(
-                    call,
-                    Errno::EBADF,
-                    format!("{channel} was destroyed while waiting"),
-                ));
-            }
-            Ok(w.take_cq_event(key))
-        });
+        let r = wait_for(
+            w,
+            call,
+            wait,
+            WaitOn::key(comp_channel_wait_key(key)),
+            what,
+            |w| {
+                if !w.verbs.channels.contains_key(&key) {
+                    return Err(CmError::new(
+                        call,
+                        Errno::EBADF,
+                        format!("{channel} was destroyed while waiting"),
+                    ));
+                }
+                Ok(w.take_cq_event(key))
+            },
+        );
         let mut w = self.verbs_lock_quiet(call)?;
         trace_call(
             &mut w,
@@ -411,15 +418,45 @@ impl DataPath for SimBackend {
         let w = self.verbs_lock(call)?;
         let host = self.host;
         let what: cmtwin::runtime::Describe = Arc::new(|| "ibv_get_async_event".to_string());
-        let r = wait_for(w, call, wait, async_wait_key(host), what, |w| {
-            Ok(w.verbs
-                .async_events
-                .get_mut(&host)
-                .and_then(|q| q.pop_front()))
-        });
+        let r = wait_for(
+            w,
+            call,
+            wait,
+            WaitOn::key(async_wait_key(host)),
+            what,
+            |w| {
+                Ok(w.verbs
+                    .async_events
+                    .get_mut(&host)
+                    .and_then(|q| q.pop_front()))
+            },
+        );
         let mut w = self.verbs_lock_quiet(call)?;
         let shown = |e: &VerbsAsyncEvent| format!("event {} qp {:?}", e.kind.0, e.qp_num);
         trace_call(&mut w, host, call, || format!("{wait:?}"), shown, &r);
+        r
+    }
+
+    fn poll_sources(&self, sources: &[PollSource], wait: Wait) -> Result<Vec<PollSource>> {
+        let call = Call::Poll;
+        let w = self.verbs_lock(call)?;
+        let host = self.host;
+        let on = w.sources_wait_on(host, call, sources)?;
+        let watched = sources.to_vec();
+        let what: cmtwin::runtime::Describe =
+            Arc::new(move || format!("poll on {}", list_sources(&watched)));
+        let r = wait_for(w, call, wait, on, what, |w| {
+            let ready = w.sources_ready(host, call, sources)?;
+            Ok((!ready.is_empty()).then_some(ready))
+        });
+        // The end of the wait is an empty answer, as poll(2) returns 0.
+        let r = match r {
+            Err(e) if matches!(e.errno, Errno::EAGAIN | Errno::ETIMEDOUT) => Ok(Vec::new()),
+            r => r,
+        };
+        let mut w = self.verbs_lock_quiet(call)?;
+        let args = || format!("{}, {wait:?}", list_sources(sources));
+        trace_call(&mut w, host, call, args, |r| list_sources(r), &r);
         r
     }
 }

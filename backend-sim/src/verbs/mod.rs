@@ -53,6 +53,7 @@ mod packet;
 mod posts;
 mod qps;
 mod rc;
+mod readiness;
 mod ud;
 mod ud_wire;
 mod wait;

@@ -1,24 +1,46 @@
 //! Blocking waits of the data path (a completion channel's CQ events, a host's asynchronous
-//! events), through the scheduler: a simulated process blocks on the object's wait key, which
-//! the world wakes when it queues an event there; a thread driving the fabric outside
-//! `Fabric::run` runs the timeline inline until the event comes.
+//! events, several sources at once), through the scheduler: a simulated process blocks on the
+//! objects' wait keys (and CM channels), which the world wakes when it queues an event there;
+//! a thread driving the fabric outside `Fabric::run` runs the timeline inline until the event
+//! comes.
 
 use cmtwin::runtime::Describe;
 use cmtwin::{Call, CmError, Errno, Result, Wait};
 
 use crate::engine::timeline::SimTime;
 use crate::handoff::WorldGuard;
+use crate::kernel::ChanKey;
 use crate::process::{block, current_process, yield_now, Cond, Waiting};
 use crate::world::World;
 
-/// Takes what `take` finds, waiting as `wait` says on wait key `key` for the world to wake it
+/// What a wait is woken by: wait keys the world wakes (`wake_all`) and CM channels whose
+/// events it queues.
+#[derive(Clone, Default)]
+pub(crate) struct WaitOn {
+    /// The wait keys.
+    pub keys: Vec<u64>,
+    /// The CM channels.
+    pub channels: Vec<ChanKey>,
+}
+
+impl WaitOn {
+    /// A wait on one key.
+    pub(crate) fn key(key: u64) -> Self {
+        WaitOn {
+            keys: vec![key],
+            channels: Vec::new(),
+        }
+    }
+}
+
+/// Takes what `take` finds, waiting as `wait` says for the world to wake what `on` names
 /// (`what` names the wait in a deadlock report). An unproductive poll of a process yields
 /// first and looks again.
 pub(crate) fn wait_for<'a, T>(
     mut w: WorldGuard<'a>,
     call: Call,
     wait: Wait,
-    key: u64,
+    on: WaitOn,
     what: Describe,
     mut take: impl FnMut(&mut World) -> Result<Option<T>>,
 ) -> Result<T> {
@@ -36,9 +58,9 @@ pub(crate) fn wait_for<'a, T>(
     loop {
         w = if current_process(w.fabric_no).is_some() {
             let cond = Cond {
-                channels: Vec::new(),
+                channels: on.channels.clone(),
                 deadline,
-                key: Some(key),
+                keys: on.keys.clone(),
                 what: Waiting::Primitive(what.clone()),
             };
             let (woken, r) = block(w, cond);

@@ -38,6 +38,11 @@ impl AsyncInbox {
         }
     }
 
+    /// Whether no event is queued.
+    pub(crate) fn is_empty(&self) -> bool {
+        lock(&self.queue).is_empty()
+    }
+
     /// The oldest event: its context's address and the event.
     pub(crate) fn pop(&self) -> Option<(usize, RawAsyncEvent)> {
         let mut q = lock(&self.queue);

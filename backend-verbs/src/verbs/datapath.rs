@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, QpAttr, QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr,
-    VerbsAsyncEvent, WorkCompletion,
+    AccessFlags, DataPath, MemoryRegion, PollSource, QpAttr, QpCqs, QpInitAttrEx, QpState, RecvWr,
+    SendWr, VerbsAsyncEvent, WorkCompletion,
 };
 use cmtwin::{
     AhAttr, AhHandle, AsyncEvent, Call, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle,
@@ -18,7 +18,7 @@ use crate::{c_err, err, VerbsBackend};
 
 impl VerbsBackend {
     /// The device contexts this backend has QPs or CQs on.
-    fn contexts(&self) -> Vec<RawCtx> {
+    pub(super) fn contexts(&self) -> Vec<RawCtx> {
         let reg = self.reg();
         let mut seen = BTreeSet::new();
         let qps = reg.verbs.qps.values().map(|e| e.obj.ctx);
@@ -225,5 +225,9 @@ impl DataPath for VerbsBackend {
 
     fn get_async_event(&self, wait: Wait) -> Result<VerbsAsyncEvent> {
         self.get_async_event_impl(wait)
+    }
+
+    fn poll_sources(&self, sources: &[PollSource], wait: Wait) -> Result<Vec<PollSource>> {
+        self.poll_sources_impl(sources, wait)
     }
 }

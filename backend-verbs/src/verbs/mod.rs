@@ -52,6 +52,7 @@ mod memory;
 mod objects;
 mod posts;
 mod qps;
+mod readiness;
 mod regions;
 
 pub(crate) use async_events::AsyncInbox;

@@ -1,7 +1,7 @@
 //! The `DataPath` trait: libibverbs' objects and work requests, one method each.
 
 use crate::verbs::{
-    AccessFlags, MemoryRegion, QpAttr, QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr,
+    AccessFlags, MemoryRegion, PollSource, QpAttr, QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr,
     VerbsAsyncEvent, WorkCompletion,
 };
 use crate::{
@@ -268,6 +268,21 @@ pub trait DataPath: CmBackend {
     ///
     /// * EAGAIN, ETIMEDOUT, EDEADLK: as `get_cq_event`.
     fn get_async_event(&self, wait: Wait) -> Result<VerbsAsyncEvent>;
+
+    /// Which of `sources` are ready, without taking anything: `poll(2)` on the fds of CM
+    /// event channels, completion channels and the devices' asynchronous events together, as
+    /// an event loop waits for whichever comes first (a CM event, a CQ event, an asynchronous
+    /// event). The ready ones come back in the order given; at the end of the wait, an empty
+    /// list (as `poll(2)` returns 0), never EAGAIN or ETIMEDOUT. A source is ready when its
+    /// fetch (`get_cm_event`, `get_cq_event`, `get_async_event`) would not wait; on
+    /// cmtwin-verbs a CM channel is ready when its fd is readable, and librdmacm may still
+    /// discard that event (see `CmBackend::poll_channels`); on the simulator readiness is
+    /// exact. A CQ is not a source: arm it with `req_notify_cq` and poll its channel.
+    ///
+    /// * EINVAL: no source given. EBADF: a channel or completion channel is not live
+    ///   (destroyed, foreign, or destroyed during the wait).
+    /// * EDEADLK (simulator): a blocking wait nothing can end.
+    fn poll_sources(&self, sources: &[PollSource], wait: Wait) -> Result<Vec<PollSource>>;
 
     // ----- librdmacm's rdma_verbs.h helpers, built on the calls above ---------------------
 

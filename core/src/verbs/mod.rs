@@ -32,11 +32,13 @@ mod completion;
 mod datapath;
 mod helpers;
 mod memory;
+mod poll;
 mod qp;
 mod work;
 
 pub use completion::{WcOpcode, WcStatus, WorkCompletion, GRH_LEN};
 pub use datapath::DataPath;
 pub use memory::{AccessFlags, MemoryRegion};
+pub use poll::{list_sources, PollSource};
 pub use qp::{QpAttr, QpCqs, QpInitAttrEx, QpState, VerbsAsyncEvent};
 pub use work::{Payload, RecvWr, SendOp, SendWr, Sge, UdDest, MULTICAST_QPN};
