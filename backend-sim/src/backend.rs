@@ -870,6 +870,19 @@ impl CmBackend for SimBackend {
         )
     }
 
+    fn getaddrinfo(
+        &self,
+        node: Option<&str>,
+        service: Option<&str>,
+        hints: Option<&AddrInfoHints>,
+    ) -> Result<Vec<AddrInfo>> {
+        self.call(
+            Call::GetAddrinfo,
+            || Args::Text(format!("{node:?}, {service:?}, {hints:?}")),
+            |w, _| w.getaddrinfo(node, service, hints),
+        )
+    }
+
     fn migrate_id(&self, id: IdHandle, channel: Option<ChannelHandle>) -> Result<()> {
         self.call(
             Call::MigrateId,

@@ -115,17 +115,7 @@ impl VerbsBackend {
                 "RAI_SA and RAI_DNS exclude each other",
             ));
         }
-        let hints_in = hints.map(|h| AddrInfoHintsIn {
-            flags: h.flags as i32,
-            port_space: h.port_space.map_or(0, |p| p.0 as i32),
-            qp_type: h.qp_type.map_or(0, |q| match q {
-                QpType::Rc => QPT_RC as i32,
-                QpType::Uc => QPT_UC as i32,
-                QpType::Ud => QPT_UD as i32,
-            }),
-            src: h.src_addr.as_ref().map(ffi::addrinfo_addr),
-            dst: h.dst_addr.as_ref().map(ffi::addrinfo_addr),
-        });
+        let hints_in = hints.map(hints_in);
         let sa = flags & rai::SA != 0;
         // The native call changes only librdmacm's own resolution state (under its own lock)
         // and may look a name up: the channel's fetch lock is not taken.
@@ -167,6 +157,21 @@ impl VerbsBackend {
         })
     }
 
+    pub(crate) fn getaddrinfo_impl(
+        &self,
+        node: Option<&str>,
+        service: Option<&str>,
+        hints: Option<&AddrInfoHints>,
+    ) -> Result<Vec<AddrInfo>> {
+        let call = Call::GetAddrinfo;
+        let node = cstring(call, node)?;
+        let service = cstring(call, service)?;
+        let hints_in = hints.map(hints_in);
+        let list = ffi::getaddrinfo(node.as_deref(), service.as_deref(), hints_in.as_ref())
+            .map_err(|code| lookup_error(call, code))?;
+        Ok(convert(list))
+    }
+
     /// EBUSY if `o` has a resolution pending or not yet queried.
     fn check_idle(call: Call, id: IdHandle, o: &IdObj) -> Result<()> {
         if matches!(lock(&o.state).addrinfo, AddrinfoState::Idle) {
@@ -201,6 +206,21 @@ impl VerbsBackend {
                 )),
             }
         })
+    }
+}
+
+/// The hints as librdmacm takes them.
+fn hints_in(h: &AddrInfoHints) -> AddrInfoHintsIn {
+    AddrInfoHintsIn {
+        flags: h.flags as i32,
+        port_space: h.port_space.map_or(0, |p| p.0 as i32),
+        qp_type: h.qp_type.map_or(0, |q| match q {
+            QpType::Rc => QPT_RC as i32,
+            QpType::Uc => QPT_UC as i32,
+            QpType::Ud => QPT_UD as i32,
+        }),
+        src: h.src_addr.as_ref().map(ffi::addrinfo_addr),
+        dst: h.dst_addr.as_ref().map(ffi::addrinfo_addr),
     }
 }
 

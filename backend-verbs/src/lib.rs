@@ -501,6 +501,15 @@ impl CmBackend for VerbsBackend {
         self.query_addrinfo_impl(id)
     }
 
+    fn getaddrinfo(
+        &self,
+        node: Option<&str>,
+        service: Option<&str>,
+        hints: Option<&AddrInfoHints>,
+    ) -> Result<Vec<AddrInfo>> {
+        self.getaddrinfo_impl(node, service, hints)
+    }
+
     fn migrate_id(&self, id: IdHandle, channel: Option<ChannelHandle>) -> Result<()> {
         self.migrate_id_impl(id, channel)
     }

@@ -330,6 +330,21 @@ pub trait CmBackend: Send + Sync {
     /// * ENOENT: nothing resolved, or already queried.
     fn query_addrinfo(&self, id: IdHandle) -> Result<Vec<AddrInfo>>;
 
+    /// `rdma_getaddrinfo(node, service, hints)` without an id: what `create_ep` takes, as a C
+    /// program gets it before it has an id. The same lookup as `resolve_addrinfo`'s DNS mode
+    /// (librdmacm 44 over glibc's `getaddrinfo`: one result, made from glibc's first answer;
+    /// a passive result names the source, an active one the destination). On the simulator
+    /// names are the fabric's host names; on cmtwin-verbs the system's resolver answers.
+    ///
+    /// * EINVAL: no node, no service and no hints; a NUL byte inside a string.
+    /// * ENOENT: the name or service does not resolve (glibc's `EAI_*` failures).
+    fn getaddrinfo(
+        &self,
+        node: Option<&str>,
+        service: Option<&str>,
+        hints: Option<&AddrInfoHints>,
+    ) -> Result<Vec<AddrInfo>>;
+
     /// `rdma_migrate_id`: move the id (and its queued events) to another channel; `None` makes
     /// it synchronous.
     ///

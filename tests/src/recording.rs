@@ -647,6 +647,23 @@ impl<B: CmBackend> CmBackend for Recorded<B> {
         });
         r
     }
+    fn getaddrinfo(
+        &self,
+        node: Option<&str>,
+        service: Option<&str>,
+        hints: Option<&AddrInfoHints>,
+    ) -> Result<Vec<AddrInfo>> {
+        let r = self.inner.getaddrinfo(node, service, hints);
+        self.record(|n| {
+            let node = n.node(node);
+            let result = match &r {
+                Ok(infos) => n.addrinfo(infos),
+                Err(e) => errno_text(e),
+            };
+            format!("getaddrinfo({node}, {service:?}, {hints:?}) = {result}")
+        });
+        r
+    }
     fn migrate_id(&self, id: IdHandle, channel: Option<ChannelHandle>) -> Result<()> {
         let r = self.inner.migrate_id(id, channel);
         self.record(|n| {

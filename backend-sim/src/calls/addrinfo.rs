@@ -1,11 +1,13 @@
-//! `rdma_resolve_addrinfo` and `rdma_query_addrinfo` (§10.3): DNS mode resolves the fabric's
-//! host names and numeric addresses. Produces ADDRINFO_RESOLVED and ADDRINFO_ERROR.
+//! `rdma_resolve_addrinfo`, `rdma_query_addrinfo` and `rdma_getaddrinfo` (§10.3): DNS mode
+//! resolves the fabric's host names and numeric addresses. Produces ADDRINFO_RESOLVED and
+//! ADDRINFO_ERROR.
 //!
-//! DNS mode runs `rdma_getaddrinfo` synchronously inside the call (librdmacm, and cmtwin-verbs'
-//! emulation on rdma-core 44; `getaddrinfo.rs` models it): a name that does not resolve is an
-//! ENOENT from the call, never an event, and a success is one result. ADDRINFO_ERROR comes only from SA mode (RAI_SA, Linux ≥ 6.18: the `Mainline`
-//! profile, on InfiniBand): the simulated SA holds no service records, so every SA-mode query
-//! ends in ADDRINFO_ERROR -ENOENT after the SA round trip, with the id back in ADDR_BOUND.
+//! DNS mode runs `rdma_getaddrinfo` synchronously inside the call (librdmacm, and
+//! cmtwin-verbs' emulation on rdma-core 44; `getaddrinfo.rs` models it): a name that does not
+//! resolve is an ENOENT from the call, never an event, and a success is one result.
+//! ADDRINFO_ERROR comes only from SA mode (RAI_SA, Linux ≥ 6.18: the `Mainline` profile, on
+//! InfiniBand): the simulated SA holds no service records, so every SA-mode query ends in
+//! ADDRINFO_ERROR -ENOENT after the SA round trip, with the id back in ADDR_BOUND.
 
 use cmtwin::{
     rai, AddrInfo, AddrInfoHints, Call, CmError, Errno, EventKind, EventParam, IdHandle, Result,
@@ -29,14 +31,7 @@ impl World {
         hints: Option<&AddrInfoHints>,
     ) -> Result<()> {
         let call = Call::ResolveAddrinfo;
-        if [node, service].iter().flatten().any(|s| s.contains('\0')) {
-            // No C string holds it: cmtwin-verbs refuses it before anything else.
-            return Err(CmError::new(
-                call,
-                Errno::EINVAL,
-                "a NUL byte inside a string",
-            ));
-        }
+        check_c_strings(call, node, service)?;
         let key = self.id_key(host, call, h)?;
         self.check_not_removed(call, key)?;
         let flags = hints.map_or(0, |h| h.flags);
@@ -65,17 +60,7 @@ impl World {
                 KernelProfile::Mainline => self.resolve_ib_service(call, key, node, service),
             };
         }
-        let topo = &self.topo;
-        let host_ip = |name: &str| {
-            let hk = topo.hosts.position(|hst| hst.name == name)?;
-            topo.hosts[hk]
-                .devices
-                .iter()
-                .find_map(|d| topo.devices[*d].ips.first().copied())
-        };
-        let info = getaddrinfo::rdma_getaddrinfo(node, service, hints, host_ip)
-            .map_err(|(errno, why)| CmError::new(call, errno, why))?;
-        let list = vec![info];
+        let list = vec![self.lookup(call, node, service, hints)?];
         *self.id_mut(key).addrinfo_mut() = AddrinfoState::Resolved(list);
         let action = Action::IdEvent {
             id: key,
@@ -87,6 +72,39 @@ impl World {
         };
         self.after(Default::default(), action);
         Ok(())
+    }
+
+    /// `rdma_getaddrinfo` without an id.
+    pub(crate) fn getaddrinfo(
+        &self,
+        node: Option<&str>,
+        service: Option<&str>,
+        hints: Option<&AddrInfoHints>,
+    ) -> Result<Vec<AddrInfo>> {
+        let call = Call::GetAddrinfo;
+        check_c_strings(call, node, service)?;
+        Ok(vec![self.lookup(call, node, service, hints)?])
+    }
+
+    /// `rdma_getaddrinfo`'s one result, names being the fabric's host names (a host's first
+    /// device's first address).
+    fn lookup(
+        &self,
+        call: Call,
+        node: Option<&str>,
+        service: Option<&str>,
+        hints: Option<&AddrInfoHints>,
+    ) -> Result<AddrInfo> {
+        let topo = &self.topo;
+        let host_ip = |name: &str| {
+            let hk = topo.hosts.position(|hst| hst.name == name)?;
+            topo.hosts[hk]
+                .devices
+                .iter()
+                .find_map(|d| topo.devices[*d].ips.first().copied())
+        };
+        getaddrinfo::rdma_getaddrinfo(node, service, hints, host_ip)
+            .map_err(|(errno, why)| CmError::new(call, errno, why))
     }
 
     /// `rdma_query_addrinfo`.
@@ -176,4 +194,17 @@ impl World {
             Vec::new(),
         );
     }
+}
+
+/// EINVAL for a string no C string holds (a NUL byte inside): cmtwin-verbs refuses it before
+/// anything else.
+fn check_c_strings(call: Call, node: Option<&str>, service: Option<&str>) -> Result<()> {
+    if [node, service].iter().flatten().any(|s| s.contains('\0')) {
+        return Err(CmError::new(
+            call,
+            Errno::EINVAL,
+            "a NUL byte inside a string",
+        ));
+    }
+    Ok(())
 }

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use cmtwin::{Call, CmBackend, Errno, EventKind, PortSpace};
+use cmtwin::{rai, AddrInfo, AddrInfoHints, Call, CmBackend, Errno, EventKind, PortSpace, QpType};
 
 use crate::steps::{expect_errno, expect_event_for, expect_no_event, ok};
 use crate::TestBed;
@@ -71,6 +71,40 @@ pub fn unknown_name_fails_at_once_without_event<T: TestBed>(bed: &T) {
     ok(cm.query_addrinfo(id), "query_addrinfo");
     ok(cm.destroy_id(id), "destroy");
     ok(cm.destroy_event_channel(channel), "destroy channel");
+}
+
+/// §10.3: `rdma_getaddrinfo` needs no id: a numeric destination and service give one active
+/// result naming them, an RC QP over RDMA_PS_TCP and no flags; passive hints without a node
+/// give the IPv4 wildcard as the source; a name that does not resolve is ENOENT and nothing
+/// at all EINVAL, both naming `rdma_getaddrinfo`.
+pub fn getaddrinfo_needs_no_id<T: TestBed>(bed: &T) {
+    let cm = bed.client();
+    let node = bed.server_ip().to_string();
+    let results = ok(
+        cm.getaddrinfo(Some(&node), Some("7471"), None),
+        "getaddrinfo",
+    );
+    let want = SocketAddr::new(bed.server_ip(), 7471);
+    let active = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, Some(want));
+    assert_eq!(results, [active]);
+    let passive = AddrInfoHints::new(rai::PASSIVE);
+    let results = ok(
+        cm.getaddrinfo(None, Some("7471"), Some(&passive)),
+        "passive getaddrinfo",
+    );
+    let any = SocketAddr::from(([0, 0, 0, 0], 7471));
+    let wildcard = AddrInfo::new(rai::PASSIVE, PortSpace::TCP, QpType::Rc, Some(any), None);
+    assert_eq!(results, [wildcard]);
+    expect_errno(
+        cm.getaddrinfo(Some("cmtwin-no-such-host.invalid"), Some("7471"), None),
+        Call::GetAddrinfo,
+        Errno::ENOENT,
+    );
+    expect_errno(
+        cm.getaddrinfo(None, None, None),
+        Call::GetAddrinfo,
+        Errno::EINVAL,
+    );
 }
 
 /// §5.1 (ADDRINFO_ERROR), §10.3: SA mode (RAI_SA) on an id bound to an InfiniBand device asks

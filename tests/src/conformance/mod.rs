@@ -205,6 +205,7 @@ macro_rules! __conformance_scenarios {
                 numeric_destination_resolves,
                 query_without_resolution_is_enoent,
                 unknown_name_fails_at_once_without_event,
+                getaddrinfo_needs_no_id,
                 sa_query_without_records_is_addrinfo_error [SaAddrinfo]
             }
             // Last: on a real machine these remove the device and add it back.
