@@ -434,6 +434,10 @@ impl SimBackend {
         let Ok(mut w) = self.lock_quiet(Call::GetCmEvent) else {
             return;
         };
+        if !w.trace.is_on() {
+            // A polling loop fails here at every look: nothing is formatted for nothing.
+            return;
+        }
         let entry = match channels {
             [channel] => Entry::GetEventFailed {
                 channel: *channel,
@@ -800,7 +804,10 @@ impl CmBackend for SimBackend {
 
     fn poll_channels(&self, channels: &[ChannelHandle], wait: Wait) -> Result<Vec<ChannelHandle>> {
         let r = self.wait_ready(channels, wait);
-        if let Ok(mut w) = self.lock(Call::Poll) {
+        let Ok(mut w) = self.lock(Call::Poll) else {
+            return r;
+        };
+        if w.trace.is_on() {
             let result = match &r {
                 Ok(ready) => Shown::Text(list(ready)),
                 Err(e) => Shown::Errno(e.errno),
