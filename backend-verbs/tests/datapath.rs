@@ -815,6 +815,18 @@ fn posts_are_checked_against_capacities() {
         s.post_send(conn.server.qp, &read).unwrap_err().errno,
         Errno::EINVAL
     );
+    // Inline sends are checked against what was granted, not asked: the QP asked for no
+    // inline bytes and takes `max_inline_data` of them, one more is EINVAL.
+    let room = granted.max_inline_data as usize;
+    let inline = |n: usize| SendWr::new(2, SendOp::Send, Payload::Inline(&[7; 64][..n]));
+    let e = s.post_send(conn.server.qp, &inline(room + 1)).unwrap_err();
+    assert_eq!(e.errno, Errno::EINVAL, "{e}");
+    if room > 0 {
+        ok(
+            s.post_send(conn.server.qp, &inline(room)),
+            "granted inline bytes",
+        );
+    }
     teardown(&s, &c, conn);
 }
 

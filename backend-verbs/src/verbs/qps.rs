@@ -81,10 +81,20 @@ struct QpObjects {
     recv_cq: Arc<CqObj>,
 }
 
-/// A fresh QP object.
-fn qp_obj(raw: RawQp, cap: QpCap, ud: bool) -> Arc<QpObj> {
+/// A fresh QP object. Posts are checked against the capacities the device granted, which may
+/// exceed those asked for (`ibv_create_qp` writes them back; rxe grants 16 inline bytes to a
+/// QP that asked for none but has one entry a request); `asked` stands in if the device
+/// cannot be queried.
+fn qp_obj(raw: RawQp, asked: QpCap, ud: bool) -> Arc<QpObj> {
     let ctx = raw.ctx();
     let qpn = raw.qp_num();
+    let cap = raw.cap().map_or(asked, |c| QpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    });
     Arc::new(QpObj {
         raw,
         ctx,
