@@ -2999,10 +2999,7 @@ fn iwarp_disconnect_while_connecting_waits_for_the_mpa_reply() {
     let (server_log, server_accepted) = (Arc::clone(&log), Arc::clone(&accepted_at));
     bed.fabric
         .spawn("server", "server", move |cm| -> Result<(), CmError> {
-            let channel = cm.create_event_channel()?;
-            let listener = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
-            cm.bind_addr(listener, addr)?;
-            cm.listen(listener, 4)?;
+            let (channel, listener) = listening_from_process(&cm, addr)?;
             let request = cm.get_cm_event(channel, Wait::Block)?;
             let child = request.id();
             cm.ack_cm_event(request)?;
@@ -3027,13 +3024,7 @@ fn iwarp_disconnect_while_connecting_waits_for_the_mpa_reply() {
     let (client_log, client_returned) = (Arc::clone(&log), Arc::clone(&returned_at));
     bed.fabric
         .spawn("client", "client", move |cm| -> Result<(), CmError> {
-            let channel = cm.create_event_channel()?;
-            let id = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
-            cm.resolve_addr(id, None, addr, RESOLVE_TIMEOUT)?;
-            cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
-            cm.resolve_route(id, RESOLVE_TIMEOUT)?;
-            cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
-            cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+            let (channel, id) = routed_with_qp(&cm, addr)?;
             cm.connect(id, None)?;
             cm.disconnect(id)?;
             *client_returned.lock().unwrap() = cm.now();
@@ -3810,10 +3801,7 @@ fn a_process_exit_destroys_the_ids_it_left() {
         let server_exit = Arc::clone(&exited_at);
         bed.fabric
             .spawn("server", "server", move |cm| -> Result<(), CmError> {
-                let channel = cm.create_event_channel()?;
-                let listener = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
-                cm.bind_addr(listener, addr)?;
-                cm.listen(listener, 4)?;
+                let (channel, listener) = listening_from_process(&cm, addr)?;
                 let request = cm.get_cm_event(channel, Wait::Block)?;
                 cm.ack_cm_event(request)?;
                 cm.destroy_id(listener)?;
@@ -3824,13 +3812,7 @@ fn a_process_exit_destroys_the_ids_it_left() {
         let client_got = Arc::clone(&got);
         bed.fabric
             .spawn("client", "client", move |cm| -> Result<(), CmError> {
-                let channel = cm.create_event_channel()?;
-                let id = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
-                cm.resolve_addr(id, None, addr, RESOLVE_TIMEOUT)?;
-                cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
-                cm.resolve_route(id, RESOLVE_TIMEOUT)?;
-                cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
-                cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+                let (channel, id) = routed_with_qp(&cm, addr)?;
                 cm.connect(id, Some(&ConnParam::with_private_data(&[0, 0, 0, 7])))?;
                 let event = cm.get_cm_event(channel, Wait::Block)?;
                 *client_got.lock().unwrap() = Some((event.kind(), event.status(), cm.now()));
@@ -3846,4 +3828,32 @@ fn a_process_exit_destroys_the_ids_it_left() {
             "{transport:?}"
         );
     }
+}
+
+/// From a simulated process: a channel and an id on it whose route to `addr` is resolved
+/// (both events fetched and acknowledged), with an RC QP.
+fn routed_with_qp(
+    cm: &impl CmBackend,
+    addr: SocketAddr,
+) -> Result<(cmtwin::ChannelHandle, cmtwin::IdHandle), CmError> {
+    let channel = cm.create_event_channel()?;
+    let id = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+    cm.resolve_addr(id, None, addr, RESOLVE_TIMEOUT)?;
+    cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
+    cm.resolve_route(id, RESOLVE_TIMEOUT)?;
+    cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
+    cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+    Ok((channel, id))
+}
+
+/// From a simulated process: a channel and a listener on it at `addr` (backlog 4).
+fn listening_from_process(
+    cm: &impl CmBackend,
+    addr: SocketAddr,
+) -> Result<(cmtwin::ChannelHandle, cmtwin::IdHandle), CmError> {
+    let channel = cm.create_event_channel()?;
+    let listener = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+    cm.bind_addr(listener, addr)?;
+    cm.listen(listener, 4)?;
+    Ok((channel, listener))
 }
