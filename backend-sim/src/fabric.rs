@@ -463,7 +463,10 @@ impl Fabric {
     // ----- processes -----------------------------------------------------------------------
 
     /// Registers a process running `body` on host `host`; `run` starts it. A process on a host
-    /// the fabric does not have is not started: `run` reports it as failed.
+    /// the fabric does not have is not started: `run` reports it as failed. When the process
+    /// and every thread it spawned have returned, it has exited: its channel files are
+    /// closed, destroying the ids still on them as `rdma_destroy_id` does (the kernel's
+    /// `ucma_close`), so handles it leaves behind are stale after `run`.
     pub fn spawn(
         &self,
         host: &str,

@@ -137,6 +137,13 @@ impl World {
         let Some(group) = group else {
             return;
         };
+        self.close_files_of(group);
+        self.sched.crash_group(group);
+    }
+
+    /// Closes every channel file process group `group` owns (its exit or crash): the kernel's
+    /// `ucma_close` destroys each id of the file as `rdma_destroy_id` does.
+    pub(crate) fn close_files_of(&mut self, group: usize) {
         let files: Vec<_> = (self.kernel.channels.keys_sorted().into_iter())
             .filter(|c| self.kernel.channels[c].owner == Some(group))
             .collect();
@@ -145,7 +152,6 @@ impl World {
                 self.close_channel_file(chan);
             }
         }
-        self.sched.crash_group(group);
     }
 
     /// Host `host` is back up: its devices are present again, with nothing on them.

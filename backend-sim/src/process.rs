@@ -240,6 +240,11 @@ impl Scheduler {
         }
     }
 
+    /// Whether a process of `group` has not finished yet.
+    pub(crate) fn group_live(&self, group: usize) -> bool {
+        (self.procs.iter()).any(|p| p.group == group && !matches!(p.state, ProcState::Done))
+    }
+
     /// Registers one more process (a thread spawned while the run is in progress); its
     /// index.
     fn register(&mut self, proc: Proc) -> usize {
@@ -695,9 +700,16 @@ impl World {
         index
     }
 
-    /// Marks process `index` done and hands the baton on.
+    /// Marks process `index` done and hands the baton on. When it was the last live process
+    /// of its group, the process has exited: as the kernel's `ucma_close` does for each
+    /// rdma_cm file of an exiting process, its channel files are closed, destroying each of
+    /// their ids as `rdma_destroy_id` does (peers get a DREQ or a REJ).
     pub(crate) fn exit_process(&mut self, index: usize) {
         self.sched.mark_done(index);
+        let group = self.sched.group_of(index);
+        if !self.sched.group_live(group) {
+            self.close_files_of(group);
+        }
         self.pass_baton();
         self.sched.notify_current();
     }

@@ -2999,10 +2999,7 @@ fn iwarp_disconnect_while_connecting_waits_for_the_mpa_reply() {
     let (server_log, server_accepted) = (Arc::clone(&log), Arc::clone(&accepted_at));
     bed.fabric
         .spawn("server", "server", move |cm| -> Result<(), CmError> {
-            let channel = cm.create_event_channel()?;
-            let listener = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
-            cm.bind_addr(listener, addr)?;
-            cm.listen(listener, 4)?;
+            let (channel, listener) = listening_from_process(&cm, addr)?;
             let request = cm.get_cm_event(channel, Wait::Block)?;
             let child = request.id();
             cm.ack_cm_event(request)?;
@@ -3027,13 +3024,7 @@ fn iwarp_disconnect_while_connecting_waits_for_the_mpa_reply() {
     let (client_log, client_returned) = (Arc::clone(&log), Arc::clone(&returned_at));
     bed.fabric
         .spawn("client", "client", move |cm| -> Result<(), CmError> {
-            let channel = cm.create_event_channel()?;
-            let id = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
-            cm.resolve_addr(id, None, addr, RESOLVE_TIMEOUT)?;
-            cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
-            cm.resolve_route(id, RESOLVE_TIMEOUT)?;
-            cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
-            cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+            let (channel, id) = routed_with_qp(&cm, addr)?;
             cm.connect(id, None)?;
             cm.disconnect(id)?;
             *client_returned.lock().unwrap() = cm.now();
@@ -3786,4 +3777,83 @@ fn resolve_binds_the_source_before_comparing_families() {
     );
     teardown(cm, &[a, b, c], ch);
     teardown_listener(&bed, &listener);
+}
+
+/// A process that returns leaving ids behind has exited: the kernel closes its rdma_cm files
+/// (`ucma_close`), destroying each id as `rdma_destroy_id` does. QEMU's RDMA migration
+/// destination does this when a request carries an unknown capability version: it
+/// acknowledges the CONNECT_REQUEST, never keeps the new id, and tears down only the
+/// listener. The initiator is rejected at once: REJ 28 from `cm_destroy_id` in REQ_RCVD on
+/// IB and RoCE, an MPA reject from `iw_destroy_cm_id` in CONN_RECV on iWARP (REJECTED
+/// -ECONNRESET). Before, the ids outlived their process and the REQ ran out of retries
+/// (UNREACHABLE -ETIMEDOUT after seconds).
+#[test]
+fn a_process_exit_destroys_the_ids_it_left() {
+    for (transport, status) in [
+        (Transport::Roce, 28),
+        (Transport::InfiniBand, 28),
+        (Transport::Iwarp, -104),
+    ] {
+        let bed = exact_bed(transport);
+        let addr = bed.server_addr();
+        let latency = SimConfig::default().wire_latency;
+        let exited_at = Arc::new(Mutex::new(Duration::ZERO));
+        let server_exit = Arc::clone(&exited_at);
+        bed.fabric
+            .spawn("server", "server", move |cm| -> Result<(), CmError> {
+                let (channel, listener) = listening_from_process(&cm, addr)?;
+                let request = cm.get_cm_event(channel, Wait::Block)?;
+                cm.ack_cm_event(request)?;
+                cm.destroy_id(listener)?;
+                *server_exit.lock().unwrap() = cm.now();
+                Ok(())
+            });
+        let got = Arc::new(Mutex::new(None));
+        let client_got = Arc::clone(&got);
+        bed.fabric
+            .spawn("client", "client", move |cm| -> Result<(), CmError> {
+                let (channel, id) = routed_with_qp(&cm, addr)?;
+                cm.connect(id, Some(&ConnParam::with_private_data(&[0, 0, 0, 7])))?;
+                let event = cm.get_cm_event(channel, Wait::Block)?;
+                *client_got.lock().unwrap() = Some((event.kind(), event.status(), cm.now()));
+                cm.ack_cm_event(event)?;
+                cm.destroy_id(id)?;
+                cm.destroy_event_channel(channel)
+            });
+        bed.fabric.run().expect("both processes succeed");
+        let exited = *exited_at.lock().unwrap();
+        assert_eq!(
+            *got.lock().unwrap(),
+            Some((EventKind::Rejected, status, exited + latency)),
+            "{transport:?}"
+        );
+    }
+}
+
+/// From a simulated process: a channel and an id on it whose route to `addr` is resolved
+/// (both events fetched and acknowledged), with an RC QP.
+fn routed_with_qp(
+    cm: &impl CmBackend,
+    addr: SocketAddr,
+) -> Result<(cmtwin::ChannelHandle, cmtwin::IdHandle), CmError> {
+    let channel = cm.create_event_channel()?;
+    let id = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+    cm.resolve_addr(id, None, addr, RESOLVE_TIMEOUT)?;
+    cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
+    cm.resolve_route(id, RESOLVE_TIMEOUT)?;
+    cm.ack_cm_event(cm.get_cm_event(channel, Wait::Block)?)?;
+    cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
+    Ok((channel, id))
+}
+
+/// From a simulated process: a channel and a listener on it at `addr` (backlog 4).
+fn listening_from_process(
+    cm: &impl CmBackend,
+    addr: SocketAddr,
+) -> Result<(cmtwin::ChannelHandle, cmtwin::IdHandle), CmError> {
+    let channel = cm.create_event_channel()?;
+    let listener = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+    cm.bind_addr(listener, addr)?;
+    cm.listen(listener, 4)?;
+    Ok((channel, listener))
 }

@@ -592,7 +592,9 @@ fn migrating_a_synchronous_id_fails_the_waiting_call_with_ebadf() {
         let id = take(&l);
         cm.migrate_id(id, Some(ch))?;
         *m.lock().unwrap() = Some(cm.now());
-        Ok(())
+        // Alive until the server saw the move: the migrator's exit closes its channel file,
+        // destroying the listener now on it.
+        cm.sleep(Duration::from_millis(1))
     });
     fabric.run().expect("both processes end");
     let err = waited
