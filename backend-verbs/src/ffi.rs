@@ -25,7 +25,9 @@ use std::sync::OnceLock;
 
 use rdma_sys as sys;
 
+mod devices;
 mod verbs;
+pub(crate) use devices::{devices, query_device, query_port};
 pub(crate) use verbs::*;
 
 /// Result of a C call: the errno on failure.

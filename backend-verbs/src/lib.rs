@@ -546,6 +546,15 @@ impl CmBackend for VerbsBackend {
         self.qp_num_impl(id)
     }
 
+    fn devices(&self) -> Result<Vec<cmtwin::DeviceInfo>> {
+        ffi::devices().map_err(|e| err(Call::GetDevices, e, "librdmacm lists no device"))
+    }
+
+    fn id_device(&self, id: IdHandle) -> Result<Option<cmtwin::IdDevice>> {
+        // Under the id's locks: librdmacm sets `id->verbs` as it processes the id's events.
+        self.on_id(Call::IdDevice, id, |o| Ok(o.raw.device()))
+    }
+
     fn now(&self) -> Duration {
         self.start.elapsed()
     }

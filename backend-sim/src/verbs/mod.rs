@@ -43,6 +43,8 @@
 
 mod address_handles;
 mod backend;
+mod device_profile;
+mod devices;
 mod drive;
 mod faults;
 mod invariants;
@@ -68,9 +70,10 @@ use crate::store::{BoxedStore, KeyMap, Store};
 use crate::topology::{DevKey, HostKey};
 use crate::world::IdKey;
 
+pub(crate) use device_profile::MAX_RD_ATOM;
 pub(crate) use machine::QpMachine;
 pub(crate) use packet::Packet;
-pub(crate) use qps::{check_cap_maxima, device_cap};
+pub(crate) use qps::{check_cap_maxima, check_librdmacm_cqs, device_cap};
 pub(crate) use rc::RcQp;
 pub(crate) use ud::{Datagram, UdQp};
 

@@ -226,4 +226,19 @@ impl DataPath for VerbsBackend {
     fn get_async_event(&self, wait: Wait) -> Result<VerbsAsyncEvent> {
         self.get_async_event_impl(wait)
     }
+
+    fn query_device(&self, device: &str) -> Result<cmtwin::DeviceAttr> {
+        crate::ffi::query_device(device)
+            .map_err(|e| err(Call::QueryDevice, e, format!("device {device:?}")))
+    }
+
+    fn query_port(&self, device: &str, port: u8) -> Result<cmtwin::PortAttr> {
+        crate::ffi::query_port(device, port).map_err(|e| {
+            err(
+                Call::QueryPort,
+                e,
+                format!("port {port} of device {device:?}"),
+            )
+        })
+    }
 }
