@@ -1,6 +1,6 @@
 //! Every `unsafe` of the crate: thin wrappers over librdmacm (through `rdma-sys`), and the few
 //! libc calls the backend needs (eventfd, poll, fcntl, dlsym); the libibverbs objects of the
-//! data path are in the submodule `ffi/verbs.rs`.
+//! data path are in the submodule `ffi/verbs.rs`, the device queries in `ffi/devices.rs`.
 //!
 //! # The ownership invariant that makes these wrappers sound
 //!
