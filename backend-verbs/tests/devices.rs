@@ -10,6 +10,7 @@ use std::time::Duration;
 use cmtwin::verbs::DataPath;
 use cmtwin::{Call, CmBackend, Errno, EventKind, NodeType, PortSpace, Transport, TransportType};
 use cmtwin_tests::bed_id::BedId;
+use cmtwin_tests::devices::reported_maxima_are_enforced;
 use cmtwin_tests::measured_devices::{is_eui64_from_mac, measured};
 use cmtwin_tests::steps::{expect_event_for, ok};
 use cmtwin_verbs::VerbsBackend;
@@ -123,5 +124,17 @@ mod device_info {
         let e = cm.id_device(bound).expect_err("destroyed");
         assert_eq!((e.call, e.errno), (Call::IdDevice, Errno::ENOENT), "{e}");
         ok(cm.destroy_event_channel(ch), "destroy channel");
+    }
+
+    /// The maxima `ibv_query_device` reports are those the device enforces
+    /// (`cmtwin_tests::devices::reported_maxima_are_enforced`).
+    #[test]
+    #[ignore = "needs an RDMA device (run in the VM: scripts/verbs-tests-in-vm)"]
+    fn maxima_reported_are_enforced() {
+        let dp = VerbsBackend::new();
+        let id = ok(dp.create_id(None, 0, PortSpace::TCP), "create_id");
+        ok(dp.bind_addr(id, SocketAddr::new(bed_ip(), 7491)), "bind");
+        reported_maxima_are_enforced(&dp, id, &device_name());
+        ok(dp.destroy_id(id), "destroy_id");
     }
 }

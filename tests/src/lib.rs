@@ -49,6 +49,7 @@ pub mod cm_model;
 pub mod conformance;
 pub mod datapath;
 pub mod device_link;
+pub mod devices;
 pub mod fidelity;
 pub mod fuzzing;
 pub mod harness;

@@ -8,9 +8,10 @@ use std::time::Duration;
 use cmtwin::verbs::DataPath;
 use cmtwin::{
     AtomicCap, Call, CmBackend, DeviceAttr, DeviceInfo, Errno, EventKind, LinkLayer, Mtu, NodeType,
-    PortAttr, PortSpace, PortState, QpInitAttr, QpType, Transport, TransportType,
+    PortAttr, PortSpace, PortState, Transport, TransportType,
 };
 use cmtwin_sim::{Fabric, KernelProfile, SimConfig};
+use cmtwin_tests::devices::reported_maxima_are_enforced;
 use cmtwin_tests::measured_devices::{is_eui64_from_mac, measured};
 use cmtwin_tests::steps::{expect_event_for, ok};
 
@@ -266,24 +267,7 @@ fn the_reported_maxima_are_the_enforced_ones() {
         let a = f.backend("a");
         let id = ok(a.create_id(None, 0, PortSpace::TCP), "create_id");
         ok(a.bind_addr(id, SocketAddr::new(A, 7491)), "bind");
-        let attr = ok(a.query_device(first_name(transport)), "query_device");
-        let e = a
-            .create_cq(id, attr.max_cqe + 1, None)
-            .expect_err("above max_cqe");
-        assert_eq!((e.call, e.errno), (Call::CreateCq, Errno::EINVAL), "{e}");
-        let cq = ok(a.create_cq(id, attr.max_cqe, None), "a CQ of max_cqe");
-        ok(a.destroy_cq(cq), "destroy_cq");
-        let mut qp = QpInitAttr::new(QpType::Rc);
-        qp.cap.max_recv_sge = attr.max_sge + 1;
-        let e = a.create_qp(id, &qp).expect_err("above max_sge");
-        assert_eq!((e.call, e.errno), (Call::CreateQp, Errno::EINVAL), "{e}");
-        qp.cap.max_recv_sge = attr.max_sge;
-        qp.cap.max_send_wr = attr.max_qp_wr.min(attr.max_cqe);
-        ok(
-            a.create_qp(id, &qp),
-            "a QP at max_sge and the deepest queue",
-        );
-        ok(a.destroy_qp(id), "destroy_qp");
+        reported_maxima_are_enforced(&a, id, first_name(transport));
         ok(a.destroy_id(id), "destroy_id");
     }
 }
