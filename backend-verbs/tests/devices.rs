@@ -5,14 +5,15 @@
 //! with `--ignored --test-threads=1`.
 
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
 
 use cmtwin::verbs::DataPath;
-use cmtwin::{Call, CmBackend, Errno, EventKind, NodeType, PortSpace, Transport, TransportType};
+use cmtwin::{Call, CmBackend, Errno, NodeType, PortSpace, Transport, TransportType};
 use cmtwin_tests::bed_id::BedId;
-use cmtwin_tests::devices::reported_maxima_are_enforced;
+use cmtwin_tests::devices::{
+    a_resolving_id_has_its_device_at_addr_resolved, reported_maxima_are_enforced,
+};
 use cmtwin_tests::measured_devices::{is_eui64_from_mac, measured};
-use cmtwin_tests::steps::{expect_event_for, ok};
+use cmtwin_tests::steps::ok;
 use cmtwin_verbs::VerbsBackend;
 
 /// Every test here is under `device_info::`, the filter that runs them alone in the VM.
@@ -105,18 +106,8 @@ mod device_info {
             (dev.device.name.as_str(), dev.port_num),
             (&*device_name(), 1)
         );
-        let resolving = ok(cm.create_id(Some(ch), 0, PortSpace::TCP), "create_id");
         let dst = SocketAddr::new(bed_ip(), 7482);
-        let two_s = Duration::from_secs(2);
-        ok(cm.resolve_addr(resolving, None, dst, two_s), "resolve_addr");
-        // librdmacm attaches the device as it processes ADDR_RESOLVED (`ucma_get_device`).
-        assert_eq!(
-            ok(cm.id_device(resolving), "id_device"),
-            None,
-            "before ADDR_RESOLVED"
-        );
-        expect_event_for(&cm, ch, EventKind::AddrResolved, resolving, 0);
-        let after = ok(cm.id_device(resolving), "id_device").expect("resolved");
+        let (resolving, after) = a_resolving_id_has_its_device_at_addr_resolved(&cm, ch, dst);
         assert_eq!(after, dev, "the same device and port");
         for id in [fresh, bound, resolving] {
             ok(cm.destroy_id(id), "destroy_id");

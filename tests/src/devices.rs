@@ -2,10 +2,35 @@
 //! device's address (`backend-verbs/tests/devices.rs` on the beds, `tests/sim_devices.rs` on
 //! every simulated transport).
 
-use cmtwin::verbs::DataPath;
-use cmtwin::{Call, Errno, IdHandle, QpInitAttr, QpType};
+use std::net::SocketAddr;
+use std::time::Duration;
 
-use crate::steps::ok;
+use cmtwin::verbs::DataPath;
+use cmtwin::{
+    Call, ChannelHandle, CmBackend, Errno, EventKind, IdDevice, IdHandle, PortSpace, QpInitAttr,
+    QpType,
+};
+
+use crate::steps::{expect_event_for, ok};
+
+/// A new id of `channel` resolving `dst` has no device (`id->verbs` NULL) from
+/// `rdma_resolve_addr` until its ADDR_RESOLVED is fetched (librdmacm's `ucma_get_device`
+/// attaches it as it processes the event), then the device of the route; returns the id
+/// and that device.
+pub fn a_resolving_id_has_its_device_at_addr_resolved<B: CmBackend>(
+    cm: &B,
+    channel: ChannelHandle,
+    dst: SocketAddr,
+) -> (IdHandle, IdDevice) {
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "create_id");
+    let timeout = Duration::from_secs(2);
+    ok(cm.resolve_addr(id, None, dst, timeout), "resolve_addr");
+    let before = ok(cm.id_device(id), "id_device");
+    assert_eq!(before, None, "before ADDR_RESOLVED");
+    expect_event_for(cm, channel, EventKind::AddrResolved, id, 0);
+    let device = ok(cm.id_device(id), "id_device").expect("a device at ADDR_RESOLVED");
+    (id, device)
+}
 
 /// The maxima `ibv_query_device` reports for the device named `name` are those it enforces
 /// on `id` (bound to it, without QP): a CQ of `max_cqe` entries and a QP of `max_sge`

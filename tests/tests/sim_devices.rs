@@ -3,17 +3,18 @@
 //! answer reports are the ones the simulated device enforces.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::Duration;
 
 use cmtwin::verbs::DataPath;
 use cmtwin::{
-    AtomicCap, Call, CmBackend, DeviceAttr, DeviceInfo, Errno, EventKind, LinkLayer, Mtu, NodeType,
-    PortAttr, PortSpace, PortState, Transport, TransportType,
+    AtomicCap, Call, CmBackend, DeviceAttr, DeviceInfo, Errno, LinkLayer, Mtu, NodeType, PortAttr,
+    PortSpace, PortState, Transport, TransportType,
 };
 use cmtwin_sim::{Fabric, KernelProfile, SimConfig};
-use cmtwin_tests::devices::reported_maxima_are_enforced;
+use cmtwin_tests::devices::{
+    a_resolving_id_has_its_device_at_addr_resolved, reported_maxima_are_enforced,
+};
 use cmtwin_tests::measured_devices::{is_eui64_from_mac, measured};
-use cmtwin_tests::steps::{expect_event_for, ok};
+use cmtwin_tests::steps::ok;
 
 const SEED: u64 = 0xde71ce;
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
@@ -230,19 +231,8 @@ fn an_id_has_its_device_once_bound_to_it_or_its_address_resolved() {
     let dev = ok(b.id_device(bound), "id_device").expect("bound to second's address");
     assert_eq!((dev.device.name.as_str(), dev.port_num), ("second", 1));
     assert_eq!(dev.device.node_guid, 0x0000_00ff_fe01_0002);
-    let resolving = new_id();
-    let second_s = Duration::from_secs(1);
-    ok(
-        b.resolve_addr(resolving, None, SocketAddr::new(A, 7483), second_s),
-        "resolve",
-    );
-    assert_eq!(
-        ok(b.id_device(resolving), "id_device"),
-        None,
-        "before ADDR_RESOLVED"
-    );
-    expect_event_for(&b, ch, EventKind::AddrResolved, resolving, 0);
-    let dev = ok(b.id_device(resolving), "id_device").expect("resolved");
+    let dst = SocketAddr::new(A, 7483);
+    let (resolving, dev) = a_resolving_id_has_its_device_at_addr_resolved(&b, ch, dst);
     assert_eq!((dev.device.name.as_str(), dev.port_num), ("first", 1));
     for id in [fresh, bound, resolving] {
         ok(b.destroy_id(id), "destroy_id");
