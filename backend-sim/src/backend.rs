@@ -954,6 +954,16 @@ impl CmBackend for SimBackend {
         self.query(Call::QpNum, id, |i| i.qp)
     }
 
+    fn devices(&self) -> Result<Vec<cmtwin::DeviceInfo>> {
+        let w = self.lock(Call::GetDevices)?;
+        w.devices(self.host)
+    }
+
+    fn id_device(&self, id: IdHandle) -> Result<Option<cmtwin::IdDevice>> {
+        let w = self.lock(Call::IdDevice)?;
+        w.id_device_info(self.host, id)
+    }
+
     fn now(&self) -> Duration {
         self.shared.lock().now.as_duration()
     }

@@ -1,6 +1,6 @@
 //! Every `unsafe` of the crate: thin wrappers over librdmacm (through `rdma-sys`), and the few
 //! libc calls the backend needs (eventfd, poll, fcntl, dlsym); the libibverbs objects of the
-//! data path are in the submodule `ffi/verbs.rs`.
+//! data path are in the submodule `ffi/verbs.rs`, the device queries in `ffi/devices.rs`.
 //!
 //! # The ownership invariant that makes these wrappers sound
 //!
@@ -25,7 +25,9 @@ use std::sync::OnceLock;
 
 use rdma_sys as sys;
 
+mod devices;
 mod verbs;
+pub(crate) use devices::{devices, query_device, query_port};
 pub(crate) use verbs::*;
 
 /// Result of a C call: the errno on failure.

@@ -53,7 +53,7 @@
 //!
 //! | Area | File |
 //! |---|---|
-//! | every `unsafe` (librdmacm, libibverbs, eventfd, poll, dlsym) | `ffi.rs`, `ffi/verbs.rs` |
+//! | every `unsafe` (librdmacm, libibverbs, eventfd, poll, dlsym) | `ffi.rs`, `ffi/verbs.rs`, `ffi/devices.rs` |
 //! | handles, live objects, outstanding events | `registry.rs` |
 //! | handle and ticket values (64-bit, never reused) | `keys.rs` |
 //! | `rdma_create/destroy_event_channel`, `rdma_get_cm_event` (on one or several channels, readiness), `rdma_ack_cm_event` | `channel.rs` |
@@ -64,6 +64,7 @@
 //! | `rdma_create_qp`, `rdma_destroy_qp` | `qp.rs` |
 //! | `rdma_join_multicast(_ex)`, `rdma_leave_multicast` | `multicast.rs` |
 //! | `rdma_write_cm_event` (native or emulated) | `user_events.rs` |
+//! | `rdma_get_devices`, `id->verbs`/`port_num`; `ibv_query_device`, `ibv_query_port` | `ffi/devices.rs` (called from this file and `verbs/datapath.rs`) |
 //! | `rdma_resolve_addrinfo`, `rdma_query_addrinfo` (native or emulated over `rdma_getaddrinfo`) | `addrinfo.rs` |
 //! | the data path ([`cmtwin::verbs::DataPath`]): PDs, regions, completion channels, CQs, QPs with chosen CQs, the external-QP path, posts, polls, asynchronous events | `verbs/` (its unsafe half in `ffi/verbs.rs`) |
 //!
@@ -553,6 +554,15 @@ impl CmBackend for VerbsBackend {
 
     fn qp_num(&self, id: IdHandle) -> Result<Option<u32>> {
         self.qp_num_impl(id)
+    }
+
+    fn devices(&self) -> Result<Vec<cmtwin::DeviceInfo>> {
+        ffi::devices().map_err(|e| err(Call::GetDevices, e, "librdmacm lists no device"))
+    }
+
+    fn id_device(&self, id: IdHandle) -> Result<Option<cmtwin::IdDevice>> {
+        // Under the id's locks: librdmacm sets `id->verbs` as it processes the id's events.
+        self.on_id(Call::IdDevice, id, |o| Ok(o.raw.device()))
     }
 
     fn now(&self) -> Duration {

@@ -29,6 +29,10 @@ fn no_device_means_enodev_with_a_clear_message() {
     assert!(e.detail.contains("no RDMA device"), "{e}");
     let e = cm.create_id(None, 0, PortSpace::TCP).unwrap_err();
     assert_eq!(e.errno, Errno::ENODEV, "{e}");
+    let e = cm.devices().unwrap_err();
+    assert_eq!((e.call, e.errno), (Call::GetDevices, Errno::ENODEV), "{e}");
+    let e = cmtwin::verbs::DataPath::query_device(&cm, "rxe0").unwrap_err();
+    assert_eq!((e.call, e.errno), (Call::QueryDevice, Errno::ENODEV), "{e}");
 }
 
 #[test]
@@ -83,6 +87,7 @@ fn unknown_handles_are_enoent_and_ebadf() {
         (Call::Context, cm.context(id).map(|_| ())),
         (Call::SetContext, cm.set_context(id, 1)),
         (Call::QpNum, cm.qp_num(id).map(|_| ())),
+        (Call::IdDevice, cm.id_device(id).map(|_| ())),
     ];
     for (call, r) in checks {
         let e = r.unwrap_err();

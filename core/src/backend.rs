@@ -367,8 +367,9 @@ pub trait CmBackend: Send + Sync {
     /// * EINVAL: the id has no device (librdmacm would crash, §16; a resolving id has one
     ///   once its ADDR_RESOLVED is fetched, a bound id from the bind), already has a QP, the
     ///   QP type does not suit the port space, or a capacity above the device's maximum
-    ///   (on the simulator 16384 requests, 32 entries, 256 inline bytes; an empty queue is
-    ///   allowed); on IB and RoCE also a connected QP for an id whose IB CM id gives no QP
+    ///   (`max_qp_wr` requests, `max_sge` entries of `query_device`; on the simulator 256
+    ///   inline bytes; an empty queue is allowed), or a queue deeper than the device's
+    ///   `max_cqe` (librdmacm makes the QP's CQs one entry a request: on rxe 32767); on IB and RoCE also a connected QP for an id whose IB CM id gives no QP
     ///   attributes any more (its request abandoned by the initiator, its connection over).
     /// * EOPNOTSUPP: a QP type the transport lacks (UD on iWARP).
     fn create_qp(&self, id: IdHandle, attr: &QpInitAttr) -> Result<u32>;
@@ -414,6 +415,25 @@ pub trait CmBackend: Send + Sync {
         })?;
         Ok(addr.map_or(0, |a| a.port()))
     }
+
+    /// `rdma_get_devices`: the RDMA devices of the host, in the order librdmacm lists them
+    /// (the kernel's order of registration; on the simulator the topology's order of the
+    /// host's present devices). Each names its device for
+    /// [`crate::verbs::DataPath::query_device`] and [`crate::verbs::DataPath::query_port`]:
+    /// a program can look at the devices before it has an id. (cmtwin-verbs frees the list
+    /// with `rdma_free_devices` before returning.)
+    ///
+    /// * ENODEV: no RDMA device on the host (librdmacm's `ucma_init` finds none).
+    fn devices(&self) -> Result<Vec<crate::DeviceInfo>>;
+
+    /// The device and port the id is attached to: `id->verbs->device` (its name,
+    /// `ibv_get_device_name`, and GUID, `ibv_get_device_guid`) and `id->port_num`. `None`
+    /// while `id->verbs` is NULL: before a bind to a device's address, and from
+    /// `rdma_resolve_addr` until its ADDR_RESOLVED is fetched (librdmacm's `ucma_get_device`
+    /// attaches the device as it processes that event, a wildcard bind attaches none); a new
+    /// passive id has the device its connection request arrived on. (C's `port_num` is 0 while there is no
+    /// device.)
+    fn id_device(&self, id: IdHandle) -> Result<Option<crate::IdDevice>>;
 
     /// The id's context (`id->context`). Only ENOENT.
     fn context(&self, id: IdHandle) -> Result<u64>;

@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod device;
 mod dispatch;
 pub mod ep;
 mod error;
@@ -47,6 +48,10 @@ mod transport;
 pub mod verbs;
 
 pub use backend::CmBackend;
+pub use device::{
+    AtomicCap, DeviceAttr, DeviceInfo, IdDevice, LinkLayer, Mtu, NodeType, PortAttr, PortState,
+    TransportType,
+};
 pub use dispatch::{Dispatcher, Flow, Routed};
 pub use error::{Call, CmError, Errno, Result};
 pub use event::{

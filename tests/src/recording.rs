@@ -748,6 +748,25 @@ impl<B: CmBackend> CmBackend for Recorded<B> {
         });
         r
     }
+    /// Not recorded: the device's name and GUID differ between a bed and its twin.
+    fn devices(&self) -> Result<Vec<cmtwin::DeviceInfo>> {
+        self.inner.devices()
+    }
+    /// Recorded as whether the id has a device, and its port: its name and GUID differ
+    /// between a bed and its twin.
+    fn id_device(&self, id: IdHandle) -> Result<Option<cmtwin::IdDevice>> {
+        let r = self.inner.id_device(id);
+        self.record(|n| {
+            let id = n.id(id);
+            let result = match &r {
+                Ok(Some(d)) => format!("port {}", d.port_num),
+                Ok(None) => "none".to_string(),
+                Err(e) => errno_text(e),
+            };
+            format!("id_device({id}) = {result}")
+        });
+        r
+    }
     fn now(&self) -> Duration {
         self.inner.now()
     }

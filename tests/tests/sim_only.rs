@@ -2405,6 +2405,10 @@ fn iwarp_initiator_qp_is_ready_to_send_at_established() {
 /// attributes handed `get_request` a child with a QP no device would make.
 #[test]
 fn create_qp_refuses_capacities_above_the_devices() {
+    // rxe's `max_qp_wr` and `max_cqe` (`ibv_query_device`): librdmacm makes a CQ of one
+    // entry per request, so `rdma_create_qp`'s deepest queue is `max_cqe` requests.
+    const RXE_MAX_QP_WR: u32 = 1 << 20;
+    const RXE_MAX_CQE: u32 = (1 << 15) - 1;
     use cmtwin::{rai, AddrInfo};
     let bed = SimBed::new(SEED);
     let cm = bed.client();
@@ -2419,8 +2423,15 @@ fn create_qp_refuses_capacities_above_the_devices() {
         attr
     };
     for (what, attr) in [
-        ("send queue", with(&|a| a.cap.max_send_wr = 16385)),
-        ("receive queue", with(&|a| a.cap.max_recv_wr = 16385)),
+        (
+            "send queue",
+            with(&|a| a.cap.max_send_wr = RXE_MAX_QP_WR + 1),
+        ),
+        (
+            "receive queue",
+            with(&|a| a.cap.max_recv_wr = RXE_MAX_QP_WR + 1),
+        ),
+        ("send CQ", with(&|a| a.cap.max_send_wr = RXE_MAX_CQE + 1)),
         ("send entries", with(&|a| a.cap.max_send_sge = 33)),
         ("receive entries", with(&|a| a.cap.max_recv_sge = 33)),
         ("inline bytes", with(&|a| a.cap.max_inline_data = 257)),
@@ -2434,7 +2445,7 @@ fn create_qp_refuses_capacities_above_the_devices() {
     }
     assert_eq!(ok(cm.qp_num(client.id), "qp_num"), None, "no QP was made");
     let at_maxima = with(&|a| {
-        a.cap.max_send_wr = 16384;
+        a.cap.max_send_wr = RXE_MAX_CQE;
         a.cap.max_recv_wr = 0;
         a.cap.max_send_sge = 32;
         a.cap.max_inline_data = 256;
@@ -2450,7 +2461,10 @@ fn create_qp_refuses_capacities_above_the_devices() {
     let src = SocketAddr::new(SimBed::SERVER_IP, 7412);
     let info = AddrInfo::new(rai::PASSIVE, PortSpace::TCP, QpType::Rc, Some(src), None);
     let listen = ok(
-        server.create_ep(&info, Some(&with(&|a| a.cap.max_send_wr = 1 << 20))),
+        server.create_ep(
+            &info,
+            Some(&with(&|a| a.cap.max_send_wr = RXE_MAX_QP_WR + 1)),
+        ),
         "create_ep",
     );
     ok(server.listen(listen, 0), "listen");

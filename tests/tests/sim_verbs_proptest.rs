@@ -104,7 +104,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             .prop_map(|(mr, offset, len, byte)| Op::MrWrite { mr, offset, len, byte }),
         1 => pick().prop_map(|id| Op::CreateCompChannel { id }),
         1 => pick().prop_map(|ch| Op::DestroyCompChannel { ch }),
-        1 => (pick(), prop_oneof![Just(0u32), Just(1), Just(2), Just(64), Just(65536), Just(65537)], prop::option::of(idx()))
+        1 => (pick(), prop_oneof![Just(0u32), Just(1), Just(2), Just(64), Just(32767), Just(32768)], prop::option::of(idx()))
             .prop_map(|(id, cqe, channel)| Op::CreateCq { id, cqe, channel }),
         1 => pick().prop_map(|cq| Op::DestroyCq { cq }),
         3 => (pick(), any::<bool>()).prop_map(|(cq, solicited_only)| Op::ReqNotifyCq { cq, solicited_only }),

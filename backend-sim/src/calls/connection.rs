@@ -14,8 +14,9 @@ use crate::world::{CmState, DevKey, HostKey, IdKey, ListenState, World};
 
 /// The kernel's cap on listen backlogs (`net.rdma_ucm.max_backlog`).
 const MAX_BACKLOG: usize = 1024;
-/// The simulated devices' `max_qp_rd_atom` / `max_qp_init_rd_atom` (as rxe).
-pub(crate) const DEVICE_MAX_RD_ATOM: u8 = 128;
+/// The simulated devices' `max_qp_rd_atom` / `max_qp_init_rd_atom`, the same on every
+/// transport (`device_profile.rs`).
+pub(crate) const DEVICE_MAX_RD_ATOM: u8 = crate::verbs::MAX_RD_ATOM;
 
 /// Checks private data against the transport's limit for `op` (§6.1): EINVAL, never truncation.
 fn check_private_data(

@@ -71,7 +71,9 @@ impl World {
         let key = self.id_key(host, call, h)?;
         self.check_qp_allowed(call, key, attr.qp_type)?;
         let dev = self.id(key).device.expect("an id with a QP has a device");
-        crate::verbs::check_cap_maxima(call, &attr.cap, self.topo.devices[dev].transport)?;
+        let transport = self.topo.devices[dev].transport;
+        crate::verbs::check_cap_maxima(call, &attr.cap, transport)?;
+        crate::verbs::check_librdmacm_cqs(call, &attr.cap, transport)?;
         let qpn = self.draw_qp_number(host, dev);
         self.id_mut(key).qp = Some(qpn);
         self.attach_qp(key, qpn, attr);

@@ -11,8 +11,8 @@ use cmtwin::verbs::{
     QpInitAttrEx, QpState, RecvWr, SendWr, VerbsAsyncEvent, WorkCompletion,
 };
 use cmtwin::{
-    AhAttr, AhHandle, Call, CmError, CompChannelHandle, CqHandle, Errno, IdHandle, MrHandle,
-    PdHandle, QpCap, QpHandle, Result, Wait,
+    AhAttr, AhHandle, Call, CmError, CompChannelHandle, CqHandle, DeviceAttr, Errno, IdHandle,
+    MrHandle, PdHandle, PortAttr, QpCap, QpHandle, Result, Wait,
 };
 
 use super::wait::{wait_for, WaitOn};
@@ -102,6 +102,29 @@ fn describe_send(qp: QpHandle, wr: &SendWr<'_>) -> String {
 }
 
 impl DataPath for SimBackend {
+    fn query_device(&self, device: &str) -> Result<DeviceAttr> {
+        self.verbs_call(
+            Call::QueryDevice,
+            || format!("{device:?}"),
+            |a: &DeviceAttr| {
+                format!(
+                    "max_qp_wr {} max_sge {} max_cqe {}",
+                    a.max_qp_wr, a.max_sge, a.max_cqe
+                )
+            },
+            |w, h| w.query_device(h, device),
+        )
+    }
+
+    fn query_port(&self, device: &str, port: u8) -> Result<PortAttr> {
+        self.verbs_call(
+            Call::QueryPort,
+            || format!("{device:?}, {port}"),
+            |p: &PortAttr| format!("{:?} {:?}", p.state, p.link_layer),
+            |w, h| w.query_port(h, device, port),
+        )
+    }
+
     fn alloc_pd(&self, id: IdHandle) -> Result<PdHandle> {
         self.verbs_call(
             Call::AllocPd,

@@ -18,6 +18,10 @@
 //!   `accept` and at the CONNECT_RESPONSE's processing, ERROR at `disconnect`, a fetched
 //!   REJECTED and device removal); `posts.rs` the posts; `drive.rs` the machine's inputs
 //!   with the regions it may touch, and its outputs carried out.
+//! * `device_profile.rs`: what each transport's device answers to `ibv_query_device` and
+//!   `ibv_query_port` (rxe, siw, a ConnectX-like InfiniBand device), and the maxima enforced
+//!   from the same answer; `devices.rs` the calls (`rdma_get_devices`, the queries, an id's
+//!   device and port).
 //! * `modify.rs`: the external-QP path: RC and UD QPs made apart from ids (`ibv_create_qp`),
 //!   the CM's attributes for them (`rdma_init_qp_attr`) and explicit transitions
 //!   (`ibv_modify_qp`).
@@ -43,6 +47,8 @@
 
 mod address_handles;
 mod backend;
+mod device_profile;
+mod devices;
 mod drive;
 mod faults;
 mod invariants;
@@ -69,9 +75,10 @@ use crate::store::{BoxedStore, KeyMap, Store};
 use crate::topology::{DevKey, HostKey};
 use crate::world::IdKey;
 
+pub(crate) use device_profile::MAX_RD_ATOM;
 pub(crate) use machine::QpMachine;
 pub(crate) use packet::Packet;
-pub(crate) use qps::{check_cap_maxima, device_cap};
+pub(crate) use qps::{check_cap_maxima, check_librdmacm_cqs, device_cap};
 pub(crate) use rc::RcQp;
 pub(crate) use ud::{Datagram, UdQp};
 

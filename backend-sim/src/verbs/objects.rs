@@ -11,9 +11,6 @@ use super::{CompChannel, Cq, Mr, ObjKey, Pd, VerbsAsyncEvent};
 use crate::trace::TraceKind;
 use crate::world::{DevKey, HostKey, IdKey, World};
 
-/// The most entries a simulated CQ may have (`max_cqe`).
-pub(crate) const MAX_CQE: u32 = 65536;
-
 /// The access bits libibverbs knows.
 const KNOWN_ACCESS: u32 = 0xf;
 
@@ -310,11 +307,13 @@ impl World {
     ) -> Result<CqHandle> {
         let call = Call::CreateCq;
         let (_, dev) = self.id_device(host, call, id)?;
-        if cqe == 0 || cqe > MAX_CQE {
+        // rxe_cq_chk_attr, siw_create_cq: 1 to the device's `max_cqe`.
+        let max_cqe = super::device_profile::maxima(self.topo.devices[dev].transport).cqe;
+        if cqe == 0 || cqe > max_cqe {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
-                format!("{cqe} entries (1 to {MAX_CQE})"),
+                format!("{cqe} entries (1 to the device's max_cqe {max_cqe})"),
             ));
         }
         let channel = match channel {

@@ -15,7 +15,7 @@ use super::{Mr, ObjKey};
 use crate::world::{DevKey, HostKey, World};
 
 /// The largest UD payload: the simulated port's active MTU.
-pub(crate) const UD_MTU: u32 = 4096;
+pub(crate) const UD_MTU: u32 = super::device_profile::ACTIVE_MTU_BYTES;
 
 /// The largest message (`max_msg_sz`, InfiniBand's 2^31 bytes): rxe refuses a send-queue
 /// request longer than it, and a receive of it or more, with EINVAL at post time.

@@ -13,9 +13,8 @@ use super::{ObjKey, Qp, QpMachine, RcQp, UdQp};
 use crate::engine::timeline::SimTime;
 use crate::world::{DevKey, HostKey, IdKey, World};
 
-/// The most requests per queue, entries per request and inline bytes of a simulated QP.
-const MAX_QP_WR: u32 = 16384;
-const MAX_SGE: u32 = 32;
+/// The most inline bytes of a simulated QP's send request (the requests per queue and
+/// entries per request are the device's `max_qp_wr` and `max_sge`: `device_profile.rs`).
 const MAX_INLINE: u32 = 256;
 
 /// What `min_rnr_timer` 0 means (IB's encoding): 655.36 ms. The kernel's CM programs 0 into
@@ -372,7 +371,7 @@ pub(crate) fn queue_depth(n: u32, transport: Transport) -> u32 {
     }
 }
 
-/// EINVAL for capacities above a simulated device's (rxe_qp_chk_cap: no lower bound, an
+/// EINVAL for capacities above a simulated device's `max_qp_wr` and `max_sge` (rxe_qp_chk_cap, siw_create_qp: no lower bound, an
 /// empty queue is allowed there; librdmacm sizes the CQs it makes for one at least), and on
 /// iWARP for an empty send queue (`siw_create_qp` needs one).
 pub(crate) fn check_cap_maxima(call: Call, cap: &QpCap, transport: Transport) -> Result<()> {
@@ -383,18 +382,35 @@ pub(crate) fn check_cap_maxima(call: Call, cap: &QpCap, transport: Transport) ->
             format!("capacities {cap:?}: an iWARP QP needs a send queue"),
         ));
     }
-    let ok = cap.max_send_wr <= MAX_QP_WR
-        && cap.max_recv_wr <= MAX_QP_WR
-        && cap.max_send_sge <= MAX_SGE
-        && cap.max_recv_sge <= MAX_SGE
+    let m = super::device_profile::maxima(transport);
+    let ok = cap.max_send_wr <= m.qp_wr
+        && cap.max_recv_wr <= m.qp_wr
+        && cap.max_send_sge <= m.sge
+        && cap.max_recv_sge <= m.sge
         && cap.max_inline_data <= MAX_INLINE;
     if ok {
+        return Ok(());
+    }
+    let (wr, sge) = (m.qp_wr, m.sge);
+    Err(CmError::new(
+        call,
+        Errno::EINVAL,
+        format!("capacities {cap:?} above the device's ({wr} requests, {sge} entries, {MAX_INLINE} inline bytes)"),
+    ))
+}
+
+/// EINVAL for capacities whose CQs the device cannot make: `rdma_create_qp` makes each CQ
+/// of the QP's own, one entry per request of its queue (librdmacm's `ucma_create_cqs`), and
+/// `ibv_create_cq` refuses more entries than `max_cqe` (on rxe 32767, below its `max_qp_wr`).
+pub(crate) fn check_librdmacm_cqs(call: Call, cap: &QpCap, transport: Transport) -> Result<()> {
+    let max_cqe = super::device_profile::maxima(transport).cqe;
+    if cap.max_send_wr.max(cap.max_recv_wr) <= max_cqe {
         return Ok(());
     }
     Err(CmError::new(
         call,
         Errno::EINVAL,
-        format!("capacities {cap:?} above the device's ({MAX_QP_WR} requests, {MAX_SGE} entries, {MAX_INLINE} inline bytes)"),
+        format!("capacities {cap:?}: a CQ of that many entries is above the device's max_cqe {max_cqe} (ibv_create_cq)"),
     ))
 }
 
@@ -406,7 +422,7 @@ fn check_cap(call: Call, cap: &QpCap, transport: Transport) -> Result<()> {
             call,
             Errno::EINVAL,
             format!(
-                "capacities {cap:?} without a send or a receive entry (1..={MAX_QP_WR} requests)"
+                "capacities {cap:?} without a send or a receive entry (at least 1 request each)"
             ),
         ));
     }

@@ -230,4 +230,19 @@ impl DataPath for VerbsBackend {
     fn poll_sources(&self, sources: &[PollSource], wait: Wait) -> Result<Vec<PollSource>> {
         self.poll_sources_impl(sources, wait)
     }
+
+    fn query_device(&self, device: &str) -> Result<cmtwin::DeviceAttr> {
+        crate::ffi::query_device(device)
+            .map_err(|e| err(Call::QueryDevice, e, format!("device {device:?}")))
+    }
+
+    fn query_port(&self, device: &str, port: u8) -> Result<cmtwin::PortAttr> {
+        crate::ffi::query_port(device, port).map_err(|e| {
+            err(
+                Call::QueryPort,
+                e,
+                format!("port {port} of device {device:?}"),
+            )
+        })
+    }
 }

@@ -82,7 +82,7 @@ pub trait DataPath: CmBackend {
     /// `ibv_create_cq(id->verbs, cqe, ..., channel, 0)`: a CQ of at least `cqe` entries,
     /// reporting to `channel` when armed.
     ///
-    /// * EINVAL: `cqe` is 0 or above the device's maximum (65536 on the simulator), or the
+    /// * EINVAL: `cqe` is 0 or above the device's `max_cqe` (`query_device`), or the
     ///   channel is on another device.
     fn create_cq(
         &self,
@@ -124,8 +124,8 @@ pub trait DataPath: CmBackend {
     ///
     /// * The errnos of `CmBackend::create_qp`.
     /// * EINVAL: the PD or a CQ is on another device than the id, or a capacity is 0 (send
-    ///   or receive queue) or above the device's maximum (16384 requests, 32 entries, 256
-    ///   inline bytes on the simulator), or `block_self_multicast_loopback` on a QP that is
+    ///   or receive queue) or above the device's maximum (`max_qp_wr` requests, `max_sge`
+    ///   entries of `query_device`; 256 inline bytes on the simulator), or `block_self_multicast_loopback` on a QP that is
     ///   not UD.
     /// * EOPNOTSUPP: `block_self_multicast_loopback` on a device without it (rxe takes no
     ///   creation flags, measured; the simulator has it).
@@ -283,6 +283,26 @@ pub trait DataPath: CmBackend {
     ///   (destroyed, foreign, or destroyed during the wait).
     /// * EDEADLK (simulator): a blocking wait nothing can end.
     fn poll_sources(&self, sources: &[PollSource], wait: Wait) -> Result<Vec<PollSource>>;
+
+    /// `ibv_query_device` on the device named `device` (a [`crate::DeviceInfo::name`]
+    /// from `devices` or `id_device`). Taking the name rather than an id lets a program size
+    /// its queues before it has one, as it would from `rdma_get_devices`' contexts.
+    /// The answer bounds what the device takes: a QP's queues above `max_qp_wr` requests or
+    /// `max_sge` entries, a CQ above `max_cqe` entries, `responder_resources` above
+    /// `max_qp_rd_atom` and `initiator_depth` above `max_qp_init_rd_atom` are refused.
+    /// On the simulator each transport and kernel profile answers what the device it stands
+    /// for answers (rxe on RoCE, siw on iWARP, measured on Linux 6.1 and 6.12; a
+    /// ConnectX-like profile on InfiniBand, which no bed measures: tests/BEDS.md).
+    ///
+    /// * ENODEV: no device of that name on the host (never one, or removed).
+    fn query_device(&self, device: &str) -> Result<crate::DeviceAttr>;
+
+    /// `ibv_query_port` on port `port` of the device named `device`. Ports count from 1.
+    ///
+    /// * EINVAL: `port` is not a port of the device (0, or above `phys_port_cnt`: the
+    ///   kernel's `rdma_is_port_valid` in `ib_query_port`, measured on rxe and siw).
+    /// * ENODEV: no device of that name on the host.
+    fn query_port(&self, device: &str, port: u8) -> Result<crate::PortAttr>;
 
     // ----- librdmacm's rdma_verbs.h helpers, built on the calls above ---------------------
 

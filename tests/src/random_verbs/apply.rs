@@ -337,7 +337,9 @@ impl Model {
         });
         let handle = channel.map(|c| self.channels[c].v);
         let r = self.cm(server).create_cq(self.ids[idx].v, cqe, handle);
-        if v.max(cv) == Validity::Live && (cqe == 0 || cqe > 65536) {
+        // The simulated RoCE device's `max_cqe`, rxe's (`query_device`).
+        const MAX_CQE: u32 = (1 << 15) - 1;
+        if v.max(cv) == Validity::Live && (cqe == 0 || cqe > MAX_CQE) {
             assert_refused(
                 r.as_ref().expect_err("a CQ of 0 or too many entries"),
                 Errno::EINVAL,
