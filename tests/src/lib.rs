@@ -52,6 +52,7 @@ pub mod device_link;
 pub mod fidelity;
 pub mod fuzzing;
 pub mod harness;
+pub mod iwarp_external_qp;
 pub mod ports;
 pub mod random_calls;
 pub mod random_verbs;

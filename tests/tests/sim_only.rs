@@ -2366,8 +2366,10 @@ fn iwarp_initiator_qp_is_ready_to_send_at_established() {
     let pair = connect_pair(&bed);
     let client_qp = ok(c.qp(pair.client.id), "qp").expect("the client has a QP");
     let server_qp = ok(s.qp(pair.server.id), "qp").expect("the server has a QP");
-    assert_eq!(ok(c.query_qp_state(client_qp), "query_qp"), QpState::Rts);
-    assert_eq!(ok(s.query_qp_state(server_qp), "query_qp"), QpState::Rts);
+    // siw on Linux 6.1 reads RESET in every state (measured, tests/BEDS.md); the QPs are in
+    // RTS all the same, as what follows shows.
+    assert_eq!(ok(c.query_qp_state(client_qp), "query_qp"), QpState::Reset);
+    assert_eq!(ok(s.query_qp_state(server_qp), "query_qp"), QpState::Reset);
     let rx = ok(s.reg_msgs(pair.server.id, vec![0; 16]), "reg_msgs");
     ok(s.post_recv_msg(pair.server.id, 1, &rx, 0, 16), "post_recv");
     let tx = ok(
@@ -3607,7 +3609,12 @@ fn disconnect_before_connecting_leaves_the_qp_in_error() {
             Errno::EINVAL,
         );
         let iwarp = transport == Transport::Iwarp;
-        let left = if iwarp { QpState::Init } else { QpState::Error };
+        // siw on Linux 6.1 reads RESET whatever the state (measured, tests/BEDS.md).
+        let left = if iwarp {
+            QpState::Reset
+        } else {
+            QpState::Error
+        };
         assert_eq!(
             ok(client_cm.query_qp_state(qp), "query"),
             left,

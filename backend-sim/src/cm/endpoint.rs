@@ -839,6 +839,18 @@ impl Endpoint {
         true
     }
 
+    /// siw gives up the request it holds because the accepting QP could not go to RTS
+    /// (`siw_accept`'s error path releases the TCP connection): the initiator's connection
+    /// is reset, and the iWARP CM is IDLE, so a later accept or reject is EINVAL.
+    pub(crate) fn iw_abort(&mut self, out: &mut Vec<Output>) {
+        if self.state == EpState::ReqRcvd {
+            self.send_to_peer(Body::Rst, out);
+            self.state = EpState::Idle;
+            self.iw_rejected = true;
+        }
+        self.finish_if_done(out);
+    }
+
     /// Closes an established TCP connection (FIN); false if it was not established.
     fn iw_close(&mut self, out: &mut Vec<Output>) -> bool {
         if self.state != EpState::Established {
