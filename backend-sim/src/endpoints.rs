@@ -238,9 +238,10 @@ impl World {
                         self.iw_reply_failed(id, ep);
                         return;
                     }
-                    if kind == EventKind::Unreachable && self.id(id).state == CmState::Connect {
-                        // siw gives the unanswered connection up: its QP goes to ERROR
-                        // (measured on siw).
+                    let gave_up = matches!(kind, EventKind::Unreachable | EventKind::Rejected);
+                    if gave_up && self.topo.devices[dev].transport == Transport::Iwarp {
+                        // siw gives the refused or unanswered connection up: its QP goes to
+                        // ERROR (measured on siw).
                         self.cm_qp_to_error(id);
                     }
                     self.queue_event(id, kind, status, param, data);

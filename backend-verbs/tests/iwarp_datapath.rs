@@ -9,8 +9,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU16, Ordering};
 
 use cmtwin_tests::iwarp_external_qp::{
-    connection_over_external_qps, wrong_external_qps, Transcript, CONNECTION_ON_SIW_6_1,
-    CONNECTION_ON_SIW_6_12,
+    connection_over_external_qps, on_siw_6_1, wrong_external_qps, Transcript,
+    CONNECTION_ON_SIW_6_12, WRONG_ON_SIW_6_12,
 };
 use cmtwin_verbs::VerbsBackend;
 
@@ -31,6 +31,15 @@ fn linux_6_1() -> bool {
     release.starts_with("6.1.")
 }
 
+/// The transcript of this bed's kernel, from the 6.12 one.
+fn for_this_kernel(lines_6_12: &[&str]) -> Vec<String> {
+    if linux_6_1() {
+        on_siw_6_1(lines_6_12)
+    } else {
+        lines_6_12.iter().map(|l| l.to_string()).collect()
+    }
+}
+
 fn print(name: &str, t: &Transcript) {
     eprintln!("--- {name}");
     for line in &t.0 {
@@ -44,11 +53,7 @@ fn iwarp_external_qps_connect_and_carry_data() {
     let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
     let t = connection_over_external_qps(&s, &c, addr());
     print("connection over external QPs", &t);
-    let expected = if linux_6_1() {
-        CONNECTION_ON_SIW_6_1
-    } else {
-        CONNECTION_ON_SIW_6_12
-    };
+    let expected = for_this_kernel(CONNECTION_ON_SIW_6_12);
     assert_eq!(
         t.0, expected,
         "the simulator's transcript (tests/src/iwarp_external_qp.rs)"
@@ -61,4 +66,9 @@ fn iwarp_external_qps_in_the_wrong_state() {
     let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
     let t = wrong_external_qps(&s, &c, &mut addr);
     print("wrong external QPs", &t);
+    let expected = for_this_kernel(WRONG_ON_SIW_6_12);
+    assert_eq!(
+        t.0, expected,
+        "the simulator's transcript (tests/src/iwarp_external_qp.rs)"
+    );
 }

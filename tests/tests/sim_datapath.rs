@@ -1798,11 +1798,17 @@ fn roce_takes_an_empty_send_queue() {
 fn iwarp_connection_over_external_qps_is_the_one_siw_gives() {
     use cmtwin_sim::KernelProfile;
     use cmtwin_tests::iwarp_external_qp::{
-        connection_over_external_qps, CONNECTION_ON_SIW_6_1, CONNECTION_ON_SIW_6_12,
+        connection_over_external_qps, on_siw_6_1, CONNECTION_ON_SIW_6_12,
     };
     for (kernel, expected) in [
-        (KernelProfile::Linux61, CONNECTION_ON_SIW_6_1),
-        (KernelProfile::Linux612, CONNECTION_ON_SIW_6_12),
+        (KernelProfile::Linux61, on_siw_6_1(CONNECTION_ON_SIW_6_12)),
+        (
+            KernelProfile::Linux612,
+            CONNECTION_ON_SIW_6_12
+                .iter()
+                .map(|l| l.to_string())
+                .collect(),
+        ),
     ] {
         let config = SimConfig::for_kernel(kernel);
         let bed = SimBed::with_config(31, Transport::Iwarp, config);
@@ -1840,4 +1846,32 @@ fn iwarp_connect_naming_no_qp_is_einval() {
     expect_no_event(c, client.channel);
     cmtwin_tests::steps::teardown(c, &[client.id], client.channel);
     cmtwin_tests::steps::teardown(s, &[listener.id], listener.channel);
+}
+
+/// iWARP external QPs in the wrong state or gone, as on real siw (the transcripts
+/// backend-verbs/tests/iwarp_datapath.rs measured on siw-6.1 and siw-6.12): an accept naming
+/// an unknown QP (EINVAL, the request rejected: REJECTED -ECONNRESET), an accept whose QP the
+/// application moved to ERROR (EINVAL, REJECTED -ECONNRESET), a connect whose QP is in ERROR
+/// (the acceptor ESTABLISHED then DISCONNECTED, the initiator CONNECT_ERROR -EINVAL), an
+/// initiator that destroys its QP before the reply (the accept ECONNRESET, the initiator
+/// UNREACHABLE -ETIMEDOUT at siw's MPA timeout).
+#[test]
+fn iwarp_external_qps_in_the_wrong_state_fail_as_on_siw() {
+    use cmtwin_sim::KernelProfile;
+    use cmtwin_tests::iwarp_external_qp::{on_siw_6_1, wrong_external_qps, WRONG_ON_SIW_6_12};
+    let all = |lines: &[&str]| lines.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+    for (kernel, expected) in [
+        (KernelProfile::Linux61, on_siw_6_1(WRONG_ON_SIW_6_12)),
+        (KernelProfile::Linux612, all(WRONG_ON_SIW_6_12)),
+    ] {
+        let config = SimConfig::for_kernel(kernel);
+        let bed = SimBed::with_config(32, Transport::Iwarp, config);
+        let mut port = 7610;
+        let mut next = || {
+            port += 1;
+            addr(port)
+        };
+        let t = wrong_external_qps(bed.server(), bed.client(), &mut next);
+        assert_eq!(t.0, expected, "{kernel:?}");
+    }
 }

@@ -445,16 +445,7 @@ impl World {
                 "the QP cannot move to RTR (it is not in INIT)",
             ));
         }
-        let plt = self.cm.eps[&ep].cm.plt();
-        let ack = ack_timeout(self.cfg.ca_ack_delay, plt);
-        self.id_mut(key).owned = true;
-        let rep = Body::Rep {
-            data,
-            conn,
-            ack_timeout: ack,
-        };
-        self.drive(ep, |e, out| e.accept(rep, out))
-            .expect("the state was checked: a request is held");
+        self.send_rep(key, ep, conn, data);
         Ok(())
     }
 
@@ -477,6 +468,13 @@ impl World {
                 format!("siw_accept: the QP is past RTR ({state:?})"),
             ));
         }
+        self.send_rep(key, ep, conn, data);
+        Ok(())
+    }
+
+    /// Answers the request `ep` holds for `key` (REP on IB and RoCE, MPA reply on iWARP)
+    /// with `conn` and `data`; the id then owns the connection.
+    fn send_rep(&mut self, key: IdKey, ep: u64, conn: ConnData, data: Vec<u8>) {
         let plt = self.cm.eps[&ep].cm.plt();
         let ack = ack_timeout(self.cfg.ca_ack_delay, plt);
         self.id_mut(key).owned = true;
@@ -487,7 +485,6 @@ impl World {
         };
         self.drive(ep, |e, out| e.accept(rep, out))
             .expect("the state was checked: a request is held");
-        Ok(())
     }
 
     /// Answers the SIDR request `ep` holds for `key` with SIDR REP status 0 (`cma_send_sidr_rep`):

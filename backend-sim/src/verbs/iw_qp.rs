@@ -202,4 +202,17 @@ impl World {
             }
         }
     }
+
+    /// An external QP is destroyed: the iWARP connections that hold it and still wait for
+    /// their MPA reply lose their TCP connection (see `Endpoint::iw_qp_destroyed`).
+    pub(crate) fn iw_qp_destroyed(&mut self, q: ObjKey) {
+        let ids: Vec<IdKey> = (self.kernel.ids.keys_sorted().into_iter())
+            .filter(|id| self.qp_of(*id).is_none() && self.cm_qp(*id) == Some(q))
+            .collect();
+        for id in ids {
+            if let Some(ep) = self.id(id).ep.get() {
+                self.drive(ep, |e, out| e.iw_qp_destroyed(out));
+            }
+        }
+    }
 }
