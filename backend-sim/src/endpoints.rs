@@ -7,7 +7,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use cmtwin::{AhAttr, EventKind, EventParam, GlobalRoute, Transport, UdData};
+use cmtwin::{AhAttr, Errno, EventKind, EventParam, GlobalRoute, Transport, UdData};
 
 use crate::cm::endpoint::Endpoint;
 use crate::cm::endpoint::{EpState, IrdOrd, Output, Timing};
@@ -163,15 +163,16 @@ impl World {
     /// reply, before iw_cm reports the CONNECT_REPLY as ESTABLISHED; no RTU and no
     /// CONNECT_RESPONSE are involved (the passive side's QP went to RTS in `rdma_accept`).
     /// The QP is paired with the acceptor's, which the simulated TCP connection leads to.
-    fn iw_initiator_qp_to_rts(&mut self, id: IdKey, ep: EpKey) {
+    /// False when the QP cannot go to RTS (the application moved it past RTR, or destroyed
+    /// the external QP the connect named): siw_proc_mpareply fails the connection.
+    fn iw_initiator_qp_to_rts(&mut self, id: IdKey, ep: EpKey) -> bool {
         let peer_qpn = (self.cm.eps.get(&ep))
             .and_then(|e| e.cm.peer())
             .and_then(|p| self.cm.eps.get(&p))
             .and_then(|p| p.owner)
-            .and_then(|o| self.kernel.ids.get(&o))
-            .and_then(|acceptor| acceptor.qp);
+            .and_then(|acceptor| self.cm_qp_num(acceptor));
         let Some(qpn) = peer_qpn else {
-            return; // the acceptor is gone: nothing to pair the QP with
+            return true; // the acceptor is gone: nothing to pair the QP with
         };
         let own = self.id(id).req_conn.unwrap_or_default();
         self.id_mut(id).rep_conn = Some(cmtwin::ConnData {
@@ -180,7 +181,24 @@ impl World {
             rnr_retry_count: own.rnr_retry_count,
             ..cmtwin::ConnData::default()
         });
-        self.connect_qp(id);
+        self.iw_qp_to_rts(id)
+    }
+
+    /// siw_proc_mpareply could not move the initiator's QP to RTS: the CONNECT_REPLY
+    /// carries -EINVAL (CONNECT_ERROR), and siw closes the TCP connection.
+    fn iw_reply_failed(&mut self, id: IdKey, ep: EpKey) {
+        let status = -(Errno::EINVAL.0);
+        self.queue_event(
+            id,
+            EventKind::ConnectError,
+            status,
+            EventParam::None,
+            Vec::new(),
+        );
+        self.drive(ep, |e, out| {
+            e.disconnect(out);
+            out.retain(|o| !matches!(o, Output::Disconnected(_)));
+        });
     }
 
     fn carry_out(&mut self, ep: EpKey, output: Output) {
@@ -214,10 +232,17 @@ impl World {
                 data,
             } => {
                 if let Some(id) = owner {
-                    if kind == EventKind::Established {
-                        // Only an iWARP initiator's MPA reply ends in an ESTABLISHED event of
-                        // its own endpoint (IB's active side gets CONNECT_RESPONSE).
-                        self.iw_initiator_qp_to_rts(id, ep);
+                    // Only an iWARP initiator's MPA reply ends in an ESTABLISHED event of
+                    // its own endpoint (IB's active side gets CONNECT_RESPONSE).
+                    if kind == EventKind::Established && !self.iw_initiator_qp_to_rts(id, ep) {
+                        self.iw_reply_failed(id, ep);
+                        return;
+                    }
+                    let gave_up = matches!(kind, EventKind::Unreachable | EventKind::Rejected);
+                    if gave_up && self.topo.devices[dev].transport == Transport::Iwarp {
+                        // siw gives the refused or unanswered connection up: its QP goes to
+                        // ERROR (measured on siw).
+                        self.cm_qp_to_error(id);
                     }
                     self.queue_event(id, kind, status, param, data);
                 }
@@ -239,6 +264,9 @@ impl World {
             }
             Output::Disconnected(status) => {
                 if let Some(id) = owner {
+                    if self.topo.devices[dev].transport == Transport::Iwarp {
+                        self.cm_qp_connection_closed(id);
+                    }
                     self.report_disconnected(id, status);
                 }
             }

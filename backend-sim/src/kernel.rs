@@ -295,6 +295,10 @@ pub(crate) struct IdExtras {
     /// The QP attributes `rdma_create_ep` kept on a passive id: `get_request` gives each new
     /// id a QP of them.
     request_qp: Option<QpInitAttr>,
+    /// On iWARP, the number of the QP made apart from ids that the connection's iWARP CM
+    /// holds (iwcm.c `cm_id_priv->qp`, from `conn_param->qp_num`): set by `rdma_connect` or
+    /// `rdma_accept` of an id without a QP of its own.
+    iw_qp: Option<u32>,
 }
 
 /// The empty multicast table of an id that never joined.
@@ -323,6 +327,18 @@ impl Id {
     /// The QP attributes that requests taken from this id get (`rdma_create_ep`, passive).
     pub(crate) fn request_qp(&self) -> Option<&QpInitAttr> {
         self.extras.as_ref()?.request_qp.as_ref()
+    }
+
+    /// The number of the external QP the id's iWARP CM holds, if any.
+    pub(crate) fn iw_qp(&self) -> Option<u32> {
+        self.extras.as_ref()?.iw_qp
+    }
+
+    /// Makes the id's iWARP CM hold external QP `qpn` (or none).
+    pub(crate) fn set_iw_qp(&mut self, qpn: Option<u32>) {
+        if qpn.is_some() || self.extras.is_some() {
+            self.extras_mut().iw_qp = qpn;
+        }
     }
 
     /// Keeps the QP attributes that requests taken from this id get.

@@ -156,16 +156,22 @@ pub trait CmBackend: Send + Sync {
     ///
     /// * EINVAL: the route is not resolved, already connecting or connected, RDMA_PS_TCP
     ///   without QP and without parameters, responder resources or initiator depth above the
-    ///   device's maximum, iWARP without QP, or more private data than the transport allows
-    ///   (56 bytes on IB/RoCE RC, 180 UD; never truncated, §6.1).
+    ///   device's maximum, or more private data than the transport allows (56 bytes on
+    ///   IB/RoCE RC, 180 UD; never truncated, §6.1). On iWARP an id without QP names the QP
+    ///   the connection uses in `qp_num` (one made by `DataPath::create_external_qp`; the
+    ///   iWARP CM moves it to RTS when MPA completes): EINVAL when no QP of the id's device
+    ///   has that number (iwcm.c `iw_cm_connect`'s `iw_get_qp`), before any TCP connection.
     /// * ECONNREFUSED, ETIMEDOUT, ...: on a synchronous id, the errno of the completing event.
     fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()>;
 
     /// `rdma_accept` on a passive id.
     ///
     /// * EINVAL: on a listener, on an id whose request is gone or already answered, no QP and
-    ///   no parameters (librdmacm would crash, §16), iWARP without QP, resources above the
-    ///   device's maximum, or too much private data (196 bytes RC, 136 UD, §6.1). Where
+    ///   no parameters (librdmacm would crash, §16), on iWARP an id without QP whose
+    ///   `qp_num` names no QP of its device (`iw_cm_accept`; the request is then rejected) or
+    ///   a QP the application moved past RTR (siw_accept; siw drops the TCP connection),
+    ///   resources above the device's maximum, or too much private data (196 bytes RC, 136
+    ///   UD, §6.1). Where
     ///   librdmacm itself fails (the resources; on IB and RoCE a QP past INIT, e.g. a second
     ///   accept) nothing is sent; where the kernel refuses the private data it rejects the
     ///   request (REJ 28), and librdmacm leaves the QP in ERROR.

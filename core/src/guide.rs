@@ -311,7 +311,8 @@
 //! * InfiniBand resolves routes and multicast groups through the subnet manager (SA queries
 //!   take time; `Transport::InfiniBand` on the simulator), and its private-data sizes are
 //!   those of RoCE.
-//! * iWARP has no timewait, no QP-less connections, exact-length private data and
+//! * iWARP has no timewait, no QP-less connections (an id without QP names a QP made apart
+//!   in `qp_num`, and the iWARP CM moves that QP itself), exact-length private data and
 //!   ECONNREFUSED instead of REJ reason 28 (`Transport::Iwarp`).
 //! * Timeouts follow the path's packet life time: REQ retransmissions every few seconds,
 //!   UNREACHABLE after about a hundred seconds with the default 15 retries.

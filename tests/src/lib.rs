@@ -15,6 +15,9 @@
 //!   where the bed lacks a need.
 //! * [`datapath`]: steps of data path scenarios (connections with PDs, CQs and completion
 //!   channels, regions, waiting for completions), generic over `cmtwin::verbs::DataPath`.
+//! * [`iwarp_external_qp`]: iWARP connections over external QPs as transcripts, and the
+//!   transcripts siw gives on Linux 6.1 and 6.12, which the simulator and the real beds both
+//!   reproduce.
 //! * [`ports`]: ports of rdma-core's `rping` and `ucmatose`, wire-compatible with the C tools,
 //!   and a reconnecting key-value RPC (`ports::kv_rpc`).
 //! * [`random_calls`]: random call sequences on the simulator ([`random_calls::Op`]) and the
@@ -53,6 +56,7 @@ pub mod devices;
 pub mod fidelity;
 pub mod fuzzing;
 pub mod harness;
+pub mod iwarp_external_qp;
 pub mod measured_devices;
 pub mod ports;
 pub mod random_calls;

@@ -1787,3 +1787,91 @@ fn roce_takes_an_empty_send_queue() {
     let cap = ok(c.query_qp_cap(qp), "query_qp_cap");
     assert_eq!((cap.max_send_wr, cap.max_recv_wr), (0, 31));
 }
+
+/// iWARP over external QPs, both sides (cma.c `cma_connect_iw`/`cma_accept_iw` pass
+/// `conn_param->qp_num`, iwcm.c `iw_cm_connect`/`iw_cm_accept` look it up with `iw_get_qp`):
+/// the transcript real siw gives on Linux 6.1 and 6.12 (backend-verbs/tests/iwarp_datapath.rs
+/// compares with the same lines), step by step: the QP states, `init_qp_attr`'s answers, the
+/// connects naming QP 0 or an unknown QP (EINVAL), a send and an RDMA write, the flushes of
+/// the disconnect.
+#[test]
+fn iwarp_connection_over_external_qps_is_the_one_siw_gives() {
+    use cmtwin_sim::KernelProfile;
+    use cmtwin_tests::iwarp_external_qp::{
+        connection_over_external_qps, on_siw_6_1, CONNECTION_ON_SIW_6_12,
+    };
+    for (kernel, expected) in [
+        (KernelProfile::Linux61, on_siw_6_1(CONNECTION_ON_SIW_6_12)),
+        (
+            KernelProfile::Linux612,
+            CONNECTION_ON_SIW_6_12
+                .iter()
+                .map(|l| l.to_string())
+                .collect(),
+        ),
+    ] {
+        let config = SimConfig::for_kernel(kernel);
+        let bed = SimBed::with_config(31, Transport::Iwarp, config);
+        let t = connection_over_external_qps(bed.server(), bed.client(), addr(7601));
+        assert_eq!(t.0, expected, "{kernel:?}");
+    }
+}
+
+/// On iWARP `connect` names the QP the iWARP CM drives: QP 0 or a number no QP of the id's
+/// device has is EINVAL, named after the call, with nothing sent and the id still
+/// ROUTE_RESOLVED; an id without QP and without parameters has no QP to name (EINVAL too).
+#[test]
+fn iwarp_connect_naming_no_qp_is_einval() {
+    let bed = SimBed::with_transport(33, Transport::Iwarp);
+    let (s, c) = (bed.server(), bed.client());
+    let listener = cmtwin_tests::steps::listen_on(&bed, PortSpace::TCP, 4);
+    let client = cmtwin_tests::steps::resolved_client(&bed, PortSpace::TCP, listener.addr);
+    let e = expect_errno(
+        c.connect(client.id, Some(&ConnParam::default())),
+        Call::Connect,
+        Errno::EINVAL,
+    );
+    assert!(e.detail.contains("iw_get_qp"), "{e}");
+    let unknown = ConnParam {
+        qp_num: 0x00ab_cdef,
+        ..ConnParam::default()
+    };
+    expect_errno(
+        c.connect(client.id, Some(&unknown)),
+        Call::Connect,
+        Errno::EINVAL,
+    );
+    expect_errno(c.connect(client.id, None), Call::Connect, Errno::EINVAL);
+    expect_no_event(s, listener.channel);
+    expect_no_event(c, client.channel);
+    cmtwin_tests::steps::teardown(c, &[client.id], client.channel);
+    cmtwin_tests::steps::teardown(s, &[listener.id], listener.channel);
+}
+
+/// iWARP external QPs in the wrong state or gone, as on real siw (the transcripts
+/// backend-verbs/tests/iwarp_datapath.rs measured on siw-6.1 and siw-6.12): an accept naming
+/// an unknown QP (EINVAL, the request rejected: REJECTED -ECONNRESET), an accept whose QP the
+/// application moved to ERROR (EINVAL, REJECTED -ECONNRESET), a connect whose QP is in ERROR
+/// (the acceptor ESTABLISHED then DISCONNECTED, the initiator CONNECT_ERROR -EINVAL), an
+/// initiator that destroys its QP before the reply (the accept ECONNRESET, the initiator
+/// UNREACHABLE -ETIMEDOUT at siw's MPA timeout).
+#[test]
+fn iwarp_external_qps_in_the_wrong_state_fail_as_on_siw() {
+    use cmtwin_sim::KernelProfile;
+    use cmtwin_tests::iwarp_external_qp::{on_siw_6_1, wrong_external_qps, WRONG_ON_SIW_6_12};
+    let all = |lines: &[&str]| lines.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+    for (kernel, expected) in [
+        (KernelProfile::Linux61, on_siw_6_1(WRONG_ON_SIW_6_12)),
+        (KernelProfile::Linux612, all(WRONG_ON_SIW_6_12)),
+    ] {
+        let config = SimConfig::for_kernel(kernel);
+        let bed = SimBed::with_config(32, Transport::Iwarp, config);
+        let mut port = 7610;
+        let mut next = || {
+            port += 1;
+            addr(port)
+        };
+        let t = wrong_external_qps(bed.server(), bed.client(), &mut next);
+        assert_eq!(t.0, expected, "{kernel:?}");
+    }
+}

@@ -190,14 +190,13 @@ impl World {
                 "RDMA_PS_TCP without a QP needs connection parameters",
             ));
         }
-        if transport == Transport::Iwarp && id.qp.is_none() {
-            return Err(CmError::new(
-                call,
-                Errno::EINVAL,
-                "iWARP has no QP-less mode",
-            ));
-        }
         let p = param.cloned().unwrap_or_default();
+        if transport == Transport::Iwarp && id.qp.is_none() {
+            // cma_connect_iw passes conn_param->qp_num; iw_cm_connect looks it up before
+            // siw makes its TCP connection.
+            let dev = id.device.expect("checked: the id has a device");
+            self.iw_get_qp(call, host, dev, p.qp_num)?;
+        }
         if id.ps == PortSpace::TCP
             && [p.responder_resources, p.initiator_depth]
                 .iter()
@@ -268,6 +267,9 @@ impl World {
         };
         self.id_mut(key).state = CmState::Connect;
         self.id_mut(key).req_conn = Some(req.conn);
+        if transport == Transport::Iwarp && self.id(key).qp.is_none() {
+            self.id_mut(key).set_iw_qp(Some(p.qp_num));
+        }
         let to = Dest::Ip(dst.ip());
         let body = if ud {
             Body::SidrReq(Box::new(req))
@@ -358,9 +360,6 @@ impl World {
         if transport != Transport::Iwarp {
             self.check_qp_can_reach_init(call, key)?;
         }
-        if transport == Transport::Iwarp && id.qp.is_none() {
-            return Err(CmError::new(call, Errno::EINVAL, "iWARP needs a QP"));
-        }
         if transport == Transport::Iwarp
             && self.ep_state(ep) == EpState::Idle
             && self.cm.eps[&ep].cm.iw_rejected()
@@ -383,14 +382,26 @@ impl World {
             ));
         }
         if transport == Transport::Iwarp && self.ep_state(ep) == EpState::Established {
-            // rdma_accept's failure path moves the QP to ERROR (cma_modify_qp_err), and on
-            // iWARP that ends the connection: DISCONNECTED on both sides (measured on siw).
-            self.drive(ep, |e, out| e.disconnect(out));
+            // rdma_accept's failure path moves the id's QP to ERROR (cma_modify_qp_err), and
+            // on iWARP that ends the connection: DISCONNECTED on both sides (measured on siw).
+            // An external QP is not the id's: nothing moves it.
+            if id.qp.is_some() {
+                self.drive(ep, |e, out| e.disconnect(out));
+            }
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
                 "the connection is already established (the failed accept's QP error closes it)",
             ));
+        }
+        if transport == Transport::Iwarp && id.qp.is_none() {
+            // cma_accept_iw passes conn_param->qp_num; iw_cm_accept's lookup fails before
+            // the driver hears of the accept, and rdma_accept's failure path rejects.
+            let dev = id.device.expect("checked: the id has a device");
+            if let Err(e) = self.iw_get_qp(call, host, dev, p.qp_num) {
+                self.reject_after_failure(ep);
+                return Err(e);
+            }
         }
         if self.ep_state(ep) != EpState::ReqRcvd {
             let state = self.ep_state(ep);
@@ -424,6 +435,9 @@ impl World {
             &p.private_data,
             delivered_private_data_len(transport, PrivateDataOp::Accept),
         );
+        if transport == Transport::Iwarp {
+            return self.iw_accept(key, ep, conn, data);
+        }
         // librdmacm moves the QP to RTR and RTS before the kernel sends the REP.
         if !self.connect_qp(key) {
             return Err(CmError::new(
@@ -432,6 +446,36 @@ impl World {
                 "the QP cannot move to RTR (it is not in INIT)",
             ));
         }
+        self.send_rep(key, ep, conn, data);
+        Ok(())
+    }
+
+    /// `rdma_accept` on iWARP once the checks passed: siw_accept moves the connection's QP
+    /// (the id's, or the external one `conn.qp_num` names, which the iWARP CM then holds) to
+    /// RTS and sends the MPA reply; a QP past RTR is refused (EINVAL) and siw closes the
+    /// TCP connection.
+    fn iw_accept(&mut self, key: IdKey, ep: u64, conn: ConnData, data: Vec<u8>) -> Result<()> {
+        let call = Call::Accept;
+        if self.id(key).qp.is_none() {
+            self.id_mut(key).set_iw_qp(Some(conn.qp_num));
+        }
+        if !self.iw_qp_to_rts(key) {
+            let state = self.cm_qp_state(key);
+            self.id_mut(key).set_iw_qp(None);
+            self.drive(ep, |e, out| e.iw_abort(out));
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                format!("siw_accept: the QP is past RTR ({state:?})"),
+            ));
+        }
+        self.send_rep(key, ep, conn, data);
+        Ok(())
+    }
+
+    /// Answers the request `ep` holds for `key` (REP on IB and RoCE, MPA reply on iWARP)
+    /// with `conn` and `data`; the id then owns the connection.
+    fn send_rep(&mut self, key: IdKey, ep: u64, conn: ConnData, data: Vec<u8>) {
         let plt = self.cm.eps[&ep].cm.plt();
         let ack = ack_timeout(self.cfg.ca_ack_delay, plt);
         self.id_mut(key).owned = true;
@@ -442,7 +486,6 @@ impl World {
         };
         self.drive(ep, |e, out| e.accept(rep, out))
             .expect("the state was checked: a request is held");
-        Ok(())
     }
 
     /// Answers the SIDR request `ep` holds for `key` with SIDR REP status 0 (`cma_send_sidr_rep`):
@@ -594,8 +637,13 @@ impl World {
             }
         };
         // librdmacm moves the QP to ERROR first (IB and RoCE; iWARP's graceful SQD close is
-        // modelled as ERROR too), flushing every outstanding request.
-        self.qp_to_error(key);
+        // modelled as ERROR too), flushing every outstanding request. On iWARP the CM moves
+        // the QP it holds as well (iwcm.c `iw_cm_disconnect`), an external one included.
+        if transport == Transport::Iwarp {
+            self.cm_qp_close(key);
+        } else {
+            self.qp_to_error(key);
+        }
         self.drive(ep, |e, out| e.disconnect(out));
         Ok(())
     }

@@ -839,6 +839,35 @@ impl Endpoint {
         true
     }
 
+    /// siw gives up the request it holds because the accepting QP could not go to RTS
+    /// (`siw_accept`'s error path releases the TCP connection): the initiator's connection
+    /// is reset, and the iWARP CM is IDLE, so a later accept or reject is EINVAL.
+    pub(crate) fn iw_abort(&mut self, out: &mut Vec<Output>) {
+        if self.state == EpState::ReqRcvd {
+            // The initiator sees it as a reject (REJECTED -ECONNRESET, measured on siw).
+            self.send_to_peer(Body::MpaRej { data: Vec::new() }, out);
+            self.state = EpState::Idle;
+            self.iw_rejected = true;
+        }
+        self.finish_if_done(out);
+    }
+
+    /// The initiator's QP was destroyed while its MPA request waited for the reply: siw
+    /// closes the TCP connection under it (the passive side can no longer accept), but the
+    /// request keeps waiting for its reply until siw's MPA timeout (UNREACHABLE -ETIMEDOUT,
+    /// measured on siw).
+    pub(crate) fn iw_qp_destroyed(&mut self, out: &mut Vec<Output>) {
+        if self.state != EpState::ReqSent {
+            return;
+        }
+        if let Some(ip) = self.remote_ip {
+            out.push(Output::Send {
+                to: Dest::Ip(ip),
+                body: Body::Fin,
+            });
+        }
+    }
+
     /// Closes an established TCP connection (FIN); false if it was not established.
     fn iw_close(&mut self, out: &mut Vec<Output>) -> bool {
         if self.state != EpState::Established {

@@ -41,6 +41,11 @@ impl QpMachine {
         }
     }
 
+    /// Whether siw made it (an RC QP of an iWARP device).
+    pub(crate) fn is_siw(&self) -> bool {
+        matches!(self, QpMachine::Rc(m) if m.is_siw())
+    }
+
     /// Whether it is a UD QP.
     pub(crate) fn is_ud(&self) -> bool {
         matches!(self, QpMachine::Ud(_))
@@ -98,6 +103,22 @@ impl QpMachine {
         match self {
             QpMachine::Rc(m) => m.connect(rnr_timer, params, out),
             QpMachine::Ud(_) => true,
+        }
+    }
+
+    /// siw's move to RTS as MPA completes (RC only; a UD QP is never an iWARP connection's).
+    pub(crate) fn iw_rts(&mut self, params: RcParams, out: &mut Vec<QpOutput>) -> bool {
+        match self {
+            QpMachine::Rc(m) => m.iw_rts(params, out),
+            QpMachine::Ud(_) => false,
+        }
+    }
+
+    /// siw's CLOSING: flushing, read as SQD (RC only).
+    pub(crate) fn siw_close(&mut self, out: &mut Vec<QpOutput>) {
+        match self {
+            QpMachine::Rc(m) => m.siw_close(out),
+            QpMachine::Ud(m) => m.enter_error(out),
         }
     }
 

@@ -25,6 +25,8 @@
 //! * `modify.rs`: the external-QP path: RC and UD QPs made apart from ids (`ibv_create_qp`),
 //!   the CM's attributes for them (`rdma_init_qp_attr`) and explicit transitions
 //!   (`ibv_modify_qp`).
+//! * `iw_qp.rs`: the QP an iWARP connection's CM drives, the id's own or the external one its
+//!   `connect` or `accept` named (`iw_get_qp`), and siw's moves of it.
 //! * `wire.rs`: data packets between QPs, a path parallel to the CM's messages: the same
 //!   latency and jitter (their own random streams), the fabric's random loss probability,
 //!   their own FIFO links (a delayed CM message does not hold data back), targeted losses and
@@ -52,6 +54,7 @@ mod devices;
 mod drive;
 mod faults;
 mod invariants;
+mod iw_qp;
 mod machine;
 mod modify;
 mod objects;

@@ -95,6 +95,9 @@ impl World {
         let (cap, sig_all) = (super::device_cap(attr.cap, transport), attr.sq_sig_all);
         let machine = match attr.qp_type {
             QpType::Ud => QpMachine::Ud(UdQp::new(qpn, cap, sig_all, 0).in_reset()),
+            _ if transport == cmtwin::Transport::Iwarp => {
+                QpMachine::Rc(RcQp::new(qpn, cap, sig_all).in_reset().on_siw())
+            }
             _ => QpMachine::Rc(RcQp::new(qpn, cap, sig_all).in_reset()),
         };
         let key = self.insert_qp((host, dev, None), pd, cqs, false, machine);
@@ -112,6 +115,7 @@ impl World {
                 "the QP belongs to an id: rdma_destroy_qp destroys it",
             ));
         }
+        self.iw_qp_destroyed(key);
         self.remove_qp(key);
         Ok(())
     }
@@ -139,6 +143,11 @@ impl World {
             attr.ah_attr.port_num = 1;
             attr.qkey = self.id(key).qkey;
             return Ok(attr);
+        }
+        if matches!(state, QpState::Init | QpState::Rtr | QpState::Rts)
+            && self.topo.devices[dev].transport == cmtwin::Transport::Iwarp
+        {
+            return self.iw_init_qp_attr(key, state);
         }
         if matches!(state, QpState::Init | QpState::Rtr | QpState::Rts) {
             self.check_cm_gives_qp_attrs(call, key)?;
@@ -187,6 +196,9 @@ impl World {
         let Some(to) = attr.qp_state else {
             return refused("no qp_state to move to".into());
         };
+        if self.verbs.qps[&q].machine.is_siw() {
+            return self.siw_modify(q, to);
+        }
         let moved = match to {
             QpState::Init if self.verbs.qps[&q].machine.is_ud() => {
                 if attr.pkey_index != 0 || attr.ah_attr.port_num > 1 {
@@ -241,7 +253,7 @@ impl World {
     }
 
     /// Any state → RESET: outstanding requests are discarded without completions.
-    fn reset_qp(&mut self, q: super::ObjKey) {
+    pub(crate) fn reset_qp(&mut self, q: super::ObjKey) {
         let qp = self.verbs.qps.get_mut(&q).expect("live QP");
         let dev = qp.dev;
         qp.peer = None;

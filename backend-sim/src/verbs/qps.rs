@@ -93,6 +93,8 @@ impl World {
         let cap = device_cap(cap, self.topo.devices[dev].transport);
         if qp_type == cmtwin::QpType::Uc {
             QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all).unreliable())
+        } else if qp_type.is_connected() && self.topo.devices[dev].transport == Transport::Iwarp {
+            QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all).on_siw())
         } else if qp_type.is_connected() {
             QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all))
         } else {
@@ -282,7 +284,11 @@ impl World {
     /// The state of QP `h`.
     pub(crate) fn query_qp_state(&self, host: HostKey, h: QpHandle) -> Result<QpState> {
         let q = self.qp_key(host, Call::QueryQp, h)?;
-        Ok(self.verbs.qps[&q].machine.state())
+        let m = &self.verbs.qps[&q].machine;
+        if m.is_siw() {
+            return Ok(self.siw_reported_state(m.state()));
+        }
+        Ok(m.state())
     }
 
     /// `ibv_query_qp`'s capacities: what the device made of those asked for (`device_cap`).

@@ -246,6 +246,10 @@ pub(crate) struct RcQp {
     comm_est: bool,
     /// How long a requester waits after this QP's RNR NAK (`min_rnr_timer`, set at RTR).
     rnr_timer_ns: u32,
+    /// A siw QP of a user process: its receive queue is a ring in the process's memory,
+    /// which siw reads only while a connection delivers into it and flushes only when the
+    /// connection closes, so a receive posted in ERROR stays there without a completion.
+    siw: bool,
 }
 
 impl RcQp {
@@ -268,7 +272,19 @@ impl RcQp {
             epsn: 0,
             comm_est: false,
             rnr_timer_ns: 0,
+            siw: false,
         }
+    }
+
+    /// The same QP as siw makes it for a user process (iWARP).
+    pub(crate) fn on_siw(mut self) -> Self {
+        self.siw = true;
+        self
+    }
+
+    /// Whether siw made it (see [`RcQp::on_siw`]).
+    pub(crate) fn is_siw(&self) -> bool {
+        self.siw
     }
 
     /// The same QP as a UC one: unreliable (see the module's documentation).
@@ -317,9 +333,9 @@ impl RcQp {
         for r in self.rq.drain(..) {
             sges.extend_from_slice(&r.sges);
         }
-        let reliable = self.reliable;
+        let (reliable, siw) = (self.reliable, self.siw);
         *self = RcQp::new(self.qpn, self.cap, self.sq_sig_all).in_reset();
-        self.reliable = reliable;
+        (self.reliable, self.siw) = (reliable, siw);
         sges
     }
 
@@ -331,6 +347,24 @@ impl RcQp {
         out: &mut Vec<QpOutput>,
     ) -> bool {
         self.rtr(rnr_timer) && self.rts(params, out)
+    }
+
+    /// siw's move to RTS as MPA completes, from RESET, INIT or RTR (siw's IDLE and RTR)
+    /// with `params`; false from any other state. iWARP has no RNR NAK: the RNR timer is 0.
+    pub(crate) fn iw_rts(&mut self, params: RcParams, out: &mut Vec<QpOutput>) -> bool {
+        if !matches!(self.state, QpState::Reset | QpState::Init | QpState::Rtr) {
+            return false;
+        }
+        self.rnr_timer_ns = 0;
+        self.state = QpState::Rtr;
+        self.rts(params, out)
+    }
+
+    /// siw's CLOSING (a graceful close, what SQD moves an RTS QP to): every outstanding
+    /// request flushed, as ERROR does, the state read as SQD.
+    pub(crate) fn siw_close(&mut self, out: &mut Vec<QpOutput>) {
+        self.enter_error(out);
+        self.state = QpState::Sqd;
     }
 
     /// RESET → INIT; false from any other state.
@@ -402,7 +436,8 @@ impl RcQp {
             Queue::Recv => (self.rq.len(), self.cap.max_recv_wr),
         };
         match self.state {
-            QpState::Reset => Err(PostError::Reset),
+            // siw's RESET is its IDLE: the queues are rings the process fills at any time.
+            QpState::Reset if !self.siw => Err(PostError::Reset),
             QpState::Error => Ok(()),
             _ if len >= depth as usize => Err(PostError::Full),
             _ => Ok(()),
@@ -437,7 +472,7 @@ impl RcQp {
         if let Err(e) = self.check_post(Queue::Recv) {
             return Err((e, entry));
         }
-        if self.state == QpState::Error {
+        if self.state == QpState::Error && !self.siw {
             let (op, st) = (WcOpcode::Recv, WcStatus::WR_FLUSH_ERR);
             self.complete_recv(entry, st, op, 0, None, false, out);
             return Ok(());

@@ -152,7 +152,10 @@ pub trait DataPath: CmBackend {
     /// drives as librdmacm drives an id's (INIT with the id's `init_qp_attr`: pkey index,
     /// port, qkey; RTR; RTS with `sq_psn`), and sends datagrams from it to any UD QP.
     /// There is no `ibv_attach_mcast` here: such a QP sends to a multicast group but does
-    /// not receive from one.
+    /// not receive from one. On iWARP the CM drives an RC QP named in `qp_num` itself
+    /// (iwcm.c looks it up by number on the id's device): siw moves it to RTS when MPA
+    /// completes and out of it when the connection closes, and the application's INIT and
+    /// RTR change nothing (tests/BEDS.md).
     ///
     /// * EINVAL: a QP type other than RC and UD, the CQs on another device than the PD,
     ///   capacities as for `create_qp_ex`, or `block_self_multicast_loopback` (such a QP
@@ -171,7 +174,10 @@ pub trait DataPath: CmBackend {
     /// ACK timeout, the retry counts of the REQ (and, on the active side, the RNR retry count
     /// of the REP). For an id of the UDP or IPoIB port space, whatever the
     /// state, what a UD QP's INIT takes: pkey index 0, the id's port (`ah_attr.port_num`)
-    /// and the id's qkey.
+    /// and the id's qkey. On iWARP (cma.c `rdma_init_qp_attr`, iwcm.c
+    /// `iw_cm_init_qp_attr`): the port in every answer (`ah_attr.port_num`); no access flags
+    /// before the connection has an iWARP CM id (before `connect` or a request); then
+    /// remote write and read for INIT and RTR, and nothing more for RTS.
     ///
     /// * EINVAL: another state, an id without device, or RTR/RTS of a connected id before
     ///   the peer's QP number is known (a passive id before its request, an active id before
@@ -181,13 +187,17 @@ pub trait DataPath: CmBackend {
     fn init_qp_attr(&self, id: IdHandle, state: QpState) -> Result<QpAttr>;
 
     /// `ibv_modify_qp` to `attr.qp_state`: RESET → INIT → RTR → RTS, any state → ERROR
-    /// (flushing outstanding requests) or RESET (discarding them).
+    /// (flushing outstanding requests) or RESET (discarding them). A siw QP (iWARP) keeps
+    /// only its state (siw_qp.c `siw_qp_modify`): RESET, INIT and RTR change nothing, RTS is
+    /// EINVAL (only the connection moves it there), ERROR flushes and, from RTS, closes the
+    /// connection.
     ///
     /// * EINVAL: no state, a transition the QP's state does not allow, or an RTR whose
     ///   `ah_attr` leads to no host of the fabric.
     fn modify_qp(&self, qp: QpHandle, attr: &QpAttr) -> Result<()>;
 
-    /// `ibv_query_qp(qp, ...)` for the QP's state.
+    /// `ibv_query_qp(qp, ...)` for the QP's state. siw on Linux 6.1 reads RESET in every
+    /// state; on 6.12 its IDLE reads INIT and its CLOSING SQD (measured, tests/BEDS.md).
     fn query_qp_state(&self, qp: QpHandle) -> Result<QpState>;
 
     /// `ibv_query_qp(qp, ..., IBV_QP_CAP, ...)`: the capacities the device made of those asked

@@ -1,0 +1,74 @@
+//! iWARP connections over external QPs on real siw, through the generic steps of
+//! `cmtwin_tests::iwarp_external_qp`, compared line by line with the transcripts the
+//! simulator gives (tests/tests/sim_datapath.rs holds the same constants). They need an
+//! iWARP device whose IPv4 address is in `CMTWIN_RDMA_ADDR` (the Soft-iWARP VM of
+//! `scripts/vm-run --transport siw`), so they are ignored by default; `scripts/verbs-tests-in-vm`
+//! runs them on the siw beds with `--ignored --test-threads=1`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use cmtwin_tests::iwarp_external_qp::{
+    connection_over_external_qps, on_siw_6_1, wrong_external_qps, Transcript,
+    CONNECTION_ON_SIW_6_12, WRONG_ON_SIW_6_12,
+};
+use cmtwin_verbs::VerbsBackend;
+
+fn addr() -> SocketAddr {
+    // Below the kernel's ephemeral range (32768-60999), where a client's resolve_addr could
+    // take the port first.
+    static NEXT: AtomicU16 = AtomicU16::new(30_500);
+    let ip: IpAddr = std::env::var("CMTWIN_RDMA_ADDR")
+        .expect("CMTWIN_RDMA_ADDR must name the RDMA device's IPv4 address")
+        .parse()
+        .expect("CMTWIN_RDMA_ADDR is an IP address");
+    SocketAddr::new(ip, NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Whether the bed runs Linux 6.1 (whose siw reads every QP state as RESET) rather than 6.12.
+fn linux_6_1() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    release.starts_with("6.1.")
+}
+
+/// The transcript of this bed's kernel, from the 6.12 one.
+fn for_this_kernel(lines_6_12: &[&str]) -> Vec<String> {
+    if linux_6_1() {
+        on_siw_6_1(lines_6_12)
+    } else {
+        lines_6_12.iter().map(|l| l.to_string()).collect()
+    }
+}
+
+fn print(name: &str, t: &Transcript) {
+    eprintln!("--- {name}");
+    for line in &t.0 {
+        eprintln!("{line}");
+    }
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn iwarp_external_qps_connect_and_carry_data() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let t = connection_over_external_qps(&s, &c, addr());
+    print("connection over external QPs", &t);
+    let expected = for_this_kernel(CONNECTION_ON_SIW_6_12);
+    assert_eq!(
+        t.0, expected,
+        "the simulator's transcript (tests/src/iwarp_external_qp.rs)"
+    );
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn iwarp_external_qps_in_the_wrong_state() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let t = wrong_external_qps(&s, &c, &mut addr);
+    print("wrong external QPs", &t);
+    let expected = for_this_kernel(WRONG_ON_SIW_6_12);
+    assert_eq!(
+        t.0, expected,
+        "the simulator's transcript (tests/src/iwarp_external_qp.rs)"
+    );
+}
