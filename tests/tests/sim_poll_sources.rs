@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cmtwin::verbs::{AccessFlags, DataPath, Payload, PollSource, SendOp, SendWr, WcStatus};
 use cmtwin::{AsyncEvent, Call, CmBackend, Errno, EventKind, Transport, Wait};
-use cmtwin_sim::{MessageKind, SimBackend, SimConfig};
+use cmtwin_sim::{MessageKind, SimBackend};
 use cmtwin_tests::datapath::{
     connect, next_completion, post_recv_all, region, start_connection, Setup, Side,
 };
@@ -22,11 +22,7 @@ const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
 
 /// A RoCE bed whose wire has no jitter, so that times are exact sums of latencies.
 fn bed(seed: u64) -> SimBed {
-    let config = SimConfig {
-        wire_jitter: Duration::ZERO,
-        ..SimConfig::default()
-    };
-    SimBed::with_config(seed, Transport::Roce, config)
+    SimBed::without_jitter(seed, Transport::Roce)
 }
 
 fn addr(port: u16) -> SocketAddr {

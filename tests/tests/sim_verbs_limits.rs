@@ -10,7 +10,6 @@ use cmtwin::verbs::{
     SendWr, Sge, WcOpcode, WcStatus,
 };
 use cmtwin::{Call, CmBackend, Errno, QpCap, Transport};
-use cmtwin_sim::SimConfig;
 use cmtwin_tests::datapath::{connect_with, next_completion, region, Conn, Objects, Setup};
 use cmtwin_tests::steps::{expect_errno, ok};
 use cmtwin_tests::{SimBed, TestBed};
@@ -19,11 +18,7 @@ const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
 
 /// A RoCE bed without wire jitter.
 fn bed(seed: u64) -> SimBed {
-    let config = SimConfig {
-        wire_jitter: Duration::ZERO,
-        ..SimConfig::default()
-    };
-    SimBed::with_config(seed, Transport::Roce, config)
+    SimBed::without_jitter(seed, Transport::Roce)
 }
 
 /// A connection whose QPs take up to 4 entries per request.
