@@ -53,6 +53,7 @@ pub mod fidelity;
 pub mod fuzzing;
 pub mod harness;
 pub mod ports;
+pub mod qp_modify;
 pub mod random_calls;
 pub mod random_verbs;
 pub mod recording;

@@ -21,6 +21,8 @@
 //! * `modify.rs`: the external-QP path: RC and UD QPs made apart from ids (`ibv_create_qp`),
 //!   the CM's attributes for them (`rdma_init_qp_attr`) and explicit transitions
 //!   (`ibv_modify_qp`).
+//! * `modify_mask.rs`: `ibv_modify_qp` with an attribute mask: the kernel's transition table,
+//!   the kernel's, rxe's and siw's checks of values, the attributes applied, SQD.
 //! * `wire.rs`: data packets between QPs, a path parallel to the CM's messages: the same
 //!   latency and jitter (their own random streams), the fabric's random loss probability,
 //!   their own FIFO links (a delayed CM message does not hold data back), targeted losses and
@@ -48,6 +50,7 @@ mod faults;
 mod invariants;
 mod machine;
 mod modify;
+mod modify_mask;
 mod objects;
 mod packet;
 mod posts;
