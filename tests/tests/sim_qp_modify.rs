@@ -34,7 +34,7 @@ fn masks_follow_the_kernels_table_and_rxes_checks() {
     for transport in [Transport::Roce, Transport::InfiniBand] {
         let bed = bed(1, transport);
         let got = shared::masks_of_rc_qps(bed.server(), bed.client(), addr(7600));
-        let mut want = shared::expected_outcomes();
+        let mut want = shared::expected_outcomes(false);
         if transport == Transport::InfiniBand {
             // No alternate path is modelled; RoCE's kernel bans them (EINVAL).
             want[7].1 = Err(cmtwin::Errno::EOPNOTSUPP);
