@@ -1324,6 +1324,7 @@ mod qp_modify {
         let (s, c) = backends();
         let got = shared::masks_of_rc_qps(&s, &c, addr());
         let want = shared::expected_outcomes(super::rxe_on_6_12());
+        // rxe-6.1 and rxe-6.12 (measured): see tests/BEDS.md.
         shared::assert_outcomes(&got, &want);
     }
 

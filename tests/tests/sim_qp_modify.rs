@@ -31,10 +31,22 @@ fn addr(port: u16) -> SocketAddr {
 
 #[test]
 fn masks_follow_the_kernels_table_and_rxes_checks() {
-    for transport in [Transport::Roce, Transport::InfiniBand] {
-        let bed = bed(1, transport);
+    let linux612 = SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..SimConfig::linux612()
+    };
+    let beds = [
+        (bed(1, Transport::Roce), Transport::Roce, false),
+        (bed(1, Transport::InfiniBand), Transport::InfiniBand, false),
+        (
+            SimBed::with_config(1, Transport::Roce, linux612),
+            Transport::Roce,
+            true,
+        ),
+    ];
+    for (bed, transport, linux_6_12) in beds {
         let got = shared::masks_of_rc_qps(bed.server(), bed.client(), addr(7600));
-        let mut want = shared::expected_outcomes(false);
+        let mut want = shared::expected_outcomes(linux_6_12);
         if transport == Transport::InfiniBand {
             // No alternate path is modelled; RoCE's kernel bans them (EINVAL).
             want[7].1 = Err(cmtwin::Errno::EOPNOTSUPP);

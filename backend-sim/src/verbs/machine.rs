@@ -63,11 +63,19 @@ impl QpMachine {
         }
     }
 
-    /// RTS → SQD (SQD → SQD changes nothing); false from any other state.
-    pub(crate) fn drain(&mut self, out: &mut Vec<QpOutput>) -> bool {
+    /// RTS → SQD, or SQD → SQD (which drains `again`: SQ_DRAINED once nothing sent is
+    /// outstanding); false from any other state.
+    pub(crate) fn drain(&mut self, again: bool, out: &mut Vec<QpOutput>) -> bool {
         match self {
-            QpMachine::Rc(m) => m.drain(out),
-            QpMachine::Ud(m) => m.step_to(QpState::Sqd, out),
+            QpMachine::Rc(m) => m.drain(again, out),
+            QpMachine::Ud(m) => {
+                let was = m.state();
+                let ok = m.step_to(QpState::Sqd, out);
+                if ok && again && was == QpState::Sqd {
+                    out.push(QpOutput::SqDrained);
+                }
+                ok
+            }
         }
     }
 

@@ -1,7 +1,7 @@
 //! `ibv_modify_qp` with an attribute mask. On RoCE and InfiniBand devices the transition and
 //! the mask are judged by the kernel's table (`ib_modify_qp_is_ok`, in `cmtwin::verbs`), the
 //! values by uverbs' `modify_qp`, `_ib_modify_qp` and rxe's `rxe_qp_chk_attr`, and SQD is
-//! left only once drained (rxe's `__qp_chk_state`); the attributes then apply as rxe's
+//! left only once drained (rxe's `rxe_qp_chk_attr`, `__qp_chk_state`); the attributes then apply as rxe's
 //! `rxe_qp_from_attr` applies them, before the state's own effect (RESET discards, SQD
 //! drains, ERROR flushes, RTS sends what waited). On iWARP devices siw's
 //! `siw_verbs_modify_qp` consults no table: a move to the QP's own state, or none, changes
@@ -12,6 +12,7 @@ use cmtwin::{Call, CmError, Errno, QpHandle, QpType, Result, Transport};
 
 use super::modify::{dgid_ip, rnr_timer};
 use super::ObjKey;
+use crate::config::KernelProfile;
 use crate::world::{HostKey, World};
 
 /// The largest `max_rd_atomic` rxe takes (`max_qp_rd_atom`).
@@ -51,7 +52,9 @@ impl World {
                 let why = format!("{next:?} on iWARP (siw closes or terminates the connection)");
                 return Err(refuse(Errno::EOPNOTSUPP, why));
             }
-        } else {
+        } else if mask.contains(M::STATE) || self.cfg.kernel == KernelProfile::Linux61 {
+            // rxe on 6.12 consults the table only with IBV_QP_STATE (`rxe_qp_from_attr`'s
+            // `__qp_chk_state`): without it any attribute is taken (measured).
             modify_qp_is_ok(qp_type, cur, next, mask)
                 .map_err(|r| refuse(Errno::EINVAL, r.to_string()))?;
         }
@@ -150,7 +153,12 @@ impl World {
                 m.enter_rtr()
             }
             QpState::Rts => self.drive_qp(q, |m, _, out| m.resume(out)),
-            QpState::Sqd => self.drive_qp(q, |m, _, out| m.drain(out)),
+            QpState::Sqd => {
+                // rxe on 6.12 drains again on every move to SQD (`rxe_qp_sqd`), SQD -> SQD
+                // included; on 6.1 only from RTS (`rxe_qp_drain`: not when DRAINED). Measured.
+                let again = self.cfg.kernel != KernelProfile::Linux61;
+                self.drive_qp(q, |m, _, out| m.drain(again, out))
+            }
             QpState::Sqe => false,
         };
         debug_assert!(moved, "movable() allowed the move to {next:?}");
@@ -172,9 +180,10 @@ fn movable(actual: QpState, next: QpState) -> bool {
 
 /// The checks of values before any transition is looked at: libibverbs' and uverbs'
 /// (`modify_qp`: the states named, the ports), the kernel's (`_ib_modify_qp`: no alternate
-/// path on RoCE; `ib_security_modify_qp`: the pkey index) and rxe's (`rxe_modify_qp`: the
-/// standard bits; `rxe_qp_chk_attr`: path MTU, read depth, timeout). On iWARP only those
-/// before the driver and siw's own (the standard bits).
+/// path on RoCE) and rxe's (`rxe_modify_qp`: the standard bits; `rxe_qp_chk_attr`: path MTU,
+/// read depth, timeout). A pkey index is taken whatever it is, as rxe on 6.1 and 6.12 took
+/// index 1 of its one-entry table (measured). On iWARP only the checks before the driver and
+/// siw's own (the standard bits).
 fn check_values(
     attr: &QpAttr,
     mask: M,
@@ -206,10 +215,6 @@ fn check_values(
             Transport::Roce => einval("IBV_QP_ALT_PATH: no alternate path on RoCE".into()),
             _ => Err((Errno::EOPNOTSUPP, "alternate paths are not modelled".into())),
         };
-    }
-    if mask.contains(M::PKEY_INDEX) && attr.pkey_index != 0 {
-        let i = attr.pkey_index;
-        return einval(format!("pkey index {i}: the port has one partition key"));
     }
     if mask.contains(M::PATH_MTU) && attr.path_mtu > MAX_PATH_MTU {
         return einval(format!("path MTU {} above 4096 (5)", attr.path_mtu));

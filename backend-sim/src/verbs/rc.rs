@@ -420,10 +420,16 @@ impl RcQp {
     }
 
     /// RTS → SQD: no new request is sent; SQ_DRAINED once every request sent is
-    /// acknowledged (at once if none is outstanding). False from any other state but SQD.
-    pub(crate) fn drain(&mut self, out: &mut Vec<QpOutput>) -> bool {
+    /// acknowledged (at once if none is outstanding). SQD → SQD drains `again` (a second
+    /// SQ_DRAINED) or changes nothing. False from any other state.
+    pub(crate) fn drain(&mut self, again: bool, out: &mut Vec<QpOutput>) -> bool {
         match self.state {
-            QpState::Sqd => true,
+            QpState::Sqd => {
+                if again && self.sent == 0 {
+                    out.push(QpOutput::SqDrained);
+                }
+                true
+            }
             QpState::Rts => {
                 self.state = QpState::Sqd;
                 if self.sent == 0 {
