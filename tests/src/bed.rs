@@ -262,6 +262,16 @@ impl SimBed {
         Self::build(seed, transport, config, false)
     }
 
+    /// A fabric of `transport` devices from `seed` whose wire has no jitter, so that times
+    /// are exact sums of latencies.
+    pub fn jitterless(seed: u64, transport: Transport) -> Self {
+        let config = SimConfig {
+            wire_jitter: std::time::Duration::ZERO,
+            ..SimConfig::default()
+        };
+        Self::with_config(seed, transport, config)
+    }
+
     /// As [`with_config`](Self::with_config), with a third host `third` (10.0.0.3) whose ids
     /// connect to the server too ([`TestBed::third`]).
     pub fn with_third_host(seed: u64, transport: Transport, config: SimConfig) -> Self {

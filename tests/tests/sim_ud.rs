@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use cmtwin::verbs::{AccessFlags, DataPath, QpAttr, QpState, WcStatus, GRH_LEN};
 use cmtwin::{AhAttr, CmBackend, EventParam, JoinFlags, PortSpace, Transport, Wait};
-use cmtwin_sim::{SimBackend, SimConfig};
+use cmtwin_sim::SimBackend;
 use cmtwin_tests::datapath::{connect, post_recv_all, region, Side};
 use cmtwin_tests::steps::ok;
 use cmtwin_tests::ud_datapath::{
@@ -31,11 +31,7 @@ const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
 
 /// A bed of `transport` whose wire has no jitter, so that times are exact sums of latencies.
 fn bed(seed: u64, transport: Transport) -> SimBed {
-    let config = SimConfig {
-        wire_jitter: Duration::ZERO,
-        ..SimConfig::default()
-    };
-    SimBed::with_config(seed, transport, config)
+    SimBed::jitterless(seed, transport)
 }
 
 fn addr(port: u16) -> SocketAddr {

@@ -442,7 +442,7 @@ impl RcQp {
     }
 
     /// Whether the QP is in SQD with requests sent and not yet acknowledged (rxe refuses to
-    /// leave SQD but to ERROR or RESET meanwhile).
+    /// leave SQD but to ERROR meanwhile).
     pub(crate) fn draining(&self) -> bool {
         self.state == QpState::Sqd && self.sent > 0
     }

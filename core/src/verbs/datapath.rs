@@ -197,10 +197,12 @@ pub trait DataPath: CmBackend {
 
     /// `ibv_modify_qp(qp, attr, mask)`: the attributes of `attr` that `mask` names. With
     /// [`QpAttrMask::STATE`] the QP moves to `attr.qp_state`; without it the QP stays in its
-    /// state and only the attributes change (the kernel checks the transition from the state
-    /// to itself). The transition starts from the QP's state, or from `attr.cur_qp_state`
-    /// with [`QpAttrMask::CUR_STATE`] (the kernel believes the caller: a state other than the
-    /// QP's is taken, and only the table below judges it).
+    /// state and only the attributes change: rxe on Linux 6.1 (and the simulator's 6.1
+    /// profile) checks them as the transition from the state to itself, rxe on 6.12 (and the
+    /// simulator's later profiles) takes any attribute then (measured). The transition starts
+    /// from the QP's state, or from `attr.cur_qp_state` with [`QpAttrMask::CUR_STATE`] (the
+    /// kernel believes the caller: a state other than the QP's is taken, and only the table
+    /// below judges it; the simulator moves its QPs only from a state that leads there).
     ///
     /// On RoCE and InfiniBand devices (rxe, and the simulator's), the transition and the
     /// mask must be in the kernel's table ([`qp_transition`](super::qp_transition),
@@ -210,9 +212,11 @@ pub trait DataPath: CmBackend {
     /// the timeout and retry counts change only in SQD → SQD, so RTS → SQD → SQD → RTS;
     /// INIT → INIT takes access flags, port and pkey index. RTS → SQD stops sending new
     /// requests; once every request sent is acknowledged, the device raises
-    /// IBV_EVENT_SQ_DRAINED (`get_async_event`), and until then the QP cannot leave SQD but to
-    /// ERROR or RESET (rxe). Applied attributes take effect for what follows: the RNR timer
-    /// for the next RNR NAK this QP answers, the timeout and retry counts for the next
+    /// IBV_EVENT_SQ_DRAINED (`get_async_event`), and until then the QP cannot leave SQD but
+    /// to ERROR (rxe: not even to RESET). rxe on 6.12 drains again on SQD → SQD (a second
+    /// SQ_DRAINED, to wait for before SQD → RTS); rxe on 6.1 does not (measured; the
+    /// simulator follows its kernel profile). Applied attributes take effect for what
+    /// follows: the RNR timer for the next RNR NAK this QP answers, the timeout and retry counts for the next
     /// transport timer and retries, the PSNs for the next request sent or expected. The
     /// simulator does not model access flags, path MTU, RDMA read and atomic depths or the
     /// path migration state: it checks and takes them, without effect.
@@ -223,14 +227,15 @@ pub trait DataPath: CmBackend {
     /// take the transitions of `modify_qp` and those to their own state; SQD and SQE (which
     /// siw maps to closing and terminating the connection) are EOPNOTSUPP there.
     ///
+    /// A pkey index is taken whatever it is (rxe took index 1 of its one-entry table).
+    ///
     /// * EINVAL (the kernel's `ib_modify_qp_is_ok`, rxe's `rxe_qp_chk_attr`, uverbs'
     ///   `modify_qp`): `STATE` without `qp_state` or `CUR_STATE` without `cur_qp_state`; a
     ///   transition not in the table, a required attribute missing or one the transition does
     ///   not take; `CUR_STATE` naming a state other than RTR, RTS, SQD and SQE; leaving SQD
-    ///   for RTS or SQD while requests sent are unacknowledged; `PORT` or `AV` on a port the
-    ///   device does not have (rxe and the simulator have port 1 only); `PKEY_INDEX` other
-    ///   than 0 (one partition key); `PATH_MTU` above 4096 (5); `MAX_QP_RD_ATOMIC` above the
-    ///   device's 128; `TIMEOUT` above 31; `ALT_PATH` on RoCE (the kernel bans alternate
+    ///   for any state but ERROR while requests sent are unacknowledged; `PORT` or `AV` on a
+    ///   port the device does not have (rxe and the simulator have port 1 only); `PATH_MTU`
+    ///   above 4096 (5); `MAX_QP_RD_ATOMIC` above the device's 128; `TIMEOUT` above 31; `ALT_PATH` on RoCE (the kernel bans alternate
     ///   paths there); `AV` whose destination is no host of the fabric (simulator).
     /// * EOPNOTSUPP: bits outside [`QpAttrMask::STANDARD`] (`RATE_LIMIT`), which rxe and siw
     ///   refuse; `ALT_PATH` on the simulator's InfiniBand devices (alternate paths are not
