@@ -234,6 +234,10 @@ fn sqd_steps<B: DataPath>(c: &B, conn: &Conn, out: &mut Vec<Outcome>) {
         },
         st | M::PKEY_INDEX,
     );
+    // That SQD -> SQD succeeds: rxe on 6.12 drains again, and refuses the next move until
+    // it is done (measured: a race the next modification lost once).
+    let pkey = "SQ_DRAINED after SQD -> SQD, PKEY_INDEX 1";
+    drained(c, conn.client.qpn, REDRAIN_WAIT, out, pkey);
     let retry = QpAttr {
         timeout: 14,
         retry_cnt: 2,
@@ -422,6 +426,7 @@ pub fn expected_outcomes(linux_6_12: bool) -> Vec<Outcome> {
         ("SQD -> SQD, MAX_QP_RD_ATOMIC 129", e),
         ("SQD -> SQD, PORT 2", e),
         ("SQD -> SQD, PKEY_INDEX 1", Ok(())),
+        ("SQ_DRAINED after SQD -> SQD, PKEY_INDEX 1", again),
         ("SQD -> SQD, TIMEOUT RETRY_CNT RNR_RETRY", Ok(())),
         ("SQ_DRAINED after SQD -> SQD", again),
         ("SQD -> RTS", Ok(())),
