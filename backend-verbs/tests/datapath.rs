@@ -1398,3 +1398,52 @@ fn poll_sources_waits_on_cm_and_completion_channels_together() {
     );
     teardown(&s, &c, conn);
 }
+
+// ----- ibv_modify_qp with a mask (the shared scenarios of `cmtwin_tests::qp_modify`) -----
+
+mod qp_modify {
+    use std::time::Duration;
+
+    use cmtwin::verbs::{WcOpcode, WcStatus};
+    use cmtwin_tests::qp_modify as shared;
+
+    use super::{addr, backends};
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn modify_qp_with_mask_follows_the_kernels_table_and_rxes_checks() {
+        let (s, c) = backends();
+        let got = shared::masks_of_rc_qps(&s, &c, addr());
+        let want = shared::expected_outcomes(super::rxe_on_6_12());
+        // rxe-6.1 and rxe-6.12 (measured): see tests/BEDS.md.
+        shared::assert_outcomes(&got, &want);
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn an_rnr_timer_set_on_rts_times_the_senders_rnr_wait() {
+        let (s, c) = backends();
+        // 18: 5.12 ms (the CM's 0 would be 655.36 ms), one RNR retry.
+        let (wc, took) = shared::rnr_timer_set_on_rts(&s, &c, addr(), 18);
+        eprintln!("RNR retry exceeded after {took:?}: {wc:?}");
+        assert_eq!(
+            (wc.status, wc.opcode),
+            (WcStatus::RNR_RETRY_EXC_ERR, WcOpcode::Send)
+        );
+        assert!(took < Duration::from_millis(300), "took {took:?}");
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn a_timeout_and_retry_count_set_in_sqd_time_a_dead_peer() {
+        let (s, c) = backends();
+        // 10: 4.19 ms a timeout (the path's 19 would be 2.1 s), one retry.
+        let (wc, took) = shared::timeout_set_in_sqd(&s, &c, addr(), 10, 1);
+        eprintln!("transport retries exceeded after {took:?}: {wc:?}");
+        assert_eq!(
+            (wc.status, wc.opcode),
+            (WcStatus::RETRY_EXC_ERR, WcOpcode::Send)
+        );
+        assert!(took < Duration::from_millis(1000), "took {took:?}");
+    }
+}

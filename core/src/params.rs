@@ -102,6 +102,8 @@ impl AsyncEvent {
     pub const CQ_ERR: AsyncEvent = AsyncEvent(0);
     /// `IBV_EVENT_COMM_EST`: data arrived on the passive QP before the RTU.
     pub const COMM_EST: AsyncEvent = AsyncEvent(4);
+    /// `IBV_EVENT_SQ_DRAINED`: a QP moved to SQD has every request it sent acknowledged.
+    pub const SQ_DRAINED: AsyncEvent = AsyncEvent(5);
     /// `IBV_EVENT_PATH_MIG`: switch to the alternate path.
     pub const PATH_MIG: AsyncEvent = AsyncEvent(6);
 }

@@ -263,8 +263,8 @@ impl SimBed {
     }
 
     /// A fabric of `transport` devices from `seed` whose wire has no jitter, so that times
-    /// are exact sums of latencies (the data-path tests' bed).
-    pub fn without_jitter(seed: u64, transport: Transport) -> Self {
+    /// are exact sums of latencies.
+    pub fn jitterless(seed: u64, transport: Transport) -> Self {
         let config = SimConfig {
             wire_jitter: std::time::Duration::ZERO,
             ..SimConfig::default()

@@ -59,6 +59,7 @@ pub mod harness;
 pub mod iwarp_external_qp;
 pub mod measured_devices;
 pub mod ports;
+pub mod qp_modify;
 pub mod random_calls;
 pub mod random_verbs;
 pub mod recording;

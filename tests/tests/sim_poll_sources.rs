@@ -22,7 +22,7 @@ const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
 
 /// A RoCE bed whose wire has no jitter, so that times are exact sums of latencies.
 fn bed(seed: u64) -> SimBed {
-    SimBed::without_jitter(seed, Transport::Roce)
+    SimBed::jitterless(seed, Transport::Roce)
 }
 
 fn addr(port: u16) -> SocketAddr {

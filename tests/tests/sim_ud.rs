@@ -31,7 +31,7 @@ const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
 
 /// A bed of `transport` whose wire has no jitter, so that times are exact sums of latencies.
 fn bed(seed: u64, transport: Transport) -> SimBed {
-    SimBed::without_jitter(seed, transport)
+    SimBed::jitterless(seed, transport)
 }
 
 fn addr(port: u16) -> SocketAddr {
@@ -374,16 +374,15 @@ fn an_external_ud_qp_takes_only_its_qkey_and_refuses_a_second_pkey_or_port() {
         c.init_qp_attr(pair.client.id, QpState::Init),
         "init_qp_attr",
     );
-    for (pkey_index, port) in [(1, 1), (0, 2)] {
-        let mut bad = init;
-        bad.pkey_index = pkey_index;
-        bad.ah_attr.port_num = port;
-        cmtwin_tests::steps::expect_errno(
-            c.modify_qp(qp, &bad),
-            cmtwin::Call::ModifyQp,
-            cmtwin::Errno::EINVAL,
-        );
-    }
+    // Port 2 is refused (uverbs' `modify_qp`); a pkey index of 1 would be taken, as rxe
+    // takes it (measured, `cmtwin_tests::qp_modify`).
+    let mut bad = init;
+    bad.ah_attr.port_num = 2;
+    cmtwin_tests::steps::expect_errno(
+        c.modify_qp(qp, &bad),
+        cmtwin::Call::ModifyQp,
+        cmtwin::Errno::EINVAL,
+    );
     assert_eq!(ok(c.query_qp_state(qp), "query_qp_state"), QpState::Reset);
     init.qkey = 0x4242;
     ok(c.modify_qp(qp, &init), "modify_qp INIT (qkey 0x4242)");

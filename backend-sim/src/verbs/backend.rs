@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use cmtwin::verbs::{
-    list_sources, AccessFlags, DataPath, MemoryRegion, Payload, PollSource, QpAttr, QpCqs,
-    QpInitAttrEx, QpState, RecvWr, SendWr, VerbsAsyncEvent, WorkCompletion,
+    list_sources, AccessFlags, DataPath, MemoryRegion, Payload, PollSource, QpAttr, QpAttrMask,
+    QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr, VerbsAsyncEvent, WorkCompletion,
 };
 use cmtwin::{
     AhAttr, AhHandle, Call, CmError, CompChannelHandle, CqHandle, DeviceAttr, Errno, IdHandle,
@@ -367,6 +367,15 @@ impl DataPath for SimBackend {
             || format!("{qp}, {:?}", attr.qp_state),
             zero,
             |w, h| w.modify_qp(h, qp, attr),
+        )
+    }
+
+    fn modify_qp_with_mask(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        self.verbs_call(
+            Call::ModifyQp,
+            || format!("{qp}, {:?}, {mask}", attr.qp_state),
+            zero,
+            |w, h| w.modify_qp_with_mask(h, qp, attr, mask),
         )
     }
 

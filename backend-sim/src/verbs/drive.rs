@@ -146,9 +146,13 @@ impl World {
             }
             QpOutput::SetTimer(after) => self.set_qp_timer(q, self.now.after(after)),
             QpOutput::CancelTimer => self.cancel_qp_timer(q),
-            QpOutput::CommEst => {
+            QpOutput::CommEst | QpOutput::SqDrained => {
+                let kind = match output {
+                    QpOutput::CommEst => AsyncEvent::COMM_EST,
+                    _ => AsyncEvent::SQ_DRAINED,
+                };
                 let event = VerbsAsyncEvent {
-                    kind: AsyncEvent::COMM_EST,
+                    kind,
                     qp_num: Some(qpn),
                     id: id.map(|i| self.id_handle(i)),
                     cq: None,

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use cmtwin::verbs::{QpState, Sge};
-use cmtwin::QpCap;
+use cmtwin::{QpCap, QpType};
 
 use super::packet::Packet;
 use super::rc::{Memory, PostError, QpOutput, RcParams, RecvEntry, SendEntry};
@@ -51,6 +51,69 @@ impl QpMachine {
         matches!(self, QpMachine::Ud(_))
     }
 
+    /// The QP's type.
+    pub(crate) fn qp_type(&self) -> QpType {
+        match self {
+            QpMachine::Rc(m) if m.is_reliable() => QpType::Rc,
+            QpMachine::Rc(_) => QpType::Uc,
+            QpMachine::Ud(_) => QpType::Ud,
+        }
+    }
+
+    /// The RC or UC machine, if it is one.
+    pub(crate) fn as_rc(&mut self) -> Option<&mut RcQp> {
+        match self {
+            QpMachine::Rc(m) => Some(m),
+            QpMachine::Ud(_) => None,
+        }
+    }
+
+    /// RTS → SQD, or SQD → SQD (which drains `again`: SQ_DRAINED once nothing sent is
+    /// outstanding); false from any other state.
+    pub(crate) fn drain(&mut self, again: bool, out: &mut Vec<QpOutput>) -> bool {
+        match self {
+            QpMachine::Rc(m) => m.drain(again, out),
+            QpMachine::Ud(m) => {
+                let was = m.state();
+                let ok = m.step_to(QpState::Sqd, out);
+                if ok && again && was == QpState::Sqd {
+                    out.push(QpOutput::SqDrained);
+                }
+                ok
+            }
+        }
+    }
+
+    /// Whether the QP is in SQD with requests sent and unacknowledged.
+    pub(crate) fn draining(&self) -> bool {
+        matches!(self, QpMachine::Rc(m) if m.draining())
+    }
+
+    /// RTR, SQD or RTS → RTS with the attributes set, sending what waited; false from any
+    /// other state.
+    pub(crate) fn resume(&mut self, out: &mut Vec<QpOutput>) -> bool {
+        match self {
+            QpMachine::Rc(m) => m.resume(out),
+            QpMachine::Ud(m) => m.step_to(QpState::Rts, out),
+        }
+    }
+
+    /// RESET or INIT → INIT; false from any other state.
+    pub(crate) fn init_again(&mut self) -> bool {
+        match self {
+            QpMachine::Rc(m) => m.state() == QpState::Init || m.init(),
+            QpMachine::Ud(m) => m.step_to(QpState::Init, &mut Vec::new()),
+        }
+    }
+
+    /// INIT → RTR with the attributes set; false from any other state.
+    pub(crate) fn enter_rtr(&mut self) -> bool {
+        match self {
+            QpMachine::Rc(m) => m.enter_rtr(),
+            QpMachine::Ud(m) => m.step_to(QpState::Rtr, &mut Vec::new()),
+        }
+    }
+
     /// The entries of every outstanding request.
     #[cfg_attr(not(debug_assertions), allow(dead_code))]
     pub(crate) fn posted_sges(&self) -> Vec<Sge> {
@@ -65,30 +128,6 @@ impl QpMachine {
         match self {
             QpMachine::Rc(m) => m.discard(),
             QpMachine::Ud(m) => m.discard(),
-        }
-    }
-
-    /// RESET → INIT.
-    pub(crate) fn init(&mut self) -> bool {
-        match self {
-            QpMachine::Rc(m) => m.init(),
-            QpMachine::Ud(m) => m.step_to(QpState::Init, &mut Vec::new()),
-        }
-    }
-
-    /// INIT → RTR (`rnr_timer` concerns RC only).
-    pub(crate) fn rtr(&mut self, rnr_timer: Duration) -> bool {
-        match self {
-            QpMachine::Rc(m) => m.rtr(rnr_timer),
-            QpMachine::Ud(m) => m.step_to(QpState::Rtr, &mut Vec::new()),
-        }
-    }
-
-    /// RTR → RTS (`params` concern RC only).
-    pub(crate) fn rts(&mut self, params: RcParams, out: &mut Vec<QpOutput>) -> bool {
-        match self {
-            QpMachine::Rc(m) => m.rts(params, out),
-            QpMachine::Ud(m) => m.step_to(QpState::Rts, out),
         }
     }
 

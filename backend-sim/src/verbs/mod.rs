@@ -27,6 +27,8 @@
 //!   (`ibv_modify_qp`).
 //! * `iw_qp.rs`: the QP an iWARP connection's CM drives, the id's own or the external one its
 //!   `connect` or `accept` named (`iw_get_qp`), and siw's moves of it.
+//! * `modify_mask.rs`: `ibv_modify_qp` with an attribute mask: the kernel's transition table,
+//!   the kernel's, rxe's and siw's checks of values, the attributes applied, SQD.
 //! * `wire.rs`: data packets between QPs, a path parallel to the CM's messages: the same
 //!   latency and jitter (their own random streams), the fabric's random loss probability,
 //!   their own FIFO links (a delayed CM message does not hold data back), targeted losses and
@@ -57,6 +59,7 @@ mod invariants;
 mod iw_qp;
 mod machine;
 mod modify;
+mod modify_mask;
 mod objects;
 mod packet;
 mod posts;

@@ -187,73 +187,21 @@ impl World {
         Ok(attr)
     }
 
-    /// `ibv_modify_qp` to `attr.qp_state`.
+    /// `ibv_modify_qp` to `attr.qp_state` with the mask of that transition
+    /// ([`super::modify_mask::transition_mask`]).
     pub(crate) fn modify_qp(&mut self, host: HostKey, h: QpHandle, attr: &QpAttr) -> Result<()> {
         let call = Call::ModifyQp;
         let q = self.qp_key(host, call, h)?;
-        let from = self.verbs.qps[&q].machine.state();
-        let refused = |why: String| Err(CmError::new(call, Errno::EINVAL, why));
         let Some(to) = attr.qp_state else {
-            return refused("no qp_state to move to".into());
+            return Err(CmError::new(call, Errno::EINVAL, "no qp_state to move to"));
         };
-        if self.verbs.qps[&q].machine.is_siw() {
-            return self.siw_modify(q, to);
-        }
-        let moved = match to {
-            QpState::Init if self.verbs.qps[&q].machine.is_ud() => {
-                if attr.pkey_index != 0 || attr.ah_attr.port_num > 1 {
-                    let (i, p) = (attr.pkey_index, attr.ah_attr.port_num);
-                    return refused(format!("pkey index {i} or port {p} (one port, one key)"));
-                }
-                let m = &mut self.verbs.qps.get_mut(&q).expect("live QP").machine;
-                let moved = m.init();
-                if moved {
-                    m.as_ud().expect("a UD QP").set_qkey(attr.qkey);
-                }
-                moved
-            }
-            QpState::Init => self.verbs.qps.get_mut(&q).expect("live QP").machine.init(),
-            QpState::Rtr if self.verbs.qps[&q].machine.is_ud() => {
-                let qp = self.verbs.qps.get_mut(&q).expect("live QP");
-                qp.machine.rtr(rnr_timer(attr.min_rnr_timer))
-            }
-            QpState::Rtr => {
-                let Some(peer_host) = self.topo.host_of_ip(dgid_ip(&attr.ah_attr)) else {
-                    return refused("the path's destination GID is no host of the fabric".into());
-                };
-                let qp = self.verbs.qps.get_mut(&q).expect("live QP");
-                let moved = qp.machine.rtr(rnr_timer(attr.min_rnr_timer));
-                if moved {
-                    qp.peer = Some((peer_host, attr.dest_qp_num));
-                }
-                moved
-            }
-            QpState::Rts => {
-                let params = RcParams {
-                    timeout: attr.timeout.min(31),
-                    retry_count: attr.retry_cnt.min(7),
-                    rnr_retry: attr.rnr_retry.min(7),
-                };
-                self.drive_qp(q, |m, _, out| m.rts(params, out))
-            }
-            QpState::Error => {
-                self.drive_qp(q, |m, _, out| m.enter_error(out));
-                true
-            }
-            QpState::Reset => {
-                self.reset_qp(q);
-                true
-            }
-            QpState::Sqd | QpState::Sqe => return refused(format!("{to:?} is not modelled")),
-        };
-        if !moved {
-            return refused(format!("{from:?} cannot move to {to:?}"));
-        }
-        Ok(())
+        let qp_type = self.verbs.qps[&q].machine.qp_type();
+        let (attr, mask) = super::modify_mask::transition_mask(qp_type, to, attr);
+        self.modify_qp_with_mask(host, h, &attr, mask)
     }
 
     /// Any state → RESET: outstanding requests are discarded without completions.
-    pub(crate) fn reset_qp(&mut self, q: super::ObjKey) {
+    pub(super) fn reset_qp(&mut self, q: super::ObjKey) {
         let qp = self.verbs.qps.get_mut(&q).expect("live QP");
         let dev = qp.dev;
         qp.peer = None;
@@ -269,7 +217,7 @@ impl World {
 }
 
 /// The IP address a path's destination GID carries (IPv4-mapped or IPv6).
-fn dgid_ip(ah: &cmtwin::AhAttr) -> IpAddr {
+pub(super) fn dgid_ip(ah: &cmtwin::AhAttr) -> IpAddr {
     let v6 = Ipv6Addr::from(ah.grh.dgid);
     match v6.to_ipv4_mapped() {
         Some(v4) => IpAddr::V4(v4),

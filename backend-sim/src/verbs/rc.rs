@@ -41,7 +41,7 @@ use std::time::Duration;
 use cmtwin::verbs::{QpState, Sge, WcOpcode, WcStatus, WorkCompletion};
 use cmtwin::QpCap;
 
-use super::packet::{psn_cmp, psn_next, psn_prev, Body, Nak, Packet};
+use super::packet::{psn_cmp, psn_next, psn_prev, Body, Nak, Packet, PSN_MASK};
 
 /// The memory a responder and a completing read place bytes in (the world's regions).
 pub(crate) trait Memory {
@@ -185,6 +185,8 @@ pub(crate) enum QpOutput {
     CancelTimer,
     /// The QP received its first request (IBV_EVENT_COMM_EST).
     CommEst,
+    /// The QP, in SQD, has every request it sent acknowledged (IBV_EVENT_SQ_DRAINED).
+    SqDrained,
     /// Send this datagram (UD QPs only, `ud.rs`).
     Datagram(super::ud::Datagram),
 }
@@ -309,6 +311,11 @@ impl RcQp {
         self.state
     }
 
+    /// Whether it is RC (false: UC).
+    pub(crate) fn is_reliable(&self) -> bool {
+        self.reliable
+    }
+
     /// The QP's capacities.
     pub(crate) fn cap(&self) -> QpCap {
         self.cap
@@ -378,10 +385,17 @@ impl RcQp {
 
     /// INIT → RTR, answering RNR NAKs with `rnr_timer`; false from any other state.
     pub(crate) fn rtr(&mut self, rnr_timer: Duration) -> bool {
+        let ok = self.enter_rtr();
+        if ok {
+            self.set_rnr_timer(rnr_timer);
+        }
+        ok
+    }
+
+    /// INIT → RTR with the attributes already set; false from any other state.
+    pub(crate) fn enter_rtr(&mut self) -> bool {
         let ok = self.state == QpState::Init;
         if ok {
-            // At most 655.36 ms (IB's encoding), so nanoseconds fit.
-            self.rnr_timer_ns = u32::try_from(rnr_timer.as_nanos()).unwrap_or(u32::MAX);
             self.state = QpState::Rtr;
         }
         ok
@@ -399,6 +413,83 @@ impl RcQp {
         self.state = QpState::Rts;
         self.pump(out);
         true
+    }
+
+    /// The wait this QP's RNR NAKs ask for (`IBV_QP_MIN_RNR_TIMER`), from the next one on.
+    pub(crate) fn set_rnr_timer(&mut self, rnr_timer: Duration) {
+        // At most 655.36 ms (IB's encoding), so nanoseconds fit.
+        self.rnr_timer_ns = u32::try_from(rnr_timer.as_nanos()).unwrap_or(u32::MAX);
+    }
+
+    /// `IBV_QP_TIMEOUT`, `IBV_QP_RETRY_CNT`, `IBV_QP_RNR_RETRY` (each when `Some`): the next
+    /// transport timer takes the timeout; a retry count also refills its counter, as rxe
+    /// sets `comp.retry_cnt` and `comp.rnr_retry` with the attribute.
+    pub(crate) fn set_params(&mut self, timeout: Option<u8>, retry: Option<u8>, rnr: Option<u8>) {
+        let p = self.params.get_or_insert(RcParams {
+            timeout: 0,
+            retry_count: 0,
+            rnr_retry: 0,
+        });
+        if let Some(t) = timeout {
+            p.timeout = t;
+        }
+        if let Some(r) = retry {
+            p.retry_count = r;
+            self.retries_left = r;
+        }
+        if let Some(r) = rnr {
+            p.rnr_retry = r;
+            self.rnr_left = r;
+        }
+    }
+
+    /// `IBV_QP_SQ_PSN`: the PSN of the next request sent.
+    pub(crate) fn set_sq_psn(&mut self, psn: u32) {
+        self.next_psn = psn & PSN_MASK;
+    }
+
+    /// `IBV_QP_RQ_PSN`: the PSN the responder expects next.
+    pub(crate) fn set_rq_psn(&mut self, psn: u32) {
+        self.epsn = psn & PSN_MASK;
+    }
+
+    /// RTS → SQD: no new request is sent; SQ_DRAINED once every request sent is
+    /// acknowledged (at once if none is outstanding). SQD → SQD drains `again` (a second
+    /// SQ_DRAINED) or changes nothing. False from any other state.
+    pub(crate) fn drain(&mut self, again: bool, out: &mut Vec<QpOutput>) -> bool {
+        match self.state {
+            QpState::Sqd => {
+                if again && self.sent == 0 {
+                    out.push(QpOutput::SqDrained);
+                }
+                true
+            }
+            QpState::Rts => {
+                self.state = QpState::Sqd;
+                if self.sent == 0 {
+                    out.push(QpOutput::SqDrained);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the QP is in SQD with requests sent and not yet acknowledged (rxe refuses to
+    /// leave SQD but to ERROR meanwhile).
+    pub(crate) fn draining(&self) -> bool {
+        self.state == QpState::Sqd && self.sent > 0
+    }
+
+    /// RTR, SQD or RTS → RTS with the attributes already set: sending starts or resumes.
+    /// False from any other state.
+    pub(crate) fn resume(&mut self, out: &mut Vec<QpOutput>) -> bool {
+        let ok = matches!(self.state, QpState::Rtr | QpState::Sqd | QpState::Rts);
+        if ok {
+            self.state = QpState::Rts;
+            self.pump(out);
+        }
+        ok
     }
 
     /// Any state → ERROR, flushing every outstanding request (RESET has none: it moves to
@@ -617,6 +708,9 @@ impl RcQp {
         }
         if !progress {
             return;
+        }
+        if self.state == QpState::Sqd && self.sent == 0 {
+            out.push(QpOutput::SqDrained);
         }
         if let Some(p) = self.params {
             self.retries_left = p.retry_count;

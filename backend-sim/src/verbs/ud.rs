@@ -156,15 +156,23 @@ impl UdQp {
         sges
     }
 
-    /// RESET → INIT, INIT → RTR, RTR → RTS (sending what waited); false otherwise.
+    /// RESET or INIT → INIT, INIT → RTR, RTR, RTS or SQD → RTS (sending what waited), RTS
+    /// → SQD (drained at once) or SQD → SQD; false otherwise.
     pub(crate) fn step_to(&mut self, to: QpState, out: &mut Vec<QpOutput>) -> bool {
-        let from = match to {
-            QpState::Init => QpState::Reset,
-            QpState::Rtr => QpState::Init,
-            QpState::Rts => QpState::Rtr,
+        let from: &[QpState] = match to {
+            QpState::Init => &[QpState::Reset, QpState::Init],
+            QpState::Rtr => &[QpState::Init],
+            QpState::Rts => &[QpState::Rtr, QpState::Rts, QpState::Sqd],
+            // Every datagram is sent when posted in RTS: nothing is ever outstanding.
+            QpState::Sqd if self.state == QpState::Rts => {
+                self.state = QpState::Sqd;
+                out.push(QpOutput::SqDrained);
+                return true;
+            }
+            QpState::Sqd => &[QpState::Sqd],
             _ => return false,
         };
-        if self.state != from {
+        if !from.contains(&self.state) {
             return false;
         }
         self.state = to;
@@ -211,7 +219,7 @@ impl UdQp {
         entry.signaled |= self.sq_sig_all;
         match self.state {
             QpState::Error => self.complete_send(entry, WcStatus::WR_FLUSH_ERR, out),
-            QpState::Rts | QpState::Sqd => self.transmit(entry, out),
+            QpState::Rts => self.transmit(entry, out),
             _ => self.sq.push_back(entry),
         }
         Ok(())

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, PollSource, QpAttr, QpCqs, QpInitAttrEx, QpState, RecvWr,
-    SendWr, VerbsAsyncEvent, WorkCompletion,
+    AccessFlags, DataPath, MemoryRegion, PollSource, QpAttr, QpAttrMask, QpCqs, QpInitAttrEx,
+    QpState, RecvWr, SendWr, VerbsAsyncEvent, WorkCompletion,
 };
 use cmtwin::{
     AhAttr, AhHandle, AsyncEvent, Call, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle,
@@ -184,6 +184,10 @@ impl DataPath for VerbsBackend {
 
     fn modify_qp(&self, qp: QpHandle, attr: &QpAttr) -> Result<()> {
         self.modify_qp_impl(qp, attr)
+    }
+
+    fn modify_qp_with_mask(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        self.modify_qp_with_mask_impl(qp, attr, mask)
     }
 
     fn query_qp_state(&self, qp: QpHandle) -> Result<QpState> {

@@ -14,6 +14,7 @@
 //! * `qps.rs`: QPs on ids (`rdma_create_qp` with the backend's PD, with chosen CQs or with
 //!   the CQs librdmacm makes), apart from ids (the external-QP path), `rdma_init_qp_attr`,
 //!   `ibv_modify_qp`, and their retirement before librdmacm or libibverbs frees them.
+//! * `qp_modify.rs`: `ibv_modify_qp` with the application's attribute mask.
 //! * `address_handles.rs`: `ibv_create_ah`, `ibv_create_ah_from_wc` and `ibv_destroy_ah`.
 //! * `posts.rs`: `ibv_post_send` (with a UD send's destination) and `ibv_post_recv`, each
 //!   request under a token of the backend's that the completion brings back.
@@ -39,9 +40,10 @@
 //!   backend's last id (a later `id->pd` makes a new one).
 //! * Capacities are the device's: `create_cq`/`create_qp_ex` beyond them fail with the
 //!   driver's errno (EINVAL on rxe); a post on a QP in RESET fails as the driver says.
-//! * `modify_qp` to RTR takes the path MTU from the port's active MTU (the trait's `QpAttr`
-//!   has none), and the port from `ah_attr.port_num` (1 when 0); an address that leads
-//!   nowhere is accepted, and requests then end in RETRY_EXC_ERR.
+//! * `modify_qp` to RTR takes the path MTU from the port's active MTU, and the port from
+//!   `ah_attr.port_num` (1 when 0); `modify_qp_with_mask` takes `path_mtu` 0 for the port's
+//!   active MTU too, and the port as given. An address that leads nowhere is accepted, and
+//!   requests then end in RETRY_EXC_ERR.
 
 mod address_handles;
 mod anchors;
@@ -51,6 +53,7 @@ mod datapath;
 mod memory;
 mod objects;
 mod posts;
+mod qp_modify;
 mod qps;
 mod readiness;
 mod regions;

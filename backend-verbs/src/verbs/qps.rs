@@ -586,22 +586,26 @@ impl VerbsBackend {
         let (mut c, mask) = to_c(call, &qp, attr, state)?;
         qp.raw.modify(&mut c, mask).map_err(|e| c_err(call, e))?;
         if state == QpState::Reset {
-            // Outstanding requests are discarded: the device no longer touches their memory,
-            // but their completions may already be in a CQ.
-            let mut reg = self.reg();
-            if let Some(e) = reg.verbs.qps.get(&h.raw()) {
-                let (s, r) = (e.send_cq, e.recv_cq);
-                reg.verbs.orphan_requests(&qp, s, r);
-            }
-            drop(reg);
-            let mut q = crate::registry::lock(&qp.queues);
-            for p in q.sq.values().chain(q.rq.values()) {
-                super::regions::release_all(&p.holds);
-            }
-            q.sq.clear();
-            q.rq.clear();
+            self.discard_requests(h, &qp);
         }
         Ok(())
+    }
+
+    /// After a move to RESET: outstanding requests are discarded, the device no longer
+    /// touches their memory, but their completions may already be in a CQ.
+    pub(crate) fn discard_requests(&self, h: QpHandle, qp: &QpObj) {
+        let mut reg = self.reg();
+        if let Some(e) = reg.verbs.qps.get(&h.raw()) {
+            let (s, r) = (e.send_cq, e.recv_cq);
+            reg.verbs.orphan_requests(qp, s, r);
+        }
+        drop(reg);
+        let mut q = crate::registry::lock(&qp.queues);
+        for p in q.sq.values().chain(q.rq.values()) {
+            super::regions::release_all(&p.holds);
+        }
+        q.sq.clear();
+        q.rq.clear();
     }
 
     pub(crate) fn query_qp_state_impl(&self, h: QpHandle) -> Result<QpState> {
@@ -673,6 +677,9 @@ fn from_c(a: &QpAttrC, state: QpState) -> QpAttr {
         max_rd_atomic: a.max_rd_atomic,
         pkey_index: a.pkey_index,
         qkey: a.qkey,
+        cur_qp_state: None,
+        path_mtu: u8::try_from(a.path_mtu).unwrap_or(0),
+        en_sqd_async_notify: false,
     }
 }
 

@@ -1,8 +1,8 @@
 //! The `DataPath` trait: libibverbs' objects and work requests, one method each.
 
 use crate::verbs::{
-    AccessFlags, MemoryRegion, PollSource, QpAttr, QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr,
-    VerbsAsyncEvent, WorkCompletion,
+    AccessFlags, MemoryRegion, PollSource, QpAttr, QpAttrMask, QpCqs, QpInitAttrEx, QpState,
+    RecvWr, SendWr, VerbsAsyncEvent, WorkCompletion,
 };
 use crate::{
     AhAttr, AhHandle, CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpCap,
@@ -186,15 +186,70 @@ pub trait DataPath: CmBackend {
     ///   `cm_init_qp_init_attr`).
     fn init_qp_attr(&self, id: IdHandle, state: QpState) -> Result<QpAttr>;
 
-    /// `ibv_modify_qp` to `attr.qp_state`: RESET → INIT → RTR → RTS, any state → ERROR
-    /// (flushing outstanding requests) or RESET (discarding them). A siw QP (iWARP) keeps
-    /// only its state (siw_qp.c `siw_qp_modify`): RESET, INIT and RTR change nothing, RTS is
-    /// EINVAL (only the connection moves it there), ERROR flushes and, from RTS, closes the
-    /// connection.
+    /// `ibv_modify_qp` to `attr.qp_state` with the mask that transition requires:
+    /// RESET → INIT → RTR → RTS, any state but RESET → ERROR (flushing outstanding
+    /// requests), any state → RESET (discarding them). The mask is [`QpAttrMask::STATE`] and,
+    /// on an RC or UC QP, INIT `ACCESS_FLAGS | PKEY_INDEX | PORT` (the pkey index taken as
+    /// 0), RTR `AV | PATH_MTU | DEST_QPN | RQ_PSN` and on RC `MAX_DEST_RD_ATOMIC |
+    /// MIN_RNR_TIMER`, RTS `SQ_PSN` and on RC `TIMEOUT | RETRY_CNT | RNR_RETRY |
+    /// MAX_QP_RD_ATOMIC`; on a UD QP INIT `PKEY_INDEX | PORT | QKEY`, RTS `SQ_PSN`. The port
+    /// is `ah_attr.port_num`, 0 taken as 1. Any other transition, or other attributes, are
+    /// [`modify_qp_with_mask`](DataPath::modify_qp_with_mask)'s.
+    /// A siw QP (iWARP) keeps only its state (siw_qp.c `siw_qp_modify`): RESET, INIT and RTR
+    /// change nothing, RTS is EINVAL (only the connection moves it there), ERROR flushes and,
+    /// from RTS, closes the connection.
     ///
     /// * EINVAL: no state, a transition the QP's state does not allow, or an RTR whose
     ///   `ah_attr` leads to no host of the fabric.
+    /// * The errnos of `modify_qp_with_mask`.
     fn modify_qp(&self, qp: QpHandle, attr: &QpAttr) -> Result<()>;
+
+    /// `ibv_modify_qp(qp, attr, mask)`: the attributes of `attr` that `mask` names. With
+    /// [`QpAttrMask::STATE`] the QP moves to `attr.qp_state`; without it the QP stays in its
+    /// state and only the attributes change: rxe on Linux 6.1 (and the simulator's 6.1
+    /// profile) checks them as the transition from the state to itself, rxe on 6.12 (and the
+    /// simulator's later profiles) takes any attribute then (measured). The transition starts
+    /// from the QP's state, or from `attr.cur_qp_state` with [`QpAttrMask::CUR_STATE`] (the
+    /// kernel believes the caller: a state other than the QP's is taken, and only the table
+    /// below judges it; the simulator moves its QPs only from a state that leads there).
+    ///
+    /// On RoCE and InfiniBand devices (rxe, and the simulator's), the transition and the
+    /// mask must be in the kernel's table ([`qp_transition`](super::qp_transition),
+    /// `ib_modify_qp_is_ok`): the required attributes given, no attribute the transition does
+    /// not take. So on an RC QP: RTS → RTS takes only `ACCESS_FLAGS`, `MIN_RNR_TIMER`,
+    /// `ALT_PATH`, `PATH_MIG_STATE` and `CUR_STATE` (perftest's RNR timer after `accept`);
+    /// the timeout and retry counts change only in SQD → SQD, so RTS → SQD → SQD → RTS;
+    /// INIT → INIT takes access flags, port and pkey index. RTS → SQD stops sending new
+    /// requests; once every request sent is acknowledged, the device raises
+    /// IBV_EVENT_SQ_DRAINED (`get_async_event`), and until then the QP cannot leave SQD but
+    /// to ERROR (rxe: not even to RESET). rxe on 6.12 drains again on SQD → SQD (a second
+    /// SQ_DRAINED, to wait for before SQD → RTS); rxe on 6.1 does not (measured; the
+    /// simulator follows its kernel profile). Applied attributes take effect for what
+    /// follows: the RNR timer for the next RNR NAK this QP answers, the timeout and retry counts for the next
+    /// transport timer and retries, the PSNs for the next request sent or expected. The
+    /// simulator does not model access flags, path MTU, RDMA read and atomic depths or the
+    /// path migration state: it checks and takes them, without effect.
+    ///
+    /// On iWARP devices (siw, and the simulator's) the table is not consulted: siw
+    /// (`siw_verbs_modify_qp`) takes only the access flags and the state, ignores every other
+    /// attribute, and moving to the QP's own state changes nothing. The simulator's iWARP QPs
+    /// move as siw moves them (see `modify_qp`); SQD and SQE (which siw maps to closing and
+    /// terminating the connection) are EOPNOTSUPP there.
+    ///
+    /// A pkey index is taken whatever it is (rxe took index 1 of its one-entry table).
+    ///
+    /// * EINVAL (the kernel's `ib_modify_qp_is_ok`, rxe's `rxe_qp_chk_attr`, uverbs'
+    ///   `modify_qp`): `STATE` without `qp_state` or `CUR_STATE` without `cur_qp_state`; a
+    ///   transition not in the table, a required attribute missing or one the transition does
+    ///   not take; `CUR_STATE` naming a state other than RTR, RTS, SQD and SQE; leaving SQD
+    ///   for any state but ERROR while requests sent are unacknowledged; `PORT` or `AV` on a
+    ///   port the device does not have (rxe and the simulator have port 1 only); `PATH_MTU`
+    ///   above 4096 (5); `MAX_QP_RD_ATOMIC` above the device's 128; `TIMEOUT` above 31; `ALT_PATH` on RoCE (the kernel bans alternate
+    ///   paths there); `AV` whose destination is no host of the fabric (simulator).
+    /// * EOPNOTSUPP: bits outside [`QpAttrMask::STANDARD`] (`RATE_LIMIT`), which rxe and siw
+    ///   refuse; `ALT_PATH` on the simulator's InfiniBand devices (alternate paths are not
+    ///   modelled).
+    fn modify_qp_with_mask(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()>;
 
     /// `ibv_query_qp(qp, ...)` for the QP's state. siw on Linux 6.1 reads RESET in every
     /// state; on 6.12 its IDLE reads INIT and its CLOSING SQD (measured, tests/BEDS.md).

@@ -34,6 +34,8 @@ mod helpers;
 mod memory;
 mod poll;
 mod qp;
+mod qp_mask;
+mod qp_transitions;
 mod work;
 
 pub use completion::{WcOpcode, WcStatus, WorkCompletion, GRH_LEN};
@@ -41,4 +43,6 @@ pub use datapath::DataPath;
 pub use memory::{AccessFlags, MemoryRegion};
 pub use poll::{list_sources, PollSource};
 pub use qp::{QpAttr, QpCqs, QpInitAttrEx, QpState, VerbsAsyncEvent};
+pub use qp_mask::QpAttrMask;
+pub use qp_transitions::{modify_qp_is_ok, qp_transition, QpModifyRefusal, QpTransition};
 pub use work::{Payload, RecvWr, SendOp, SendWr, Sge, UdDest, MULTICAST_QPN};

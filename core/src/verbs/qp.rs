@@ -125,4 +125,15 @@ pub struct QpAttr {
     pub pkey_index: u16,
     /// The qkey a UD QP takes datagrams with (UD INIT; the CM gives the id's).
     pub qkey: u32,
+    /// With `QpAttrMask::CUR_STATE`: the state the transition starts from, as the caller
+    /// believes it (`cur_qp_state`; the kernel checks the transition from it, not from the
+    /// QP's state).
+    pub cur_qp_state: Option<QpState>,
+    /// With `QpAttrMask::PATH_MTU`: the path MTU in libibverbs' encoding (`enum ibv_mtu`: 1
+    /// is 256 bytes ... 5 is 4096); 0 stands for the port's active MTU, what `modify_qp`
+    /// moves to RTR with.
+    pub path_mtu: u8,
+    /// With `QpAttrMask::EN_SQD_ASYNC_NOTIFY`: ask for IBV_EVENT_SQ_DRAINED on RTS → SQD
+    /// (rxe and the simulator raise it whatever this says).
+    pub en_sqd_async_notify: bool,
 }

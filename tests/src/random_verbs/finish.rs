@@ -30,6 +30,10 @@ impl Model {
         self.check_settled(QpState::Rts);
         for q in self.live_qps() {
             let server = self.qps[q].home == Home::Server;
+            let state = self.cm(server).query_qp_state(self.qps[q].v.qp);
+            if state.ok() == Some(QpState::Reset) {
+                continue; // nothing to flush, and the kernel has no RESET -> ERROR
+            }
             let attr = QpAttr {
                 qp_state: Some(QpState::Error),
                 ..QpAttr::default()
