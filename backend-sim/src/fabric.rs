@@ -14,6 +14,7 @@ use crate::cm::messages::MessageKind;
 use crate::config::{SimConfig, MAX_SIM_DURATION};
 use crate::engine::timeline::SimTime;
 use crate::error::FabricError;
+use crate::faults::Removal;
 use crate::handoff::WorldGuard;
 use crate::process::{current_process, Shared};
 use crate::schedule::SchedConfig;
@@ -331,15 +332,29 @@ impl Fabric {
         Ok((w, d))
     }
 
-    /// Removes the (first) RDMA device of `host`: DEVICE_REMOVAL for every id on it, and its
-    /// QPs enter ERROR. The CM sends nothing for the connections of those ids: their peers
-    /// hear of it only when their own traffic fails (a send's retries run out) or their
-    /// application gives up. (On a real kernel the teardown that follows may send a DREQ if
-    /// the port still works, CM-SEMANTICS §8.1; not measured on the beds, whose two sides
-    /// share one device.)
+    /// Removes the (first) RDMA device of `host` together with its port, as a hot-unplug or
+    /// the loss of the netdev under rxe do: DEVICE_REMOVAL for every id on it, and its QPs
+    /// enter ERROR. Nothing more leaves the port: the peers of those ids hear of it only when
+    /// their own traffic fails (a send's retries run out) or their application gives up. For
+    /// the kernel's orderly unregistration (`rdma link delete`), see
+    /// [`unregister_device`](Self::unregister_device).
     pub fn remove_device(&self, host: &str) -> Result<(), FabricError> {
         let (mut w, d) = self.device_of("remove_device", host)?;
-        w.remove_device(d);
+        w.remove_device(d, Removal::PortGone);
+        Ok(())
+    }
+
+    /// Unregisters the (first) RDMA device of `host` while its port still works, as
+    /// `rdma link delete` or a driver unbind do: the ids on it get DEVICE_REMOVAL as with
+    /// [`remove_device`](Self::remove_device), and ucma's teardown then destroys each kernel
+    /// id as `rdma_destroy_id` would while the port still sends (CM-SEMANTICS §8.1 step 4;
+    /// ucma.c `ucma_close_id`, cm.c `cm_destroy_id`): an established peer gets a DREQ (its
+    /// DISCONNECTED), a connecting one a REJ (REJECTED 28), an iWARP peer the close. Then the
+    /// port is gone. Inferred from the kernel source: the beds' two sides share one device,
+    /// so no bed has measured what a peer hears.
+    pub fn unregister_device(&self, host: &str) -> Result<(), FabricError> {
+        let (mut w, d) = self.device_of("unregister_device", host)?;
+        w.remove_device(d, Removal::PortWorks);
         Ok(())
     }
 

@@ -23,17 +23,34 @@ pub enum PathFailure {
     Timeout,
 }
 
+/// How a device goes away (CM-SEMANTICS §8.1 step 4: the kernel's teardown of each id may
+/// speak on the wire "if the port still works").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Removal {
+    /// The port went first (a hot-unplug, the netdev unregistered under rxe): nothing more is
+    /// sent, the peers time out.
+    PortGone,
+    /// The kernel unregisters a working device (`rdma link delete`, a driver unbind): ucma's
+    /// teardown (`ucma_close_id`) destroys each kernel id while the port still sends, so the
+    /// peers get what `rdma_destroy_id` sends (DREQ, REJ), then the port goes.
+    PortWorks,
+}
+
 impl World {
     /// Unregisters device `dev` (§8.1): every id attached to it gets DEVICE_REMOVAL (unaccepted
-    /// children silently disappear), pending work is cancelled, and ucma releases the id at
-    /// once, so further calls fail with ENXIO (`check_not_removed`). Wildcard listeners, and ids
-    /// still resolving an address without a bound device, get nothing: they are on no device.
-    pub(crate) fn remove_device(&mut self, dev: DevKey) {
+    /// children get none), pending work is cancelled, and ucma releases the id at once, so
+    /// further calls fail with ENXIO (`check_not_removed`). Wildcard listeners, and ids still
+    /// resolving an address without a bound device, get nothing: they are on no device. What
+    /// the peers hear depends on `how`.
+    pub(crate) fn remove_device(&mut self, dev: DevKey, how: Removal) {
         let host = self.topo.devices[dev].host;
-        self.topo.devices[dev].present = false;
+        if how == Removal::PortGone {
+            self.topo.devices[dev].present = false;
+        }
         self.verbs_device_removed(dev);
-        self.record_text(Some(host), TraceKind::Fault, |w| {
-            format!("device {} removed", w.topo.devices[dev].name)
+        self.record_text(Some(host), TraceKind::Fault, |w| match how {
+            Removal::PortGone => format!("device {} removed", w.topo.devices[dev].name),
+            Removal::PortWorks => format!("device {} unregistered", w.topo.devices[dev].name),
         });
         let attached: Vec<_> = self
             .kernel
@@ -50,14 +67,22 @@ impl World {
             if state == CmState::DeviceRemoval {
                 continue;
             }
-            if let Some(ep) = ep {
+            match (ep, how) {
                 // The port is gone: nothing more is sent or answered; the peers time out.
-                self.drive(ep, |e, out| e.device_removed(out));
+                (Some(ep), Removal::PortGone) => self.drive(ep, |e, out| e.device_removed(out)),
+                // ucma's teardown destroys the kernel id as rdma_destroy_id would (cm.c
+                // `cm_destroy_id`): a DREQ to an established peer, a REJ to a pending one.
+                (Some(ep), Removal::PortWorks) => {
+                    self.id_mut(key).ep = OptKey::NONE;
+                    self.destroy_endpoint(ep);
+                }
+                (None, _) => {}
             }
+            let ep = self.id(key).ep.get();
             let request_unfetched = !owned && self.id(key).request_queued_on.get().is_some();
             if request_unfetched {
                 // librdmacm's processing of the request will fail: the child and its
-                // CONNECT_REQUEST disappear silently, with no protocol side effects (§8.4).
+                // CONNECT_REQUEST disappear silently (§8.4).
                 if let Some(ep) = ep {
                     self.cm
                         .eps
@@ -82,6 +107,7 @@ impl World {
                 Vec::new(),
             );
         }
+        self.topo.devices[dev].present = false;
     }
 
     /// Host `host` loses power: its devices go away without a word (no DEVICE_REMOVAL, no

@@ -224,6 +224,36 @@ fn a_timed_fault_happens_at_its_time() {
     );
 }
 
+/// The orderly unregistration reads from its JSON name and fires as the removal does, named
+/// as such in the trace.
+#[test]
+fn an_unregistration_fires_at_its_time() {
+    let json = r#"{"faults":[{"type":"scheduled","when":{"on":"time","at_ms":1},"action":{"do":"unregister_device","host":"client"}}]}"#;
+    let plan = FaultPlan::from_json(json).expect("a valid plan");
+    assert_eq!(
+        plan.faults[0],
+        Fault::Scheduled {
+            when: Trigger::Time { at_ms: 1 },
+            action: FaultAction::UnregisterDevice {
+                host: "client".into()
+            }
+        }
+    );
+    let trace = run(3, plan);
+    assert_eq!(
+        with(&trace, "fault"),
+        [
+            "     0.000000000 fabric   fault fault plan #1 armed: at 1 ms: unregister the device of client",
+            "     0.001000000 client   fault fault plan #1 fires: at 1 ms: unregister the device of client",
+            "     0.001000000 client   fault device roce0 unregistered",
+        ]
+    );
+    assert_eq!(
+        with(&trace, "queue RDMA_CM_EVENT_DEVICE_REMOVAL"),
+        ["     0.001000000 client   queue RDMA_CM_EVENT_DEVICE_REMOVAL status 0 on id4 (0 bytes)"]
+    );
+}
+
 #[test]
 fn a_fault_on_the_nth_message_applies_to_that_message() {
     let plan = FaultPlan::new().scheduled(

@@ -152,7 +152,8 @@ pub trait TestBed {
         None
     }
 
-    /// Removes the client's RDMA device (§8.1). Only where `lacks(Need::DeviceRemoval)` is
+    /// Removes the client's RDMA device (§8.1) as `rdma link delete` does (the kernel
+    /// unregisters a working device). Only where `lacks(Need::DeviceRemoval)` is
     /// `None`; the scenario destroys its ids, then calls [`restore_device`](Self::restore_device).
     fn remove_device(&self) -> HookResult {
         Err("no device-removal hook".into())
@@ -392,7 +393,7 @@ impl TestBed for SimBed {
     }
     fn remove_device(&self) -> HookResult {
         self.fabric
-            .remove_device("client")
+            .unregister_device("client")
             .map_err(|e| e.to_string())
     }
     fn restore_device(&self) -> HookResult {

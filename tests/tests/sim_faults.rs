@@ -496,3 +496,110 @@ fn a_reorder_chance_lets_later_messages_overtake() {
     }
     assert_eq!(orders.len(), 2, "both orders over twelve seeds: {orders:?}");
 }
+
+// ----- unregistering a device whose port still works (`rdma link delete`) ------------------
+
+/// The server's device is unregistered under an established connection on `transport`:
+/// DEVICE_REMOVAL on the server at once; ucma's teardown destroys the server's kernel id while
+/// the port still sends, so the client hears the end of the connection one wire latency later:
+/// (when the client's DISCONNECTED came, after the unregistration).
+fn peer_of_an_unregistered_device(transport: Transport) -> Duration {
+    let bed = SimBed::jitterless(41, transport);
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let (client, _) = established(&bed, &listener);
+    let unregistered_at = bed.fabric.now();
+    bed.fabric
+        .unregister_device("server")
+        .expect("the host has a device");
+    let removal = expect_event(bed.server(), listener.channel, EventKind::DeviceRemoval);
+    assert_eq!(removal.status, 0);
+    assert_eq!(
+        bed.server().now(),
+        unregistered_at,
+        "DEVICE_REMOVAL at once"
+    );
+    expect_event_for(
+        bed.client(),
+        client.channel,
+        EventKind::Disconnected,
+        client.id,
+        0,
+    );
+    bed.client().now() - unregistered_at
+}
+
+/// RoCE: the server's CM sends the DREQ as `cm_destroy_id` does for an established id; the
+/// client's DISCONNECTED comes one wire latency (10 µs) after the unregistration.
+#[test]
+fn unregistering_a_device_disconnects_its_established_peer_roce() {
+    assert_eq!(
+        peer_of_an_unregistered_device(Transport::Roce),
+        SimConfig::default().wire_latency
+    );
+}
+
+/// iWARP: the teardown closes the connection abruptly (iwcm.c `destroy_cm_id`): the client
+/// hears the close one wire latency later.
+#[test]
+fn unregistering_a_device_disconnects_its_established_peer_iwarp() {
+    assert_eq!(
+        peer_of_an_unregistered_device(Transport::Iwarp),
+        SimConfig::default().wire_latency
+    );
+}
+
+/// The contrast: a device removed with its port (a hot-unplug) tells the peer nothing; the
+/// client's id stays connected.
+#[test]
+fn removing_a_device_with_its_port_tells_the_peer_nothing() {
+    let bed = SimBed::jitterless(42, Transport::Roce);
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let (client, _) = established(&bed, &listener);
+    bed.fabric
+        .remove_device("server")
+        .expect("the host has a device");
+    expect_event(bed.server(), listener.channel, EventKind::DeviceRemoval);
+    bed.fabric
+        .run_for(Duration::from_secs(200))
+        .expect("not during a run");
+    expect_no_event(bed.client(), client.channel);
+}
+
+/// A request the server's listener holds unfetched when its device is unregistered: the
+/// teardown destroys the child's kernel id in REQ_RCVD, which rejects the request (REJ,
+/// consumer defined: REJECTED 28 on the client one wire latency later); librdmacm skips the
+/// CONNECT_REQUEST (§8.4), so the server sees only its listener's DEVICE_REMOVAL.
+#[test]
+fn unregistering_a_device_rejects_the_requests_it_holds() {
+    let bed = SimBed::jitterless(43, Transport::Roce);
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    add_qp(bed.client(), client.id, QpType::Rc);
+    ok(bed.client().connect(client.id, None), "connect");
+    bed.fabric
+        .run_for(Duration::from_millis(1))
+        .expect("not during a run");
+    let unregistered_at = bed.fabric.now();
+    bed.fabric
+        .unregister_device("server")
+        .expect("the host has a device");
+    expect_event_for(
+        bed.server(),
+        listener.channel,
+        EventKind::DeviceRemoval,
+        listener.id,
+        0,
+    );
+    expect_no_event(bed.server(), listener.channel);
+    expect_event_for(
+        bed.client(),
+        client.channel,
+        EventKind::Rejected,
+        client.id,
+        28,
+    );
+    assert_eq!(
+        bed.client().now() - unregistered_at,
+        SimConfig::default().wire_latency
+    );
+}

@@ -9,7 +9,7 @@ use crate::config::MAX_SIM_DURATION;
 use crate::engine::timeline::SimTime;
 use crate::error::FabricError;
 use crate::fabric::{Fabric, FabricBuilder};
-use crate::faults::PathFailure;
+use crate::faults::{PathFailure, Removal};
 use crate::trace::{Entry, TraceKind};
 use crate::wire::WireFault;
 use crate::world::{Action, DevKey, HostKey, World};
@@ -93,7 +93,12 @@ fn resolve(w: &World, fault: &Fault) -> Result<Resolved, FabricError> {
         },
     };
     let act = match action {
-        FaultAction::RemoveDevice { host } => Act::RemoveDevice(device_of(w, host)?),
+        FaultAction::RemoveDevice { host } => {
+            Act::RemoveDevice(device_of(w, host)?, Removal::PortGone)
+        }
+        FaultAction::UnregisterDevice { host } => {
+            Act::RemoveDevice(device_of(w, host)?, Removal::PortWorks)
+        }
         FaultAction::RestoreDevice { host } => Act::RestoreDevice(device_of(w, host)?),
         FaultAction::PowerOff { host } => Act::PowerOff(host_key(w, host)?),
         FaultAction::CrashProcess { process } => Act::CrashProcess(process.clone()),

@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use super::names::MESSAGE_KINDS;
 use super::MessageChance;
 use crate::cm::messages::{padded, Body, Dest, MessageKind};
-use crate::faults::PathFailure;
+use crate::faults::{PathFailure, Removal};
 use crate::trace::TraceKind;
 use crate::wire::{Message, WireFault};
 use crate::world::{Action, DevKey, HostKey, World};
@@ -42,7 +42,7 @@ pub(crate) enum When {
 /// What an armed fault does, resolved to the world's keys.
 #[derive(Clone, Debug)]
 pub(crate) enum Act {
-    RemoveDevice(DevKey),
+    RemoveDevice(DevKey, Removal),
     RestoreDevice(DevKey),
     PowerOff(HostKey),
     CrashProcess(String),
@@ -182,7 +182,7 @@ impl World {
         fault.fired = true;
         let (number, act) = (fault.number, fault.act.clone());
         let host = match act {
-            Act::RemoveDevice(d) | Act::RestoreDevice(d) | Act::AddressChange(d) => {
+            Act::RemoveDevice(d, _) | Act::RestoreDevice(d) | Act::AddressChange(d) => {
                 Some(self.topo.devices[d].host)
             }
             Act::Reject { host, .. }
@@ -196,7 +196,7 @@ impl World {
             format!("fault plan #{number} fires: {text}")
         });
         match act {
-            Act::RemoveDevice(d) => self.remove_device(d),
+            Act::RemoveDevice(d, how) => self.remove_device(d, how),
             Act::RestoreDevice(d) => self.restore_device(d),
             Act::PowerOff(h) => self.power_off(h),
             Act::CrashProcess(name) => self.crash_process(&name),

@@ -119,8 +119,16 @@ fn one() -> u32 {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "do", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FaultAction {
-    /// Removes the (first) RDMA device of `host`: DEVICE_REMOVAL on every id attached to it.
+    /// Removes the (first) RDMA device of `host` with its port ([`crate::Fabric::remove_device`]):
+    /// DEVICE_REMOVAL on every id attached to it, nothing more on the wire.
     RemoveDevice {
+        /// The host.
+        host: String,
+    },
+    /// Unregisters the (first) RDMA device of `host` while its port works
+    /// ([`crate::Fabric::unregister_device`]): DEVICE_REMOVAL on every id attached to it, and
+    /// the peers get what destroying those ids sends.
+    UnregisterDevice {
         /// The host.
         host: String,
     },
@@ -405,6 +413,9 @@ impl std::fmt::Display for FaultAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FaultAction::RemoveDevice { host } => write!(f, "remove the device of {host}"),
+            FaultAction::UnregisterDevice { host } => {
+                write!(f, "unregister the device of {host}")
+            }
             FaultAction::RestoreDevice { host } => write!(f, "restore the device of {host}"),
             FaultAction::PowerOff { host } => write!(f, "{host} loses power"),
             FaultAction::CrashProcess { process } => write!(f, "process {process} crashes"),
