@@ -158,9 +158,13 @@ fn an_endless_timeout_for_an_asynchronous_event_is_a_blocking_wait() {
         return;
     }
     let cm = VerbsBackend::new();
-    let e = cmtwin::verbs::DataPath::get_async_event(&cm, Wait::Timeout(Duration::MAX))
-        .unwrap_err();
-    assert_eq!((e.call, e.errno), (Call::GetAsyncEvent, Errno::EDEADLK), "{e}");
+    let e =
+        cmtwin::verbs::DataPath::get_async_event(&cm, Wait::Timeout(Duration::MAX)).unwrap_err();
+    assert_eq!(
+        (e.call, e.errno),
+        (Call::GetAsyncEvent, Errno::EDEADLK),
+        "{e}"
+    );
 }
 
 #[test]

@@ -70,8 +70,9 @@ pub(crate) fn rdma_getaddrinfo(
     let (qp, ps) = types(&h)?;
     let port = match service {
         None | Some("") => 0,
-        Some(s) => numeric_port(s)
-            .ok_or_else(|| (Errno::ENOENT, format!("unknown service {s:?}")))?,
+        Some(s) => {
+            numeric_port(s).ok_or_else(|| (Errno::ENOENT, format!("unknown service {s:?}")))?
+        }
     };
     let passive = h.flags & rai::PASSIVE != 0;
     let ip = match node {
