@@ -963,3 +963,43 @@ fn destroying_an_established_iwarp_qp_disconnects_both_sides() {
     expect_event_for(s, lch, EventKind::Disconnected, sid, 0);
     assert_eq!(s.now() - t1, Duration::from_micros(5));
 }
+
+/// A UD QP follows the table's UD column: every state pair, the required mask and each
+/// one-bit change of it.
+#[test]
+fn ud_qps_under_every_mask_follow_the_kernels_table() {
+    let bed = SimBed::jitterless(18, Transport::Roce);
+    let c = bed.client();
+    let dst = SocketAddr::new(SimBed::SERVER_IP, 7870);
+    let ep = resolved_client(&bed, PortSpace::UDP, dst);
+    cmtwin_tests::steps::add_qp(c, ep.id, QpType::Ud);
+    let qp = ok(c.qp(ep.id), "id->qp").expect("the UD QP");
+    let mut tried = 0;
+    for from in STATES.into_iter().filter(|s| *s != QpState::Sqe) {
+        for to in STATES {
+            let base =
+                qp_transition(QpType::Ud, from, to).map_or(M::EMPTY, |t| t.required) | M::STATE;
+            for bit in 0..21 {
+                let mask = match bit {
+                    0 => base,
+                    b => M(base.0 ^ (1 << b)),
+                };
+                if mask.contains(M::ALT_PATH) {
+                    continue;
+                }
+                walk(c, qp, QpType::Ud, from, 0, &bed);
+                let mut a = attr_to(to, 0);
+                a.cur_qp_state = Some(from);
+                let want = modify_qp_is_ok(QpType::Ud, from, to, mask).map_err(|_| Errno::EINVAL);
+                let got = c.modify_qp_with_mask(qp, &a, mask).map_err(|e| e.errno);
+                assert_eq!(got, want, "UD {from:?} -> {to:?} {mask}");
+                if got.is_ok() {
+                    bed.fabric.run_until_idle().expect("idle");
+                    assert_eq!(ok(c.query_qp_state(qp), "state"), to);
+                }
+                tried += 1;
+            }
+        }
+    }
+    assert_eq!(tried, 6 * 7 * 20);
+}
