@@ -1003,3 +1003,31 @@ fn ud_qps_under_every_mask_follow_the_kernels_table() {
     }
     assert_eq!(tried, 6 * 7 * 20);
 }
+
+/// A process blocked in `poll_sources` on another process's channel learns at that process's
+/// exit that the channel is gone (EBADF), at the exit's time, rather than waiting for ever.
+#[test]
+fn a_wait_on_an_exiting_processs_channel_ends_with_ebadf() {
+    use std::sync::mpsc;
+    let bed = SimBed::jitterless(19, Transport::Roce);
+    let (tx, rx) = mpsc::channel();
+    let t0 = bed.fabric.now();
+    bed.fabric.spawn("server", "owner", move |s| {
+        let ch = s.create_event_channel()?;
+        s.create_id(Some(ch), 0, PortSpace::TCP)?;
+        tx.send(ch).expect("the waiter listens");
+        s.sleep(Duration::from_millis(3))?;
+        Ok(())
+    });
+    bed.fabric.spawn("server", "waiter", move |s| {
+        s.sleep(Duration::from_millis(1))?;
+        let ch = rx.recv().expect("the owner's channel");
+        let e = s
+            .poll_sources(&[PollSource::Cm(ch)], Wait::Block)
+            .expect_err("the channel closes");
+        assert_eq!((e.call, e.errno), (Call::Poll, Errno::EBADF), "{e}");
+        assert_eq!(s.now() - t0, Duration::from_millis(3));
+        Ok(())
+    });
+    bed.fabric.run().expect("both succeed");
+}
