@@ -149,6 +149,24 @@ fn waiting_on_no_channel_at_all_is_einval() {
     assert_eq!((e.call, e.errno), (Call::Poll, Errno::EINVAL), "{e}");
 }
 
+/// A timeout no clock can hold is a wait without end, not a panic (`Instant + Duration::MAX`
+/// overflowed): with no QP or CQ to report an event, EDEADLK as for a blocking wait.
+#[test]
+fn an_endless_timeout_for_an_asynchronous_event_is_a_blocking_wait() {
+    if has_rdma() {
+        eprintln!("skipped: this machine has an RDMA device");
+        return;
+    }
+    let cm = VerbsBackend::new();
+    let e =
+        cmtwin::verbs::DataPath::get_async_event(&cm, Wait::Timeout(Duration::MAX)).unwrap_err();
+    assert_eq!(
+        (e.call, e.errno),
+        (Call::GetAsyncEvent, Errno::EDEADLK),
+        "{e}"
+    );
+}
+
 #[test]
 fn clock_and_sleep() {
     let cm = VerbsBackend::new();

@@ -341,6 +341,9 @@ pub trait CmBackend: Send + Sync {
     /// (librdmacm 44 over glibc's `getaddrinfo`: one result, made from glibc's first answer;
     /// a passive result names the source, an active one the destination). On the simulator
     /// names are the fabric's host names; on cmtwin-verbs the system's resolver answers.
+    /// Numbers are glibc's on both: a numeric service's low 16 bits are the port (`"65536"`
+    /// is port 0; an empty service is port 0), and a host may be any form `inet_aton` takes
+    /// (`"10.1"` is 10.0.0.1). The simulator knows no service names (`"echo"`: ENOENT).
     ///
     /// * EINVAL: no node, no service and no hints; a NUL byte inside a string.
     /// * ENOENT: the name or service does not resolve (glibc's `EAI_*` failures).

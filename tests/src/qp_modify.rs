@@ -17,6 +17,17 @@ use cmtwin::{AsyncEvent, ConnParam, Errno, QpHandle, Wait};
 use crate::datapath::{connect, connect_with, Conn, Setup};
 use crate::steps::ok;
 
+/// Every QP state, in `enum ibv_qp_state` order.
+pub const ALL_STATES: [QpState; 7] = [
+    QpState::Reset,
+    QpState::Init,
+    QpState::Rtr,
+    QpState::Rts,
+    QpState::Sqd,
+    QpState::Sqe,
+    QpState::Error,
+];
+
 /// One modification and what it gave: `Ok`, or the errno.
 pub type Outcome = (&'static str, Result<(), Errno>);
 

@@ -17,6 +17,12 @@
 //!   and protocol that do not go together fail in glibc (EAI_SOCKTYPE).
 //! * RAI_NUMERICHOST with a name fails in glibc (EAI_NONAME); without a node a passive result
 //!   is the IPv4 wildcard (glibc's first answer for AI_PASSIVE).
+//! * Numbers are read as glibc reads them (measured with glibc 2.36): a numeric host in any
+//!   form `inet_aton` takes (`10.1`, `167772161`, `0x0a.0.0.1`, octal `010.0.0.1` = 8.0.0.1),
+//!   nothing around it; a service through `strtoul` (white space and a sign before the digits)
+//!   kept in an `int` and sent as its low 16 bits (`65536` is port 0, `70000` 4464; one
+//!   negative as an `int`, such as `-1`, is looked up as a name); an empty service is none
+//!   (port 0). Service names (`/etc/services`) are not modelled: ENOENT.
 //!
 //! Every glibc failure is a negative `EAI_*` code, which the call reports as ENOENT.
 
@@ -63,23 +69,23 @@ pub(crate) fn rdma_getaddrinfo(
     let h = hints.copied().unwrap_or_default();
     let (qp, ps) = types(&h)?;
     let port = match service {
-        None => 0,
-        Some(s) => s
-            .parse::<u16>()
-            .map_err(|_| (Errno::ENOENT, format!("unknown service {s:?}")))?,
+        None | Some("") => 0,
+        Some(s) => {
+            numeric_port(s).ok_or_else(|| (Errno::ENOENT, format!("unknown service {s:?}")))?
+        }
     };
     let passive = h.flags & rai::PASSIVE != 0;
     let ip = match node {
         None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        Some(n) => match n.parse::<IpAddr>() {
-            Ok(ip) => ip,
-            Err(_) if h.flags & rai::NUMERICHOST != 0 => {
+        Some(n) => match numeric_host(n) {
+            Some(ip) => ip,
+            None if h.flags & rai::NUMERICHOST != 0 => {
                 return Err((
                     Errno::ENOENT,
                     format!("RAI_NUMERICHOST with the name {n:?} (EAI_NONAME)"),
                 ))
             }
-            Err(_) => host_ip(n).ok_or_else(|| (Errno::ENOENT, format!("unknown host {n:?}")))?,
+            None => host_ip(n).ok_or_else(|| (Errno::ENOENT, format!("unknown host {n:?}")))?,
         },
     };
     let addr = Some(SocketAddr::new(ip, port));
@@ -88,6 +94,78 @@ pub(crate) fn rdma_getaddrinfo(
     } else {
         AddrInfo::new(0, ps, qp, h.src_addr, addr)
     })
+}
+
+/// The port glibc's `getaddrinfo` makes of a numeric service: `strtoul` in base 10 over the
+/// whole string (white space and a sign may come first; a value beyond 64 bits is
+/// `ULONG_MAX`), kept in an `int`, then `htons` of it: its low 16 bits. `None` where glibc
+/// looks the service up by name: not a number, or negative as an `int`.
+fn numeric_port(service: &str) -> Option<u16> {
+    let rest = service.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let (negative, digits) = match rest.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, rest.strip_prefix('+').unwrap_or(rest)),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let parsed = digits.bytes().try_fold(0u64, |v, d| {
+        v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    });
+    let value = match parsed {
+        None => u64::MAX,
+        Some(v) if negative => v.wrapping_neg(),
+        Some(v) => v,
+    };
+    // The int `gaih_service.num`: the low 32 bits.
+    let num = value as u32 as i32;
+    (num >= 0).then_some(num as u16)
+}
+
+/// A numeric host as glibc's `getaddrinfo` reads it: IPv4 in any form `inet_aton` takes
+/// (glibc's `__inet_aton_exact`), else IPv6 (`inet_pton`).
+fn numeric_host(node: &str) -> Option<IpAddr> {
+    inet_aton(node)
+        .map(IpAddr::V4)
+        .or_else(|| node.parse::<std::net::Ipv6Addr>().ok().map(IpAddr::V6))
+}
+
+/// `inet_aton` with nothing after the address: one to four parts separated by dots, each
+/// decimal, octal (after a 0) or hexadecimal (after 0x), every part but the last one byte,
+/// the last filling the bytes left (`10.1` is 10.0.0.1, `167772161` too).
+fn inet_aton(s: &str) -> Option<Ipv4Addr> {
+    let parts: Vec<&str> = s.split('.').collect();
+    if parts.len() > 4 {
+        return None;
+    }
+    let values = parts
+        .iter()
+        .map(|p| c_number(p))
+        .collect::<Option<Vec<u32>>>()?;
+    let (&last, head) = values.split_last()?;
+    if head.iter().any(|&v| v > 0xff) {
+        return None;
+    }
+    let room = 32 - 8 * head.len() as u32;
+    if room < 32 && last >> room != 0 {
+        return None;
+    }
+    let word = (head.iter().enumerate()).fold(last, |w, (i, &v)| w | v << (24 - 8 * i));
+    Some(Ipv4Addr::from(word))
+}
+
+/// One part of an `inet_aton` address: `strtoul` in base 0 from a digit, over the whole
+/// part, at most 32 bits.
+fn c_number(part: &str) -> Option<u32> {
+    let (digits, radix) = match part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None if part.len() > 1 && part.starts_with('0') => (&part[1..], 8),
+        None => (part, 10),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u32::from_str_radix(digits, radix).ok()
 }
 
 /// The QP type and port space of the result: the hints' own, or taken back from glibc's first
@@ -181,6 +259,47 @@ mod tests {
             (info.src_addr, info.dst_addr),
             ("10.0.0.1:1".parse().ok(), None)
         );
+    }
+
+    /// What glibc 2.36 answered (Python's `socket.getaddrinfo` on the project's host).
+    #[test]
+    fn numbers_are_read_as_glibc_reads_them() {
+        let ports = [
+            ("65536", Some(0)),
+            ("70000", Some(4464)),
+            ("4294967296", Some(0)),
+            ("4294967297", Some(1)),
+            (" 80", Some(80)),
+            ("+80", Some(80)),
+            ("-1", None),
+            ("-65535", None),
+            ("99999999999999999999999", None),
+            ("80 ", None),
+            ("0x50", None),
+        ];
+        for (service, want) in ports {
+            assert_eq!(numeric_port(service), want, "{service:?}");
+        }
+        let hosts = [
+            ("167772161", Some("10.0.0.1")),
+            ("10.1", Some("10.0.0.1")),
+            ("10.0.1", Some("10.0.0.1")),
+            ("0x0a.0.0.1", Some("10.0.0.1")),
+            ("010.0.0.1", Some("8.0.0.1")),
+            ("10.0.0.1 ", None),
+            (" 10.0.0.1", None),
+            ("10.0.0.256", None),
+            ("08.0.0.1", None),
+            ("0x", None),
+            ("10..1", None),
+            ("::1", Some("::1")),
+        ];
+        for (node, want) in hosts {
+            let want = want.map(|w| w.parse::<IpAddr>().unwrap());
+            assert_eq!(numeric_host(node), want, "{node:?}");
+        }
+        let info = rdma_getaddrinfo(Some("10.0.0.1"), Some(""), None, no_names).unwrap();
+        assert_eq!(info.dst_addr, "10.0.0.1:0".parse().ok());
     }
 
     #[test]

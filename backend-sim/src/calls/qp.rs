@@ -87,6 +87,9 @@ impl World {
         if self.id(key).qp.is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "the id has no QP"));
         }
+        if let Some(q) = self.qp_of(key) {
+            self.siw_destroy_qp(q);
+        }
         self.remove_qp_of(key);
         self.id_mut(key).qp = None;
         Ok(())

@@ -7,7 +7,7 @@
 //! connection closes).
 
 use cmtwin::verbs::{AccessFlags, QpAttr, QpState};
-use cmtwin::{Call, CmError, Errno, Result};
+use cmtwin::{Call, CmError, Errno, Result, Transport};
 
 use super::rc::RcParams;
 use super::ObjKey;
@@ -200,6 +200,21 @@ impl World {
             if self.verbs.qps[&q].machine.state() != QpState::Sqd {
                 self.drive_qp(q, |m, _, out| m.enter_error(out));
             }
+        }
+    }
+
+    /// `ibv_destroy_qp` of QP `q` on siw (`siw_destroy_qp`): the QP is moved to ERROR
+    /// first, which from RTS drops the connection it carries, as `siw_modify` does (both
+    /// sides see DISCONNECTED). Nothing on other transports: there the CM's connection
+    /// outlives its QP.
+    pub(crate) fn siw_destroy_qp(&mut self, q: ObjKey) {
+        let qp = &self.verbs.qps[&q];
+        if self.topo.devices[qp.dev].transport != Transport::Iwarp {
+            return;
+        }
+        if qp.machine.state() == QpState::Rts {
+            self.drive_qp(q, |m, _, out| m.enter_error(out));
+            self.siw_drop_connection_of(q);
         }
     }
 

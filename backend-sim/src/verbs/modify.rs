@@ -115,6 +115,7 @@ impl World {
                 "the QP belongs to an id: rdma_destroy_qp destroys it",
             ));
         }
+        self.siw_destroy_qp(key);
         self.iw_qp_destroyed(key);
         self.remove_qp(key);
         Ok(())

@@ -47,8 +47,9 @@ impl VerbsBackend {
     fn get_async_event_impl(&self, wait: Wait) -> Result<VerbsAsyncEvent> {
         let call = Call::GetAsyncEvent;
         let inbox = &self.shared.inbox;
+        // A timeout beyond what the clock can hold is no deadline (`Instant + d` would panic).
         let deadline = match wait {
-            Wait::Timeout(d) => Some(Instant::now() + d),
+            Wait::Timeout(d) => Instant::now().checked_add(d),
             _ => None,
         };
         loop {

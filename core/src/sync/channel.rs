@@ -173,7 +173,8 @@ impl<T> Receiver<T> {
     }
 
     fn recv_os(&self, timeout: Option<Duration>) -> Option<T> {
-        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        // A timeout beyond what the clock can hold is none (`Instant + t` would panic).
+        let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
         let mut state = self.chan.state();
         loop {
             if let Some(value) = state.queue.pop_front() {

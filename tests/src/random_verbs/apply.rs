@@ -12,17 +12,9 @@ use crate::SimBed;
 
 /// The QP state of a choice (modulo 8; 7: none).
 fn state_of(s: u8) -> Option<QpState> {
-    [
-        QpState::Reset,
-        QpState::Init,
-        QpState::Rtr,
-        QpState::Rts,
-        QpState::Sqd,
-        QpState::Sqe,
-        QpState::Error,
-    ]
-    .get(usize::from(s % 8))
-    .copied()
+    crate::qp_modify::ALL_STATES
+        .get(usize::from(s % 8))
+        .copied()
 }
 
 /// A wait of `ms` milliseconds (0: non-blocking); never a blocking one.
