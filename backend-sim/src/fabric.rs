@@ -481,7 +481,10 @@ impl Fabric {
     /// the fabric does not have is not started: `run` reports it as failed. When the process
     /// and every thread it spawned have returned, it has exited: its channel files are
     /// closed, destroying the ids still on them as `rdma_destroy_id` does (the kernel's
-    /// `ucma_close`), so handles it leaves behind are stale after `run`.
+    /// `ucma_close`), and the verbs objects it made and left (PDs, regions, CQs, completion
+    /// channels, external QPs, address handles) are freed as its device files' close frees
+    /// them (an object another process still uses stays), so handles it leaves behind are
+    /// stale after `run`.
     pub fn spawn(
         &self,
         host: &str,

@@ -164,6 +164,7 @@ impl World {
             return;
         };
         self.close_files_of(group);
+        self.close_verbs_of(group);
         self.sched.crash_group(group);
     }
 

@@ -709,6 +709,7 @@ impl World {
         let group = self.sched.group_of(index);
         if !self.sched.group_live(group) {
             self.close_files_of(group);
+            self.close_verbs_of(group);
         }
         self.pass_baton();
         self.sched.notify_current();

@@ -60,6 +60,7 @@ impl World {
         };
         self.verbs.ahs.insert(key, ah);
         self.verbs.pds.get_mut(&pd_key).expect("live PD").users += 1;
+        self.own_verbs_object(key);
         Ok(AhHandle::from_raw(self.stamp(key)))
     }
 
@@ -104,11 +105,17 @@ impl World {
     /// `ibv_destroy_ah`.
     pub(crate) fn destroy_ah(&mut self, host: HostKey, h: AhHandle) -> Result<()> {
         let key = self.ah_key(host, Call::DestroyAh, h)?;
-        let ah = self.verbs.ahs.remove(&key).expect("checked");
-        if let Some(pd) = self.verbs.pds.get_mut(&ah.pd) {
-            pd.users -= 1;
-        }
+        self.remove_ah(key);
         Ok(())
+    }
+
+    /// Forgets address handle `key`, if it exists.
+    pub(crate) fn remove_ah(&mut self, key: ObjKey) {
+        if let Some(ah) = self.verbs.ahs.remove(&key) {
+            if let Some(pd) = self.verbs.pds.get_mut(&ah.pd) {
+                pd.users -= 1;
+            }
+        }
     }
 }
 

@@ -63,6 +63,7 @@ mod modify_mask;
 mod objects;
 mod packet;
 mod posts;
+mod process_exit;
 mod qps;
 mod rc;
 mod readiness;
@@ -225,6 +226,8 @@ pub(crate) struct Verbs {
     pub faults: VecDeque<DataFault>,
     /// Reused buffer for a QP's outputs.
     pub outputs: Vec<rc::QpOutput>,
+    /// The objects each process group made explicitly, freed at its exit (`process_exit.rs`).
+    pub owned: BTreeMap<usize, Vec<ObjKey>>,
 }
 
 impl Default for Verbs {
@@ -246,6 +249,7 @@ impl Default for Verbs {
             link_clock: BTreeMap::new(),
             faults: VecDeque::new(),
             outputs: Vec::new(),
+            owned: BTreeMap::new(),
         }
     }
 }

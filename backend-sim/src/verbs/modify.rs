@@ -101,6 +101,7 @@ impl World {
             _ => QpMachine::Rc(RcQp::new(qpn, cap, sig_all).in_reset()),
         };
         let key = self.insert_qp((host, dev, None), pd, cqs, false, machine);
+        self.own_verbs_object(key);
         Ok(QpHandle::from_raw(self.stamp(key)))
     }
 
@@ -115,10 +116,15 @@ impl World {
                 "the QP belongs to an id: rdma_destroy_qp destroys it",
             ));
         }
+        self.drop_external_qp(key);
+        Ok(())
+    }
+
+    /// Destroys external QP `key` as `ibv_destroy_qp` does (on iWARP the connection drops).
+    pub(crate) fn drop_external_qp(&mut self, key: super::ObjKey) {
         self.siw_destroy_qp(key);
         self.iw_qp_destroyed(key);
         self.remove_qp(key);
-        Ok(())
     }
 
     /// `rdma_init_qp_attr`. A connected id's RTR attributes are the peer's QP number and the

@@ -92,6 +92,7 @@ impl World {
     pub(crate) fn alloc_pd(&mut self, host: HostKey, id: IdHandle) -> Result<PdHandle> {
         let (_, dev) = self.id_device(host, Call::AllocPd, id)?;
         let key = self.new_pd(host, dev);
+        self.own_verbs_object(key);
         Ok(PdHandle::from_raw(self.stamp(key)))
     }
 
@@ -172,6 +173,7 @@ impl World {
         );
         self.verbs.mr_by_key.insert((dev, mr_key), key);
         self.verbs.pds.get_mut(&pd).expect("live PD").users += 1;
+        self.own_verbs_object(key);
         Ok(MemoryRegion {
             handle: MrHandle::from_raw(self.stamp(key)),
             lkey: mr_key,
@@ -194,12 +196,17 @@ impl World {
                 format!("{busy} entries of posted, uncompleted requests use {h}"),
             ));
         }
-        let mr = self.verbs.mrs.remove(&key).expect("checked");
+        Ok(self.remove_mr(key))
+    }
+
+    /// Forgets region `key`; its buffer.
+    pub(crate) fn remove_mr(&mut self, key: ObjKey) -> Vec<u8> {
+        let mr = self.verbs.mrs.remove(&key).expect("live region");
         self.verbs.mr_by_key.remove(&(mr.dev, mr.key));
         if let Some(pd) = self.verbs.pds.get_mut(&mr.pd) {
             pd.users -= 1;
         }
-        Ok(mr.buf)
+        mr.buf
     }
 
     /// The bytes `offset..offset + len` of region `h`, checked.
@@ -259,6 +266,7 @@ impl World {
     ) -> Result<CompChannelHandle> {
         let (_, dev) = self.id_device(host, Call::CreateCompChannel, id)?;
         let key = self.new_comp_channel(host, dev);
+        self.own_verbs_object(key);
         Ok(CompChannelHandle::from_raw(self.stamp(key)))
     }
 
@@ -291,10 +299,14 @@ impl World {
                 format!("{cqs} CQs report to {h}"),
             ));
         }
-        self.verbs.channels.remove(&key);
-        // Whoever waited on it learns that it is gone.
-        self.sched.wake_all(super::comp_channel_wait_key(key));
+        self.remove_comp_channel(key);
         Ok(())
+    }
+
+    /// Forgets completion channel `key`: whoever waited on it learns that it is gone.
+    pub(crate) fn remove_comp_channel(&mut self, key: ObjKey) {
+        self.verbs.channels.remove(&key);
+        self.sched.wake_all(super::comp_channel_wait_key(key));
     }
 
     /// `ibv_create_cq`.
@@ -331,6 +343,7 @@ impl World {
             None => None,
         };
         let key = self.new_cq(host, dev, cqe, channel, false);
+        self.own_verbs_object(key);
         Ok(self.cq_handle(key))
     }
 
