@@ -15,8 +15,11 @@
 //!   the protocol of the socket type); what the hints leave open is taken back from glibc's
 //!   first answer (a stream over TCP unless UDP or a datagram was asked for). A socket type
 //!   and protocol that do not go together fail in glibc (EAI_SOCKTYPE).
-//! * RAI_NUMERICHOST with a name fails in glibc (EAI_NONAME); without a node a passive result
-//!   is the IPv4 wildcard (glibc's first answer for AI_PASSIVE).
+//! * RAI_NUMERICHOST with a name fails in glibc (EAI_NONAME). Without a node, glibc answers
+//!   the wildcards for AI_PASSIVE, IPv4 first (`0.0.0.0`, then `::`), and the loopback
+//!   addresses otherwise, IPv6 first (`::1`, then `127.0.0.1`): a passive result is the IPv4
+//!   wildcard, an active one goes to `[::1]` (measured with glibc 2.36 on the CI host, with
+//!   and without AI_ADDRCONFIG, which NULL hints imply: the host has IPv6 addresses).
 //! * Numbers are read as glibc reads them (measured with glibc 2.36): a numeric host in any
 //!   form `inet_aton` takes (`10.1`, `167772161`, `0x0a.0.0.1`, octal `010.0.0.1` = 8.0.0.1),
 //!   nothing around it; a service through `strtoul` (white space and a sign before the digits)
@@ -26,7 +29,7 @@
 //!
 //! Every glibc failure is a negative `EAI_*` code, which the call reports as ENOENT.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use cmtwin::{rai, AddrInfo, AddrInfoHints, Errno, PortSpace, QpType};
 
@@ -76,7 +79,8 @@ pub(crate) fn rdma_getaddrinfo(
     };
     let passive = h.flags & rai::PASSIVE != 0;
     let ip = match node {
-        None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        None if passive => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        None => IpAddr::V6(Ipv6Addr::LOCALHOST),
         Some(n) => match numeric_host(n) {
             Some(ip) => ip,
             None if h.flags & rai::NUMERICHOST != 0 => {
@@ -242,6 +246,23 @@ mod tests {
                 None
             )
         );
+    }
+
+    #[test]
+    fn without_a_node_passive_is_the_ipv4_wildcard_and_active_the_ipv6_loopback() {
+        let passive = AddrInfoHints::new(rai::PASSIVE);
+        let info = rdma_getaddrinfo(None, Some("7471"), Some(&passive), no_names).unwrap();
+        assert_eq!(
+            (info.src_addr, info.dst_addr),
+            ("0.0.0.0:7471".parse().ok(), None)
+        );
+        for hints in [Some(AddrInfoHints::new(0)), None] {
+            let info = rdma_getaddrinfo(None, Some("7471"), hints.as_ref(), no_names).unwrap();
+            assert_eq!(
+                (info.src_addr, info.dst_addr),
+                (None, "[::1]:7471".parse().ok())
+            );
+        }
     }
 
     #[test]

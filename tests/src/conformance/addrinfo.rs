@@ -75,8 +75,9 @@ pub fn unknown_name_fails_at_once_without_event<T: TestBed>(bed: &T) {
 
 /// §10.3: `rdma_getaddrinfo` needs no id: a numeric destination and service give one active
 /// result naming them, an RC QP over RDMA_PS_TCP and no flags; passive hints without a node
-/// give the IPv4 wildcard as the source; a name that does not resolve is ENOENT and nothing
-/// at all EINVAL, both naming `rdma_getaddrinfo`.
+/// give the IPv4 wildcard as the source, active hints without a node the IPv6 loopback as the
+/// destination (glibc's first answers); a name that does not resolve is ENOENT and nothing at
+/// all EINVAL, both naming `rdma_getaddrinfo`.
 pub fn getaddrinfo_needs_no_id<T: TestBed>(bed: &T) {
     let cm = bed.client();
     let node = bed.server_ip().to_string();
@@ -95,6 +96,13 @@ pub fn getaddrinfo_needs_no_id<T: TestBed>(bed: &T) {
     let any = SocketAddr::from(([0, 0, 0, 0], 7471));
     let wildcard = AddrInfo::new(rai::PASSIVE, PortSpace::TCP, QpType::Rc, Some(any), None);
     assert_eq!(results, [wildcard]);
+    let results = ok(
+        cm.getaddrinfo(None, Some("7471"), Some(&AddrInfoHints::new(0))),
+        "active getaddrinfo without a node",
+    );
+    let loopback = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 7471));
+    let to_loopback = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, Some(loopback));
+    assert_eq!(results, [to_loopback]);
     expect_errno(
         cm.getaddrinfo(Some("cmtwin-no-such-host.invalid"), Some("7471"), None),
         Call::GetAddrinfo,
