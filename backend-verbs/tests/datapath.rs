@@ -1404,7 +1404,7 @@ fn poll_sources_waits_on_cm_and_completion_channels_together() {
 mod qp_modify {
     use std::time::Duration;
 
-    use cmtwin::verbs::{WcOpcode, WcStatus};
+    use cmtwin::verbs::{QpState, WcOpcode, WcStatus};
     use cmtwin_tests::qp_modify as shared;
 
     use super::{addr, backends};
@@ -1445,5 +1445,15 @@ mod qp_modify {
             (WcStatus::RETRY_EXC_ERR, WcOpcode::Send)
         );
         assert!(took < Duration::from_millis(1000), "took {took:?}");
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn a_retry_count_of_7_retries_without_end_on_rxe() {
+        let (s, c) = backends();
+        // 10: 4.19 ms a timeout; 500 ms is more than a hundred of them.
+        let got =
+            shared::retry_count_7_on_a_silent_peer(&s, &c, addr(), 10, Duration::from_millis(500));
+        assert_eq!(got, (0, QpState::Rts), "no completion, still RTS");
     }
 }

@@ -519,6 +519,52 @@ pub fn timeout_set_in_sqd<B: DataPath>(
     timeout: u8,
     retry_cnt: u8,
 ) -> (WorkCompletion, Duration) {
+    let conn = silent_peer_retrying(server, client, addr, timeout, retry_cnt);
+    let r = send_and_wait(client, &conn);
+    let _ = client.disconnect(conn.client.id);
+    let _ = server.disconnect(conn.server.id);
+    r
+}
+
+/// As [`timeout_set_in_sqd`] with a retry count of 7, librdmacm's default: rxe retries
+/// without end (its completer, rxe_comp.c, counts down only below 7), so `window` after the
+/// post the send has no completion and the QP is still in RTS. Returns the completions polled
+/// then (none expected) and the QP's state.
+pub fn retry_count_7_on_a_silent_peer<B: DataPath>(
+    server: &B,
+    client: &B,
+    addr: SocketAddr,
+    timeout: u8,
+    window: Duration,
+) -> (usize, QpState) {
+    let conn = silent_peer_retrying(server, client, addr, timeout, 7);
+    let side = &conn.client;
+    let mr = ok(
+        client.reg_mr(side.pd, b"anyone?!".to_vec(), AccessFlags::NONE),
+        "reg_mr",
+    );
+    let sge = [mr.sge(0, 8)];
+    let wr = SendWr::new(1, SendOp::Send, Payload::Sges(&sge));
+    ok(client.post_send(side.qp, &wr), "post_send");
+    ok(client.sleep(window), "sleep through the retries");
+    let mut wc = [WorkCompletion::default(); 1];
+    let polled = ok(client.poll_cq(side.cq, &mut wc), "poll_cq");
+    let state = ok(client.query_qp_state(side.qp), "ibv_query_qp");
+    let _ = client.disconnect(conn.client.id);
+    let _ = server.disconnect(conn.server.id);
+    let _ = crate::datapath::next_completion(client, side);
+    (polled, state)
+}
+
+/// A connection whose server QP is destroyed (the peer goes silent) and whose client QP went
+/// RTS → SQD → SQD (`IBV_QP_TIMEOUT` `timeout`, `IBV_QP_RETRY_CNT` `retry_cnt`) → RTS.
+fn silent_peer_retrying<B: DataPath>(
+    server: &B,
+    client: &B,
+    addr: SocketAddr,
+    timeout: u8,
+    retry_cnt: u8,
+) -> Conn {
     let conn = connect(server, client, addr);
     ok(
         server.destroy_qp(conn.server.id),
@@ -548,10 +594,7 @@ pub fn timeout_set_in_sqd<B: DataPath>(
         client.modify_qp_with_mask(qp, &attr(QpState::Rts), M::STATE),
         "SQD -> RTS",
     );
-    let r = send_and_wait(client, &conn);
-    let _ = client.disconnect(conn.client.id);
-    let _ = server.disconnect(conn.server.id);
-    r
+    conn
 }
 
 /// Sends 8 bytes from the client and waits for the completion, timing it on the backend's

@@ -529,11 +529,23 @@ fn a_lost_request_is_retransmitted_after_the_timeout_and_delivered_once() {
     assert!(drain(s, &conn.server).is_empty(), "exactly once");
 }
 
+/// A connection whose client asked for `retry_count` transport retries.
+fn connected_retrying(bed: &SimBed, retry_count: u8) -> Conn {
+    let setup = Setup {
+        connect: ConnParam {
+            retry_count,
+            ..ConnParam::default()
+        },
+        ..Setup::default()
+    };
+    connect_with(bed.server(), bed.client(), addr(7471), &setup)
+}
+
 #[test]
 fn a_silent_peer_exhausts_the_transport_retries() {
     let bed = bed(14);
     let c = bed.client();
-    let conn = connected(&bed);
+    let conn = connected_retrying(&bed, 6);
     ok(
         bed.fabric
             .remove_device("server")
@@ -543,13 +555,55 @@ fn a_silent_peer_exhausts_the_transport_retries() {
     let t0 = c.now();
     send_bytes(c, &conn.client, 1, SendOp::Send, b"hello?");
     let wc = next_completion(c, &conn.client);
-    // retry_count 7: the first transmission and 7 retransmissions each time out.
-    assert_eq!(c.now() - t0, 8 * RETRY);
+    // retry_count 6: the first transmission and 6 retransmissions each time out.
+    assert_eq!(c.now() - t0, 7 * RETRY);
     assert_wc(wc, &conn.client, 1, WcStatus::RETRY_EXC_ERR, WcOpcode::Send);
     assert_eq!(
         ok(c.query_qp_state(conn.client.qp), "query"),
         QpState::Error
     );
+}
+
+/// A retry count of 7 (librdmacm's default) retries without end on rxe, whose completer
+/// counts down only below 7 (rxe_comp.c): after 100 retransmission timeouts the send is still
+/// outstanding and the QP in RTS. An InfiniBand HCA takes it as the specification's 7
+/// retries (only an RNR retry count of 7 is endless): RETRY_EXC_ERR after 8 timeouts.
+#[test]
+fn a_retry_count_of_7_is_endless_on_rxe_and_7_retries_on_an_hca() {
+    let bed = bed(16);
+    let c = bed.client();
+    let conn = connected(&bed);
+    ok(
+        bed.fabric
+            .remove_device("server")
+            .map_err(|e| CmError::application(e.to_string())),
+        "remove",
+    );
+    send_bytes(c, &conn.client, 1, SendOp::Send, b"hello?");
+    ok(c.sleep(100 * RETRY), "sleep");
+    let mut wc = [WorkCompletion::default(); 1];
+    assert_eq!(ok(c.poll_cq(conn.client.cq, &mut wc), "poll_cq"), 0);
+    assert_eq!(ok(c.query_qp_state(conn.client.qp), "query"), QpState::Rts);
+
+    let config = SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..SimConfig::default()
+    };
+    let ib = SimBed::with_config(16, Transport::InfiniBand, config);
+    let c = ib.client();
+    let conn = connected(&ib);
+    let timeout = ok(c.init_qp_attr(conn.client.id, QpState::Rts), "init_qp_attr").timeout;
+    ok(
+        ib.fabric
+            .remove_device("server")
+            .map_err(|e| CmError::application(e.to_string())),
+        "remove",
+    );
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 1, SendOp::Send, b"hello?");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t0, 8 * Duration::from_nanos(4096 << timeout));
+    assert_wc(wc, &conn.client, 1, WcStatus::RETRY_EXC_ERR, WcOpcode::Send);
 }
 
 #[test]
@@ -1161,7 +1215,7 @@ fn the_rdma_verbs_helpers_work_on_the_qps_create_qp_makes() {
 fn delayed_packets_keep_their_order_and_a_peer_in_error_is_silent() {
     let bed = bed(28);
     let (s, c) = (bed.server(), bed.client());
-    let conn = connected(&bed);
+    let conn = connected_retrying(&bed, 6);
     let rx = region(s, conn.server.pd, 8, 0, LW);
     post_recv_all(s, conn.server.qp, 1, &rx);
     post_recv_all(s, conn.server.qp, 2, &rx);
@@ -1197,7 +1251,7 @@ fn delayed_packets_keep_their_order_and_a_peer_in_error_is_silent() {
         WcStatus::RETRY_EXC_ERR,
         WcOpcode::Send,
     );
-    assert_eq!(c.now() - t1, 8 * RETRY);
+    assert_eq!(c.now() - t1, 7 * RETRY);
 }
 
 /// The external-QP path: QPs made apart from the ids, announced by number in `connect`'s and

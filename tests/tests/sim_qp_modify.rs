@@ -82,6 +82,17 @@ fn a_timeout_and_retry_count_set_in_sqd_time_a_dead_peer() {
     assert_eq!(took, 2 * Duration::from_nanos(4096 << 10));
 }
 
+/// A retry count of 7 on the simulated rxe: 1000 timeouts of 4.096 µs × 2^10 later the send
+/// is still outstanding and the QP in RTS.
+#[test]
+fn a_retry_count_of_7_retries_without_end_on_rxe() {
+    let bed = bed(5, Transport::Roce);
+    let window = 1000 * Duration::from_nanos(4096 << 10);
+    let got =
+        shared::retry_count_7_on_a_silent_peer(bed.server(), bed.client(), addr(7604), 10, window);
+    assert_eq!(got, (0, QpState::Rts));
+}
+
 /// RTS → SQD with a send outstanding: the QP sends nothing new, cannot leave SQD for RTS
 /// until the send is acknowledged (rxe's draining check), raises SQ_DRAINED at that
 /// acknowledgement, and sends what was posted meanwhile once back in RTS.

@@ -250,10 +250,11 @@ fn a_server_whose_device_never_comes_back_makes_both_sides_give_up_with_an_error
     );
     assert!(run.client.is_none() && run.server.is_none());
     // The server tried to listen again for 60 s from 300 ms on (every 50 ms). The client had
-    // 5 answers; its connection then failed (transport retries exceeded), and 29 attempts
-    // more ended in ADDR_ERROR, each after the 2 s resolve timeout (no neighbour answers for
-    // 10.0.0.1), with backoffs of 20 ms doubling to 1 s between them: 30 failures in a row.
-    assert_eq!(run.end, Duration::from_nanos(83_101_979_848));
+    // 5 answers; its connection then failed (transport retries exceeded: the first send and
+    // its 6 retransmissions, 67.108864 ms apart), and 29 attempts more ended in ADDR_ERROR,
+    // each after the 2 s resolve timeout (no neighbour answers for 10.0.0.1), with backoffs of
+    // 20 ms doubling to 1 s between them: 30 failures in a row.
+    assert_eq!(run.end, Duration::from_nanos(83_034_870_984));
     let t = &run.trace;
     let retry_exceeded = count(t, |l| {
         l.contains(" client ") && l.contains("Send transport retry counter exceeded")

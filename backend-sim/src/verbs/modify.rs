@@ -98,6 +98,9 @@ impl World {
             _ if transport == cmtwin::Transport::Iwarp => {
                 QpMachine::Rc(RcQp::new(qpn, cap, sig_all).in_reset().on_siw())
             }
+            _ if transport == cmtwin::Transport::Roce => {
+                QpMachine::Rc(RcQp::new(qpn, cap, sig_all).in_reset().on_rxe())
+            }
             _ => QpMachine::Rc(RcQp::new(qpn, cap, sig_all).in_reset()),
         };
         let key = self.insert_qp((host, dev, None), pd, cqs, false, machine);

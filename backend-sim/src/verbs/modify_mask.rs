@@ -119,8 +119,8 @@ impl World {
         if mask.intersects(M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY) {
             rc.set_params(
                 given(M::TIMEOUT, attr.timeout),
-                given(M::RETRY_CNT, attr.retry_cnt.min(7)),
-                given(M::RNR_RETRY, attr.rnr_retry.min(7)),
+                given(M::RETRY_CNT, attr.retry_cnt),
+                given(M::RNR_RETRY, attr.rnr_retry),
             );
         }
         if mask.contains(M::SQ_PSN) {

@@ -95,6 +95,8 @@ impl World {
             QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all).unreliable())
         } else if qp_type.is_connected() && self.topo.devices[dev].transport == Transport::Iwarp {
             QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all).on_siw())
+        } else if qp_type.is_connected() && self.topo.devices[dev].transport == Transport::Roce {
+            QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all).on_rxe())
         } else if qp_type.is_connected() {
             QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all))
         } else {

@@ -11,7 +11,10 @@
 //! timeout of 4.096 µs × 2^timeout (0: never), on which it resends everything unacknowledged
 //! (go-back-N) up to `retry_count` times before completing the oldest request with
 //! RETRY_EXC_ERR; or an RNR wait after a receiver-not-ready NAK, up to `rnr_retry` times (7:
-//! without limit) before RNR_RETRY_EXC_ERR. Progress resets both counters. Any error
+//! without limit) before RNR_RETRY_EXC_ERR. Progress resets both counters. On rxe (RoCE) the
+//! counts are the attribute's byte (8 to 255 count down from there) and a `retry_count` of 7
+//! retries without limit too (rxe_comp.c decrements neither counter at 7); an InfiniBand HCA
+//! takes the 3-bit fields of the IB specification, where only an `rnr_retry` of 7 is endless. Any error
 //! completion moves the QP to ERROR, which flushes every outstanding request with
 //! WR_FLUSH_ERR (signaled or not); a responder that refuses a request for a remote access or
 //! invalid request moves to ERROR too.
@@ -248,10 +251,21 @@ pub(crate) struct RcQp {
     comm_est: bool,
     /// How long a requester waits after this QP's RNR NAK (`min_rnr_timer`, set at RTR).
     rnr_timer_ns: u32,
-    /// A siw QP of a user process: its receive queue is a ring in the process's memory,
+    /// Which driver runs it, where they differ.
+    driver: Driver,
+}
+
+/// The driver running an RC QP, where the model differs between them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Driver {
+    /// An InfiniBand HCA, by the specification.
+    Hca,
+    /// rxe (RoCE): retry counts as bytes, a `retry_count` of 7 without limit.
+    Rxe,
+    /// siw for a user process (iWARP): its receive queue is a ring in the process's memory,
     /// which siw reads only while a connection delivers into it and flushes only when the
     /// connection closes, so a receive posted in ERROR stays there without a completion.
-    siw: bool,
+    Siw,
 }
 
 impl RcQp {
@@ -274,19 +288,25 @@ impl RcQp {
             epsn: 0,
             comm_est: false,
             rnr_timer_ns: 0,
-            siw: false,
+            driver: Driver::Hca,
         }
     }
 
     /// The same QP as siw makes it for a user process (iWARP).
     pub(crate) fn on_siw(mut self) -> Self {
-        self.siw = true;
+        self.driver = Driver::Siw;
+        self
+    }
+
+    /// The same QP as rxe makes it (RoCE).
+    pub(crate) fn on_rxe(mut self) -> Self {
+        self.driver = Driver::Rxe;
         self
     }
 
     /// Whether siw made it (see [`RcQp::on_siw`]).
     pub(crate) fn is_siw(&self) -> bool {
-        self.siw
+        self.driver == Driver::Siw
     }
 
     /// The same QP as a UC one: unreliable (see the module's documentation).
@@ -340,9 +360,9 @@ impl RcQp {
         for r in self.rq.drain(..) {
             sges.extend_from_slice(&r.sges);
         }
-        let (reliable, siw) = (self.reliable, self.siw);
+        let (reliable, driver) = (self.reliable, self.driver);
         *self = RcQp::new(self.qpn, self.cap, self.sq_sig_all).in_reset();
-        (self.reliable, self.siw) = (reliable, siw);
+        (self.reliable, self.driver) = (reliable, driver);
         sges
     }
 
@@ -433,11 +453,19 @@ impl RcQp {
         if let Some(t) = timeout {
             p.timeout = t;
         }
-        if let Some(r) = retry {
+        // An HCA takes the IB specification's 3-bit fields; rxe keeps the byte.
+        let field = |v: u8| {
+            if self.driver == Driver::Rxe {
+                v
+            } else {
+                v.min(7)
+            }
+        };
+        if let Some(r) = retry.map(field) {
             p.retry_count = r;
             self.retries_left = r;
         }
-        if let Some(r) = rnr {
+        if let Some(r) = rnr.map(field) {
             p.rnr_retry = r;
             self.rnr_left = r;
         }
@@ -528,7 +556,7 @@ impl RcQp {
         };
         match self.state {
             // siw's RESET is its IDLE: the queues are rings the process fills at any time.
-            QpState::Reset if !self.siw => Err(PostError::Reset),
+            QpState::Reset if !self.is_siw() => Err(PostError::Reset),
             QpState::Error => Ok(()),
             _ if len >= depth as usize => Err(PostError::Full),
             _ => Ok(()),
@@ -563,7 +591,7 @@ impl RcQp {
         if let Err(e) = self.check_post(Queue::Recv) {
             return Err((e, entry));
         }
-        if self.state == QpState::Error && !self.siw {
+        if self.state == QpState::Error && !self.is_siw() {
             let (op, st) = (WcOpcode::Recv, WcStatus::WR_FLUSH_ERR);
             self.complete_recv(entry, st, op, 0, None, false, out);
             return Ok(());
@@ -581,7 +609,9 @@ impl RcQp {
                 self.fail_head(WcStatus::RETRY_EXC_ERR, out);
             }
             Timer::Retransmit => {
-                self.retries_left -= 1;
+                if self.retries_left != 7 || self.driver != Driver::Rxe {
+                    self.retries_left -= 1;
+                }
                 self.timer = Timer::Off;
                 self.resend(out);
             }

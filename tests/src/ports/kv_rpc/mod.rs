@@ -44,10 +44,12 @@ pub const SEND_DEPTH: u32 = 4;
 /// at the CM channel: a quiet connection looks less and less often.
 pub const SLICE: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(128));
 
-/// The connection parameters of both sides: 7 transport retries, RNR retries without end.
+/// The connection parameters of both sides: 6 transport retries (7 would retry without end on
+/// rxe, which counts down only below 7: a dead server would never fail a send), RNR retries
+/// without end.
 pub fn connect_param() -> ConnParam {
     ConnParam {
-        retry_count: 7,
+        retry_count: 6,
         rnr_retry_count: 7,
         ..ConnParam::default()
     }
