@@ -1311,6 +1311,134 @@ fn interop_rdma_core_mckey_sender_with_cmtwin_mckey_receiver() {
     );
 }
 
+/// rdma-core's synchronous example `tool` (`rdma_server`, `rdma_client`, `rdma_xserver`,
+/// `rdma_xclient`) with `args`.
+fn rdma_example(tool: &str, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(tool)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{tool} (rdmacm-utils): {e}"))
+}
+
+/// What the C tools send: their static buffers, never written (16 zero bytes).
+const C_TOOL_MESSAGE: [u8; 16] = [0; 16];
+
+/// Checks the output of a C tool of the synchronous pair that ran to the end: it prints
+/// `<argv[0]>: end 0` (its return value) and exits 0.
+fn assert_rdma_example_completed(tool: &str, ok: bool, out: &str) {
+    assert!(ok, "{out}");
+    assert!(out.contains(&format!("{tool}: start")), "{out}");
+    assert!(out.contains(&format!("{tool}: end 0")), "{out}");
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_cmtwin_client_with_rdma_core_rdma_server() {
+    use cmtwin_tests::ports::rdma_server_client::{client, Flavor, Options};
+    let addr = fresh_addr();
+    let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
+    let t0 = Instant::now();
+    let server = rdma_example("rdma_server", &["-s", &ip, "-p", &port]);
+    // Until rdma_server listens, our connect is refused: the client retries.
+    let opts = Options {
+        patience: STEP,
+        ..Options::client(Flavor::Plain)
+    };
+    let summary = client(&VerbsBackend::new(), addr, &opts);
+    let (ok, out) = finish(server, "rdma_server");
+    let summary = summary.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_rdma_example_completed("rdma_server", ok, &out);
+    // rdma_server answered our message with its own, and both sides had inline room.
+    assert_eq!(summary.received, Some(C_TOOL_MESSAGE), "{out}");
+    assert!(!out.contains("doesn't support IBV_SEND_INLINE"), "{out}");
+    assert_eq!((summary.max_inline_data, summary.inline), (16, true));
+    eprintln!(
+        "interop with rdma_server took {:?} ({summary:?})",
+        t0.elapsed()
+    );
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_rdma_core_rdma_client_with_cmtwin_server() {
+    use cmtwin_tests::ports::rdma_server_client::{server, Flavor, Options};
+    let t0 = Instant::now();
+    let (addr, served) =
+        serve_then(|addr| server(&VerbsBackend::new(), addr, &Options::server(Flavor::Plain)));
+    let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
+    let (ok, out) = finish(
+        rdma_example("rdma_client", &["-s", &ip, "-p", &port]),
+        "rdma_client",
+    );
+    let summary = served
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    // rdma_client waited for our answer (its receive completion) before it ended.
+    assert_rdma_example_completed("rdma_client", ok, &out);
+    assert!(!out.contains("doesn't support IBV_SEND_INLINE"), "{out}");
+    assert_eq!(summary.received, Some(C_TOOL_MESSAGE), "{out}");
+    assert_eq!((summary.sent, summary.inline), (true, true), "{out}");
+    eprintln!(
+        "interop with rdma_client took {:?} ({summary:?})",
+        t0.elapsed()
+    );
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_cmtwin_xclient_with_rdma_core_rdma_xserver() {
+    use cmtwin_tests::ports::rdma_server_client::{client, Flavor, Options};
+    let addr = fresh_addr();
+    let port = addr.port().to_string();
+    let t0 = Instant::now();
+    // rdma_xserver listens on the wildcard address (it has no -s); RC is its default.
+    let server = rdma_example("rdma_xserver", &["-p", &port, "-c", "r"]);
+    let opts = Options {
+        patience: STEP,
+        ..Options::client(Flavor::X)
+    };
+    let summary = client(&VerbsBackend::new(), addr, &opts);
+    let (ok, out) = finish(server, "rdma_xserver");
+    let summary = summary.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_rdma_example_completed("rdma_xserver", ok, &out);
+    // Its accept carried its SRQ number, 0 in RC mode; our message was inline.
+    assert_eq!((summary.srqn, summary.received), (Some(0), None), "{out}");
+    assert!(summary.inline);
+    eprintln!(
+        "interop with rdma_xserver took {:?} ({summary:?})",
+        t0.elapsed()
+    );
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_rdma_core_rdma_xclient_with_cmtwin_xserver() {
+    use cmtwin_tests::ports::rdma_server_client::{server, Flavor, Options};
+    let t0 = Instant::now();
+    let (addr, served) =
+        serve_then(|addr| server(&VerbsBackend::new(), addr, &Options::server(Flavor::X)));
+    let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
+    let (ok, out) = finish(
+        rdma_example("rdma_xclient", &["-s", &ip, "-p", &port, "-c", "r"]),
+        "rdma_xclient",
+    );
+    let summary = served
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_rdma_example_completed("rdma_xclient", ok, &out);
+    // Its inline send (no inline room asked for) reached our receive.
+    assert_eq!(summary.received, Some(C_TOOL_MESSAGE), "{out}");
+    assert!(!summary.sent, "{out}");
+    eprintln!(
+        "interop with rdma_xclient took {:?} ({summary:?})",
+        t0.elapsed()
+    );
+}
+
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
 fn concurrent_calls_from_many_threads_never_crash() {
