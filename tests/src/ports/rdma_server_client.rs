@@ -126,17 +126,28 @@ pub fn qp_init_attr(flavor: Flavor, server: bool) -> QpInitAttr {
     attr
 }
 
-/// `rdma_getaddrinfo(ip, port, hints)` with the tools' hints (`RDMA_PS_TCP`, `RAI_PASSIVE`
-/// for a server): its one result.
-fn addrinfo<B: DataPath>(cm: &B, addr: SocketAddr, passive: bool) -> Result<AddrInfo> {
+/// `rdma_getaddrinfo(node, port, hints)` with the tools' hints (`RDMA_PS_TCP`, `RAI_PASSIVE`
+/// for a server; the X pair also names the RC QP type, which the plain pair leaves to
+/// librdmacm: RC for a stream socket): its one result.
+fn addrinfo<B: DataPath>(
+    cm: &B,
+    node: Option<std::net::IpAddr>,
+    port: u16,
+    passive: bool,
+    flavor: Flavor,
+) -> Result<AddrInfo> {
     let flags = if passive { rai::PASSIVE } else { 0 };
-    let hints = AddrInfoHints::new(flags)
-        .with_port_space(PortSpace::TCP)
-        .with_qp_type(QpType::Rc);
-    let (node, service) = (addr.ip().to_string(), addr.port().to_string());
-    let mut res = cm.getaddrinfo(Some(&node), Some(&service), Some(&hints))?;
+    let mut hints = AddrInfoHints::new(flags).with_port_space(PortSpace::TCP);
+    if flavor == Flavor::X {
+        hints = hints.with_qp_type(QpType::Rc);
+    }
+    let node = node.map(|ip| ip.to_string());
+    let service = port.to_string();
+    let mut res = cm.getaddrinfo(node.as_deref(), Some(&service), Some(&hints))?;
     if res.is_empty() {
-        return Err(CmError::application(format!("no address for {addr}")));
+        return Err(CmError::application(format!(
+            "no address for {node:?} port {port}"
+        )));
     }
     Ok(res.remove(0))
 }
@@ -244,10 +255,12 @@ fn recv_completion<B: DataPath>(cm: &B, id: IdHandle) -> Result<()> {
     Ok(())
 }
 
-/// `rdma_server` (or `rdma_xserver -c r`): listens at `addr`, takes one connection request,
-/// receives the client's message, answers it (plain pair), disconnects, and releases it all.
+/// `rdma_server -s <ip> -p <port>` of `addr` (or `rdma_xserver -p <port> -c r`, on the
+/// wildcard address: it takes no address): listens, takes one connection request, receives
+/// the client's message, answers it (plain pair), disconnects, and releases it all.
 pub fn server<B: DataPath>(cm: &B, addr: SocketAddr, opts: &Options) -> Result<Summary> {
-    let res = addrinfo(cm, addr, true)?;
+    let node = (opts.flavor == Flavor::Plain).then_some(addr.ip());
+    let res = addrinfo(cm, node, addr.port(), true, opts.flavor)?;
     let listen = cm.create_ep(&res, Some(&qp_init_attr(opts.flavor, true)))?;
     let served = cm
         .listen(listen, 0)
@@ -331,7 +344,7 @@ fn zeroed_param_with(private_data: &[u8]) -> ConnParam {
 /// `rdma_client` (or `rdma_xclient -c r`): connects to `server`, sends its message, receives
 /// the answer (plain pair), disconnects, and releases it all.
 pub fn client<B: DataPath>(cm: &B, server: SocketAddr, opts: &Options) -> Result<Summary> {
-    let res = addrinfo(cm, server, false)?;
+    let res = addrinfo(cm, Some(server.ip()), server.port(), false, opts.flavor)?;
     let start = cm.now();
     loop {
         let id = cm.create_ep(&res, Some(&qp_init_attr(opts.flavor, false)))?;
