@@ -348,22 +348,42 @@ pub fn client<B: DataPath>(cm: &B, server: SocketAddr, opts: &Options) -> Result
     let start = cm.now();
     loop {
         let id = cm.create_ep(&res, Some(&qp_init_attr(opts.flavor, false)))?;
-        match exchange(cm, id, opts) {
-            Err(e) if e.errno == Errno::ECONNREFUSED && cm.now() - start < opts.patience => {
-                cm.destroy_ep(id)?;
-                cm.sleep(RETRY_PAUSE)?;
+        let client = match prepare(cm, id, opts) {
+            Ok(client) => client,
+            Err(e) => {
+                let _ = cm.destroy_ep(id);
+                return Err(e);
             }
-            done => {
+        };
+        let e = match cm.connect(id, None) {
+            Ok(()) => {
+                let done = exchange(cm, id, opts, client, cm.now());
                 let destroyed = cm.destroy_ep(id);
                 return done.and_then(|s| destroyed.map(|()| s));
             }
+            Err(e) => e,
+        };
+        // The endpoint goes first: its QP held the flushed receive, which keeps the region
+        // busy on libibverbs until polled or destroyed.
+        cm.destroy_ep(id)?;
+        client.buffers.release(cm)?;
+        if e.errno != Errno::ECONNREFUSED || cm.now() - start >= opts.patience {
+            return Err(e);
         }
+        cm.sleep(RETRY_PAUSE)?;
     }
 }
 
-/// The client's exchange on its endpoint; ECONNREFUSED (its regions released) when the
-/// server refused the connect.
-fn exchange<B: DataPath>(cm: &B, id: IdHandle, opts: &Options) -> Result<Summary> {
+/// A client endpoint made ready to connect: its buffers and how it sends.
+struct Prepared {
+    buffers: Buffers,
+    max_inline_data: u32,
+    inline: bool,
+}
+
+/// The client's steps between `rdma_create_ep` and `rdma_connect`: the inline check, the
+/// regions, the receive posted (the plain pair).
+fn prepare<B: DataPath>(cm: &B, id: IdHandle, opts: &Options) -> Result<Prepared> {
     let plain = opts.flavor == Flavor::Plain;
     // rdma_client reads the inline room rdma_create_ep wrote back into its attributes;
     // rdma_xclient sends inline without asking.
@@ -375,16 +395,33 @@ fn exchange<B: DataPath>(cm: &B, id: IdHandle, opts: &Options) -> Result<Summary
     // rdma_xclient registers its send buffer although it sends inline.
     let buffers = Buffers::register(cm, id, plain, !plain || !inline, opts.message)?;
     buffers.post_recv(cm, id)?;
-    if let Err(e) = cm.connect(id, None) {
-        buffers.release(cm)?;
-        return Err(e);
-    }
-    let connected = cm.now();
+    Ok(Prepared {
+        buffers,
+        max_inline_data,
+        inline,
+    })
+}
+
+/// The client's exchange on its connected endpoint.
+fn exchange<B: DataPath>(
+    cm: &B,
+    id: IdHandle,
+    opts: &Options,
+    client: Prepared,
+    connected: Duration,
+) -> Result<Summary> {
+    let plain = opts.flavor == Flavor::Plain;
+    let Prepared {
+        buffers,
+        max_inline_data,
+        inline,
+    } = client;
     let srqn = match plain {
-        true => None,
-        false => Some(accepted_srqn(cm, id)?),
+        true => Ok(None),
+        false => accepted_srqn(cm, id).map(Some),
     };
-    let exchanged = post_message(cm, id, &buffers, inline, &opts.message).and_then(|()| {
+    let exchanged = srqn.clone().and_then(|_| {
+        post_message(cm, id, &buffers, inline, &opts.message)?;
         send_completion(cm, id)?;
         if plain {
             recv_completion(cm, id)?;
@@ -396,7 +433,7 @@ fn exchange<B: DataPath>(cm: &B, id: IdHandle, opts: &Options) -> Result<Summary
         sent: true,
         max_inline_data,
         inline,
-        srqn,
+        srqn: srqn.ok().flatten(),
         connected: times.0,
         exchanged: times.1,
         disconnected: times.2,
