@@ -1333,110 +1333,100 @@ fn assert_rdma_example_completed(tool: &str, ok: bool, out: &str) {
     assert!(out.contains(&format!("{tool}: end 0")), "{out}");
 }
 
+/// Our client of `flavor` against the C server `tool` (with `args`, then `-p <port>`), which
+/// it finds listening or not yet (it retries refused connects): our summary once the tool
+/// ended its run (`<tool>: end 0`).
+fn cmtwin_client_with_c_server(
+    flavor: cmtwin_tests::ports::rdma_server_client::Flavor,
+    tool: &str,
+    args: &[&str],
+) -> cmtwin_tests::ports::rdma_server_client::Summary {
+    use cmtwin_tests::ports::rdma_server_client::{client, Options};
+    let addr = fresh_addr();
+    let port = addr.port().to_string();
+    let t0 = Instant::now();
+    let args: Vec<&str> = args.iter().copied().chain(["-p", &port]).collect();
+    let server = rdma_example(tool, &args);
+    let opts = Options {
+        patience: STEP,
+        ..Options::client(flavor)
+    };
+    let summary = client(&VerbsBackend::new(), addr, &opts);
+    let (ok, out) = finish(server, tool);
+    let summary = summary.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_rdma_example_completed(tool, ok, &out);
+    assert!(!out.contains("doesn't support IBV_SEND_INLINE"), "{out}");
+    eprintln!("interop with {tool} took {:?} ({summary:?})", t0.elapsed());
+    summary
+}
+
+/// The C client `tool` (with `-s <ip> -p <port>` and `args`) against our server of `flavor`,
+/// listening first: our server's summary once the tool ended its run (`<tool>: end 0`).
+fn c_client_with_cmtwin_server(
+    flavor: cmtwin_tests::ports::rdma_server_client::Flavor,
+    tool: &str,
+    args: &[&str],
+) -> cmtwin_tests::ports::rdma_server_client::Summary {
+    use cmtwin_tests::ports::rdma_server_client::{server, Options};
+    let t0 = Instant::now();
+    let (addr, served) =
+        serve_then(move |addr| server(&VerbsBackend::new(), addr, &Options::server(flavor)));
+    let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
+    let args: Vec<&str> = ["-s", &ip, "-p", &port]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let (ok, out) = finish(rdma_example(tool, &args), tool);
+    let summary = served
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_rdma_example_completed(tool, ok, &out);
+    assert!(!out.contains("doesn't support IBV_SEND_INLINE"), "{out}");
+    eprintln!("interop with {tool} took {:?} ({summary:?})", t0.elapsed());
+    summary
+}
+
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
 fn interop_cmtwin_client_with_rdma_core_rdma_server() {
-    use cmtwin_tests::ports::rdma_server_client::{client, Flavor, Options};
-    let addr = fresh_addr();
-    let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
-    let t0 = Instant::now();
-    let server = rdma_example("rdma_server", &["-s", &ip, "-p", &port]);
-    // Until rdma_server listens, our connect is refused: the client retries.
-    let opts = Options {
-        patience: STEP,
-        ..Options::client(Flavor::Plain)
-    };
-    let summary = client(&VerbsBackend::new(), addr, &opts);
-    let (ok, out) = finish(server, "rdma_server");
-    let summary = summary.unwrap_or_else(|e| panic!("{e}\n{out}"));
-    assert_rdma_example_completed("rdma_server", ok, &out);
-    // rdma_server answered our message with its own, and both sides had inline room.
-    assert_eq!(summary.received, Some(C_TOOL_MESSAGE), "{out}");
-    assert!(!out.contains("doesn't support IBV_SEND_INLINE"), "{out}");
+    use cmtwin_tests::ports::rdma_server_client::Flavor;
+    let ip = rdma_ip().to_string();
+    let summary = cmtwin_client_with_c_server(Flavor::Plain, "rdma_server", &["-s", &ip]);
+    // rdma_server answered our message with its own; our QP had room for it inline.
+    assert_eq!(summary.received, Some(C_TOOL_MESSAGE));
     assert_eq!((summary.max_inline_data, summary.inline), (16, true));
-    eprintln!(
-        "interop with rdma_server took {:?} ({summary:?})",
-        t0.elapsed()
-    );
 }
 
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
 fn interop_rdma_core_rdma_client_with_cmtwin_server() {
-    use cmtwin_tests::ports::rdma_server_client::{server, Flavor, Options};
-    let t0 = Instant::now();
-    let (addr, served) =
-        serve_then(|addr| server(&VerbsBackend::new(), addr, &Options::server(Flavor::Plain)));
-    let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
-    let (ok, out) = finish(
-        rdma_example("rdma_client", &["-s", &ip, "-p", &port]),
-        "rdma_client",
-    );
-    let summary = served
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    use cmtwin_tests::ports::rdma_server_client::Flavor;
     // rdma_client waited for our answer (its receive completion) before it ended.
-    assert_rdma_example_completed("rdma_client", ok, &out);
-    assert!(!out.contains("doesn't support IBV_SEND_INLINE"), "{out}");
-    assert_eq!(summary.received, Some(C_TOOL_MESSAGE), "{out}");
-    assert_eq!((summary.sent, summary.inline), (true, true), "{out}");
-    eprintln!(
-        "interop with rdma_client took {:?} ({summary:?})",
-        t0.elapsed()
-    );
+    let summary = c_client_with_cmtwin_server(Flavor::Plain, "rdma_client", &[]);
+    assert_eq!(summary.received, Some(C_TOOL_MESSAGE));
+    assert_eq!((summary.sent, summary.inline), (true, true));
 }
 
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
 fn interop_cmtwin_xclient_with_rdma_core_rdma_xserver() {
-    use cmtwin_tests::ports::rdma_server_client::{client, Flavor, Options};
-    let addr = fresh_addr();
-    let port = addr.port().to_string();
-    let t0 = Instant::now();
-    // rdma_xserver listens on the wildcard address (it has no -s); RC is its default.
-    let server = rdma_example("rdma_xserver", &["-p", &port, "-c", "r"]);
-    let opts = Options {
-        patience: STEP,
-        ..Options::client(Flavor::X)
-    };
-    let summary = client(&VerbsBackend::new(), addr, &opts);
-    let (ok, out) = finish(server, "rdma_xserver");
-    let summary = summary.unwrap_or_else(|e| panic!("{e}\n{out}"));
-    assert_rdma_example_completed("rdma_xserver", ok, &out);
-    // Its accept carried its SRQ number, 0 in RC mode; our message was inline.
-    assert_eq!((summary.srqn, summary.received), (Some(0), None), "{out}");
+    use cmtwin_tests::ports::rdma_server_client::Flavor;
+    // rdma_xserver listens on the wildcard address (it has no -s).
+    let summary = cmtwin_client_with_c_server(Flavor::X, "rdma_xserver", &["-c", "r"]);
+    // Its accept carried its SRQ number, 0 in RC mode; our message went inline.
+    assert_eq!((summary.srqn, summary.received), (Some(0), None));
     assert!(summary.inline);
-    eprintln!(
-        "interop with rdma_xserver took {:?} ({summary:?})",
-        t0.elapsed()
-    );
 }
 
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
 fn interop_rdma_core_rdma_xclient_with_cmtwin_xserver() {
-    use cmtwin_tests::ports::rdma_server_client::{server, Flavor, Options};
-    let t0 = Instant::now();
-    let (addr, served) =
-        serve_then(|addr| server(&VerbsBackend::new(), addr, &Options::server(Flavor::X)));
-    let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
-    let (ok, out) = finish(
-        rdma_example("rdma_xclient", &["-s", &ip, "-p", &port, "-c", "r"]),
-        "rdma_xclient",
-    );
-    let summary = served
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}\n{out}"));
-    assert_rdma_example_completed("rdma_xclient", ok, &out);
+    use cmtwin_tests::ports::rdma_server_client::Flavor;
     // Its inline send (no inline room asked for) reached our receive.
-    assert_eq!(summary.received, Some(C_TOOL_MESSAGE), "{out}");
-    assert!(!summary.sent, "{out}");
-    eprintln!(
-        "interop with rdma_xclient took {:?} ({summary:?})",
-        t0.elapsed()
-    );
+    let summary = c_client_with_cmtwin_server(Flavor::X, "rdma_xclient", &["-c", "r"]);
+    assert_eq!(summary.received, Some(C_TOOL_MESSAGE));
+    assert!(!summary.sent);
 }
 
 #[test]

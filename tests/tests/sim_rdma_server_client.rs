@@ -25,22 +25,29 @@ const SEEDS: [u64; 5] = [1, 2, 3, 17, 1000];
 
 /// A run of `flavor`'s pair on a jitterless fabric of `seed`.
 fn run(seed: u64, flavor: Flavor) -> PairRun<Summary> {
-    run_with(seed, flavor, Options::client(flavor))
+    let opts = Options::client(flavor);
+    run_late_server(seed, Duration::ZERO, flavor, move |cm, addr| {
+        client(cm, addr, &opts)
+    })
 }
 
-fn run_with(seed: u64, flavor: Flavor, client_opts: Options) -> PairRun<Summary> {
+/// The server of `flavor` after a pause of `late`, and `client`, on a jitterless fabric of
+/// `seed`.
+fn run_late_server(
+    seed: u64,
+    late: Duration,
+    flavor: Flavor,
+    client: impl FnOnce(&SimBackend, SocketAddr) -> cmtwin::Result<Summary> + Send + 'static,
+) -> PairRun<Summary> {
     let exact = SimConfig {
         wire_jitter: Duration::ZERO,
         ..SimConfig::default()
     };
-    run_pair_with(
-        seed,
-        PORT,
-        |b| b.config(exact),
-        move |cm: &SimBackend, addr: SocketAddr| server(cm, addr, &Options::server(flavor)),
-        move |cm: &SimBackend, addr: SocketAddr| client(cm, addr, &client_opts),
-    )
-    .expect("a valid fabric")
+    let server = move |cm: &SimBackend, addr: SocketAddr| {
+        cm.sleep(late)?;
+        server(cm, addr, &Options::server(flavor))
+    };
+    run_pair_with(seed, PORT, |b| b.config(exact), server, client).expect("a valid fabric")
 }
 
 /// What each side of `flavor`'s pair must return on the jitterless fabric, whatever the
@@ -194,21 +201,9 @@ fn a_client_retries_refused_connects_until_its_server_listens() {
         patience: Duration::from_secs(1),
         ..Options::client(Flavor::Plain)
     };
-    let exact = SimConfig {
-        wire_jitter: Duration::ZERO,
-        ..SimConfig::default()
-    };
-    let run = run_pair_with(
-        3,
-        PORT,
-        |b| b.config(exact),
-        move |cm: &SimBackend, addr: SocketAddr| {
-            cm.sleep(late)?;
-            server(cm, addr, &Options::server(Flavor::Plain))
-        },
-        move |cm: &SimBackend, addr: SocketAddr| client(cm, addr, &patient),
-    )
-    .expect("a valid fabric");
+    let run = run_late_server(3, late, Flavor::Plain, move |cm, addr| {
+        client(cm, addr, &patient)
+    });
     assert_eq!(run.outcome, Ok(()), "{}", run.trace);
     // Attempts at 200, 300.020, 400.040 ms (each: 10 µs to resolve, 10 µs for the REJ, a
     // 100 ms pause) are refused; the one at 500.060 ms connects.
@@ -221,21 +216,10 @@ fn a_client_retries_refused_connects_until_its_server_listens() {
 
 #[test]
 fn without_patience_the_refused_connect_is_the_clients_error() {
-    let exact = SimConfig {
-        wire_jitter: Duration::ZERO,
-        ..SimConfig::default()
-    };
-    let run = run_pair_with(
-        4,
-        PORT,
-        |b| b.config(exact),
-        |cm: &SimBackend, _| {
-            cm.sleep(Duration::from_secs(1))?;
-            Ok(expected(Flavor::Plain).0)
-        },
-        |cm: &SimBackend, addr: SocketAddr| client(cm, addr, &Options::client(Flavor::Plain)),
-    )
-    .expect("a valid fabric");
+    // The server listens only after the client gave up.
+    let run = run_late_server(4, Duration::from_secs(1), Flavor::Plain, |cm, addr| {
+        client(cm, addr, &Options::client(Flavor::Plain))
+    });
     let err = run.outcome.expect_err("nobody listens");
     assert!(err.contains("ECONNREFUSED"), "{err}");
     assert!(err.contains(&Call::Connect.to_string()), "{err}");

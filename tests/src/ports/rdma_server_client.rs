@@ -298,33 +298,46 @@ fn serve<B: DataPath>(cm: &B, id: IdHandle, opts: &Options) -> Result<Summary> {
         }
         Ok((connected, cm.now()))
     });
-    finish(cm, id, buffers, exchanged, |received, times| Summary {
-        received,
+    let shape = Shape {
         sent: plain,
         max_inline_data,
         inline,
         srqn: None,
-        connected: times.0,
-        exchanged: times.1,
-        disconnected: times.2,
-    })
+    };
+    finish(cm, id, buffers, exchanged, shape)
 }
 
-/// A connection's end, as the tools' error paths also take it: `rdma_disconnect` (if the
-/// exchange got as far as a connection), the regions deregistered; the summary `make` builds
-/// from what was received and the times, or the exchange's first error.
+/// What a side's summary holds besides what it received and the times.
+struct Shape {
+    sent: bool,
+    max_inline_data: u32,
+    inline: bool,
+    srqn: Option<u32>,
+}
+
+/// A connection's end, as the tools' error paths also take it: `rdma_disconnect`, the
+/// regions deregistered; the summary of `shape`, what was received and the times, or the
+/// exchange's first error.
 fn finish<B: DataPath>(
     cm: &B,
     id: IdHandle,
     buffers: Buffers,
     exchanged: Result<(Duration, Duration)>,
-    make: impl FnOnce(Option<[u8; MESSAGE_LEN]>, (Duration, Duration, Duration)) -> Summary,
+    shape: Shape,
 ) -> Result<Summary> {
     let disconnected = cm.disconnect(id).map(|()| cm.now());
     let received = buffers.release(cm);
     let (connected, exchanged) = exchanged?;
-    let disconnected = disconnected?;
-    Ok(make(received?, (connected, exchanged, disconnected)))
+    Ok(Summary {
+        received: received?,
+        sent: shape.sent,
+        max_inline_data: shape.max_inline_data,
+        inline: shape.inline,
+        srqn: shape.srqn,
+        connected,
+        exchanged,
+        disconnected: disconnected?,
+    })
 }
 
 /// `struct rdma_conn_param` zeroed but for `private_data` (what `rdma_xserver` accepts with).
@@ -428,16 +441,13 @@ fn exchange<B: DataPath>(
         }
         Ok((connected, cm.now()))
     });
-    finish(cm, id, buffers, exchanged, |received, times| Summary {
-        received,
+    let shape = Shape {
         sent: true,
         max_inline_data,
         inline,
         srqn: srqn.ok().flatten(),
-        connected: times.0,
-        exchanged: times.1,
-        disconnected: times.2,
-    })
+    };
+    finish(cm, id, buffers, exchanged, shape)
 }
 
 /// The SRQ number `rdma_xserver` accepted with: the first 4 bytes (big-endian) of the
