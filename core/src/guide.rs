@@ -390,8 +390,11 @@
 //! `QpType::Ud` in `RDMA_PS_UDP`, `connect` for the server's QP number and address
 //! handle, [`post_ud_send`](crate::verbs::DataPath::post_ud_send) and receives with room for
 //! the 40-byte GRH). Deregister a region only once nothing posted uses it (after its
-//! completions, or after `destroy_ep` flushed them): librdmacm lets `rdma_dereg_mr` free
-//! memory a posted receive still names, cmtwin answers EBUSY.
+//! completions were polled, or after `destroy_ep` destroyed the QP): librdmacm lets
+//! `rdma_dereg_mr` free memory a posted receive still names, cmtwin answers EBUSY. The
+//! simulator lets a region go as soon as its completions are queued, cmtwin-verbs only once
+//! they are polled: after a refused `connect`, whose flushed receive nobody polls, destroy the
+//! endpoint before deregistering its regions, not in C's order.
 //!
 //! `rdma_post_send` with `IBV_SEND_INLINE` (or without `IBV_SEND_SIGNALED`) is
 //! [`DataPath::post_send`](crate::verbs::DataPath::post_send) on the id's
