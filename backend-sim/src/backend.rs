@@ -244,8 +244,21 @@ impl SimBackend {
         if let Some(held) = w.id_mut(key).sync_event.take() {
             w.release_ticket(held.ticket);
         }
-        let (_w, info) = self.wait_sync_event(w, call, key);
-        sync_result(call, &info?)
+        let (mut w, info) = self.wait_sync_event(w, call, key);
+        let info = info?;
+        let result = sync_result(call, &info);
+        let entry = Entry::SyncReturn {
+            call,
+            id: h,
+            kind: info.kind,
+            status: info.status,
+            result: match &result {
+                Ok(()) => Shown::Zero,
+                Err(e) => Shown::Errno(e.errno),
+            },
+        };
+        w.record(Some(self.host), TraceKind::Call, entry);
+        result
     }
 
     /// Blocks until the synchronous id `key` has an event, fetches it and keeps it as the id's

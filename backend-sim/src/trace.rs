@@ -176,6 +176,15 @@ pub(crate) enum Entry {
         listen: IdHandle,
         result: Shown,
     },
+    /// A call on a synchronous id returning once its event came (librdmacm's
+    /// `ucma_complete`): the call's own result, after the `Call` entry of its command.
+    SyncReturn {
+        call: Call,
+        id: IdHandle,
+        kind: EventKind,
+        status: i32,
+        result: Shown,
+    },
     /// A failed `rdma_get_cm_event`.
     GetEventFailed {
         channel: ChannelHandle,
@@ -224,6 +233,17 @@ impl fmt::Display for Entry {
             Entry::GetRequest { listen, result } => {
                 write!(f, "rdma_get_request({listen}) -> {result}")
             }
+            Entry::SyncReturn {
+                call,
+                id,
+                kind,
+                status,
+                result,
+            } => write!(
+                f,
+                "{}({id}) returns {result} with {kind} status {status}",
+                call.name()
+            ),
             Entry::GetEventFailed {
                 channel,
                 wait,

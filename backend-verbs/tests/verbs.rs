@@ -1311,6 +1311,124 @@ fn interop_rdma_core_mckey_sender_with_cmtwin_mckey_receiver() {
     );
 }
 
+/// rdma-core's synchronous example `tool` (`rdma_server`, `rdma_client`, `rdma_xserver`,
+/// `rdma_xclient`) with `args`.
+fn rdma_example(tool: &str, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(tool)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{tool} (rdmacm-utils): {e}"))
+}
+
+/// What the C tools send: their static buffers, never written (16 zero bytes).
+const C_TOOL_MESSAGE: [u8; 16] = [0; 16];
+
+/// Checks the output of a C tool of the synchronous pair that ran to the end: it prints
+/// `<argv[0]>: end 0` (its return value) and exits 0.
+fn assert_rdma_example_completed(tool: &str, ok: bool, out: &str) {
+    assert!(ok, "{out}");
+    assert!(out.contains(&format!("{tool}: start")), "{out}");
+    assert!(out.contains(&format!("{tool}: end 0")), "{out}");
+}
+
+/// Our client of `flavor` against the C server `tool` (with `args`, then `-p <port>`), which
+/// it finds listening or not yet (it retries refused connects): our summary once the tool
+/// ended its run (`<tool>: end 0`).
+fn cmtwin_client_with_c_server(
+    flavor: cmtwin_tests::ports::rdma_server_client::Flavor,
+    tool: &str,
+    args: &[&str],
+) -> cmtwin_tests::ports::rdma_server_client::Summary {
+    use cmtwin_tests::ports::rdma_server_client::{client, Options};
+    let addr = fresh_addr();
+    let port = addr.port().to_string();
+    let t0 = Instant::now();
+    let args: Vec<&str> = args.iter().copied().chain(["-p", &port]).collect();
+    let server = rdma_example(tool, &args);
+    let opts = Options {
+        patience: STEP,
+        ..Options::client(flavor)
+    };
+    let summary = client(&VerbsBackend::new(), addr, &opts);
+    let (ok, out) = finish(server, tool);
+    let summary = summary.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_rdma_example_completed(tool, ok, &out);
+    assert!(!out.contains("doesn't support IBV_SEND_INLINE"), "{out}");
+    eprintln!("interop with {tool} took {:?} ({summary:?})", t0.elapsed());
+    summary
+}
+
+/// The C client `tool` (with `-s <ip> -p <port>` and `args`) against our server of `flavor`,
+/// listening first: our server's summary once the tool ended its run (`<tool>: end 0`).
+fn c_client_with_cmtwin_server(
+    flavor: cmtwin_tests::ports::rdma_server_client::Flavor,
+    tool: &str,
+    args: &[&str],
+) -> cmtwin_tests::ports::rdma_server_client::Summary {
+    use cmtwin_tests::ports::rdma_server_client::{server, Options};
+    let t0 = Instant::now();
+    let (addr, served) =
+        serve_then(move |addr| server(&VerbsBackend::new(), addr, &Options::server(flavor)));
+    let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
+    let args: Vec<&str> = ["-s", &ip, "-p", &port]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let (ok, out) = finish(rdma_example(tool, &args), tool);
+    let summary = served
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_rdma_example_completed(tool, ok, &out);
+    assert!(!out.contains("doesn't support IBV_SEND_INLINE"), "{out}");
+    eprintln!("interop with {tool} took {:?} ({summary:?})", t0.elapsed());
+    summary
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_cmtwin_client_with_rdma_core_rdma_server() {
+    use cmtwin_tests::ports::rdma_server_client::Flavor;
+    let ip = rdma_ip().to_string();
+    let summary = cmtwin_client_with_c_server(Flavor::Plain, "rdma_server", &["-s", &ip]);
+    // rdma_server answered our message with its own; our QP had room for it inline.
+    assert_eq!(summary.received, Some(C_TOOL_MESSAGE));
+    assert_eq!((summary.max_inline_data, summary.inline), (16, true));
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_rdma_core_rdma_client_with_cmtwin_server() {
+    use cmtwin_tests::ports::rdma_server_client::Flavor;
+    // rdma_client waited for our answer (its receive completion) before it ended.
+    let summary = c_client_with_cmtwin_server(Flavor::Plain, "rdma_client", &[]);
+    assert_eq!(summary.received, Some(C_TOOL_MESSAGE));
+    assert_eq!((summary.sent, summary.inline), (true, true));
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_cmtwin_xclient_with_rdma_core_rdma_xserver() {
+    use cmtwin_tests::ports::rdma_server_client::Flavor;
+    // rdma_xserver listens on the wildcard address (it has no -s).
+    let summary = cmtwin_client_with_c_server(Flavor::X, "rdma_xserver", &["-c", "r"]);
+    // Its accept carried its SRQ number, 0 in RC mode; our message went inline.
+    assert_eq!((summary.srqn, summary.received), (Some(0), None));
+    assert!(summary.inline);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
+fn interop_rdma_core_rdma_xclient_with_cmtwin_xserver() {
+    use cmtwin_tests::ports::rdma_server_client::Flavor;
+    // Its inline send (no inline room asked for) reached our receive.
+    let summary = c_client_with_cmtwin_server(Flavor::X, "rdma_xclient", &["-c", "r"]);
+    assert_eq!(summary.received, Some(C_TOOL_MESSAGE));
+    assert!(!summary.sent);
+}
+
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-RoCE VM (scripts/test does)"]
 fn concurrent_calls_from_many_threads_never_crash() {

@@ -373,47 +373,45 @@
 //! [`destroy_ep`](crate::CmBackend::destroy_ep) are `rdma_create_ep` (with no PD: the device's
 //! default one) and `rdma_destroy_ep`, and `get_request` on a passive endpoint made with QP
 //! attributes gives the new id its QP. `rdma_getaddrinfo` is
-//! [`resolve_addrinfo`](crate::CmBackend::resolve_addrinfo) on a synchronous id (created
-//! without a channel), which returns once resolved, then
-//! [`query_addrinfo`](crate::CmBackend::query_addrinfo) and `destroy_id`; an active result
-//! carries only the destination (`src_addr` is `None`, as librdmacm leaves it). rsockets
+//! [`getaddrinfo`](crate::CmBackend::getaddrinfo) (node and service as strings, as in C); an
+//! active result carries only the destination (`src_addr` is `None`, as librdmacm leaves it).
+//! `rdma_create_ep` does not write the QP's capacities back into the attributes as C's does:
+//! `rdma_client`'s check of `attr.cap.max_inline_data` is
+//! [`query_qp_cap`](crate::verbs::DataPath::query_qp_cap) on the id's
+//! [`qp`](crate::verbs::DataPath::qp), as `rdma_server` does it. `QpInitAttr::new` is not a
+//! zeroed struct: it signals every send (`sq_sig_all`) and has small queues; set every field
+//! a C `memset` would have zeroed. A call of a synchronous id (`rdma_connect`, `rdma_accept`,
+//! `rdma_disconnect`, ...) returns once its event came, with that event's errno (ECONNREFUSED
+//! for REJECTED); the event stays the id's current one
+//! ([`sync_event`](crate::CmBackend::sync_event), C's `id->event`), e.g. the private data of
+//! the server's accept. rsockets
 //! (`rs_socket`, `rs_sendto`, ..., which rdma-core's `udpong`, `rstream` and `riostream`
 //! use) are not offered: such a program ports to UD endpoints made the same way (a QP of
 //! `QpType::Ud` in `RDMA_PS_UDP`, `connect` for the server's QP number and address
 //! handle, [`post_ud_send`](crate::verbs::DataPath::post_ud_send) and receives with room for
 //! the 40-byte GRH). Deregister a region only once nothing posted uses it (after its
-//! completions, or after `destroy_ep` flushed them): librdmacm lets `rdma_dereg_mr` free
-//! memory a posted receive still names, cmtwin answers EBUSY.
+//! completions were polled, or after `destroy_ep` destroyed the QP): librdmacm lets
+//! `rdma_dereg_mr` free memory a posted receive still names, cmtwin answers EBUSY. The
+//! simulator lets a region go as soon as its completions are queued, cmtwin-verbs only once
+//! they are polled: after a refused `connect`, whose flushed receive nobody polls, destroy the
+//! endpoint before deregistering its regions, not in C's order.
 //!
 //! `rdma_post_send` with `IBV_SEND_INLINE` (or without `IBV_SEND_SIGNALED`) is
 //! [`DataPath::post_send`](crate::verbs::DataPath::post_send) on the id's
 //! [`qp`](crate::verbs::DataPath::qp) with a [`SendWr`](crate::verbs::SendWr) whose payload is
 //! inline; [`post_send_msg`](crate::verbs::DataPath::post_send_msg) is the signaled send from
 //! a region. Both sides of rdma-core's pair, each in its own simulated process (their calls
-//! block):
+//! block; the example `rdma_server_client` in `tests/examples/` is the whole port, with
+//! inline sends, `rdma_xserver`/`rdma_xclient` and runs against the C tools):
 //!
 //! ```
 //! use std::time::Duration;
 //! use cmtwin::verbs::DataPath;
-//! use cmtwin::{rai, AddrInfo, AddrInfoHints, CmBackend, PortSpace, QpInitAttr, QpType};
-//!
-//! /// `rdma_getaddrinfo`.
-//! fn getaddrinfo<B: CmBackend>(
-//!     cm: &B,
-//!     node: Option<&str>,
-//!     hints: &AddrInfoHints,
-//! ) -> cmtwin::Result<Vec<AddrInfo>> {
-//!     let id = cm.create_id(None, 0, PortSpace::TCP)?;
-//!     let found = cm
-//!         .resolve_addrinfo(id, node, Some("7471"), Some(hints))
-//!         .and_then(|()| cm.query_addrinfo(id));
-//!     cm.destroy_id(id)?;
-//!     found
-//! }
+//! use cmtwin::{rai, AddrInfoHints, CmBackend, PortSpace, QpInitAttr, QpType};
 //!
 //! fn server<B: DataPath>(cm: &B) -> cmtwin::Result<Vec<u8>> {
 //!     let hints = AddrInfoHints::new(rai::PASSIVE).with_port_space(PortSpace::TCP);
-//!     let res = getaddrinfo(cm, None, &hints)?.remove(0);
+//!     let res = cm.getaddrinfo(None, Some("7471"), Some(&hints))?.remove(0);
 //!     let listen = cm.create_ep(&res, Some(&QpInitAttr::new(QpType::Rc)))?;
 //!     cm.listen(listen, 0)?;
 //!     let id = cm.get_request(listen)?; // with its QP
@@ -432,7 +430,7 @@
 //!
 //! fn client<B: DataPath>(cm: &B, server: &str) -> cmtwin::Result<()> {
 //!     let hints = AddrInfoHints::new(0).with_port_space(PortSpace::TCP);
-//!     let res = getaddrinfo(cm, Some(server), &hints)?.remove(0);
+//!     let res = cm.getaddrinfo(Some(server), Some("7471"), Some(&hints))?.remove(0);
 //!     let id = cm.create_ep(&res, Some(&QpInitAttr::new(QpType::Rc)))?;
 //!     let mr = cm.reg_msgs(id, b"hello, server!!!".to_vec())?;
 //!     cm.connect(id, None)?;

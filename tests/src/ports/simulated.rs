@@ -58,22 +58,46 @@ where
     F: Fn(&SimBackend, SocketAddr) -> Result<S> + Send + Clone + 'static,
     G: Fn(&SimBackend, SocketAddr) -> Result<S> + Send + Clone + 'static,
 {
+    let (server, client, end) = run_pair_twice(seed, port, server, client)?;
+    for (side, got) in [("server", server), ("client", client)] {
+        if got != expected {
+            return Err(format!("{side}: {got:?} instead of {expected:?}"));
+        }
+    }
+    Ok(end)
+}
+
+/// [`run_pair`] twice, printing the first run's trace when `CMTWIN_TRACE` is set: both runs
+/// must succeed, and the second must replay the first's trace and end time exactly. Gives
+/// what the server and the client returned (in the first run) and the virtual time at the
+/// end.
+pub fn run_pair_twice<S, F, G>(
+    seed: u64,
+    port: u16,
+    server: F,
+    client: G,
+) -> std::result::Result<(S, S, Duration), String>
+where
+    S: Send + std::fmt::Debug + 'static,
+    F: Fn(&SimBackend, SocketAddr) -> Result<S> + Send + Clone + 'static,
+    G: Fn(&SimBackend, SocketAddr) -> Result<S> + Send + Clone + 'static,
+{
     let run = || run_pair(seed, port, server.clone(), client.clone());
     let first = run();
     if std::env::var_os("CMTWIN_TRACE").is_some() {
         println!("--- trace (seed {seed}) ---\n{}", first.trace);
     }
     first.outcome.clone()?;
-    for (side, got) in [("server", &first.server), ("client", &first.client)] {
-        if got.as_ref() != Some(&expected) {
-            return Err(format!("{side}: {got:?} instead of {expected:?}"));
-        }
-    }
     let second = run();
     if second.trace != first.trace || second.end != first.end {
         return Err(format!("seed {seed} did not replay the same trace"));
     }
-    Ok(first.end)
+    match (first.server, first.client) {
+        (Some(server), Some(client)) => Ok((server, client, first.end)),
+        (server, client) => Err(format!(
+            "a side returned nothing: server {server:?}, client {client:?}"
+        )),
+    }
 }
 
 /// [`run_pair`] on a fabric that `setup` configures further (a configuration, fault plans:
