@@ -26,9 +26,11 @@ pub struct ConnParam {
     pub initiator_depth: u8,
     /// End-to-end flow control.
     pub flow_control: u8,
-    /// Transport retry count (clamped to 7 on the wire).
+    /// Transport retry count (clamped to 7 on the wire). 7, the default, retries without end
+    /// on rxe (Soft-RoCE counts down only below 7), where an InfiniBand HCA makes 7 retries:
+    /// code that must learn of a dead peer from its sends asks for fewer.
     pub retry_count: u8,
-    /// RNR retry count (clamped to 7 on the wire).
+    /// RNR retry count (clamped to 7 on the wire; 7 retries without end everywhere).
     pub rnr_retry_count: u8,
     /// Whether an SRQ is used (ignored when the id has a QP).
     pub srq: u8,
