@@ -539,13 +539,7 @@ pub fn retry_count_7_on_a_silent_peer<B: DataPath>(
 ) -> (usize, QpState) {
     let conn = silent_peer_retrying(server, client, addr, timeout, 7);
     let side = &conn.client;
-    let mr = ok(
-        client.reg_mr(side.pd, b"anyone?!".to_vec(), AccessFlags::NONE),
-        "reg_mr",
-    );
-    let sge = [mr.sge(0, 8)];
-    let wr = SendWr::new(1, SendOp::Send, Payload::Sges(&sge));
-    ok(client.post_send(side.qp, &wr), "post_send");
+    post_probe(client, side);
     ok(client.sleep(window), "sleep through the retries");
     let mut wc = [WorkCompletion::default(); 1];
     let polled = ok(client.poll_cq(side.cq, &mut wc), "poll_cq");
@@ -601,6 +595,16 @@ fn silent_peer_retrying<B: DataPath>(
 /// clock.
 fn send_and_wait<B: DataPath>(client: &B, conn: &Conn) -> (WorkCompletion, Duration) {
     let side = &conn.client;
+    let t0 = post_probe(client, side);
+    let wc = crate::datapath::next_completion(client, side);
+    let took = client.now().saturating_sub(t0);
+    assert_ne!(wc.status, WcStatus::SUCCESS, "nobody could take the send");
+    (wc, took)
+}
+
+/// Posts a send of 8 bytes on `side`'s QP (wr_id 1); when it was posted, on the backend's
+/// clock.
+fn post_probe<B: DataPath>(client: &B, side: &crate::datapath::Side) -> Duration {
     let mr = ok(
         client.reg_mr(side.pd, b"anyone?!".to_vec(), AccessFlags::NONE),
         "reg_mr",
@@ -609,8 +613,5 @@ fn send_and_wait<B: DataPath>(client: &B, conn: &Conn) -> (WorkCompletion, Durat
     let t0 = client.now();
     let wr = SendWr::new(1, SendOp::Send, Payload::Sges(&sge));
     ok(client.post_send(side.qp, &wr), "post_send");
-    let wc = crate::datapath::next_completion(client, side);
-    let took = client.now().saturating_sub(t0);
-    assert_ne!(wc.status, WcStatus::SUCCESS, "nobody could take the send");
-    (wc, took)
+    t0
 }

@@ -529,6 +529,16 @@ fn a_lost_request_is_retransmitted_after_the_timeout_and_delivered_once() {
     assert!(drain(s, &conn.server).is_empty(), "exactly once");
 }
 
+/// Removes the server's device with its port: the server goes silent.
+fn remove_server_device(bed: &SimBed) {
+    ok(
+        bed.fabric
+            .remove_device("server")
+            .map_err(|e| CmError::application(e.to_string())),
+        "remove",
+    );
+}
+
 /// A connection whose client asked for `retry_count` transport retries.
 fn connected_retrying(bed: &SimBed, retry_count: u8) -> Conn {
     let setup = Setup {
@@ -546,12 +556,7 @@ fn a_silent_peer_exhausts_the_transport_retries() {
     let bed = bed(14);
     let c = bed.client();
     let conn = connected_retrying(&bed, 6);
-    ok(
-        bed.fabric
-            .remove_device("server")
-            .map_err(|e| CmError::application(e.to_string())),
-        "remove",
-    );
+    remove_server_device(&bed);
     let t0 = c.now();
     send_bytes(c, &conn.client, 1, SendOp::Send, b"hello?");
     let wc = next_completion(c, &conn.client);
@@ -573,32 +578,18 @@ fn a_retry_count_of_7_is_endless_on_rxe_and_7_retries_on_an_hca() {
     let bed = bed(16);
     let c = bed.client();
     let conn = connected(&bed);
-    ok(
-        bed.fabric
-            .remove_device("server")
-            .map_err(|e| CmError::application(e.to_string())),
-        "remove",
-    );
+    remove_server_device(&bed);
     send_bytes(c, &conn.client, 1, SendOp::Send, b"hello?");
     ok(c.sleep(100 * RETRY), "sleep");
     let mut wc = [WorkCompletion::default(); 1];
     assert_eq!(ok(c.poll_cq(conn.client.cq, &mut wc), "poll_cq"), 0);
     assert_eq!(ok(c.query_qp_state(conn.client.qp), "query"), QpState::Rts);
 
-    let config = SimConfig {
-        wire_jitter: Duration::ZERO,
-        ..SimConfig::default()
-    };
-    let ib = SimBed::with_config(16, Transport::InfiniBand, config);
+    let ib = SimBed::jitterless(16, Transport::InfiniBand);
     let c = ib.client();
     let conn = connected(&ib);
     let timeout = ok(c.init_qp_attr(conn.client.id, QpState::Rts), "init_qp_attr").timeout;
-    ok(
-        ib.fabric
-            .remove_device("server")
-            .map_err(|e| CmError::application(e.to_string())),
-        "remove",
-    );
+    remove_server_device(&ib);
     let t0 = c.now();
     send_bytes(c, &conn.client, 1, SendOp::Send, b"hello?");
     let wc = next_completion(c, &conn.client);
@@ -618,12 +609,7 @@ fn the_connect_retry_count_bounds_the_transport_retries() {
         ..Setup::default()
     };
     let conn = connect_with(s, c, addr(7485), &setup);
-    ok(
-        bed.fabric
-            .remove_device("server")
-            .map_err(|e| CmError::application(e.to_string())),
-        "remove",
-    );
+    remove_server_device(&bed);
     let t0 = c.now();
     send_bytes(c, &conn.client, 1, SendOp::Send, b"x");
     assert_eq!(
