@@ -165,7 +165,12 @@ fn server<B: DataPath>(cm: &B, addr: SocketAddr) -> Result<Tally> {
             match source {
                 PollSource::Cm(_) => on_cm_event(cm, channel, &mut links, &mut tally)?,
                 PollSource::Completion(comp) => {
-                    let link = &links[&comp];
+                    // A DISCONNECTED earlier in this round closed the link: its channel was
+                    // ready with the flush of its last receive (siw flushes as the peer
+                    // closes), which nobody needs now.
+                    let Some(link) = links.get(&comp) else {
+                        continue;
+                    };
                     for value in link.received(cm)? {
                         link.send(cm, value + 1)?;
                         tally.answered += 1;
