@@ -18,8 +18,10 @@
 //! * `address_handles.rs`: `ibv_create_ah`, `ibv_create_ah_from_wc` and `ibv_destroy_ah`.
 //! * `posts.rs`: `ibv_post_send` (with a UD send's destination) and `ibv_post_recv`, each
 //!   request under a token of the backend's that the completion brings back.
+//! * `srqs.rs`: shared receive queues (`ibv_create_srq` and its kin, `id->srq`), their
+//!   receives under tokens of their own.
 //! * `async_events.rs`: the devices' asynchronous events, routed to the backend value whose
-//!   QP or CQ they concern.
+//!   QP, CQ or SRQ they concern.
 //! * `datapath.rs`: the trait's methods.
 //!
 //! Where it differs from the simulator by design:
@@ -57,6 +59,7 @@ mod qp_modify;
 mod qps;
 mod readiness;
 mod regions;
+mod srqs;
 
 pub(crate) use async_events::AsyncInbox;
 pub(crate) use objects::VerbsObjects;
