@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, RecvWr, WorkCompletion};
 use cmtwin::{
     ChannelHandle, CompChannelHandle, ConnParam, CqHandle, EventKind, IdHandle, PdHandle,
-    PortSpace, QpCap, QpHandle, QpType, Wait,
+    PortSpace, QpCap, QpHandle, QpType, SrqHandle, Wait,
 };
 
 use crate::steps::{expect_event_for, expect_request, ok, Listener, RESOLVE_TIMEOUT};
@@ -55,13 +55,14 @@ pub struct Objects {
 
 /// Gives `id` a PD, a completion channel and one CQ of 64 entries reporting to it (or the
 /// `shared` ones), and a QP of type `qp_type` (RC or UC) and capacities `cap` completing
-/// into that CQ.
+/// into that CQ, taking its receives from `srq` if given (else from the id's SRQ, if it has
+/// one).
 pub fn verbs_side<B: DataPath>(
     cm: &B,
     channel: ChannelHandle,
     id: IdHandle,
     (qp_type, cap): (QpType, QpCap),
-    shared: Option<Objects>,
+    (shared, srq): (Option<Objects>, Option<SrqHandle>),
 ) -> Side {
     let objects = shared.unwrap_or_else(|| {
         let pd = ok(cm.alloc_pd(id), "alloc_pd");
@@ -72,6 +73,7 @@ pub fn verbs_side<B: DataPath>(
     let mut attr = QpInitAttrEx::rc(objects.pd, objects.cq, objects.cq);
     attr.qp_type = qp_type;
     attr.cap = cap;
+    attr.srq = srq;
     let qpn = ok(cm.create_qp_ex(id, &attr), "create_qp_ex");
     let qp = ok(cm.qp(id), "id->qp").expect("the id has its QP");
     Side {
@@ -99,6 +101,8 @@ pub struct Setup {
     pub server_objects: Option<Objects>,
     /// Both QPs' type: RC when `None`, else this connected type (UC).
     pub qp_type: Option<QpType>,
+    /// The SRQ the server's QP takes its receives from, if any.
+    pub server_srq: Option<SrqHandle>,
 }
 
 /// Listens on `addr` and connects a client to it as `setup` says, both QPs made by
@@ -125,7 +129,7 @@ pub fn start_connection<B: DataPath>(
     ok(client.resolve_route(cid, RESOLVE_TIMEOUT), "resolve_route");
     expect_event_for(client, cch, EventKind::RouteResolved, cid, 0);
     let qp = (setup.qp_type.unwrap_or(QpType::Rc), setup.cap);
-    let client_side = verbs_side(client, cch, cid, qp, None);
+    let client_side = verbs_side(client, cch, cid, qp, (None, None));
     ok(client.connect(cid, Some(&setup.connect)), "connect");
     let listener = Listener {
         channel: lch,
@@ -133,7 +137,8 @@ pub fn start_connection<B: DataPath>(
         addr,
     };
     let req = expect_request(server, &listener);
-    let server_side = verbs_side(server, lch, req.id, qp, setup.server_objects);
+    let shared = (setup.server_objects, setup.server_srq);
+    let server_side = verbs_side(server, lch, req.id, qp, shared);
     before_accept(&server_side);
     ok(server.accept(req.id, Some(&setup.accept)), "accept");
     expect_event_for(client, cch, EventKind::Established, cid, 0);
