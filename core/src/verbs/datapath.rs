@@ -490,7 +490,11 @@ pub trait DataPath: CmBackend {
         offset: usize,
         len: u32,
     ) -> Result<()> {
-        let srq = self.srq(id)?;
+        // A bad id is the helper's error, as for one without SRQ.
+        let srq = self.srq(id).map_err(|e| crate::CmError {
+            call: crate::Call::PostRecv,
+            ..e
+        })?;
         let call = match srq {
             Some(_) => crate::Call::PostSrqRecv,
             None => crate::Call::PostRecv,
