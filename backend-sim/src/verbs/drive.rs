@@ -89,6 +89,7 @@ impl World {
                 mrs,
                 mr_by_key,
                 srqs,
+                srq_of_qp,
                 ..
             } = &mut self.verbs;
             let qp = qps.get_mut(&q).expect("live QP");
@@ -98,9 +99,9 @@ impl World {
                 dev: qp.dev,
                 pd: qp.pd,
             };
-            let srq = qp
-                .srq
-                .map(|s| srqs.get_mut(&s).expect("an attached SRQ lives"));
+            let srq = srq_of_qp
+                .get(&q)
+                .map(|s| srqs.get_mut(s).expect("an attached SRQ lives"));
             match srq {
                 Some(srq) => {
                     let posted = srq.rq.len();
@@ -163,9 +164,7 @@ impl World {
             QpOutput::SetTimer(after) => self.set_qp_timer(q, self.now.after(after)),
             QpOutput::CancelTimer => self.cancel_qp_timer(q),
             QpOutput::SrqLimitReached => {
-                let srq = self.verbs.qps[&q]
-                    .srq
-                    .expect("only a QP with an SRQ reaches it");
+                let srq = self.verbs.srq_of_qp[&q];
                 let event = VerbsAsyncEvent {
                     kind: AsyncEvent::SRQ_LIMIT_REACHED,
                     qp_num: None,

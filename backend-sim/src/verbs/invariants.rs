@@ -107,10 +107,9 @@ impl World {
         let v = &self.verbs;
         let mut walked = v.srqs.len();
         let mut srq_users: KeyMap<ObjKey, u32> = KeyMap::default();
-        for (_, qp) in v.qps.iter_unordered() {
-            if let Some(s) = qp.srq {
-                *srq_users.entry(s).or_default() += 1;
-            }
+        for (q, s) in &v.srq_of_qp {
+            assert!(v.qps.contains_key(q), "SRQ {s} has dead QP {q}");
+            *srq_users.entry(*s).or_default() += 1;
         }
         for (key, srq) in v.srqs.iter_unordered() {
             *pd_users.entry(srq.pd).or_default() += 1;

@@ -155,8 +155,6 @@ pub(crate) struct Qp {
     pub recv_cq: ObjKey,
     /// Whether the CQs were made for it by `create_qp` (its PD is then its device's default).
     pub implicit: bool,
-    /// The SRQ it takes its receives from.
-    pub srq: Option<ObjKey>,
     /// The peer QP: (host, QP number), once connected.
     pub peer: Option<(HostKey, u32)>,
     /// The timeline entry of the machine's timer, and when that entry runs.
@@ -239,6 +237,9 @@ pub(crate) struct Verbs {
     pub srqs: Store<Srq>,
     /// Each id's SRQ (`id->srq`).
     pub srq_of_id: BTreeMap<IdKey, ObjKey>,
+    /// The SRQ each QP with one takes its receives from (apart from `Qp`, which stays
+    /// compact: most QPs have none).
+    pub srq_of_qp: BTreeMap<ObjKey, ObjKey>,
     /// QPs by (host, QP number).
     pub qp_by_num: KeyMap<(HostKey, u32), ObjKey>,
     /// Each device's default PD (librdmacm's `id->pd` for ids without a QP of their own PD),
@@ -269,6 +270,7 @@ impl Default for Verbs {
             ahs: Store::default(),
             srqs: Store::default(),
             srq_of_id: BTreeMap::new(),
+            srq_of_qp: BTreeMap::new(),
             qp_by_num: KeyMap::default(),
             default_pd: BTreeMap::new(),
             async_events: BTreeMap::new(),

@@ -184,7 +184,7 @@ impl World {
         let q = self.qp_key(host, call, h)?;
         let qp = &self.verbs.qps[&q];
         let (dev, cap) = (qp.dev, qp.machine.cap());
-        if qp.srq.is_some() {
+        if self.verbs.srq_of_qp.contains_key(&q) {
             let why = "the QP takes its receives from an SRQ (ibv_post_srq_recv)";
             return Err(CmError::new(call, Errno::EINVAL, why));
         }

@@ -133,7 +133,6 @@ impl World {
             send_cq,
             recv_cq,
             implicit,
-            srq: None,
             peer: None,
             timer: None,
             timer_due: SimTime(0),
@@ -256,7 +255,7 @@ impl World {
         for cq in [qp.send_cq, qp.recv_cq] {
             self.verbs.cqs.get_mut(&cq).expect("live CQ").users -= 1;
         }
-        self.detach_srq(qp.srq);
+        self.detach_srq(key);
         if qp.implicit {
             for cq in [qp.send_cq, qp.recv_cq] {
                 let channel = self.verbs.cqs[&cq].channel;

@@ -314,7 +314,7 @@ impl World {
     /// has an SRQ (librdmacm's `id->qp->srq != NULL`), else what the parameters say.
     pub(crate) fn announced_srq(&self, id: IdKey, asked: u8) -> u8 {
         match self.qp_of(id) {
-            Some(q) => u8::from(self.verbs.qps[&q].srq.is_some()),
+            Some(q) => u8::from(self.verbs.srq_of_qp.contains_key(&q)),
             None => asked,
         }
     }
@@ -322,13 +322,14 @@ impl World {
     /// Attaches new QP `qp` to SRQ `srq`: its receives come from there from now on.
     pub(crate) fn attach_srq(&mut self, qp: ObjKey, srq: ObjKey) {
         let record = self.verbs.qps.get_mut(&qp).expect("live QP");
-        record.srq = Some(srq);
         record.machine.use_srq();
+        self.verbs.srq_of_qp.insert(qp, srq);
         self.verbs.srqs.get_mut(&srq).expect("live SRQ").users += 1;
     }
 
-    /// Detaches QP record `srq` (a destroyed QP's) from its SRQ.
-    pub(crate) fn detach_srq(&mut self, srq: Option<ObjKey>) {
+    /// Detaches destroyed QP `qp` from its SRQ, if it has one.
+    pub(crate) fn detach_srq(&mut self, qp: ObjKey) {
+        let srq = self.verbs.srq_of_qp.remove(&qp);
         if let Some(s) = srq.and_then(|s| self.verbs.srqs.get_mut(&s)) {
             s.users -= 1;
         }

@@ -143,7 +143,8 @@ impl World {
         };
         let qp = self.verbs.qps.get_mut(&q).expect("indexed QP");
         let dev = qp.dev;
-        let srq_posted = qp.srq.map(|s| self.verbs.srqs[&s].rq.len());
+        let srq_of_qp = self.verbs.srq_of_qp.get(&q);
+        let srq_posted = srq_of_qp.map(|s| self.verbs.srqs[s].rq.len());
         let why = match qp.machine.as_ud() {
             _ if !self.topo.devices[dev].present => "device removed",
             None => "not a UD QP",
