@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 
 use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, RecvWr, WorkCompletion};
 use cmtwin::{
-    ChannelHandle, CompChannelHandle, ConnParam, CqHandle, EventKind, IdHandle, PdHandle,
-    PortSpace, QpCap, QpHandle, QpType, SrqHandle, Wait,
+    ChannelHandle, CmBackend, CompChannelHandle, ConnParam, CqHandle, EventKind, IdHandle,
+    PdHandle, PortSpace, QpCap, QpHandle, QpType, SrqHandle, Wait,
 };
 
 use crate::steps::{expect_event_for, expect_request, ok, Listener, RESOLVE_TIMEOUT};
@@ -115,27 +115,12 @@ pub fn start_connection<B: DataPath>(
     setup: &Setup,
     before_accept: impl FnOnce(&Side),
 ) -> Conn {
-    let lch = ok(server.create_event_channel(), "server channel");
-    let lid = ok(server.create_id(Some(lch), 0, PortSpace::TCP), "listener");
-    ok(server.bind_addr(lid, addr), "bind");
-    ok(server.listen(lid, 8), "listen");
-    let cch = ok(client.create_event_channel(), "client channel");
-    let cid = ok(client.create_id(Some(cch), 0, PortSpace::TCP), "client id");
-    ok(
-        client.resolve_addr(cid, None, addr, RESOLVE_TIMEOUT),
-        "resolve_addr",
-    );
-    expect_event_for(client, cch, EventKind::AddrResolved, cid, 0);
-    ok(client.resolve_route(cid, RESOLVE_TIMEOUT), "resolve_route");
-    expect_event_for(client, cch, EventKind::RouteResolved, cid, 0);
+    let listener = listen_on(server, addr, PortSpace::TCP);
+    let lch = listener.channel;
+    let (cch, cid) = routed_client(client, addr, PortSpace::TCP);
     let qp = (setup.qp_type.unwrap_or(QpType::Rc), setup.cap);
     let client_side = verbs_side(client, cch, cid, qp, (None, None));
     ok(client.connect(cid, Some(&setup.connect)), "connect");
-    let listener = Listener {
-        channel: lch,
-        id: lid,
-        addr,
-    };
     let req = expect_request(server, &listener);
     let shared = (setup.server_objects, setup.server_srq);
     let server_side = verbs_side(server, lch, req.id, qp, shared);
@@ -143,10 +128,38 @@ pub fn start_connection<B: DataPath>(
     ok(server.accept(req.id, Some(&setup.accept)), "accept");
     expect_event_for(client, cch, EventKind::Established, cid, 0);
     Conn {
-        listener: lid,
+        listener: listener.id,
         server: server_side,
         client: client_side,
     }
+}
+
+/// A listening id of port space `ps` on `addr`, on a channel of its own.
+pub fn listen_on<B: CmBackend>(server: &B, addr: SocketAddr, ps: PortSpace) -> Listener {
+    let channel = ok(server.create_event_channel(), "server channel");
+    let id = ok(server.create_id(Some(channel), 0, ps), "listener");
+    ok(server.bind_addr(id, addr), "bind");
+    ok(server.listen(id, 8), "listen");
+    Listener { channel, id, addr }
+}
+
+/// A client id of port space `ps`, on a channel of its own, with its address and route to
+/// `addr` resolved.
+pub fn routed_client<B: CmBackend>(
+    client: &B,
+    addr: SocketAddr,
+    ps: PortSpace,
+) -> (ChannelHandle, IdHandle) {
+    let cch = ok(client.create_event_channel(), "client channel");
+    let cid = ok(client.create_id(Some(cch), 0, ps), "client id");
+    ok(
+        client.resolve_addr(cid, None, addr, RESOLVE_TIMEOUT),
+        "resolve_addr",
+    );
+    expect_event_for(client, cch, EventKind::AddrResolved, cid, 0);
+    ok(client.resolve_route(cid, RESOLVE_TIMEOUT), "resolve_route");
+    expect_event_for(client, cch, EventKind::RouteResolved, cid, 0);
+    (cch, cid)
 }
 
 /// [`start_connection`], then the server's ESTABLISHED.

@@ -17,7 +17,9 @@ use cmtwin::{
     AsyncEvent, Call, ConnParam, Errno, EventKind, IdHandle, PortSpace, QpCap, SrqHandle, Wait,
 };
 
-use crate::datapath::{connect_with, region, Conn, Objects, Setup, Side};
+use crate::datapath::{
+    connect_with, listen_on, region, routed_client, verbs_side, Conn, Objects, Setup, Side,
+};
 use crate::steps::{expect_errno, expect_event_for, ok};
 use crate::ud_datapath::next_completion;
 
@@ -330,39 +332,26 @@ pub fn srq_attributes_and_misuse<B: DataPath>(
 /// receives from it (and announces `srq` 1 in its CONNECT_REQUEST); `post_recv_msg` posts to
 /// the SRQ; `destroy_id_srq` is EBUSY while the QP uses it, then destroys it.
 pub fn an_id_srq_takes_the_ids_receives<B: DataPath>(server: &B, client: &B, addr: SocketAddr) {
-    let lch = ok(server.create_event_channel(), "server channel");
-    let lid = ok(server.create_id(Some(lch), 0, PortSpace::TCP), "listener");
-    ok(server.bind_addr(lid, addr), "bind");
-    ok(server.listen(lid, 8), "listen");
-    let cch = ok(client.create_event_channel(), "client channel");
-    let cid = ok(client.create_id(Some(cch), 0, PortSpace::TCP), "client id");
-    let t = crate::steps::RESOLVE_TIMEOUT;
-    ok(client.resolve_addr(cid, None, addr, t), "resolve_addr");
-    expect_event_for(client, cch, EventKind::AddrResolved, cid, 0);
-    ok(client.resolve_route(cid, t), "resolve_route");
-    expect_event_for(client, cch, EventKind::RouteResolved, cid, 0);
+    let listener = listen_on(server, addr, PortSpace::TCP);
+    let lch = listener.channel;
+    let (cch, cid) = routed_client(client, addr, PortSpace::TCP);
     let (srq, _) = ok(
         client.create_id_srq(cid, None, &SrqAttr::new(4, 1)),
         "create_id_srq",
     );
     assert_eq!(ok(client.srq(cid), "id->srq"), Some(srq));
     let qp_of = (cmtwin::QpType::Rc, QpCap::default());
-    let side = crate::datapath::verbs_side(client, cch, cid, qp_of, (None, None));
+    let side = verbs_side(client, cch, cid, qp_of, (None, None));
     let rx = region(client, side.pd, 64, 0, LW);
     ok(client.post_recv_msg(cid, 5, &rx, 0, 64), "post_recv_msg");
     ok(client.connect(cid, None), "connect");
-    let listener = crate::steps::Listener {
-        channel: lch,
-        id: lid,
-        addr,
-    };
     let req = crate::steps::expect_request(server, &listener);
     let announced = match req.param {
         cmtwin::EventParam::Conn(c) => c.srq,
         other => panic!("CONNECT_REQUEST without connection data: {other:?}"),
     };
     assert_eq!(announced, 1, "the request announces the client's QP's SRQ");
-    let sside = crate::datapath::verbs_side(server, lch, req.id, qp_of, (None, None));
+    let sside = verbs_side(server, lch, req.id, qp_of, (None, None));
     ok(server.accept(req.id, None), "accept");
     expect_event_for(client, cch, EventKind::Established, cid, 0);
     expect_event_for(server, lch, EventKind::Established, req.id, 0);

@@ -74,15 +74,7 @@ impl RawSrq {
     /// `ibv_post_srq_recv` of one receive.
     pub(crate) fn post_recv(&self, wr_id: u64, sges: &[RawSge]) -> CResult<()> {
         let mut sges: Vec<RawSge> = sges.to_vec();
-        // SAFETY: plain data; all-zero is a valid empty request.
-        let mut wr: sys::ibv_recv_wr = unsafe { mem::zeroed() };
-        wr.wr_id = wr_id;
-        wr.sg_list = if sges.is_empty() {
-            ptr::null_mut()
-        } else {
-            sges.as_mut_ptr()
-        };
-        wr.num_sge = c_int::try_from(sges.len()).map_err(|_| libc::EINVAL)?;
+        let mut wr = super::verbs::recv_wr(wr_id, &mut sges)?;
         let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
         // SAFETY: live SRQ; `wr` and its entries are valid for the call (the provider copies
         // them into its ring); the entries name memory by key (see the module's notes).

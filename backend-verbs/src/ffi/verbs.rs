@@ -602,6 +602,20 @@ pub(crate) const SEND_SOLICITED: u32 = sys::ibv_send_flags::IBV_SEND_SOLICITED.0
 /// `IBV_SEND_INLINE`.
 pub(crate) const SEND_INLINE: u32 = sys::ibv_send_flags::IBV_SEND_INLINE.0;
 
+/// One receive request over `sges` (which must outlive its use).
+pub(super) fn recv_wr(wr_id: u64, sges: &mut [RawSge]) -> CResult<sys::ibv_recv_wr> {
+    // SAFETY: plain data; all-zero is a valid empty request.
+    let mut wr: sys::ibv_recv_wr = unsafe { mem::zeroed() };
+    wr.wr_id = wr_id;
+    wr.sg_list = if sges.is_empty() {
+        ptr::null_mut()
+    } else {
+        sges.as_mut_ptr()
+    };
+    wr.num_sge = c_int::try_from(sges.len()).map_err(|_| libc::EINVAL)?;
+    Ok(wr)
+}
+
 /// The C form of QP attributes and the mask of those set.
 pub(crate) type QpAttrC = sys::ibv_qp_attr;
 
@@ -682,15 +696,7 @@ impl RawQp {
     /// `ibv_post_recv` of one request.
     pub(crate) fn post_recv(&self, wr_id: u64, sges: &[RawSge]) -> CResult<()> {
         let mut sges: Vec<RawSge> = sges.to_vec();
-        // SAFETY: plain data; all-zero is a valid empty request.
-        let mut wr: sys::ibv_recv_wr = unsafe { mem::zeroed() };
-        wr.wr_id = wr_id;
-        wr.sg_list = if sges.is_empty() {
-            ptr::null_mut()
-        } else {
-            sges.as_mut_ptr()
-        };
-        wr.num_sge = c_int::try_from(sges.len()).map_err(|_| libc::EINVAL)?;
+        let mut wr = recv_wr(wr_id, &mut sges)?;
         let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
         // SAFETY: as in `post_send`.
         let ret = unsafe { sys::ibv_post_recv(self.ptr.as_ptr(), &mut wr, &mut bad) };
