@@ -42,6 +42,9 @@
 //!   backend's last id (a later `id->pd` makes a new one).
 //! * Capacities are the device's: `create_cq`/`create_qp_ex` beyond them fail with the
 //!   driver's errno (EINVAL on rxe); a post on a QP in RESET fails as the driver says.
+//! * An id's SRQ (`create_id_srq`) is made with `ibv_create_srq` and named in `id->srq`, not
+//!   made by `rdma_create_srq`, whose `rdma_destroy_srq` would also destroy the CQs the id's
+//!   QP uses; a second one on the same id is EINVAL (librdmacm would lose the first).
 //! * `modify_qp` to RTR takes the path MTU from the port's active MTU, and the port from
 //!   `ah_attr.port_num` (1 when 0); `modify_qp_with_mask` takes `path_mtu` 0 for the port's
 //!   active MTU too, and the port as given. An address that leads nowhere is accepted, and

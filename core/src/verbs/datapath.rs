@@ -332,9 +332,12 @@ pub trait DataPath: CmBackend {
     /// `ibv_create_srq(pd, attr)`: a shared receive queue on the PD's device, and the
     /// attributes granted as `ibv_create_srq` writes them back into `attr->attr`. QPs made
     /// with it in [`QpInitAttrEx::srq`] take their receives from it, any of them the oldest
-    /// posted receive, whatever QP posted nothing. A QP entering ERROR leaves the SRQ's
-    /// receives where they are (only one the QP had taken is flushed); an empty SRQ answers
-    /// a send with RNR NAKs, as an empty receive queue does. The limit (`srq_limit`, 0: not
+    /// posted receive. A QP entering ERROR leaves the SRQ's receives where they are (only
+    /// one the QP had taken is flushed), and raises no IBV_EVENT_QP_LAST_WQE_REACHED on rxe
+    /// (measured) nor on the simulator; an empty SRQ answers a send with RNR NAKs, as an
+    /// empty receive queue does. A region a posted receive names cannot be deregistered
+    /// (EBUSY) until its completion is polled (cmtwin-verbs) or queued (the simulator), or the
+    /// SRQ is destroyed. The limit (`srq_limit`, 0: not
     /// armed) raises IBV_EVENT_SRQ_LIMIT_REACHED (`get_async_event`, naming the SRQ) once,
     /// when a message takes a receive and fewer than the limit are left, and disarms it.
     ///
@@ -382,7 +385,10 @@ pub trait DataPath: CmBackend {
     /// `None`, the id's PD ([`pd`](DataPath::pd)), kept as the id's (`id->srq`): a QP the id
     /// makes afterwards takes its receives from it, and `post_recv_msg` posts to it.
     ///
-    /// * EINVAL: the id already has an SRQ or a QP (librdmacm gives a QP made before none).
+    /// An SRQ made after the id's QP is not that QP's (librdmacm gives it none either).
+    ///
+    /// * EINVAL: the id already has an SRQ (librdmacm would lose the first), or `pd` is on
+    ///   another device than the id.
     /// * The errnos of `pd` and `create_srq`.
     fn create_id_srq(
         &self,
