@@ -16,6 +16,7 @@ use cmtwin_tests::ud_datapath::next_completion;
 use cmtwin_tests::{SimBed, TestBed};
 
 const US: Duration = Duration::from_micros(1);
+const LW: cmtwin::verbs::AccessFlags = cmtwin::verbs::AccessFlags::LOCAL_WRITE;
 
 fn bed(seed: u64, transport: Transport) -> SimBed {
     SimBed::jitterless(seed, transport)
@@ -181,4 +182,60 @@ fn an_armed_limit_already_above_the_posted_receives_fires_only_when_a_message_ta
     let events = shared::srq_events(s);
     let kinds: Vec<AsyncEvent> = events.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [AsyncEvent::SRQ_LIMIT_REACHED]);
+}
+
+#[test]
+fn a_ud_qp_takes_its_datagrams_from_an_srq_with_the_grh_space_and_src_qp() {
+    use cmtwin::verbs::{QpAttr, QpInitAttrEx, QpState, RecvWr, UdDest, GRH_LEN};
+    use cmtwin_tests::ud_datapath::{ud_connect, ud_send};
+    let bed = bed(12, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let pair = ud_connect(s, c, addr(7799), |_| {});
+    let pd = pair.server.pd;
+    let (srq, _) = ok(s.create_srq(pd, &SrqAttr::new(4, 1)), "create_srq");
+    let rx = cmtwin_tests::datapath::region(s, pd, GRH_LEN as usize + 16, 0, LW);
+    let sge = [rx.sge(0, rx.length as u32)];
+    let wr = RecvWr {
+        wr_id: 1,
+        sg_list: &sge,
+    };
+    ok(s.post_srq_recv(srq, &wr), "post_srq_recv");
+    let mut attr = QpInitAttrEx::rc(pd, pair.server.cq, pair.server.cq);
+    attr.qp_type = cmtwin::QpType::Ud;
+    attr.srq = Some(srq);
+    let qp = ok(s.create_external_qp(&attr), "create_external_qp (UD, SRQ)");
+    let qpn = ok(s.qp_number(qp), "qp_number");
+    let init = ok(
+        s.init_qp_attr(pair.server.id, QpState::Init),
+        "init_qp_attr",
+    );
+    ok(s.modify_qp(qp, &init), "INIT");
+    for state in [QpState::Rtr, QpState::Rts] {
+        let to = QpAttr {
+            qp_state: Some(state),
+            ..QpAttr::default()
+        };
+        ok(s.modify_qp(qp, &to), "RTR, RTS");
+    }
+    expect_errno(s.post_recv(qp, &wr), Call::PostRecv, Errno::EINVAL);
+    let ah = ok(
+        c.create_ah(pair.client.pd, &pair.to_server.ah_attr),
+        "create_ah",
+    );
+    let dest = UdDest {
+        ah,
+        remote_qpn: qpn,
+        remote_qkey: cmtwin::RDMA_UDP_QKEY,
+    };
+    let t0 = c.now();
+    ud_send(c, &pair.client, 2, dest, b"via srq");
+    let wc = next_completion(s, &pair.server);
+    assert_eq!(
+        (wc.status, wc.wr_id, wc.qp_num, wc.src_qp, wc.byte_len),
+        (WcStatus::SUCCESS, 1, qpn, pair.client.qpn, GRH_LEN + 7)
+    );
+    assert_eq!(s.now() - t0, 5 * US, "one latency");
+    expect_errno(s.destroy_srq(srq), Call::DestroySrq, Errno::EBUSY);
+    ok(s.destroy_external_qp(qp), "destroy_external_qp");
+    ok(s.destroy_srq(srq), "destroy_srq");
 }
