@@ -26,8 +26,10 @@ use std::sync::OnceLock;
 use rdma_sys as sys;
 
 mod devices;
+mod srq;
 mod verbs;
 pub(crate) use devices::{devices, query_device, query_port};
+pub(crate) use srq::{RawSrq, SrqAttrC};
 pub(crate) use verbs::*;
 
 /// Result of a C call: the errno on failure.

@@ -193,7 +193,12 @@ impl VerbsBackend {
             }
             reg.verbs.check_id_qp_retirable(call, id)?;
             match reg.take_id(id) {
-                Ok(obj) => (obj, reg.verbs.retire_id_qp(id)),
+                Ok(obj) => {
+                    if reg.verbs.forget_id_srq(id) {
+                        obj.raw.set_srq(None);
+                    }
+                    (obj, reg.verbs.retire_id_qp(id))
+                }
                 Err(TakeError::Unknown) => unreachable!("checked above under the same lock"),
                 Err(TakeError::InUse(n)) => {
                     return Err(err(

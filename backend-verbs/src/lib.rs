@@ -211,6 +211,7 @@ impl Drop for Shared {
                 let _ = obj.raw.destroy();
             }
         }
+        verbs.teardown_srqs();
         verbs.teardown_rest();
         for ch in channels {
             if let Ok(ch) = Arc::try_unwrap(ch) {

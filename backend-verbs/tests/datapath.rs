@@ -1457,3 +1457,68 @@ mod qp_modify {
         assert_eq!(got, (0, QpState::Rts), "no completion, still RTS");
     }
 }
+
+// ----- shared receive queues (the shared scenarios of `cmtwin_tests::srq_datapath`) -------
+
+mod srq {
+    use cmtwin::verbs::SrqAttr;
+    use cmtwin_tests::srq_datapath as shared;
+
+    use super::{addr, backends, rxe};
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn srq_two_qps_take_the_receives_in_posted_order() {
+        let (s, c) = backends();
+        let got = shared::two_qps_take_the_srq_receives_in_posted_order(&s, &c, [addr(), addr()]);
+        let ids: Vec<u64> = got.iter().map(|w| w.wr_id).collect();
+        assert_eq!(ids, [100, 101, 102]);
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn srq_the_limit_fires_once_when_receives_fall_below_it() {
+        let (s, c) = backends();
+        let armed = shared::the_srq_limit_fires_once_when_receives_fall_below_it(&s, &c, addr());
+        assert_eq!(armed, 3);
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn srq_a_qp_in_error_leaves_the_receives() {
+        let (s, c) = backends();
+        let events = shared::a_qp_in_error_leaves_the_srq_receives(&s, &c, [addr(), addr()]);
+        println!("SRQ events after the QP entered ERROR: {events:?}");
+        if rxe() {
+            assert_eq!(events, [], "rxe raises no IBV_EVENT_QP_LAST_WQE_REACHED");
+        }
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn srq_an_empty_srq_answers_rnr() {
+        let (s, c) = backends();
+        shared::an_empty_srq_answers_rnr(&s, &c, addr());
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn srq_attributes_and_misuse() {
+        let (s, c) = backends();
+        let (granted, queried) = shared::srq_attributes_and_misuse(&s, &c, addr());
+        println!("create_srq(10, 1) wrote back {granted:?}; query_srq read {queried:?}");
+        if rxe() {
+            assert_eq!(
+                (granted, queried),
+                (SrqAttr::new(10, 1), SrqAttr::new(15, 1))
+            );
+        }
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn srq_an_id_srq_takes_the_ids_receives() {
+        let (s, c) = backends();
+        shared::an_id_srq_takes_the_ids_receives(&s, &c, addr());
+    }
+}

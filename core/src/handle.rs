@@ -31,6 +31,11 @@ pub struct CqHandle(u64);
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct QpHandle(u64);
 
+/// A handle to a shared receive queue (`struct ibv_srq`): receives any QP attached to it
+/// consumes.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SrqHandle(u64);
+
 /// A handle to a completion channel (`struct ibv_comp_channel`).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CompChannelHandle(u64);
@@ -77,3 +82,4 @@ handle_impls!(CqHandle, "cq");
 handle_impls!(QpHandle, "qp");
 handle_impls!(CompChannelHandle, "cc");
 handle_impls!(AhHandle, "ah");
+handle_impls!(SrqHandle, "srq");

@@ -61,6 +61,7 @@ pub use event_kind::EventKind;
 pub use expect::{expect_event, ExpectError};
 pub use handle::{
     AhHandle, ChannelHandle, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpHandle,
+    SrqHandle,
 };
 pub use params::{
     rai, AddrInfo, AddrInfoHints, AsyncEvent, CmOption, ConnParam, JoinFlags, QpCap, QpInitAttr,

@@ -108,6 +108,12 @@ impl AsyncEvent {
     pub const SQ_DRAINED: AsyncEvent = AsyncEvent(5);
     /// `IBV_EVENT_PATH_MIG`: switch to the alternate path.
     pub const PATH_MIG: AsyncEvent = AsyncEvent(6);
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`: fewer receives than the SRQ's armed limit are posted
+    /// (the limit is disarmed with it).
+    pub const SRQ_LIMIT_REACHED: AsyncEvent = AsyncEvent(15);
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED`: a QP attached to an SRQ, in ERROR, will take no more
+    /// receives from it (raised by the drivers that raise it; rxe does not).
+    pub const QP_LAST_WQE_REACHED: AsyncEvent = AsyncEvent(16);
 }
 
 /// Capacities of a QP's queues (`struct ibv_qp_cap`): those asked for at creation; the device

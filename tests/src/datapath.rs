@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 
 use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, RecvWr, WorkCompletion};
 use cmtwin::{
-    ChannelHandle, CompChannelHandle, ConnParam, CqHandle, EventKind, IdHandle, PdHandle,
-    PortSpace, QpCap, QpHandle, QpType, Wait,
+    ChannelHandle, CmBackend, CompChannelHandle, ConnParam, CqHandle, EventKind, IdHandle,
+    PdHandle, PortSpace, QpCap, QpHandle, QpType, SrqHandle, Wait,
 };
 
 use crate::steps::{expect_event_for, expect_request, ok, Listener, RESOLVE_TIMEOUT};
@@ -55,13 +55,14 @@ pub struct Objects {
 
 /// Gives `id` a PD, a completion channel and one CQ of 64 entries reporting to it (or the
 /// `shared` ones), and a QP of type `qp_type` (RC or UC) and capacities `cap` completing
-/// into that CQ.
+/// into that CQ, taking its receives from `srq` if given (else from the id's SRQ, if it has
+/// one).
 pub fn verbs_side<B: DataPath>(
     cm: &B,
     channel: ChannelHandle,
     id: IdHandle,
     (qp_type, cap): (QpType, QpCap),
-    shared: Option<Objects>,
+    (shared, srq): (Option<Objects>, Option<SrqHandle>),
 ) -> Side {
     let objects = shared.unwrap_or_else(|| {
         let pd = ok(cm.alloc_pd(id), "alloc_pd");
@@ -72,6 +73,7 @@ pub fn verbs_side<B: DataPath>(
     let mut attr = QpInitAttrEx::rc(objects.pd, objects.cq, objects.cq);
     attr.qp_type = qp_type;
     attr.cap = cap;
+    attr.srq = srq;
     let qpn = ok(cm.create_qp_ex(id, &attr), "create_qp_ex");
     let qp = ok(cm.qp(id), "id->qp").expect("the id has its QP");
     Side {
@@ -99,6 +101,8 @@ pub struct Setup {
     pub server_objects: Option<Objects>,
     /// Both QPs' type: RC when `None`, else this connected type (UC).
     pub qp_type: Option<QpType>,
+    /// The SRQ the server's QP takes its receives from, if any.
+    pub server_srq: Option<SrqHandle>,
 }
 
 /// Listens on `addr` and connects a client to it as `setup` says, both QPs made by
@@ -111,12 +115,43 @@ pub fn start_connection<B: DataPath>(
     setup: &Setup,
     before_accept: impl FnOnce(&Side),
 ) -> Conn {
-    let lch = ok(server.create_event_channel(), "server channel");
-    let lid = ok(server.create_id(Some(lch), 0, PortSpace::TCP), "listener");
-    ok(server.bind_addr(lid, addr), "bind");
-    ok(server.listen(lid, 8), "listen");
+    let listener = listen_on(server, addr, PortSpace::TCP);
+    let lch = listener.channel;
+    let (cch, cid) = routed_client(client, addr, PortSpace::TCP);
+    let qp = (setup.qp_type.unwrap_or(QpType::Rc), setup.cap);
+    let client_side = verbs_side(client, cch, cid, qp, (None, None));
+    ok(client.connect(cid, Some(&setup.connect)), "connect");
+    let req = expect_request(server, &listener);
+    let shared = (setup.server_objects, setup.server_srq);
+    let server_side = verbs_side(server, lch, req.id, qp, shared);
+    before_accept(&server_side);
+    ok(server.accept(req.id, Some(&setup.accept)), "accept");
+    expect_event_for(client, cch, EventKind::Established, cid, 0);
+    Conn {
+        listener: listener.id,
+        server: server_side,
+        client: client_side,
+    }
+}
+
+/// A listening id of port space `ps` on `addr`, on a channel of its own.
+pub fn listen_on<B: CmBackend>(server: &B, addr: SocketAddr, ps: PortSpace) -> Listener {
+    let channel = ok(server.create_event_channel(), "server channel");
+    let id = ok(server.create_id(Some(channel), 0, ps), "listener");
+    ok(server.bind_addr(id, addr), "bind");
+    ok(server.listen(id, 8), "listen");
+    Listener { channel, id, addr }
+}
+
+/// A client id of port space `ps`, on a channel of its own, with its address and route to
+/// `addr` resolved.
+pub fn routed_client<B: CmBackend>(
+    client: &B,
+    addr: SocketAddr,
+    ps: PortSpace,
+) -> (ChannelHandle, IdHandle) {
     let cch = ok(client.create_event_channel(), "client channel");
-    let cid = ok(client.create_id(Some(cch), 0, PortSpace::TCP), "client id");
+    let cid = ok(client.create_id(Some(cch), 0, ps), "client id");
     ok(
         client.resolve_addr(cid, None, addr, RESOLVE_TIMEOUT),
         "resolve_addr",
@@ -124,24 +159,7 @@ pub fn start_connection<B: DataPath>(
     expect_event_for(client, cch, EventKind::AddrResolved, cid, 0);
     ok(client.resolve_route(cid, RESOLVE_TIMEOUT), "resolve_route");
     expect_event_for(client, cch, EventKind::RouteResolved, cid, 0);
-    let qp = (setup.qp_type.unwrap_or(QpType::Rc), setup.cap);
-    let client_side = verbs_side(client, cch, cid, qp, None);
-    ok(client.connect(cid, Some(&setup.connect)), "connect");
-    let listener = Listener {
-        channel: lch,
-        id: lid,
-        addr,
-    };
-    let req = expect_request(server, &listener);
-    let server_side = verbs_side(server, lch, req.id, qp, setup.server_objects);
-    before_accept(&server_side);
-    ok(server.accept(req.id, Some(&setup.accept)), "accept");
-    expect_event_for(client, cch, EventKind::Established, cid, 0);
-    Conn {
-        listener: lid,
-        server: server_side,
-        client: client_side,
-    }
+    (cch, cid)
 }
 
 /// [`start_connection`], then the server's ESTABLISHED.

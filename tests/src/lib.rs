@@ -63,6 +63,7 @@ pub mod qp_modify;
 pub mod random_calls;
 pub mod random_verbs;
 pub mod recording;
+pub mod srq_datapath;
 pub mod steps;
 pub mod trace_text;
 pub mod ud_datapath;

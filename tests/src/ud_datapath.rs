@@ -23,7 +23,7 @@ use cmtwin::{
 };
 
 use crate::datapath::{post_recv_all, region, Side};
-use crate::steps::{expect_errno, expect_event_for, ok, Listener, RESOLVE_TIMEOUT};
+use crate::steps::{expect_errno, expect_event_for, ok};
 
 const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
 
@@ -109,26 +109,11 @@ pub fn ud_connect<B: DataPath>(
     addr: SocketAddr,
     before_accept: impl FnOnce(&Side),
 ) -> UdPair {
-    let lch = ok(server.create_event_channel(), "server channel");
-    let lid = ok(server.create_id(Some(lch), 0, PortSpace::UDP), "listener");
-    ok(server.bind_addr(lid, addr), "bind");
-    ok(server.listen(lid, 8), "listen");
-    let cch = ok(client.create_event_channel(), "client channel");
-    let cid = ok(client.create_id(Some(cch), 0, PortSpace::UDP), "client id");
-    ok(
-        client.resolve_addr(cid, None, addr, RESOLVE_TIMEOUT),
-        "resolve_addr",
-    );
-    expect_event_for(client, cch, EventKind::AddrResolved, cid, 0);
-    ok(client.resolve_route(cid, RESOLVE_TIMEOUT), "resolve_route");
-    expect_event_for(client, cch, EventKind::RouteResolved, cid, 0);
+    let listener = crate::datapath::listen_on(server, addr, PortSpace::UDP);
+    let lch = listener.channel;
+    let (cch, cid) = crate::datapath::routed_client(client, addr, PortSpace::UDP);
     let client_side = ud_side(client, cch, cid);
     ok(client.connect(cid, None), "connect (SIDR request)");
-    let listener = Listener {
-        channel: lch,
-        id: lid,
-        addr,
-    };
     let req = crate::steps::expect_request(server, &listener);
     let server_side = ud_side(server, lch, req.id);
     before_accept(&server_side);
@@ -142,7 +127,7 @@ pub fn ud_connect<B: DataPath>(
     };
     assert_eq!(to_server.qp_num, server_side.qpn, "the server's QPN");
     UdPair {
-        listener: lid,
+        listener: listener.id,
         server: server_side,
         client: client_side,
         to_server,

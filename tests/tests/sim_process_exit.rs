@@ -6,17 +6,24 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cmtwin::verbs::{AccessFlags, DataPath, QpInitAttrEx, QpState};
+use cmtwin::verbs::{AccessFlags, DataPath, QpInitAttrEx, QpState, SrqAttr};
 use cmtwin::{
     Call, CmBackend, CmError, CompChannelHandle, CqHandle, Errno, MrHandle, PdHandle, PortSpace,
-    QpHandle, Wait,
+    QpHandle, SrqHandle, Wait,
 };
 use cmtwin_sim::{Fabric, FaultAction, FaultPlan, SimConfig, Trigger};
 use cmtwin_tests::steps::{expect_errno, ok, resolved_client};
 use cmtwin_tests::{SimBed, TestBed};
 
-/// What the process made: PD, region, completion channel, CQ, external QP.
-type Made = (PdHandle, MrHandle, CompChannelHandle, CqHandle, QpHandle);
+/// What the process made: PD, region, completion channel, CQ, SRQ, external QP.
+type Made = (
+    PdHandle,
+    MrHandle,
+    CompChannelHandle,
+    CqHandle,
+    SrqHandle,
+    QpHandle,
+);
 
 /// Spawns process `name` on the client: it resolves an id to `server` (for the device), makes
 /// one object of each kind, checks its QP is live, then sleeps `linger` and returns without
@@ -37,16 +44,18 @@ fn leave_objects(
         let mr = cm.reg_mr(pd, vec![7; 64], AccessFlags::LOCAL_WRITE)?;
         let comp = cm.create_comp_channel(id)?;
         let cq = cm.create_cq(id, 16, Some(comp))?;
+        let (srq, _) = cm.create_srq(pd, &SrqAttr::new(4, 1))?;
         let qp = cm.create_external_qp(&QpInitAttrEx::rc(pd, cq, cq))?;
         assert_eq!(cm.query_qp_state(qp)?, QpState::Reset);
-        *made.lock().expect("not poisoned") = Some((pd, mr.handle, comp, cq, qp));
+        *made.lock().expect("not poisoned") = Some((pd, mr.handle, comp, cq, srq, qp));
         cm.sleep(linger)
     });
 }
 
 /// Every object of `made` is gone: each destroy call fails as on a stale handle.
 fn expect_all_freed(cm: &impl DataPath, made: Made) {
-    let (pd, mr, comp, cq, qp) = made;
+    let (pd, mr, comp, cq, srq, qp) = made;
+    expect_errno(cm.destroy_srq(srq), Call::DestroySrq, Errno::EBADF);
     expect_errno(
         cm.destroy_external_qp(qp),
         Call::DestroyExternalQp,
@@ -62,8 +71,8 @@ fn expect_all_freed(cm: &impl DataPath, made: Made) {
     expect_errno(cm.dealloc_pd(pd), Call::DeallocPd, Errno::EBADF);
 }
 
-/// A process that returns leaving a PD, a region, a completion channel, a CQ and an external
-/// QP: all are freed with it; a PD the test made itself on the same host stays.
+/// A process that returns leaving a PD, a region, a completion channel, a CQ, an SRQ and an
+/// external QP: all are freed with it; a PD the test made itself on the same host stays.
 #[test]
 fn a_process_exit_frees_the_verbs_objects_it_left() {
     let bed = SimBed::jitterless(51, cmtwin::Transport::Roce);

@@ -258,7 +258,7 @@ impl World {
                 flow_control: p.flow_control,
                 retry_count: p.retry_count.min(7),
                 rnr_retry_count: p.rnr_retry_count.min(7),
-                srq: p.srq,
+                srq: self.announced_srq(key, p.srq),
                 qp_num: id.qp.unwrap_or(p.qp_num),
             },
             ack_timeout: ack_timeout(self.cfg.ca_ack_delay, plt),
@@ -428,7 +428,7 @@ impl World {
             flow_control: p.flow_control,
             retry_count: p.retry_count.min(7),
             rnr_retry_count: p.rnr_retry_count.min(7),
-            srq: p.srq,
+            srq: self.announced_srq(key, p.srq),
             qp_num: id.qp.unwrap_or(p.qp_num),
         };
         let data = padded(

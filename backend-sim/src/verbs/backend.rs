@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use cmtwin::verbs::{
     list_sources, AccessFlags, DataPath, MemoryRegion, Payload, PollSource, QpAttr, QpAttrMask,
-    QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr, VerbsAsyncEvent, WorkCompletion,
+    QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr, SrqAttr, SrqAttrMask, VerbsAsyncEvent,
+    WorkCompletion,
 };
 use cmtwin::{
     AhAttr, AhHandle, Call, CmError, CompChannelHandle, CqHandle, DeviceAttr, Errno, IdHandle,
-    MrHandle, PdHandle, PortAttr, QpCap, QpHandle, Result, Wait,
+    MrHandle, PdHandle, PortAttr, QpCap, QpHandle, Result, SrqHandle, Wait,
 };
 
 use super::wait::{wait_for, WaitOn};
@@ -78,6 +79,14 @@ fn trace_call<T>(
 }
 
 /// "0", for calls that return nothing.
+/// An SRQ's attributes as the trace shows them.
+fn show_srq_attr(a: &SrqAttr) -> String {
+    format!(
+        "{{wr {} sge {} limit {}}}",
+        a.max_wr, a.max_sge, a.srq_limit
+    )
+}
+
 fn zero<T>(_: &T) -> String {
     "0".to_string()
 }
@@ -443,6 +452,79 @@ impl DataPath for SimBackend {
             zero,
             |w, h| w.post_recv(h, qp, wr),
         )
+    }
+
+    fn create_srq(&self, pd: PdHandle, attr: &SrqAttr) -> Result<(SrqHandle, SrqAttr)> {
+        self.verbs_call(
+            Call::CreateSrq,
+            || format!("{pd}, {}", show_srq_attr(attr)),
+            |(s, a): &(SrqHandle, SrqAttr)| format!("{s} {}", show_srq_attr(a)),
+            |w, h| w.create_srq(h, pd, attr),
+        )
+    }
+
+    fn modify_srq(&self, srq: SrqHandle, attr: &SrqAttr, mask: SrqAttrMask) -> Result<()> {
+        self.verbs_call(
+            Call::ModifySrq,
+            || format!("{srq}, {}, mask {:#x}", show_srq_attr(attr), mask.0),
+            zero,
+            |w, h| w.modify_srq(h, srq, attr, mask),
+        )
+    }
+
+    fn query_srq(&self, srq: SrqHandle) -> Result<SrqAttr> {
+        self.verbs_call(
+            Call::QuerySrq,
+            || srq.to_string(),
+            show_srq_attr,
+            |w, h| w.query_srq(h, srq),
+        )
+    }
+
+    fn destroy_srq(&self, srq: SrqHandle) -> Result<()> {
+        self.verbs_call(
+            Call::DestroySrq,
+            || srq.to_string(),
+            zero,
+            |w, h| w.destroy_srq(h, srq),
+        )
+    }
+
+    fn post_srq_recv(&self, srq: SrqHandle, wr: &RecvWr<'_>) -> Result<()> {
+        self.verbs_call(
+            Call::PostSrqRecv,
+            || format!("{srq}, wr {} ({} entries)", wr.wr_id, wr.sg_list.len()),
+            zero,
+            |w, h| w.post_srq_recv(h, srq, wr),
+        )
+    }
+
+    fn create_id_srq(
+        &self,
+        id: IdHandle,
+        pd: Option<PdHandle>,
+        attr: &SrqAttr,
+    ) -> Result<(SrqHandle, SrqAttr)> {
+        self.verbs_call(
+            Call::CreateIdSrq,
+            || format!("{id}, {pd:?}, {}", show_srq_attr(attr)),
+            |(s, a): &(SrqHandle, SrqAttr)| format!("{s} {}", show_srq_attr(a)),
+            |w, h| w.create_id_srq(h, id, pd, attr),
+        )
+    }
+
+    fn destroy_id_srq(&self, id: IdHandle) -> Result<()> {
+        self.verbs_call(
+            Call::DestroyIdSrq,
+            || id.to_string(),
+            zero,
+            |w, h| w.destroy_id_srq(h, id),
+        )
+    }
+
+    fn srq(&self, id: IdHandle) -> Result<Option<SrqHandle>> {
+        let w = self.verbs_lock(Call::IdSrq)?;
+        w.id_srq(self.host, id)
     }
 
     fn get_async_event(&self, wait: Wait) -> Result<VerbsAsyncEvent> {

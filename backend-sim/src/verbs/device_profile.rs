@@ -44,11 +44,16 @@ pub(crate) struct Maxima {
     /// `max_qp_rd_atom` = `max_qp_init_rd_atom`: the bound of `responder_resources` and
     /// `initiator_depth`.
     pub rd_atom: u8,
+    /// `max_srq_wr`: receives an SRQ may be asked for.
+    pub srq_wr: u32,
+    /// `max_srq_sge`: entries of an SRQ's receive.
+    pub srq_sge: u32,
 }
 
 /// The maxima of a device of `transport`: rxe's (`RXE_MAX_QP_WR`, `RXE_MAX_SGE`,
-/// `RXE_MAX_CQE`, `RXE_MAX_QP_RD_ATOM`), siw's (`SIW_MAX_QP_WR`, `SIW_MAX_SGE`,
-/// `SIW_MAX_CQE`, `SIW_MAX_ORD_QP`), or the ConnectX-like profile's.
+/// `RXE_MAX_CQE`, `RXE_MAX_QP_RD_ATOM`, `RXE_MAX_SRQ_WR`, `RXE_MAX_SRQ_SGE`), siw's
+/// (`SIW_MAX_QP_WR`, `SIW_MAX_SGE`, `SIW_MAX_CQE`, `SIW_MAX_ORD_QP`, `SIW_MAX_SRQ_WR`,
+/// `SIW_MAX_SGE`), or the ConnectX-like profile's.
 pub(crate) fn maxima(transport: Transport) -> Maxima {
     match transport {
         Transport::Roce => Maxima {
@@ -56,18 +61,24 @@ pub(crate) fn maxima(transport: Transport) -> Maxima {
             sge: 32,
             cqe: (1 << 15) - 1,
             rd_atom: MAX_RD_ATOM,
+            srq_wr: 0x10_0000,
+            srq_sge: 27,
         },
         Transport::Iwarp => Maxima {
             qp_wr: 32 * 1024,
             sge: 6,
             cqe: 32 * 1024 * 100,
             rd_atom: MAX_RD_ATOM,
+            srq_wr: 320 * 1024,
+            srq_sge: 6,
         },
         Transport::InfiniBand => Maxima {
             qp_wr: 32 * 1024,
             sge: 30,
             cqe: (1 << 22) - 1,
             rd_atom: MAX_RD_ATOM,
+            srq_wr: (1 << 15) - 1,
+            srq_sge: 31,
         },
     }
 }
@@ -115,8 +126,8 @@ pub(crate) fn device_attr(transport: Transport, guid: u64, ca_ack_delay: u8) -> 
         max_res_rd_atom: 0,
         atomic_cap: AtomicCap::Hca,
         max_srq: 0,
-        max_srq_wr: 0,
-        max_srq_sge: 0,
+        max_srq_wr: m.srq_wr,
+        max_srq_sge: m.srq_sge,
         max_ah: 0,
         max_mcast_grp: 0,
         max_mcast_qp_attach: 0,
@@ -144,8 +155,6 @@ fn rxe_device(base: DeviceAttr) -> DeviceAttr {
         max_pd: 0x10_0000,
         max_res_rd_atom: 0x3_f000,
         max_srq: 0x10_0000 - 0x2_0001,
-        max_srq_wr: 0x10_0000,
-        max_srq_sge: 27,
         max_ah: 0x8000 - 1,
         max_mcast_grp: 8192,
         max_mcast_qp_attach: 56,
@@ -171,8 +180,6 @@ fn siw_device(base: DeviceAttr) -> DeviceAttr {
         max_res_rd_atom: 100 * 1024 * 128,
         atomic_cap: AtomicCap::None,
         max_srq: 100 * 1024,
-        max_srq_wr: 320 * 1024,
-        max_srq_sge: 6,
         local_ca_ack_delay: 0,
         ..base
     }
@@ -192,8 +199,6 @@ fn connectx_device(base: DeviceAttr) -> DeviceAttr {
         max_pd: 1 << 24,
         max_res_rd_atom: 1 << 22,
         max_srq: 1 << 23,
-        max_srq_wr: (1 << 15) - 1,
-        max_srq_sge: 31,
         max_ah: i32::MAX as u32,
         max_mcast_grp: 1 << 21,
         max_mcast_qp_attach: 240,

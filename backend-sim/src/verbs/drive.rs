@@ -88,6 +88,8 @@ impl World {
                 qps,
                 mrs,
                 mr_by_key,
+                srqs,
+                srq_of_qp,
                 ..
             } = &mut self.verbs;
             let qp = qps.get_mut(&q).expect("live QP");
@@ -97,7 +99,22 @@ impl World {
                 dev: qp.dev,
                 pd: qp.pd,
             };
-            input(&mut qp.machine, &mut mem, &mut out)
+            let srq = srq_of_qp
+                .get(&q)
+                .map(|s| srqs.get_mut(s).expect("an attached SRQ lives"));
+            match srq {
+                Some(srq) => {
+                    let posted = srq.rq.len();
+                    std::mem::swap(&mut srq.rq, qp.machine.rq_mut());
+                    let r = input(&mut qp.machine, &mut mem, &mut out);
+                    std::mem::swap(&mut srq.rq, qp.machine.rq_mut());
+                    if srq_limit_reached(srq, posted) {
+                        out.push(QpOutput::SrqLimitReached);
+                    }
+                    r
+                }
+                None => input(&mut qp.machine, &mut mem, &mut out),
+            }
         };
         // A receive completion its CQ could not hold puts the QP in ERROR before the
         // acknowledgement that followed it goes out: none does.
@@ -146,6 +163,17 @@ impl World {
             }
             QpOutput::SetTimer(after) => self.set_qp_timer(q, self.now.after(after)),
             QpOutput::CancelTimer => self.cancel_qp_timer(q),
+            QpOutput::SrqLimitReached => {
+                let srq = self.verbs.srq_of_qp[&q];
+                let event = VerbsAsyncEvent {
+                    kind: AsyncEvent::SRQ_LIMIT_REACHED,
+                    qp_num: None,
+                    id: None,
+                    cq: None,
+                    srq: Some(cmtwin::SrqHandle::from_raw(self.stamp(srq))),
+                };
+                self.queue_async_event(host, event);
+            }
             QpOutput::CommEst | QpOutput::SqDrained => {
                 let kind = match output {
                     QpOutput::CommEst => AsyncEvent::COMM_EST,
@@ -156,6 +184,7 @@ impl World {
                     qp_num: Some(qpn),
                     id: id.map(|i| self.id_handle(i)),
                     cq: None,
+                    srq: None,
                 };
                 self.queue_async_event(host, event);
             }
@@ -209,4 +238,16 @@ impl World {
             } => self.deliver_datagram(from, to, sgid, datagram),
         }
     }
+}
+
+/// Whether a message took a receive from `srq` (which held `posted` before the input) and
+/// left fewer than its armed limit: rxe's `get_srq_wqe` then disarms the limit and raises
+/// IBV_EVENT_SRQ_LIMIT_REACHED, once.
+fn srq_limit_reached(srq: &mut super::Srq, posted: usize) -> bool {
+    let left = srq.rq.len();
+    let fired = srq.limit > 0 && left < posted && left < srq.limit as usize;
+    if fired {
+        srq.limit = 0;
+    }
+    fired
 }

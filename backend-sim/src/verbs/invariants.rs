@@ -58,6 +58,7 @@ impl World {
             .filter(|(_, id)| id.qp.is_some())
             .count();
         assert_eq!(ids_with_qp, on_ids, "ids with a QP against QPs on ids");
+        walked += self.check_srq_invariants(&mut pd_users, &mut busy);
         for (key, mr) in v.mrs.iter_unordered() {
             *pd_users.entry(mr.pd).or_default() += 1;
             assert_eq!(
@@ -74,6 +75,7 @@ impl World {
         for ah in v.ahs.iter_unordered().map(|(_, ah)| ah) {
             *pd_users.entry(ah.pd).or_default() += 1;
         }
+
         for (key, pd) in v.pds.iter_unordered() {
             let users = pd_users.get(key).copied().unwrap_or(0);
             assert_eq!(pd.users, users, "PD {key}'s users");
@@ -89,6 +91,39 @@ impl World {
         for (key, channel) in v.channels.iter_unordered() {
             let cqs = channel_cqs.get(key).copied().unwrap_or(0);
             assert_eq!(channel.cqs, cqs, "completion channel {key}'s CQs");
+        }
+        walked
+    }
+
+    /// The SRQs' part: each counts as a user of its PD, its receives' entries keep their
+    /// regions busy, and its count of QPs is the QPs attached to it. How many items it
+    /// walked.
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
+    fn check_srq_invariants(
+        &self,
+        pd_users: &mut KeyMap<ObjKey, u32>,
+        busy: &mut KeyMap<ObjKey, u32>,
+    ) -> usize {
+        let v = &self.verbs;
+        let mut walked = v.srqs.len();
+        let mut srq_users: KeyMap<ObjKey, u32> = KeyMap::default();
+        for (q, s) in &v.srq_of_qp {
+            assert!(v.qps.contains_key(q), "SRQ {s} has dead QP {q}");
+            *srq_users.entry(*s).or_default() += 1;
+        }
+        for (key, srq) in v.srqs.iter_unordered() {
+            *pd_users.entry(srq.pd).or_default() += 1;
+            let users = srq_users.get(key).copied().unwrap_or(0);
+            assert_eq!(srq.users, users, "SRQ {key}'s QPs");
+            for s in srq.rq.iter().flat_map(|r| r.sges.iter()) {
+                walked += 1;
+                if let Some(&mr) = v.mr_by_key.get(&(srq.dev, s.lkey)) {
+                    *busy.entry(mr).or_default() += 1;
+                }
+            }
+            if let Some(id) = srq.id {
+                assert_eq!(v.srq_of_id.get(&id), Some(key), "SRQ {key} by id");
+            }
         }
         walked
     }

@@ -123,6 +123,22 @@ impl QpMachine {
         }
     }
 
+    /// The same QP taking its receives from an SRQ.
+    pub(crate) fn use_srq(&mut self) {
+        match self {
+            QpMachine::Rc(m) => m.use_srq(),
+            QpMachine::Ud(m) => m.use_srq(),
+        }
+    }
+
+    /// The receive queue (an SRQ's while lent to a QP with one: `drive.rs`).
+    pub(crate) fn rq_mut(&mut self) -> &mut crate::lazy_deque::LazyDeque<super::rc::RecvEntry> {
+        match self {
+            QpMachine::Rc(m) => m.rq_mut(),
+            QpMachine::Ud(m) => m.rq_mut(),
+        }
+    }
+
     /// Every outstanding request's entries, discarded without completions (to RESET).
     pub(crate) fn discard(&mut self) -> Vec<Sge> {
         match self {

@@ -18,6 +18,9 @@
 //!   `accept` and at the CONNECT_RESPONSE's processing, ERROR at `disconnect`, a fetched
 //!   REJECTED and device removal); `posts.rs` the posts; `drive.rs` the machine's inputs
 //!   with the regions it may touch, and its outputs carried out.
+//! * `srq.rs`: shared receive queues (`ibv_create_srq` and its kin, `rdma_create_srq`): the
+//!   SRQ keeps the receives; a QP attached to it is lent them for each input (`drive.rs`),
+//!   which raises the SRQ's limit event.
 //! * `device_profile.rs`: what each transport's device answers to `ibv_query_device` and
 //!   `ibv_query_port` (rxe, siw, a ConnectX-like InfiniBand device), and the maxima enforced
 //!   from the same answer; `devices.rs` the calls (`rdma_get_devices`, the queries, an id's
@@ -44,7 +47,7 @@
 //! Service levels, path bits and partition keys are one each: `sl`, `dlid_path_bits` and
 //! `pkey_index` are 0, and a UD QP's INIT takes pkey index 0 and port 1 only.
 //!
-//! Not modelled (yet): SRQs, atomics, memory windows, SQD, path-MTU segmentation (a UD send
+//! Not modelled (yet): XRC SRQs, atomics, memory windows, SQD, path-MTU segmentation (a UD send
 //! above the port's 4096-byte MTU is refused), `ibv_attach_mcast` (a UD QP made apart from ids
 //! sends to groups but receives from none), multicast joins' attachment delay (a membership
 //! receives from the `rdma_join_multicast` call on, not from its MULTICAST_JOIN).
@@ -67,6 +70,7 @@ mod process_exit;
 mod qps;
 mod rc;
 mod readiness;
+mod srq;
 mod ud;
 mod ud_wire;
 mod wait;
@@ -163,6 +167,24 @@ pub(crate) struct Qp {
     pub machine: QpMachine,
 }
 
+/// A shared receive queue.
+pub(crate) struct Srq {
+    pub host: HostKey,
+    pub dev: DevKey,
+    pub pd: ObjKey,
+    /// The id whose SRQ it is (`rdma_create_srq`), if any.
+    pub id: Option<IdKey>,
+    /// How many receives it holds (`query_srq`'s `max_wr`).
+    pub max_wr: u32,
+    pub max_sge: u32,
+    /// The armed limit (0: not armed).
+    pub limit: u32,
+    /// Posted receives, oldest first (lent to a QP during its inputs).
+    pub rq: LazyDeque<rc::RecvEntry>,
+    /// QPs attached to it.
+    pub users: u32,
+}
+
 /// An address handle: where UD sends through it go.
 pub(crate) struct Ah {
     pub host: HostKey,
@@ -213,6 +235,12 @@ pub(crate) struct Verbs {
     pub channels: BoxedStore<CompChannel>,
     pub qps: BoxedStore<Qp>,
     pub ahs: Store<Ah>,
+    pub srqs: Store<Srq>,
+    /// Each id's SRQ (`id->srq`).
+    pub srq_of_id: BTreeMap<IdKey, ObjKey>,
+    /// The SRQ each QP with one takes its receives from (apart from `Qp`, which stays
+    /// compact: most QPs have none).
+    pub srq_of_qp: BTreeMap<ObjKey, ObjKey>,
     /// QPs by (host, QP number).
     pub qp_by_num: KeyMap<(HostKey, u32), ObjKey>,
     /// Each device's default PD (librdmacm's `id->pd` for ids without a QP of their own PD),
@@ -243,6 +271,9 @@ impl Default for Verbs {
             channels: BoxedStore::default(),
             qps: BoxedStore::default(),
             ahs: Store::default(),
+            srqs: Store::default(),
+            srq_of_id: BTreeMap::new(),
+            srq_of_qp: BTreeMap::new(),
             qp_by_num: KeyMap::default(),
             default_pd: BTreeMap::new(),
             async_events: BTreeMap::new(),

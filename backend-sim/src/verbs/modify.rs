@@ -89,10 +89,12 @@ impl World {
                 "IBV_QP_CREATE_BLOCK_SELF_MCAST_LB apart from ids (such a QP joins no group)",
             ));
         }
-        let (dev, pd, cqs) = self.qp_objects(host, call, attr)?;
+        let objects = self.qp_objects(host, call, attr, None)?;
+        let (dev, pd, cqs) = (objects.dev, objects.pd, objects.cqs);
         let qpn = self.draw_qp_number(host, dev);
         let transport = self.topo.devices[dev].transport;
-        let (cap, sig_all) = (super::device_cap(attr.cap, transport), attr.sq_sig_all);
+        let cap = super::qps::without_rq(attr.cap, objects.srq.is_some());
+        let (cap, sig_all) = (super::device_cap(cap, transport), attr.sq_sig_all);
         let machine = match attr.qp_type {
             QpType::Ud => QpMachine::Ud(UdQp::new(qpn, cap, sig_all, 0).in_reset()),
             _ if transport == cmtwin::Transport::Iwarp => {
@@ -105,6 +107,9 @@ impl World {
         };
         let key = self.insert_qp((host, dev, None), pd, cqs, false, machine);
         self.own_verbs_object(key);
+        if let Some(srq) = objects.srq {
+            self.attach_srq(key, srq);
+        }
         Ok(QpHandle::from_raw(self.stamp(key)))
     }
 

@@ -496,6 +496,7 @@ impl World {
                 qp_num: None,
                 id: None,
                 cq: Some(self.cq_handle(key)),
+                srq: None,
             };
             self.record_text(Some(host), TraceKind::Drop, |w| {
                 format!(

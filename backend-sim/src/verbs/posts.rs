@@ -184,6 +184,10 @@ impl World {
         let q = self.qp_key(host, call, h)?;
         let qp = &self.verbs.qps[&q];
         let (dev, cap) = (qp.dev, qp.machine.cap());
+        if self.verbs.srq_of_qp.contains_key(&q) {
+            let why = "the QP takes its receives from an SRQ (ibv_post_srq_recv)";
+            return Err(CmError::new(call, Errno::EINVAL, why));
+        }
         let len = total_len(wr.sg_list);
         if len >= MAX_MSG_SZ {
             return Err(CmError::new(
@@ -261,7 +265,7 @@ impl World {
     /// gives them back as the request keeps them: an entry whose key names no region gets
     /// [`NO_KEY`], so that a region registered later under that key is neither released
     /// by the request's completion (it was never held) nor written by it.
-    fn hold_entries(&mut self, dev: DevKey, sges: &[Sge]) -> Sges {
+    pub(crate) fn hold_entries(&mut self, dev: DevKey, sges: &[Sge]) -> Sges {
         let mut kept = Sges::from(sges);
         let entries: &mut [Sge] = match &mut kept {
             Sges::One(s) => std::slice::from_mut(s),

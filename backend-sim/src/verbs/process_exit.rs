@@ -1,8 +1,8 @@
 //! What the kernel frees when a process exits or crashes: the verbs objects it made through
 //! its device files (uverbs' `uverbs_destroy_ufile_hw` on the file's close). The ids went with
 //! its rdma_cm files (`close_files_of`), and an id's QP and the CQs made for it with the id; what
-//! is left are the objects made explicitly: external QPs, address handles, CQs, completion
-//! channels, regions and PDs. They go in that order (users before what they use). The
+//! is left are the objects made explicitly: external QPs, SRQs, address handles, CQs,
+//! completion channels, regions and PDs. They go in that order (users before what they use). The
 //! simulator lets processes share handles, which the kernel's per-process contexts do not: an
 //! object another process still uses (a CQ its QP completes into, a region its posted work
 //! names) is left to that process.
@@ -27,6 +27,12 @@ impl World {
         for &key in &keys {
             if self.verbs.qps.get(&key).is_some_and(|qp| qp.id.is_none()) {
                 self.drop_external_qp(key);
+            }
+        }
+        for &key in &keys {
+            if self.verbs.srqs.get(&key).is_some_and(|s| s.id.is_none()) {
+                // EBUSY while another process's QP takes its receives: it stays.
+                let _ = self.remove_srq(cmtwin::Call::DestroySrq, key);
             }
         }
         for &key in &keys {

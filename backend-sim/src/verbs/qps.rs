@@ -73,9 +73,14 @@ impl World {
         let cap = attr.cap;
         let send_cq = self.new_cq(host, dev, cap.max_send_wr.max(1), Some(send_channel), true);
         let recv_cq = self.new_cq(host, dev, cap.max_recv_wr.max(1), Some(recv_channel), true);
-        let machine = self.new_machine(id, qpn, attr.qp_type, cap, attr.sq_sig_all);
+        let srq = self.verbs.srq_of_id.get(&id).copied();
+        let machine_cap = without_rq(cap, srq.is_some());
+        let machine = self.new_machine(id, qpn, attr.qp_type, machine_cap, attr.sq_sig_all);
         let where_ = (host, dev, Some(id));
-        self.insert_qp(where_, pd, (send_cq, recv_cq), true, machine);
+        let key = self.insert_qp(where_, pd, (send_cq, recv_cq), true, machine);
+        if let Some(srq) = srq {
+            self.attach_srq(key, srq);
+        }
     }
 
     /// The machine of id `id`'s new QP `qpn` of type `qp_type`: RC or UC (the RC machine
@@ -140,13 +145,15 @@ impl World {
         key
     }
 
-    /// The live PD and CQs of `attr`, all on one device: that device.
+    /// The live PD and CQs of `attr`, all on one device: that device; and the SRQ the QP
+    /// takes its receives from (`attr.srq`, else id `id`'s).
     pub(crate) fn qp_objects(
         &self,
         host: HostKey,
         call: Call,
         attr: &QpInitAttrEx,
-    ) -> Result<(DevKey, ObjKey, (ObjKey, ObjKey))> {
+        id: Option<IdKey>,
+    ) -> Result<QpObjects> {
         let pd = self.pd_key(host, call, attr.pd)?;
         let send_cq = self.cq_key(host, call, attr.send_cq)?;
         let recv_cq = self.cq_key(host, call, attr.recv_cq)?;
@@ -158,7 +165,13 @@ impl World {
                 "the CQs are on another device than the PD",
             ));
         }
-        check_cap(call, &attr.cap, self.topo.devices[dev].transport)?;
+        let srq = self.srq_for_qp(host, call, attr.srq, id, dev)?;
+        check_cap(
+            call,
+            &attr.cap,
+            self.topo.devices[dev].transport,
+            srq.is_some(),
+        )?;
         if attr.block_self_multicast_loopback && attr.qp_type != cmtwin::QpType::Ud {
             return Err(CmError::new(
                 call,
@@ -166,7 +179,12 @@ impl World {
                 "IBV_QP_CREATE_BLOCK_SELF_MCAST_LB on a QP that is not UD",
             ));
         }
-        Ok((dev, pd, (send_cq, recv_cq)))
+        Ok(QpObjects {
+            dev,
+            pd,
+            cqs: (send_cq, recv_cq),
+            srq,
+        })
     }
 
     /// `rdma_create_qp_ex`: a QP with chosen PD and CQs.
@@ -179,8 +197,8 @@ impl World {
         let call = Call::CreateQpEx;
         let (key, dev) = self.id_device(host, call, h)?;
         self.check_qp_allowed(call, key, attr.qp_type)?;
-        let (objects_dev, pd, cqs) = self.qp_objects(host, call, attr)?;
-        if objects_dev != dev {
+        let objects = self.qp_objects(host, call, attr, Some(key))?;
+        if objects.dev != dev {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
@@ -189,17 +207,23 @@ impl World {
         }
         let qpn = self.draw_qp_number(host, dev);
         self.id_mut(key).qp = Some(qpn);
-        let mut machine = self.new_machine(key, qpn, attr.qp_type, attr.cap, attr.sq_sig_all);
+        let cap = without_rq(attr.cap, objects.srq.is_some());
+        let mut machine = self.new_machine(key, qpn, attr.qp_type, cap, attr.sq_sig_all);
         if let (true, Some(ud)) = (attr.block_self_multicast_loopback, machine.as_ud()) {
             ud.block_self_multicast_loopback();
         }
-        self.insert_qp((host, dev, Some(key)), pd, cqs, false, machine);
+        let (pd, cqs) = (objects.pd, objects.cqs);
+        let q = self.insert_qp((host, dev, Some(key)), pd, cqs, false, machine);
+        if let Some(srq) = objects.srq {
+            self.attach_srq(q, srq);
+        }
         Ok(qpn)
     }
 
     /// What the data path keeps of id `id` goes with it: its QP.
     pub(crate) fn verbs_forget_id(&mut self, id: IdKey) {
         self.remove_qp_of(id);
+        self.srq_forget_id(id);
     }
 
     /// Id `id`'s verbs QP, if it has one: found by the QP number the id holds (`id->qp`).
@@ -233,6 +257,7 @@ impl World {
         for cq in [qp.send_cq, qp.recv_cq] {
             self.verbs.cqs.get_mut(&cq).expect("live CQ").users -= 1;
         }
+        self.detach_srq(key);
         if qp.implicit {
             for cq in [qp.send_cq, qp.recv_cq] {
                 let channel = self.verbs.cqs[&cq].channel;
@@ -422,10 +447,33 @@ pub(crate) fn check_librdmacm_cqs(call: Call, cap: &QpCap, transport: Transport)
     ))
 }
 
+/// What `qp_objects` finds for a new QP.
+pub(crate) struct QpObjects {
+    pub dev: DevKey,
+    pub pd: ObjKey,
+    pub cqs: (ObjKey, ObjKey),
+    pub srq: Option<ObjKey>,
+}
+
+/// The capacities of a QP with an SRQ (`with_srq`): no receive queue of its own, which is
+/// what rxe reports (`rxe_qp_to_attr`: 0 receives of 0 entries).
+pub(crate) fn without_rq(cap: QpCap, with_srq: bool) -> QpCap {
+    match with_srq {
+        true => QpCap {
+            max_recv_wr: 0,
+            max_recv_sge: 0,
+            ..cap
+        },
+        false => cap,
+    }
+}
+
 /// EINVAL for capacities a simulated device does not have: the maxima, and (for
-/// `ibv_create_qp_ex`) at least one send and one receive entry.
-fn check_cap(call: Call, cap: &QpCap, transport: Transport) -> Result<()> {
-    if cap.max_send_wr == 0 || cap.max_recv_wr == 0 {
+/// `ibv_create_qp_ex`) at least one send and one receive entry. A QP with an SRQ has no
+/// receive queue: its receive capacities are not looked at (`rxe_qp_chk_cap`).
+fn check_cap(call: Call, cap: &QpCap, transport: Transport, with_srq: bool) -> Result<()> {
+    let cap = &without_rq(*cap, with_srq);
+    if cap.max_send_wr == 0 || (cap.max_recv_wr == 0 && !with_srq) {
         return Err(CmError::new(
             call,
             Errno::EINVAL,

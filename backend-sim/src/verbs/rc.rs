@@ -190,6 +190,9 @@ pub(crate) enum QpOutput {
     CommEst,
     /// The QP, in SQD, has every request it sent acknowledged (IBV_EVENT_SQ_DRAINED).
     SqDrained,
+    /// A receive taken from the QP's SRQ left fewer than its armed limit
+    /// (IBV_EVENT_SRQ_LIMIT_REACHED; made by the world, which owns the SRQ: `drive.rs`).
+    SrqLimitReached,
     /// Send this datagram (UD QPs only, `ud.rs`).
     Datagram(super::ud::Datagram),
 }
@@ -253,6 +256,9 @@ pub(crate) struct RcQp {
     rnr_timer_ns: u32,
     /// Which driver runs it, where they differ.
     driver: Driver,
+    /// Takes its receives from an SRQ: `rq` is the SRQ's, lent for each input (`drive.rs`),
+    /// and neither flushed nor discarded with the QP.
+    srq: bool,
 }
 
 /// The driver running an RC QP, where the model differs between them.
@@ -289,7 +295,19 @@ impl RcQp {
             comm_est: false,
             rnr_timer_ns: 0,
             driver: Driver::Hca,
+            srq: false,
         }
+    }
+
+    /// The same QP taking its receives from an SRQ (see [`RcQp::rq_mut`]), from its creation.
+    pub(crate) fn use_srq(&mut self) {
+        self.srq = true;
+    }
+
+    /// The receive queue: on a QP with an SRQ, the world swaps the SRQ's receives in before
+    /// an input and out after it.
+    pub(crate) fn rq_mut(&mut self) -> &mut LazyDeque<RecvEntry> {
+        &mut self.rq
     }
 
     /// The same QP as siw makes it for a user process (iWARP).
@@ -345,7 +363,11 @@ impl RcQp {
     #[cfg_attr(not(debug_assertions), allow(dead_code))]
     pub(crate) fn posted_sges(&self) -> impl Iterator<Item = &Sge> {
         let sends = self.sq.iter().flat_map(|e| e.sges.iter());
-        sends.chain(self.rq.iter().flat_map(|r| r.sges.iter()))
+        let own = (!self.srq).then_some(&self.rq);
+        sends.chain(
+            own.into_iter()
+                .flat_map(|rq| rq.iter().flat_map(|r| r.sges.iter())),
+        )
     }
 
     /// Every outstanding request's entries, for a QP destroyed or reset with work posted (no
@@ -357,12 +379,14 @@ impl RcQp {
         for e in self.sq.drain(..) {
             sges.extend_from_slice(&e.sges);
         }
-        for r in self.rq.drain(..) {
-            sges.extend_from_slice(&r.sges);
+        if !self.srq {
+            for r in self.rq.drain(..) {
+                sges.extend_from_slice(&r.sges);
+            }
         }
-        let (reliable, driver) = (self.reliable, self.driver);
+        let (reliable, driver, srq) = (self.reliable, self.driver, self.srq);
         *self = RcQp::new(self.qpn, self.cap, self.sq_sig_all).in_reset();
-        (self.reliable, self.driver) = (reliable, driver);
+        (self.reliable, self.driver, self.srq) = (reliable, driver, srq);
         sges
     }
 
@@ -535,7 +559,9 @@ impl RcQp {
             self.complete_send(e, WcStatus::WR_FLUSH_ERR, out);
         }
         self.sent = 0;
-        while let Some(r) = self.rq.pop_front() {
+        // An SRQ's receives stay for the other QPs (rxe's `check_resource` in ERROR takes
+        // none from an SRQ).
+        while let Some(r) = (!self.srq).then(|| self.rq.pop_front()).flatten() {
             self.complete_recv(
                 r,
                 WcStatus::WR_FLUSH_ERR,

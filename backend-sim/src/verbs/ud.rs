@@ -85,6 +85,8 @@ pub(crate) struct UdQp {
     /// Sends posted before RTS.
     sq: LazyDeque<UdSendEntry>,
     rq: LazyDeque<RecvEntry>,
+    /// Takes its receives from an SRQ (as [`super::RcQp::use_srq`]).
+    srq: bool,
 }
 
 impl UdQp {
@@ -99,7 +101,18 @@ impl UdQp {
             blocks_self_loopback: false,
             sq: LazyDeque::default(),
             rq: LazyDeque::default(),
+            srq: false,
         }
+    }
+
+    /// The same QP taking its receives from an SRQ.
+    pub(crate) fn use_srq(&mut self) {
+        self.srq = true;
+    }
+
+    /// The receive queue (an SRQ's, lent, on a QP with one).
+    pub(crate) fn rq_mut(&mut self) -> &mut LazyDeque<RecvEntry> {
+        &mut self.rq
     }
 
     /// The QP in RESET with qkey 0, as `ibv_create_qp` makes it (INIT sets the qkey).
@@ -145,13 +158,19 @@ impl UdQp {
     /// The entries of every outstanding request, send queue first.
     pub(crate) fn posted_sges(&self) -> impl Iterator<Item = &Sge> {
         let sends = self.sq.iter().flat_map(|e| e.sges.iter());
-        sends.chain(self.rq.iter().flat_map(|r| r.sges.iter()))
+        let own = (!self.srq).then_some(&self.rq);
+        sends.chain(
+            own.into_iter()
+                .flat_map(|rq| rq.iter().flat_map(|r| r.sges.iter())),
+        )
     }
 
     /// Every outstanding request's entries, discarded without completions (RESET, destroy).
     pub(crate) fn discard(&mut self) -> Vec<Sge> {
         let mut sges: Vec<Sge> = self.sq.drain(..).flat_map(|e| e.sges.to_vec()).collect();
-        sges.extend(self.rq.drain(..).flat_map(|r| r.sges.to_vec()));
+        if !self.srq {
+            sges.extend(self.rq.drain(..).flat_map(|r| r.sges.to_vec()));
+        }
         self.state = QpState::Reset;
         sges
     }
@@ -193,7 +212,7 @@ impl UdQp {
         while let Some(e) = self.sq.pop_front() {
             self.complete_send(e, WcStatus::WR_FLUSH_ERR, out);
         }
-        while let Some(r) = self.rq.pop_front() {
+        while let Some(r) = (!self.srq).then(|| self.rq.pop_front()).flatten() {
             self.complete_recv(r, WcStatus::WR_FLUSH_ERR, 0, None, Arrival::failed(0), out);
         }
     }
@@ -265,11 +284,12 @@ impl UdQp {
         self.complete_send(e, WcStatus::SUCCESS, out);
     }
 
-    /// Why a datagram arriving now would be dropped, if it would.
-    pub(crate) fn refusal(&self) -> Option<&'static str> {
+    /// Why a datagram arriving now would be dropped, if it would; `srq_posted` is how many
+    /// receives the QP's SRQ holds, when it has one and they are not lent to it.
+    pub(crate) fn refusal(&self, srq_posted: Option<usize>) -> Option<&'static str> {
         if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
             Some("the QP is not ready to receive")
-        } else if self.rq.is_empty() {
+        } else if srq_posted.map_or(self.rq.is_empty(), |n| n == 0) {
             Some("no receive posted")
         } else {
             None
@@ -287,7 +307,7 @@ impl UdQp {
         mem: &mut dyn Memory,
         out: &mut Vec<QpOutput>,
     ) -> Result<(), &'static str> {
-        if let Some(why) = self.refusal() {
+        if let Some(why) = self.refusal(None) {
             return Err(why);
         }
         let r = self.rq.pop_front().expect("checked by refusal");

@@ -143,11 +143,13 @@ impl World {
         };
         let qp = self.verbs.qps.get_mut(&q).expect("indexed QP");
         let dev = qp.dev;
+        let srq_of_qp = self.verbs.srq_of_qp.get(&q);
+        let srq_posted = srq_of_qp.map(|s| self.verbs.srqs[s].rq.len());
         let why = match qp.machine.as_ud() {
             _ if !self.topo.devices[dev].present => "device removed",
             None => "not a UD QP",
             Some(m) if m.qkey() != d.target.remote_qkey => "qkey mismatch",
-            Some(m) => m.refusal().unwrap_or(""),
+            Some(m) => m.refusal(srq_posted).unwrap_or(""),
         };
         if !why.is_empty() {
             self.trace_packet(to.0, TraceKind::Drop, from, to, &d, why);

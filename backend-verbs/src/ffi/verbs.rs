@@ -26,7 +26,7 @@ use std::ptr::{self, NonNull};
 
 use rdma_sys as sys;
 
-use super::{check_ibv, last_errno, set_nonblocking, CResult};
+use super::{check_ibv, last_errno, set_nonblocking, CResult, RawSrq};
 
 /// A device context opened by librdmacm (`id->verbs`): a lookup key and a parent for new
 /// objects; never closed by the backend.
@@ -88,9 +88,15 @@ impl RawCtx {
             None
         };
         let cq = (kind == EVENT_CQ_ERR).then_some(ev.element);
+        let srq = is_srq_event(kind).then_some(ev.element);
         // SAFETY: `ev` was returned by ibv_get_async_event and is acked exactly once.
         unsafe { ibv_ack_async_event_int(&mut ev) };
-        Ok(RawAsyncEvent { kind, qp_num, cq })
+        Ok(RawAsyncEvent {
+            kind,
+            qp_num,
+            cq,
+            srq,
+        })
     }
 }
 
@@ -117,6 +123,12 @@ fn is_qp_event(kind: c_int) -> bool {
     matches!(kind, 1..=7 | 16)
 }
 
+/// Whether events of type `kind` name an SRQ (`IBV_EVENT_SRQ_ERR`,
+/// `IBV_EVENT_SRQ_LIMIT_REACHED`).
+fn is_srq_event(kind: c_int) -> bool {
+    matches!(kind, 14 | 15)
+}
+
 /// An asynchronous event, copied and already acknowledged.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RawAsyncEvent {
@@ -126,6 +138,8 @@ pub(crate) struct RawAsyncEvent {
     pub qp_num: Option<u32>,
     /// The CQ's address (a key only), for CQ events.
     pub cq: Option<usize>,
+    /// The SRQ's address (a key only), for SRQ events.
+    pub srq: Option<usize>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -154,7 +168,7 @@ impl RawPd {
         check_ibv(unsafe { sys::ibv_dealloc_pd(self.0.as_ptr()) }).map_err(|e| (e, self))
     }
 
-    fn as_ptr(&self) -> *mut sys::ibv_pd {
+    pub(super) fn as_ptr(&self) -> *mut sys::ibv_pd {
         self.0.as_ptr()
     }
 }
@@ -461,11 +475,17 @@ pub(crate) struct QpCaps {
 }
 
 impl QpCaps {
-    fn init_attr(&self, send_cq: &RawCq, recv_cq: &RawCq) -> sys::ibv_qp_init_attr {
+    fn init_attr(
+        &self,
+        send_cq: &RawCq,
+        recv_cq: &RawCq,
+        srq: Option<&RawSrq>,
+    ) -> sys::ibv_qp_init_attr {
         // SAFETY: plain data; all-zero means no SRQ and no context.
         let mut init: sys::ibv_qp_init_attr = unsafe { mem::zeroed() };
         init.send_cq = send_cq.ptr.as_ptr();
         init.recv_cq = recv_cq.ptr.as_ptr();
+        init.srq = srq.map_or(ptr::null_mut(), RawSrq::as_ptr);
         init.cap.max_send_wr = self.max_send_wr;
         init.cap.max_recv_wr = self.max_recv_wr;
         init.cap.max_send_sge = self.max_send_sge;
@@ -582,20 +602,35 @@ pub(crate) const SEND_SOLICITED: u32 = sys::ibv_send_flags::IBV_SEND_SOLICITED.0
 /// `IBV_SEND_INLINE`.
 pub(crate) const SEND_INLINE: u32 = sys::ibv_send_flags::IBV_SEND_INLINE.0;
 
+/// One receive request over `sges` (which must outlive its use).
+pub(super) fn recv_wr(wr_id: u64, sges: &mut [RawSge]) -> CResult<sys::ibv_recv_wr> {
+    // SAFETY: plain data; all-zero is a valid empty request.
+    let mut wr: sys::ibv_recv_wr = unsafe { mem::zeroed() };
+    wr.wr_id = wr_id;
+    wr.sg_list = if sges.is_empty() {
+        ptr::null_mut()
+    } else {
+        sges.as_mut_ptr()
+    };
+    wr.num_sge = c_int::try_from(sges.len()).map_err(|_| libc::EINVAL)?;
+    Ok(wr)
+}
+
 /// The C form of QP attributes and the mask of those set.
 pub(crate) type QpAttrC = sys::ibv_qp_attr;
 
 impl RawQp {
-    /// `ibv_create_qp` in `pd` completing into the CQs: a QP in RESET.
+    /// `ibv_create_qp` in `pd` completing into the CQs (taking its receives from `srq`): a
+    /// QP in RESET.
     pub(crate) fn create(
         pd: &RawPd,
-        send_cq: &RawCq,
-        recv_cq: &RawCq,
+        (send_cq, recv_cq): (&RawCq, &RawCq),
+        srq: Option<&RawSrq>,
         caps: &QpCaps,
     ) -> CResult<RawQp> {
-        let mut init = caps.init_attr(send_cq, recv_cq);
-        // SAFETY: live PD and CQs of one context (checked by the caller); `init` is valid
-        // for the call.
+        let mut init = caps.init_attr(send_cq, recv_cq, srq);
+        // SAFETY: live PD, CQs and SRQ of one context (checked by the caller); `init` is
+        // valid for the call.
         let p = unsafe { sys::ibv_create_qp(pd.as_ptr(), &mut init) };
         NonNull::new(p)
             .map(|ptr| RawQp { ptr, owned: true })
@@ -661,15 +696,7 @@ impl RawQp {
     /// `ibv_post_recv` of one request.
     pub(crate) fn post_recv(&self, wr_id: u64, sges: &[RawSge]) -> CResult<()> {
         let mut sges: Vec<RawSge> = sges.to_vec();
-        // SAFETY: plain data; all-zero is a valid empty request.
-        let mut wr: sys::ibv_recv_wr = unsafe { mem::zeroed() };
-        wr.wr_id = wr_id;
-        wr.sg_list = if sges.is_empty() {
-            ptr::null_mut()
-        } else {
-            sges.as_mut_ptr()
-        };
-        wr.num_sge = c_int::try_from(sges.len()).map_err(|_| libc::EINVAL)?;
+        let mut wr = recv_wr(wr_id, &mut sges)?;
         let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
         // SAFETY: as in `post_send`.
         let ret = unsafe { sys::ibv_post_recv(self.ptr.as_ptr(), &mut wr, &mut bad) };
@@ -753,20 +780,22 @@ impl super::RawId {
         NonNull::new(unsafe { (*self.as_ptr()).verbs }).map(RawCtx)
     }
 
-    /// `rdma_create_qp(id, pd, attr)` with the given CQs; returns the QP number.
+    /// `rdma_create_qp(id, pd, attr)` with the given CQs and SRQ (without one, librdmacm
+    /// gives the QP `id->srq`); returns the QP number.
     pub(crate) fn create_qp_with(
         &self,
         pd: &RawPd,
         cqs: Option<(&RawCq, &RawCq)>,
+        srq: Option<&RawSrq>,
         caps: &QpCaps,
     ) -> CResult<u32> {
         if let (Some((s, r)), true) = (cqs, caps.create_flags != 0) {
-            return self.create_qp_flagged(pd, (s, r), caps);
+            return self.create_qp_flagged(pd, (s, r), srq, caps);
         }
         // SAFETY: plain data; zero CQs make librdmacm create them.
         let mut init: sys::ibv_qp_init_attr = unsafe { mem::zeroed() };
         if let Some((s, r)) = cqs {
-            init = caps.init_attr(s, r);
+            init = caps.init_attr(s, r, srq);
         } else {
             init.cap.max_send_wr = caps.max_send_wr;
             init.cap.max_recv_wr = caps.max_recv_wr;
@@ -788,16 +817,18 @@ impl super::RawId {
         &self,
         pd: &RawPd,
         (send_cq, recv_cq): (&RawCq, &RawCq),
+        srq: Option<&RawSrq>,
         caps: &QpCaps,
     ) -> CResult<u32> {
-        let base = caps.init_attr(send_cq, recv_cq);
-        // SAFETY: plain data; all-zero means no SRQ, XRC domain, indirection table or TSO.
+        let base = caps.init_attr(send_cq, recv_cq, srq);
+        // SAFETY: plain data; all-zero means no XRC domain, indirection table or TSO.
         let mut init: sys::ibv_qp_init_attr_ex = unsafe { mem::zeroed() };
         init.send_cq = base.send_cq;
         init.recv_cq = base.recv_cq;
         init.cap = base.cap;
         init.qp_type = base.qp_type;
         init.sq_sig_all = base.sq_sig_all;
+        init.srq = base.srq;
         init.pd = pd.as_ptr();
         init.create_flags = caps.create_flags;
         init.comp_mask = sys::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0

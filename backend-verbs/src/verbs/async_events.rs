@@ -1,5 +1,5 @@
 //! The devices' asynchronous events (`ibv_get_async_event`), routed to the backend value
-//! whose QP or CQ they concern.
+//! whose QP, CQ or SRQ they concern.
 //!
 //! A device context, and so its one asynchronous event fd, is shared by every backend value
 //! of the process (librdmacm opens each device once). Whichever backend reads an event
@@ -54,17 +54,29 @@ impl AsyncInbox {
     }
 }
 
-/// Who owns which QPs and CQs, process-wide.
+/// Who owns which QPs, CQs and SRQs, process-wide.
 #[derive(Default)]
 struct Owners {
     qps: BTreeMap<(usize, u32), Weak<AsyncInbox>>,
     cqs: BTreeMap<usize, Weak<AsyncInbox>>,
+    srqs: BTreeMap<usize, Weak<AsyncInbox>>,
 }
 
 static OWNERS: Mutex<Owners> = Mutex::new(Owners {
     qps: BTreeMap::new(),
     cqs: BTreeMap::new(),
+    srqs: BTreeMap::new(),
 });
+
+/// SRQ `addr` belongs to `inbox`.
+pub(crate) fn own_srq(addr: usize, inbox: &Arc<AsyncInbox>) {
+    lock(&OWNERS).srqs.insert(addr, Arc::downgrade(inbox));
+}
+
+/// SRQ `addr` is gone.
+pub(crate) fn forget_srq(addr: usize) {
+    lock(&OWNERS).srqs.remove(&addr);
+}
 
 /// QP `qpn` of context `ctx` belongs to `inbox`.
 pub(crate) fn own_qp(ctx: usize, qpn: u32, inbox: &Arc<AsyncInbox>) {
@@ -96,10 +108,11 @@ pub(crate) fn pump(ctx: RawCtx) -> crate::ffi::CResult<()> {
             Err(e) => return Err(e),
         };
         let owners = lock(&OWNERS);
-        let owner = match (ev.qp_num, ev.cq) {
-            (Some(qpn), _) => owners.qps.get(&(ctx.addr(), qpn)),
-            (None, Some(cq)) => owners.cqs.get(&cq),
-            (None, None) => None,
+        let owner = match (ev.qp_num, ev.cq, ev.srq) {
+            (Some(qpn), _, _) => owners.qps.get(&(ctx.addr(), qpn)),
+            (None, Some(cq), _) => owners.cqs.get(&cq),
+            (None, None, Some(srq)) => owners.srqs.get(&srq),
+            (None, None, None) => None,
         }
         .and_then(Weak::upgrade);
         drop(owners);

@@ -299,6 +299,13 @@ fn translate(reg: &mut Registry, ctx: usize, r: &RawWc) -> WorkCompletion {
         pkey_index: r.pkey_index,
     };
     let token = r.wr_id;
+    if let Some((wr_id, opcode)) = super::srqs::take_srq_receive(reg, token) {
+        out.wr_id = wr_id;
+        if status != WcStatus::SUCCESS {
+            out.opcode = opcode;
+        }
+        return out;
+    }
     let posted = reg
         .verbs
         .qp_by_num

@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use cmtwin::verbs::{
     AccessFlags, DataPath, MemoryRegion, PollSource, QpAttr, QpAttrMask, QpCqs, QpInitAttrEx,
-    QpState, RecvWr, SendWr, VerbsAsyncEvent, WorkCompletion,
+    QpState, RecvWr, SendWr, SrqAttr, SrqAttrMask, VerbsAsyncEvent, WorkCompletion,
 };
 use cmtwin::{
     AhAttr, AhHandle, AsyncEvent, Call, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle,
-    QpCap, QpHandle, Result, Wait,
+    QpCap, QpHandle, Result, SrqHandle, Wait,
 };
 
 use crate::ffi::{RawAsyncEvent, RawCtx};
@@ -41,6 +41,10 @@ impl VerbsBackend {
                 .cq
                 .and_then(|a| reg.verbs.cq_by_addr.get(&a))
                 .map(|&k| CqHandle::from_raw(k)),
+            srq: ev
+                .srq
+                .and_then(|a| reg.verbs.srq_by_addr.get(&a))
+                .map(|&k| SrqHandle::from_raw(k)),
         }
     }
 
@@ -226,6 +230,43 @@ impl DataPath for VerbsBackend {
 
     fn post_recv(&self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()> {
         self.post_recv_impl(qp, wr)
+    }
+
+    fn create_srq(&self, pd: PdHandle, attr: &SrqAttr) -> Result<(SrqHandle, SrqAttr)> {
+        self.create_srq_impl(pd, attr)
+    }
+
+    fn modify_srq(&self, srq: SrqHandle, attr: &SrqAttr, mask: SrqAttrMask) -> Result<()> {
+        self.modify_srq_impl(srq, attr, mask)
+    }
+
+    fn query_srq(&self, srq: SrqHandle) -> Result<SrqAttr> {
+        self.query_srq_impl(srq)
+    }
+
+    fn destroy_srq(&self, srq: SrqHandle) -> Result<()> {
+        self.destroy_srq_impl(srq)
+    }
+
+    fn post_srq_recv(&self, srq: SrqHandle, wr: &RecvWr<'_>) -> Result<()> {
+        self.post_srq_recv_impl(srq, wr)
+    }
+
+    fn create_id_srq(
+        &self,
+        id: IdHandle,
+        pd: Option<PdHandle>,
+        attr: &SrqAttr,
+    ) -> Result<(SrqHandle, SrqAttr)> {
+        self.create_id_srq_impl(id, pd, attr)
+    }
+
+    fn destroy_id_srq(&self, id: IdHandle) -> Result<()> {
+        self.destroy_id_srq_impl(id)
+    }
+
+    fn srq(&self, id: IdHandle) -> Result<Option<SrqHandle>> {
+        self.id_srq_impl(id)
     }
 
     fn get_async_event(&self, wait: Wait) -> Result<VerbsAsyncEvent> {

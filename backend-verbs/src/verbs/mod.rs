@@ -18,8 +18,10 @@
 //! * `address_handles.rs`: `ibv_create_ah`, `ibv_create_ah_from_wc` and `ibv_destroy_ah`.
 //! * `posts.rs`: `ibv_post_send` (with a UD send's destination) and `ibv_post_recv`, each
 //!   request under a token of the backend's that the completion brings back.
+//! * `srqs.rs`: shared receive queues (`ibv_create_srq` and its kin, `id->srq`), their
+//!   receives under tokens of their own.
 //! * `async_events.rs`: the devices' asynchronous events, routed to the backend value whose
-//!   QP or CQ they concern.
+//!   QP, CQ or SRQ they concern.
 //! * `datapath.rs`: the trait's methods.
 //!
 //! Where it differs from the simulator by design:
@@ -40,6 +42,9 @@
 //!   backend's last id (a later `id->pd` makes a new one).
 //! * Capacities are the device's: `create_cq`/`create_qp_ex` beyond them fail with the
 //!   driver's errno (EINVAL on rxe); a post on a QP in RESET fails as the driver says.
+//! * An id's SRQ (`create_id_srq`) is made with `ibv_create_srq` and named in `id->srq`, not
+//!   made by `rdma_create_srq`, whose `rdma_destroy_srq` would also destroy the CQs the id's
+//!   QP uses; a second one on the same id is EINVAL (librdmacm would lose the first).
 //! * `modify_qp` to RTR takes the path MTU from the port's active MTU, and the port from
 //!   `ah_attr.port_num` (1 when 0); `modify_qp_with_mask` takes `path_mtu` 0 for the port's
 //!   active MTU too, and the port as given. An address that leads nowhere is accepted, and
@@ -57,6 +62,7 @@ mod qp_modify;
 mod qps;
 mod readiness;
 mod regions;
+mod srqs;
 
 pub(crate) use async_events::AsyncInbox;
 pub(crate) use objects::VerbsObjects;

@@ -11,7 +11,7 @@ use cmtwin::{Call, CmError, IdHandle, QpCap};
 
 use super::regions::Region;
 use crate::err;
-use crate::ffi::{RawAh, RawCompChannel, RawCq, RawCtx, RawPd, RawQp};
+use crate::ffi::{RawAh, RawCompChannel, RawCq, RawCtx, RawPd, RawQp, RawSrq};
 
 /// A protection domain.
 pub(crate) struct PdObj {
@@ -59,9 +59,31 @@ pub(crate) struct QpObj {
     pub cap: QpCap,
     /// A UD QP (its sends need a destination: an address handle).
     pub ud: bool,
+    /// Takes its receives from an SRQ (it has no receive queue).
+    pub srq: bool,
     /// Held across each `ibv_post_send`, so that tokens follow the send queue's order.
     pub send_order: Mutex<()>,
     pub queues: Mutex<Queues>,
+}
+
+/// A shared receive queue and its outstanding receives.
+pub(crate) struct SrqObj {
+    pub raw: RawSrq,
+    pub ctx: RawCtx,
+    /// Its number in its receives' tokens (`srqs.rs`).
+    pub tag: u64,
+    /// Receives by token, until their completion is polled.
+    pub posted: Mutex<Queues>,
+}
+
+/// An SRQ and what uses it.
+pub(crate) struct SrqEntry {
+    pub obj: Arc<SrqObj>,
+    pub pd: u64,
+    /// The id whose SRQ it is (`id->srq`), if any.
+    pub id: Option<IdHandle>,
+    /// QPs taking their receives from it.
+    pub users: u32,
 }
 
 /// An address handle.
@@ -119,6 +141,8 @@ pub(crate) struct QpEntry {
     pub pd: u64,
     pub send_cq: u64,
     pub recv_cq: u64,
+    /// The SRQ it takes its receives from.
+    pub srq: Option<u64>,
 }
 
 /// Every verbs object of one backend value.
@@ -135,6 +159,16 @@ pub(crate) struct VerbsObjects {
     pub qps: BTreeMap<u64, QpEntry>,
     pub qp_by_num: BTreeMap<(usize, u32), u64>,
     pub qp_of_id: BTreeMap<IdHandle, u64>,
+    pub srqs: BTreeMap<u64, SrqEntry>,
+    pub srq_by_addr: BTreeMap<usize, u64>,
+    pub srq_of_id: BTreeMap<IdHandle, u64>,
+    /// SRQs by the tag in their receives' tokens.
+    pub srq_by_tag: BTreeMap<u64, u64>,
+    /// The next SRQ's tag.
+    pub next_srq_tag: u64,
+    /// Receives of destroyed SRQs whose completions may still be in a CQ: token → (wr_id,
+    /// opcode).
+    pub srq_orphans: BTreeMap<u64, (u64, WcOpcode)>,
     /// Requests of destroyed or reset QPs whose completions may still be in a CQ:
     /// (context, QP number, token) → (wr_id, opcode, CQ key).
     pub orphans: BTreeMap<(usize, u32, u64), (u64, WcOpcode, u64)>,
@@ -250,6 +284,9 @@ impl VerbsObjects {
         self.orphan_requests(&e.obj, e.send_cq, e.recv_cq);
         if let Some(pd) = self.pds.get_mut(&e.pd) {
             pd.users -= 1;
+        }
+        if let Some(s) = e.srq.and_then(|s| self.srqs.get_mut(&s)) {
+            s.users -= 1;
         }
         let mut retired = Retired {
             qp: Some(e.obj),

@@ -25,7 +25,7 @@ use crate::registry::lock;
 use crate::{c_err, err, VerbsBackend};
 
 /// The C entries of `sges`.
-fn raw_sges(sges: &[Sge]) -> Vec<RawSge> {
+pub(super) fn raw_sges(sges: &[Sge]) -> Vec<RawSge> {
     sges.iter()
         .map(|s| RawSge {
             addr: s.addr,
@@ -36,7 +36,7 @@ fn raw_sges(sges: &[Sge]) -> Vec<RawSge> {
 }
 
 /// Counts the request against every registered region its entries name by key.
-fn hold(keys: &KeyTable, ctx: usize, sges: &[Sge]) -> Vec<Arc<Region>> {
+pub(super) fn hold(keys: &KeyTable, ctx: usize, sges: &[Sge]) -> Vec<Arc<Region>> {
     sges.iter()
         .filter_map(|s| keys.get(&(ctx, s.lkey)))
         .map(|r| {
@@ -229,6 +229,10 @@ impl VerbsBackend {
     pub(crate) fn post_recv_impl(&self, h: QpHandle, wr: &RecvWr<'_>) -> Result<()> {
         let call = Call::PostRecv;
         let qp = self.qp_obj(call, h)?;
+        if qp.srq {
+            let why = "the QP takes its receives from an SRQ (ibv_post_srq_recv)";
+            return Err(err(call, libc::EINVAL, why));
+        }
         if wr.sg_list.len() > qp.cap.max_recv_sge as usize {
             return Err(err(
                 call,

@@ -13,6 +13,7 @@ use cmtwin::{
 
 use super::objects::{
     in_use, ChannelEntry, ChannelObj, CqEntry, CqObj, PdEntry, PdObj, QpEntry, QpObj, Queues,
+    SrqObj,
 };
 use crate::ffi::{IdQpParts, QpAttrC, QpCaps, RawCtx, RawPd, RawQp, QPT_RC, QPT_UC, QPT_UD};
 use crate::registry::{IdObj, Registry};
@@ -45,9 +46,10 @@ fn qpt(t: QpType) -> u32 {
     }
 }
 
-/// EINVAL unless every capacity is at least 1 request per queue.
-fn check_cap(call: Call, cap: &QpCap) -> Result<()> {
-    if cap.max_send_wr == 0 || cap.max_recv_wr == 0 {
+/// EINVAL unless every capacity is at least 1 request per queue (a QP with an SRQ has no
+/// receive queue of its own).
+fn check_cap(call: Call, cap: &QpCap, with_srq: bool) -> Result<()> {
+    if cap.max_send_wr == 0 || (cap.max_recv_wr == 0 && !with_srq) {
         return Err(err(
             call,
             libc::EINVAL,
@@ -79,13 +81,15 @@ struct QpObjects {
     pd: Arc<PdObj>,
     send_cq: Arc<CqObj>,
     recv_cq: Arc<CqObj>,
+    /// The SRQ it takes its receives from: its key and object.
+    srq: Option<(u64, Arc<SrqObj>)>,
 }
 
 /// A fresh QP object. Posts are checked against the capacities the device granted, which may
 /// exceed those asked for (`ibv_create_qp` writes them back; rxe grants 16 inline bytes to a
 /// QP that asked for none but has one entry a request); `asked` stands in if the device
 /// cannot be queried.
-fn qp_obj(raw: RawQp, asked: QpCap, ud: bool) -> Arc<QpObj> {
+fn qp_obj(raw: RawQp, asked: QpCap, ud: bool, srq: bool) -> Arc<QpObj> {
     let ctx = raw.ctx();
     let qpn = raw.qp_num();
     let cap = raw.cap().map_or(asked, |c| QpCap {
@@ -101,6 +105,7 @@ fn qp_obj(raw: RawQp, asked: QpCap, ud: bool) -> Arc<QpObj> {
         qpn,
         cap,
         ud,
+        srq,
         send_order: Mutex::new(()),
         queues: Mutex::new(Queues::default()),
     })
@@ -221,9 +226,10 @@ impl VerbsBackend {
         t: QpType,
     ) -> Result<u32> {
         let (pd_key, pd) = self.default_pd(call, ctx, o.raw.local_addr())?;
+        // librdmacm gives the QP `id->srq`.
         let qpn = o
             .raw
-            .create_qp_with(&pd.raw, None, &caps(cap, sq_sig_all, t))
+            .create_qp_with(&pd.raw, None, None, &caps(cap, sq_sig_all, t))
             .map_err(|e| c_err(call, e))?;
         let parts = match o.raw.qp_parts() {
             Ok(Some(p)) => p,
@@ -300,20 +306,23 @@ impl VerbsBackend {
             );
             cq_keys[i] = k;
         }
-        let obj = qp_obj(parts.qp, cap, t == QpType::Ud);
-        self.insert_qp(reg, keys[0], obj, Some(id), pd, (cq_keys[0], cq_keys[1]));
+        let srq = reg.verbs.srq_of_id.get(&id).copied();
+        let obj = qp_obj(parts.qp, cap, t == QpType::Ud, srq.is_some());
+        let cqs = (cq_keys[0], cq_keys[1]);
+        self.insert_qp(reg, keys[0], obj, (Some(id), pd), cqs, srq);
         Ok(())
     }
 
-    /// Records QP `obj` under `key` and counts it against its PD and CQs.
+    /// Records QP `obj` (of id `id`, in PD `pd`) under `key` and counts it against its PD,
+    /// CQs and SRQ.
     fn insert_qp(
         &self,
         reg: &mut Registry,
         key: u64,
         obj: Arc<QpObj>,
-        id: Option<IdHandle>,
-        pd: u64,
+        (id, pd): (Option<IdHandle>, u64),
         (send_cq, recv_cq): (u64, u64),
+        srq: Option<u64>,
     ) {
         let ctx = obj.ctx.addr();
         super::async_events::own_qp(ctx, obj.qpn, &self.shared.inbox);
@@ -325,6 +334,9 @@ impl VerbsBackend {
         for cq in [send_cq, recv_cq] {
             reg.verbs.cqs.get_mut(&cq).expect("live CQ").users += 1;
         }
+        if let Some(s) = srq {
+            reg.verbs.srqs.get_mut(&s).expect("live SRQ").users += 1;
+        }
         reg.verbs.qps.insert(
             key,
             QpEntry {
@@ -333,12 +345,18 @@ impl VerbsBackend {
                 pd,
                 send_cq,
                 recv_cq,
+                srq,
             },
         );
     }
 
-    /// The live PD and CQs of `attr`, all on one context.
-    fn qp_objects(&self, call: Call, attr: &QpInitAttrEx) -> Result<QpObjects> {
+    /// The live PD, CQs and SRQ of `attr` (without one, id `id`'s SRQ), all on one context.
+    fn qp_objects(
+        &self,
+        call: Call,
+        attr: &QpInitAttrEx,
+        id: Option<IdHandle>,
+    ) -> Result<QpObjects> {
         let pd = self.pd_obj(call, attr.pd)?;
         let s = self.cq(call, attr.send_cq)?;
         let r = self.cq(call, attr.recv_cq)?;
@@ -349,12 +367,18 @@ impl VerbsBackend {
                 "the CQs are on another device than the PD",
             ));
         }
-        check_cap(call, &attr.cap)?;
+        let srq = self.srq_for_qp(call, attr.srq, id)?;
+        if srq.as_ref().is_some_and(|(_, o)| o.ctx != pd.ctx) {
+            let why = "the SRQ is on another device than the PD";
+            return Err(err(call, libc::EINVAL, why));
+        }
+        check_cap(call, &attr.cap, srq.is_some())?;
         Ok(QpObjects {
             ctx: pd.ctx,
             pd,
             send_cq: s,
             recv_cq: r,
+            srq,
         })
     }
 
@@ -365,7 +389,8 @@ impl VerbsBackend {
             pd,
             send_cq: s,
             recv_cq: r,
-        } = self.qp_objects(call, attr)?;
+            srq,
+        } = self.qp_objects(call, attr, Some(id))?;
         self.on_id(call, id, |o| {
             let Some(id_ctx) = o.raw.ctx() else {
                 return Err(err(call, libc::EINVAL, format!("{id} has no device yet")));
@@ -399,9 +424,10 @@ impl VerbsBackend {
                 }
                 c.create_flags = CREATE_BLOCK_SELF_MCAST_LB;
             }
+            let raw_srq = srq.as_ref().map(|(_, o)| &o.raw);
             let qpn = o
                 .raw
-                .create_qp_with(&pd.raw, Some((&s.raw, &r.raw)), &c)
+                .create_qp_with(&pd.raw, Some((&s.raw, &r.raw)), raw_srq, &c)
                 .map_err(|e| c_err(call, e))?;
             let parts = o.raw.qp_parts().ok().flatten();
             let mut reg = self.reg();
@@ -410,9 +436,13 @@ impl VerbsBackend {
                 o.raw.destroy_qp();
                 return Err(keys_exhausted(call));
             };
-            let obj = qp_obj(parts.qp, attr.cap, attr.qp_type == QpType::Ud);
+            // The SRQ is still registered: `srq` holds it (a destroy is refused meanwhile).
+            let srq_key = srq.as_ref().map(|(k, _)| *k);
+            let ud = attr.qp_type == QpType::Ud;
+            let obj = qp_obj(parts.qp, attr.cap, ud, srq_key.is_some());
             let cqs = (attr.send_cq.raw(), attr.recv_cq.raw());
-            self.insert_qp(&mut reg, key, obj, Some(id), attr.pd.raw(), cqs);
+            let owner = (Some(id), attr.pd.raw());
+            self.insert_qp(&mut reg, key, obj, owner, cqs, srq_key);
             Ok(qpn)
         })
     }
@@ -483,12 +513,13 @@ impl VerbsBackend {
             pd,
             send_cq: s,
             recv_cq: r,
+            srq,
             ..
-        } = self.qp_objects(call, attr)?;
+        } = self.qp_objects(call, attr, None)?;
         let raw = RawQp::create(
             &pd.raw,
-            &s.raw,
-            &r.raw,
+            (&s.raw, &r.raw),
+            srq.as_ref().map(|(_, o)| &o.raw),
             &caps(&attr.cap, attr.sq_sig_all, attr.qp_type),
         )
         .map_err(|e| c_err(call, e))?;
@@ -497,9 +528,11 @@ impl VerbsBackend {
             let _ = raw.destroy();
             return Err(keys_exhausted(call));
         };
-        let obj = qp_obj(raw, attr.cap, attr.qp_type == QpType::Ud);
+        // The SRQ is still registered: `srq` holds it (a destroy is refused meanwhile).
+        let srq_key = srq.as_ref().map(|(k, _)| *k);
+        let obj = qp_obj(raw, attr.cap, attr.qp_type == QpType::Ud, srq_key.is_some());
         let cqs = (attr.send_cq.raw(), attr.recv_cq.raw());
-        self.insert_qp(&mut reg, key, obj, None, attr.pd.raw(), cqs);
+        self.insert_qp(&mut reg, key, obj, (None, attr.pd.raw()), cqs, srq_key);
         Ok(QpHandle::from_raw(key))
     }
 
@@ -520,7 +553,7 @@ impl VerbsBackend {
         if n > 0 {
             return Err(in_use(call, h, n));
         }
-        let (pd, cqs) = (e.pd, (e.send_cq, e.recv_cq));
+        let (pd, cqs, srq_key) = (e.pd, (e.send_cq, e.recv_cq), e.srq);
         let mut retired = reg.verbs.retire_qp(h.raw());
         let obj = retired.qp.take().expect("retired");
         let obj = Arc::try_unwrap(obj).unwrap_or_else(|_| unreachable!("last reference"));
@@ -528,6 +561,7 @@ impl VerbsBackend {
             raw,
             cap,
             ud,
+            srq,
             queues,
             ..
         } = obj;
@@ -547,10 +581,11 @@ impl VerbsBackend {
                     raw,
                     cap,
                     ud,
+                    srq,
                     send_order: Mutex::new(()),
                     queues,
                 });
-                self.insert_qp(&mut reg, h.raw(), obj, None, pd, cqs);
+                self.insert_qp(&mut reg, h.raw(), obj, (None, pd), cqs, srq_key);
                 Err(c_err(call, errno))
             }
         }

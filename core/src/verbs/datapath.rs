@@ -2,11 +2,11 @@
 
 use crate::verbs::{
     AccessFlags, MemoryRegion, PollSource, QpAttr, QpAttrMask, QpCqs, QpInitAttrEx, QpState,
-    RecvWr, SendWr, VerbsAsyncEvent, WorkCompletion,
+    RecvWr, SendWr, SrqAttr, SrqAttrMask, VerbsAsyncEvent, WorkCompletion,
 };
 use crate::{
     AhAttr, AhHandle, CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpCap,
-    QpHandle, Result, Wait,
+    QpHandle, Result, SrqHandle, Wait,
 };
 
 /// The verbs data path of a connection manager backend: protection domains, memory regions,
@@ -324,9 +324,87 @@ pub trait DataPath: CmBackend {
     /// `ibv_post_recv(qp, wr, ...)`.
     ///
     /// * EINVAL: the QP is in RESET, more entries than `max_recv_sge`, or entries of 2^31
-    ///   bytes or more together (rxe's check: no message is that long).
+    ///   bytes or more together (rxe's check: no message is that long); the QP takes its
+    ///   receives from an SRQ (it has no receive queue: librxe refuses it so).
     /// * ENOMEM: the receive queue holds `max_recv_wr` requests.
     fn post_recv(&self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()>;
+
+    /// `ibv_create_srq(pd, attr)`: a shared receive queue on the PD's device, and the
+    /// attributes granted as `ibv_create_srq` writes them back into `attr->attr`. QPs made
+    /// with it in [`QpInitAttrEx::srq`] take their receives from it, any of them the oldest
+    /// posted receive. A QP entering ERROR leaves the SRQ's receives where they are (only
+    /// one the QP had taken is flushed), and raises no IBV_EVENT_QP_LAST_WQE_REACHED on rxe
+    /// (measured) nor on the simulator; an empty SRQ answers a send with RNR NAKs, as an
+    /// empty receive queue does. A region a posted receive names cannot be deregistered
+    /// (EBUSY) until its completion is polled (cmtwin-verbs) or queued (the simulator), or the
+    /// SRQ is destroyed. The limit (`srq_limit`, 0: not
+    /// armed) raises IBV_EVENT_SRQ_LIMIT_REACHED (`get_async_event`, naming the SRQ) once,
+    /// when a message takes a receive and fewer than the limit are left, and disarms it.
+    ///
+    /// rxe (and the simulator's RoCE and InfiniBand devices) writes back `max_wr` as asked
+    /// (0 sge taken as 1) and holds the next power of two above `max_wr` minus one, what
+    /// `query_srq` reads; it does not check the limit at creation. siw (and the simulator's
+    /// iWARP devices) rounds `max_wr` up to a power of two and writes that back, and refuses
+    /// a limit above `max_wr`.
+    ///
+    /// * EINVAL: `max_wr` 0 or above the device's `max_srq_wr`, `max_sge` above its
+    ///   `max_srq_sge` (`query_device`); on iWARP `srq_limit` above `max_wr`.
+    fn create_srq(&self, pd: PdHandle, attr: &SrqAttr) -> Result<(SrqHandle, SrqAttr)>;
+
+    /// `ibv_modify_srq(srq, attr, mask)`: with [`SrqAttrMask::LIMIT`] arms the limit at
+    /// `attr.srq_limit` (0 disarms it; an SRQ already below it raises nothing until a message
+    /// takes a receive); with [`SrqAttrMask::MAX_WR`] resizes the queue to hold `attr.max_wr`
+    /// receives (rounded as at creation), keeping those posted. Other bits are ignored, as
+    /// rxe ignores them.
+    ///
+    /// * EINVAL (rxe's `rxe_srq_chk_attr`): `max_wr` 0 or above the device's `max_srq_wr`,
+    ///   below the armed limit, or below the receives posted; `srq_limit` above the
+    ///   device's `max_srq_wr` or above what the queue holds (`query_srq`'s `max_wr`).
+    /// * EOPNOTSUPP: `MAX_WR` on iWARP (siw does not resize an SRQ).
+    fn modify_srq(&self, srq: SrqHandle, attr: &SrqAttr, mask: SrqAttrMask) -> Result<()>;
+
+    /// `ibv_query_srq`: what the queue holds (`max_wr`, on rxe the power of two above what
+    /// was asked, minus one), its entries per receive and its limit (0 once it fired).
+    fn query_srq(&self, srq: SrqHandle) -> Result<SrqAttr>;
+
+    /// `ibv_destroy_srq`: its posted receives are discarded without completions (their
+    /// regions free again).
+    ///
+    /// * EBUSY: a QP still takes its receives from it (destroy the QP first), or it is an
+    ///   id's (`destroy_id_srq` destroys it).
+    fn destroy_srq(&self, srq: SrqHandle) -> Result<()>;
+
+    /// `ibv_post_srq_recv(srq, wr, ...)`: a receive any attached QP may consume.
+    ///
+    /// * EINVAL: more entries than the SRQ's `max_sge`, or entries of 2^31 bytes or more
+    ///   together.
+    /// * ENOMEM: the SRQ holds as many receives as `query_srq`'s `max_wr`.
+    fn post_srq_recv(&self, srq: SrqHandle, wr: &RecvWr<'_>) -> Result<()>;
+
+    /// `rdma_create_srq(id, pd, attr)`: an SRQ as `create_srq` makes it, in `pd` or, with
+    /// `None`, the id's PD ([`pd`](DataPath::pd)), kept as the id's (`id->srq`): a QP the id
+    /// makes afterwards takes its receives from it, and `post_recv_msg` posts to it.
+    ///
+    /// An SRQ made after the id's QP is not that QP's (librdmacm gives it none either).
+    ///
+    /// * EINVAL: the id already has an SRQ (librdmacm would lose the first), or `pd` is on
+    ///   another device than the id.
+    /// * The errnos of `pd` and `create_srq`.
+    fn create_id_srq(
+        &self,
+        id: IdHandle,
+        pd: Option<PdHandle>,
+        attr: &SrqAttr,
+    ) -> Result<(SrqHandle, SrqAttr)>;
+
+    /// `rdma_destroy_srq(id)`: destroys the id's SRQ (`id->srq` becomes NULL).
+    ///
+    /// * EINVAL: the id has no SRQ.
+    /// * EBUSY: a QP still takes its receives from it (the id's: `destroy_qp` first).
+    fn destroy_id_srq(&self, id: IdHandle) -> Result<()>;
+
+    /// The id's SRQ (`id->srq`), if it has one (`create_id_srq`).
+    fn srq(&self, id: IdHandle) -> Result<Option<SrqHandle>>;
 
     /// `ibv_get_async_event` on the devices of this backend (then `ibv_ack_async_event`):
     /// COMM_EST when a QP receives its first message, CQ_ERR when a CQ overflows.
@@ -404,11 +482,12 @@ pub trait DataPath: CmBackend {
     }
 
     /// `rdma_post_recv`: a receive into `len` bytes of `mr` from `offset` (named apart from
-    /// `post_recv`, which is `ibv_post_recv`).
+    /// `post_recv`, which is `ibv_post_recv`), posted to the id's SRQ if it has one
+    /// (`ibv_post_srq_recv`), else to its QP.
     ///
-    /// * EINVAL: the id has no QP, or the bytes are not inside the region (librdmacm asserts
-    ///   it).
-    /// * The errnos of `post_recv`.
+    /// * EINVAL: the id has neither SRQ nor QP, or the bytes are not inside the region
+    ///   (librdmacm asserts it).
+    /// * The errnos of `post_recv` and `post_srq_recv`.
     fn post_recv_msg(
         &self,
         id: IdHandle,
@@ -417,20 +496,24 @@ pub trait DataPath: CmBackend {
         offset: usize,
         len: u32,
     ) -> Result<()> {
-        let qp = super::helpers::qp_of(self, crate::Call::PostRecv, id)?;
-        let sge = [super::helpers::sge_in(
-            crate::Call::PostRecv,
-            mr,
-            offset,
-            len,
-        )?];
-        self.post_recv(
-            qp,
-            &RecvWr {
-                wr_id,
-                sg_list: &sge,
-            },
-        )
+        // A bad id is the helper's error, as for one without SRQ.
+        let srq = self.srq(id).map_err(|e| crate::CmError {
+            call: crate::Call::PostRecv,
+            ..e
+        })?;
+        let call = match srq {
+            Some(_) => crate::Call::PostSrqRecv,
+            None => crate::Call::PostRecv,
+        };
+        let sge = [super::helpers::sge_in(call, mr, offset, len)?];
+        let wr = RecvWr {
+            wr_id,
+            sg_list: &sge,
+        };
+        match srq {
+            Some(srq) => self.post_srq_recv(srq, &wr),
+            None => self.post_recv(super::helpers::qp_of(self, call, id)?, &wr),
+        }
     }
 
     /// `rdma_post_send`: a signaled send of `len` bytes of `mr` from `offset` (named apart

@@ -1,6 +1,8 @@
 //! QP creation attributes with chosen CQs, QP states, and the device's asynchronous events.
 
-use crate::{AhAttr, AsyncEvent, CompChannelHandle, CqHandle, IdHandle, PdHandle, QpCap, QpType};
+use crate::{
+    AhAttr, AsyncEvent, CompChannelHandle, CqHandle, IdHandle, PdHandle, QpCap, QpType, SrqHandle,
+};
 
 use super::AccessFlags;
 
@@ -43,6 +45,11 @@ pub struct QpInitAttrEx {
     /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (mckey's `-l`): a UD QP whose id joined a
     /// multicast group does not receive its own datagrams to it. UD QPs on ids only.
     pub block_self_multicast_loopback: bool,
+    /// The shared receive queue the QP takes its receives from (`attr->srq`): its own
+    /// receive queue is then not made (`cap.max_recv_wr` and `max_recv_sge` are ignored,
+    /// and `post_recv` on it is refused). `None` on an id that has an SRQ of its own
+    /// (`create_id_srq`) takes that one, as librdmacm's `rdma_create_qp_ex` does.
+    pub srq: Option<SrqHandle>,
 }
 
 impl QpInitAttrEx {
@@ -57,6 +64,7 @@ impl QpInitAttrEx {
             cap: QpCap::default(),
             sq_sig_all: true,
             block_self_multicast_loopback: false,
+            srq: None,
         }
     }
 }
@@ -73,6 +81,8 @@ pub struct VerbsAsyncEvent {
     pub id: Option<IdHandle>,
     /// The CQ it concerns, for CQ events.
     pub cq: Option<CqHandle>,
+    /// The SRQ it concerns, for SRQ events (SRQ_LIMIT_REACHED).
+    pub srq: Option<SrqHandle>,
 }
 
 /// The CQs of an id's QP and their completion channels (`id->send_cq`, `id->recv_cq`,
