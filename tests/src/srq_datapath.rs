@@ -207,8 +207,8 @@ pub fn the_srq_limit_fires_once_when_receives_fall_below_it<B: DataPath>(
 }
 
 /// Two QPs on an SRQ with three receives; the server disconnects A (its QP enters ERROR):
-/// no receive of the SRQ is flushed, A raises no LAST_WQE_REACHED on rxe, and B's next
-/// message takes the oldest receive. Returns the SRQ events seen after the disconnect.
+/// no receive of the SRQ is flushed, A raises no LAST_WQE_REACHED on rxe 6.1 (one on 6.12),
+/// and B's next message takes the oldest receive. Returns the SRQ events seen after the disconnect.
 pub fn a_qp_in_error_leaves_the_srq_receives<B: DataPath>(
     server: &B,
     client: &B,

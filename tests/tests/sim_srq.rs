@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use cmtwin::verbs::{DataPath, SrqAttr, SrqAttrMask, WcOpcode, WcStatus};
 use cmtwin::{AsyncEvent, Call, CmBackend, ConnParam, Errno, Transport};
+use cmtwin_sim::SimConfig;
 use cmtwin_tests::srq_datapath::{self as shared, connect_on_srq, post_slot, send, srq_server};
 use cmtwin_tests::steps::{expect_errno, ok};
 use cmtwin_tests::ud_datapath::next_completion;
@@ -70,6 +71,27 @@ fn a_qp_in_error_leaves_the_srq_receives_and_rxe_raises_no_last_wqe_reached() {
     assert_eq!(events, [], "rxe raises no IBV_EVENT_QP_LAST_WQE_REACHED");
 }
 
+/// The Linux 6.12 profile: rxe's responder raises IBV_EVENT_QP_LAST_WQE_REACHED once, for the
+/// QP that entered ERROR (its `flush_recv_queue`; measured on rxe-6.12), and still flushes
+/// none of the SRQ's receives.
+#[test]
+fn on_linux_6_12_rxe_raises_last_wqe_reached_for_the_qp_in_error() {
+    let bed = SimBed::with_config(4, Transport::Roce, linux612());
+    let (s, c) = (bed.server(), bed.client());
+    let events = shared::a_qp_in_error_leaves_the_srq_receives(s, c, [addr(7733), addr(7734)]);
+    let kinds: Vec<_> = events.iter().map(|e| (e.kind, e.srq)).collect();
+    assert_eq!(kinds, [(AsyncEvent::QP_LAST_WQE_REACHED, None)]);
+    assert!(events[0].qp_num.is_some() && events[0].id.is_some());
+}
+
+/// The Linux 6.12 profile, without jitter.
+fn linux612() -> SimConfig {
+    SimConfig {
+        wire_jitter: std::time::Duration::ZERO,
+        ..SimConfig::linux612()
+    }
+}
+
 #[test]
 fn an_empty_srq_answers_rnr_and_the_sender_fails_at_once_without_rnr_retries() {
     let bed = bed(5, Transport::Roce);
@@ -105,6 +127,18 @@ fn rxe_writes_back_max_wr_as_asked_and_holds_the_power_of_two_above_minus_one() 
     let (granted, queried) = shared::srq_attributes_and_misuse(s, c, addr(7761));
     assert_eq!(granted, SrqAttr::new(10, 1));
     assert_eq!(queried, SrqAttr::new(15, 1));
+}
+
+/// rxe on Linux 6.12 writes back what it made (`rxe_srq_from_init`; measured on rxe-6.12).
+#[test]
+fn rxe_on_linux_6_12_writes_back_the_max_wr_it_made() {
+    let bed = SimBed::with_config(7, Transport::Roce, linux612());
+    let (s, c) = (bed.server(), bed.client());
+    let (granted, queried) = shared::srq_attributes_and_misuse(s, c, addr(7762));
+    assert_eq!(
+        (granted, queried),
+        (SrqAttr::new(15, 1), SrqAttr::new(15, 1))
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@ use cmtwin::AsyncEvent;
 
 use super::rc::{Memory, QpOutput, Queue};
 use super::{Mr, ObjKey, QpMachine, Verbs, VerbsAction, VerbsAsyncEvent};
+use crate::config::KernelProfile;
 use crate::engine::timeline::SimTime;
 use crate::store::Store;
 use crate::world::{Action, DevKey, World};
@@ -174,10 +175,13 @@ impl World {
                 };
                 self.queue_async_event(host, event);
             }
-            QpOutput::CommEst | QpOutput::SqDrained => {
+            // rxe on Linux 6.1 raises no LAST_WQE_REACHED (measured); 6.12's does.
+            QpOutput::LastWqeReached if self.cfg.kernel == KernelProfile::Linux61 => {}
+            QpOutput::CommEst | QpOutput::SqDrained | QpOutput::LastWqeReached => {
                 let kind = match output {
                     QpOutput::CommEst => AsyncEvent::COMM_EST,
-                    _ => AsyncEvent::SQ_DRAINED,
+                    QpOutput::SqDrained => AsyncEvent::SQ_DRAINED,
+                    _ => AsyncEvent::QP_LAST_WQE_REACHED,
                 };
                 let event = VerbsAsyncEvent {
                     kind,

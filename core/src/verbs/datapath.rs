@@ -333,8 +333,9 @@ pub trait DataPath: CmBackend {
     /// attributes granted as `ibv_create_srq` writes them back into `attr->attr`. QPs made
     /// with it in [`QpInitAttrEx::srq`] take their receives from it, any of them the oldest
     /// posted receive. A QP entering ERROR leaves the SRQ's receives where they are (only
-    /// one the QP had taken is flushed), and raises no IBV_EVENT_QP_LAST_WQE_REACHED on rxe
-    /// (measured) nor on the simulator; an empty SRQ answers a send with RNR NAKs, as an
+    /// one the QP had taken is flushed); rxe on Linux 6.1 raises no
+    /// IBV_EVENT_QP_LAST_WQE_REACHED then, rxe on 6.12 raises it once for that QP (both
+    /// measured; the simulator follows its kernel profile); an empty SRQ answers a send with RNR NAKs, as an
     /// empty receive queue does. A region a posted receive names cannot be deregistered
     /// (EBUSY) until its completion is polled (cmtwin-verbs) or queued (the simulator), or the
     /// SRQ is destroyed. The limit (`srq_limit`, 0: not
