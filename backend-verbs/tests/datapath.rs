@@ -1464,7 +1464,7 @@ mod srq {
     use cmtwin::verbs::SrqAttr;
     use cmtwin_tests::srq_datapath as shared;
 
-    use super::{addr, backends, rxe};
+    use super::{addr, backends, rxe, rxe_on_6_12};
 
     #[test]
     #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
