@@ -91,7 +91,7 @@ pub fn trigger(space: &SwarmSpace) -> BoxedStrategy<Trigger> {
 }
 
 /// An action within `space`: on its hosts (device removed, address change, rejects, a power
-/// cycle's half), on its addresses and groups, or on its message kinds (lost, delayed,
+/// cycle's half; device unregistered where `space` allows it), on its addresses and groups, or on its message kinds (lost, delayed,
 /// reordered where the network can).
 pub fn fault_action(space: &SwarmSpace) -> BoxedStrategy<FaultAction> {
     let mut options: Vec<BoxedStrategy<FaultAction>> = Vec::new();
@@ -107,6 +107,12 @@ pub fn fault_action(space: &SwarmSpace) -> BoxedStrategy<FaultAction> {
                 })
                 .boxed(),
         );
+        if space.unregisters {
+            options.push(
+                host.prop_map(|host| FaultAction::UnregisterDevice { host })
+                    .boxed(),
+            );
+        }
     }
     if !space.addresses.is_empty() {
         options.push(

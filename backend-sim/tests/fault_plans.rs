@@ -443,6 +443,54 @@ fn swarm_plans_vary_with_the_seed_and_repeat_for_it() {
 }
 
 #[test]
+fn device_unregistrations_are_drawn_only_when_asked_for_and_leave_the_rest_unchanged() {
+    let with = space().unregisters(true);
+    let (mut drawn, mut restored) = (0, 0);
+    for seed in 0..200 {
+        let plain = FaultPlan::swarm(seed, &space());
+        let unregisters = |p: &FaultPlan| {
+            p.faults.iter().any(|f| {
+                matches!(
+                    f,
+                    Fault::Scheduled {
+                        action: FaultAction::UnregisterDevice { .. },
+                        ..
+                    }
+                )
+            })
+        };
+        assert!(!unregisters(&plain), "seed {seed}: {plain:?}");
+        let plan = FaultPlan::swarm(seed, &with);
+        // The same faults, then at most an unregistration of one host and its restoration.
+        assert_eq!(plan.faults[..plain.faults.len()], plain.faults[..]);
+        match &plan.faults[plain.faults.len()..] {
+            [] => {}
+            [Fault::Scheduled {
+                action: FaultAction::UnregisterDevice { host },
+                ..
+            }, rest @ ..] => {
+                assert!(["client", "server"].contains(&host.as_str()), "{host}");
+                drawn += 1;
+                match rest {
+                    [] => {}
+                    [Fault::Scheduled {
+                        action: FaultAction::RestoreDevice { host: again },
+                        ..
+                    }] => {
+                        assert_eq!(again, host);
+                        restored += 1;
+                    }
+                    more => panic!("seed {seed}: unexpected faults {more:?}"),
+                }
+            }
+            more => panic!("seed {seed}: unexpected faults {more:?}"),
+        }
+    }
+    // Drawn with probability 0.3, restored with 0.5 of those: seeds 0..200 give these counts.
+    assert_eq!((drawn, restored), (68, 32), "of 200 plans");
+}
+
+#[test]
 fn path_query_faults_are_drawn_only_when_asked_for_and_leave_the_rest_unchanged() {
     let with = space().path_queries(true);
     let mut drawn = 0;

@@ -50,6 +50,11 @@ pub struct SwarmSpace {
     /// link overtake it; never what rides TCP). Off by default; when off, plans are drawn
     /// exactly as before the option existed.
     pub reorders: bool,
+    /// Whether plans may unregister a host's device (the driver unloaded or `rdma link
+    /// delete`: its ids destroyed while the port still works, so peers hear DREQ or REJ,
+    /// [`FaultAction::UnregisterDevice`]) and restore it. Off by default; when off, plans are
+    /// drawn exactly as before the option existed.
+    pub unregisters: bool,
 }
 
 impl SwarmSpace {
@@ -72,6 +77,7 @@ impl SwarmSpace {
             horizon: Duration::from_secs(10),
             path_queries: false,
             reorders: false,
+            unregisters: false,
         }
     }
 
@@ -108,6 +114,12 @@ impl SwarmSpace {
     /// Lets plans reorder CM messages (see [`SwarmSpace::reorders`]).
     pub fn reorders(mut self, on: bool) -> Self {
         self.reorders = on;
+        self
+    }
+
+    /// Lets plans unregister a host's device (see [`SwarmSpace::unregisters`]).
+    pub fn unregisters(mut self, on: bool) -> Self {
+        self.unregisters = on;
         self
     }
 }
@@ -242,6 +254,17 @@ impl FaultPlan {
                     timeout,
                 };
                 plan = plan.scheduled(Trigger::Time { at_ms: 0 }, action);
+            }
+        }
+        if space.unregisters {
+            if let Some(host) = d.pick(&space.hosts).filter(|_| d.coin(0.3)) {
+                let when = d.time(h);
+                let restore = d.coin(0.5).then(|| d.time(h));
+                let action = FaultAction::UnregisterDevice { host: host.clone() };
+                plan = plan.scheduled(when, action);
+                if let Some(when) = restore {
+                    plan = plan.scheduled(when, FaultAction::RestoreDevice { host });
+                }
             }
         }
         plan
