@@ -122,6 +122,8 @@ pub(crate) struct SendEntry {
     pub sges: Sges,
     pub signaled: bool,
     pub solicited: bool,
+    /// `IBV_SEND_FENCE`: not transmitted while an earlier RDMA read awaits its response.
+    pub fence: bool,
     /// A local error found when the bytes were gathered: completes the request when the
     /// device reaches it.
     pub fault: Option<WcStatus>,
@@ -141,6 +143,7 @@ impl SendEntry {
             sges,
             signaled: true,
             solicited: false,
+            fence: false,
             fault: None,
             psn: 0,
             read: None,
@@ -699,6 +702,9 @@ impl RcQp {
                 }
                 return;
             }
+            if self.sq[self.sent].fence && self.read_outstanding() {
+                break; // a read's response lets it go (`acknowledge` pumps again)
+            }
             let psn = self.next_psn;
             self.next_psn = psn_next(psn);
             let e = &mut self.sq[self.sent];
@@ -707,6 +713,14 @@ impl RcQp {
             self.sent += 1;
         }
         self.arm_retransmit(out);
+    }
+
+    /// Whether a transmitted RDMA read still awaits its response (what a fenced request
+    /// waits for: rxe's `rxe_wqe_is_fenced`, IBA 10.8.3.3).
+    fn read_outstanding(&self) -> bool {
+        let unanswered =
+            |e: &SendEntry| matches!(e.kind, SendKind::Read { .. }) && e.read.is_none();
+        self.sq.iter().take(self.sent).any(unanswered)
     }
 
     /// UC's requester: transmits each request and completes it at once (nothing is ever

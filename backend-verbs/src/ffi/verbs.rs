@@ -599,6 +599,8 @@ pub(crate) const WR_RDMA_READ: u32 = sys::ibv_wr_opcode::IBV_WR_RDMA_READ;
 pub(crate) const SEND_SIGNALED: u32 = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
 /// `IBV_SEND_SOLICITED`.
 pub(crate) const SEND_SOLICITED: u32 = sys::ibv_send_flags::IBV_SEND_SOLICITED.0;
+/// `IBV_SEND_FENCE`.
+pub(crate) const SEND_FENCE: u32 = sys::ibv_send_flags::IBV_SEND_FENCE.0;
 /// `IBV_SEND_INLINE`.
 pub(crate) const SEND_INLINE: u32 = sys::ibv_send_flags::IBV_SEND_INLINE.0;
 

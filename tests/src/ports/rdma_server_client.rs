@@ -27,7 +27,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use cmtwin::verbs::{DataPath, MemoryRegion, Payload, SendOp, SendWr, WcOpcode, WcStatus};
+use cmtwin::verbs::{
+    DataPath, MemoryRegion, Payload, SendFlags, SendOp, SendWr, WcOpcode, WcStatus,
+};
 use cmtwin::{
     rai, AddrInfo, AddrInfoHints, CmError, ConnParam, Errno, EventKind, IdHandle, PortSpace, QpCap,
     QpInitAttr, QpType, Result,
@@ -220,7 +222,8 @@ fn post_message<B: DataPath>(
     message: &[u8; MESSAGE_LEN],
 ) -> Result<()> {
     match (&buffers.send, inline) {
-        (Some(mr), false) => cm.post_send_msg(id, 0, mr, 0, MESSAGE_LEN as u32, false),
+        // The tools' send_flags: 0 when not inline (their QPs signal every send).
+        (Some(mr), false) => cm.post_send_msg(id, 0, mr, 0, MESSAGE_LEN as u32, SendFlags::NONE),
         _ => {
             let qp = cm
                 .qp(id)?
@@ -261,7 +264,7 @@ fn recv_completion<B: DataPath>(cm: &B, id: IdHandle) -> Result<()> {
 pub fn server<B: DataPath>(cm: &B, addr: SocketAddr, opts: &Options) -> Result<Summary> {
     let node = (opts.flavor == Flavor::Plain).then_some(addr.ip());
     let res = addrinfo(cm, node, addr.port(), true, opts.flavor)?;
-    let listen = cm.create_ep(&res, Some(&qp_init_attr(opts.flavor, true)))?;
+    let listen = cm.create_ep(&res, Some(&mut qp_init_attr(opts.flavor, true)))?;
     let served = cm
         .listen(listen, 0)
         .and_then(|()| cm.get_request(listen))
@@ -360,7 +363,7 @@ pub fn client<B: DataPath>(cm: &B, server: SocketAddr, opts: &Options) -> Result
     let res = addrinfo(cm, Some(server.ip()), server.port(), false, opts.flavor)?;
     let start = cm.now();
     loop {
-        let id = cm.create_ep(&res, Some(&qp_init_attr(opts.flavor, false)))?;
+        let id = cm.create_ep(&res, Some(&mut qp_init_attr(opts.flavor, false)))?;
         let client = match prepare(cm, id, opts) {
             Ok(client) => client,
             Err(e) => {
