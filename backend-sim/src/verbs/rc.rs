@@ -1238,6 +1238,48 @@ mod tests {
         assert!(out.iter().any(|o| matches!(o, QpOutput::CancelTimer)));
     }
 
+    /// A request behind a read leaves at once; a fenced one only once the read's response is
+    /// in, and a fenced one behind no read at once.
+    #[test]
+    fn a_fenced_request_waits_for_the_reads_before_it() {
+        let read = |wr_id| {
+            let kind = SendKind::Read {
+                addr: 0,
+                rkey: 1,
+                len: 4,
+            };
+            SendEntry::new(wr_id, kind, Arc::from(&[][..]), Sges::Many(Vec::new()))
+        };
+        let fenced = |wr_id| SendEntry {
+            fence: true,
+            ..send(wr_id, b"f")
+        };
+        let mut qp = connected(5);
+        let mut out = Vec::new();
+        qp.post_send(read(1), &mut out).unwrap();
+        qp.post_send(send(2, b"a"), &mut out).unwrap();
+        qp.post_send(fenced(3), &mut out).unwrap();
+        let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+        assert_eq!(psns, [0, 1], "the fenced request waits behind the read");
+        out.clear();
+        let response = Packet {
+            psn: 0,
+            body: Body::ReadResp { data: vec![7; 4] },
+        };
+        qp.on_packet(response, &mut Open::default(), &mut out);
+        assert_eq!(statuses(&out), [(1, WcStatus::SUCCESS)]);
+        let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+        assert_eq!(psns, [2], "the read's response lets it go");
+        out.clear();
+        qp.post_send(fenced(4), &mut out).unwrap();
+        let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+        assert_eq!(
+            psns,
+            [3],
+            "no read outstanding: no wait, sends unacknowledged or not"
+        );
+    }
+
     #[test]
     fn timeouts_resend_then_exhaust_the_retries_and_flush() {
         let mut qp = connected(5);
