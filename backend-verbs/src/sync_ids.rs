@@ -41,10 +41,11 @@ impl VerbsBackend {
         };
         create_ep_with(self, info, qp_init, keep, |id, attr| {
             attr.create_qp_on(self, id)?;
-            let qp = self
-                .qp(id)?
-                .ok_or_else(|| err(Call::CreateEp, libc::EIO, format!("{id} lost its new QP")))?;
-            self.query_qp_cap(qp)
+            let call = Call::CreateEp;
+            let qp = self.qp(id)?;
+            let qp = qp.ok_or_else(|| err(call, libc::EIO, format!("{id} lost its new QP")))?;
+            let created = self.qp_obj(call, qp)?.created;
+            created.ok_or_else(|| err(call, libc::EIO, format!("{id}'s QP is not the id's")))
         })
     }
 

@@ -1560,18 +1560,25 @@ mod ep_helpers {
         let room = r.granted.max_inline_data;
         assert_eq!(r.receives, [(10, 8), (11, 8), (12, room), (13, 8)]);
         assert!(room >= shared::ASKED.max_inline_data, "{:?}", r.granted);
+        // The send entries and inline room written back are those the QP has.
+        let (w, q) = (r.granted, r.queried);
+        assert_eq!(
+            (w.max_send_sge, w.max_inline_data),
+            (q.max_send_sge, q.max_inline_data)
+        );
     }
 
     #[test]
     #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
     fn create_ep_writes_back_the_qp_type_and_the_granted_capacities() {
         let (_, c) = backends();
-        let cap = shared::create_ep_writes_back_what_was_granted(&c, addr());
-        println!("ep_helpers: create_ep wrote back {cap:?}");
+        let (cap, queried) = shared::create_ep_writes_back_what_was_granted(&c, addr());
+        println!("ep_helpers: create_ep wrote back {cap:?}, ibv_query_qp read {queried:?}");
         assert!(cap.max_send_wr >= shared::ASKED.max_send_wr, "{cap:?}");
-        assert!(
-            cap.max_inline_data >= shared::ASKED.max_inline_data,
-            "{cap:?}"
+        assert!(cap.max_recv_wr >= shared::ASKED.max_recv_wr, "{cap:?}");
+        assert_eq!(
+            (cap.max_send_sge, cap.max_inline_data),
+            (queried.max_send_sge, queried.max_inline_data)
         );
     }
 }

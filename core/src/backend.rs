@@ -142,10 +142,9 @@ pub trait CmBackend: Send + Sync {
     /// each new id a QP of those attributes. Otherwise it resolves the destination's address
     /// and route (2000 ms each, waiting as a synchronous id does) and creates a QP of
     /// `qp_init`, if given, then writes back into `qp_init`, as librdmacm does into C's
-    /// `qp_init_attr`, `info`'s QP type and the capacities the device granted, as
-    /// `DataPath::query_qp_cap` reads them (`ibv_query_qp`; C's `ibv_create_qp` writes back
-    /// the same inline room and entries, and, on rxe, may write back the queue depths as
-    /// asked where `ibv_query_qp` reads the depths the queues hold). Composed from the calls above, as in
+    /// `qp_init_attr`, `info`'s QP type and the capacities the device granted: on
+    /// cmtwin-verbs those `ibv_create_qp` wrote back, on the simulator those
+    /// `DataPath::query_qp_cap` reads. Composed from the calls above, as in
     /// librdmacm ([`crate::ep`]). A PD, CQs or an SRQ of the program's own are
     /// [`crate::verbs::DataPath::create_ep_ex`]'s.
     ///
