@@ -1560,12 +1560,22 @@ mod ep_helpers {
         let room = r.granted.max_inline_data;
         assert_eq!(r.receives, [(10, 8), (11, 8), (12, room), (13, 8)]);
         assert!(room >= shared::ASKED.max_inline_data, "{:?}", r.granted);
-        // The send entries and inline room written back are those the QP has.
-        let (w, q) = (r.granted, r.queried);
-        assert_eq!(
-            (w.max_send_sge, w.max_inline_data),
-            (q.max_send_sge, q.max_inline_data)
-        );
+        assert_eq!(r.granted, written_back(r.queried), "{r:?}");
+    }
+
+    /// What rxe's `ibv_create_qp` writes back for a QP that asked for `shared::ASKED` and
+    /// holds `held` (`ibv_query_qp`): the entries and inline room it has, and on Linux 6.1
+    /// the depths asked (measured: 4 and 4 where the queues hold 7 and 7); on 6.12 the
+    /// depths held (`rxe_init_sq`/`rxe_init_rq` copy them back; read, not yet measured).
+    fn written_back(held: cmtwin::QpCap) -> cmtwin::QpCap {
+        match super::rxe_on_6_12() {
+            true => held,
+            false => cmtwin::QpCap {
+                max_send_wr: shared::ASKED.max_send_wr,
+                max_recv_wr: shared::ASKED.max_recv_wr,
+                ..held
+            },
+        }
     }
 
     #[test]
@@ -1574,11 +1584,6 @@ mod ep_helpers {
         let (_, c) = backends();
         let (cap, queried) = shared::create_ep_writes_back_what_was_granted(&c, addr());
         println!("ep_helpers: create_ep wrote back {cap:?}, ibv_query_qp read {queried:?}");
-        assert!(cap.max_send_wr >= shared::ASKED.max_send_wr, "{cap:?}");
-        assert!(cap.max_recv_wr >= shared::ASKED.max_recv_wr, "{cap:?}");
-        assert_eq!(
-            (cap.max_send_sge, cap.max_inline_data),
-            (queried.max_send_sge, queried.max_inline_data)
-        );
+        assert_eq!(cap, written_back(queried), "ibv_query_qp read {queried:?}");
     }
 }

@@ -142,9 +142,11 @@ pub trait CmBackend: Send + Sync {
     /// each new id a QP of those attributes. Otherwise it resolves the destination's address
     /// and route (2000 ms each, waiting as a synchronous id does) and creates a QP of
     /// `qp_init`, if given, then writes back into `qp_init`, as librdmacm does into C's
-    /// `qp_init_attr`, `info`'s QP type and the capacities the device granted: on
-    /// cmtwin-verbs those `ibv_create_qp` wrote back, on the simulator those
-    /// `DataPath::query_qp_cap` reads. Composed from the calls above, as in
+    /// `qp_init_attr`, `info`'s QP type and the capacities `ibv_create_qp` writes back into
+    /// C's `attr->cap`: the entries and inline room the QP has (`DataPath::query_qp_cap`'s),
+    /// and on rxe of Linux 6.1 the queue depths as asked where `query_qp_cap` reads the
+    /// depths the queues hold (later kernels write those back; the simulator follows its
+    /// kernel profile, tests/BEDS.md). Composed from the calls above, as in
     /// librdmacm ([`crate::ep`]). A PD, CQs or an SRQ of the program's own are
     /// [`crate::verbs::DataPath::create_ep_ex`]'s.
     ///

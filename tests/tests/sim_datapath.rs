@@ -1940,15 +1940,9 @@ fn create_ep_ex_keeps_the_programs_objects_and_the_helpers_take_c_flags() {
     let (s, c) = (bed.server(), bed.client());
     let r =
         cmtwin_tests::ep_helpers::create_ep_ex_and_send_flags(s, c, addr(7471), SimBed::CLIENT_IP);
-    // rxe's sizing (RoCE profile): 4 requests hold 7, 32 inline bytes are 2 entries' room.
-    let granted = QpCap {
-        max_send_wr: 7,
-        max_recv_wr: 7,
-        max_send_sge: 2,
-        max_recv_sge: 1,
-        max_inline_data: 32,
-    };
-    assert_eq!((r.granted, r.queried), (granted, granted));
+    // rxe's sizing (RoCE, Linux 6.1 profile): 4 requests hold 7, 32 inline bytes are 2
+    // entries' room; the depths written back are those asked.
+    assert_eq!((r.granted, r.queried), (WRITTEN_61, HELD));
     let sends: Vec<(u64, WcOpcode)> = r.sends.iter().map(|&(w, o, _)| (w, o)).collect();
     assert_eq!(
         sends,
@@ -1964,19 +1958,36 @@ fn create_ep_ex_keeps_the_programs_objects_and_the_helpers_take_c_flags() {
     assert_eq!(r.receives, [(10, 8), (11, 8), (12, 32), (13, 8)]);
 }
 
-/// `rdma_create_ep` writes the addrinfo's QP type and the granted capacities back into the
-/// caller's attributes (`cmtwin_tests::ep_helpers`).
+/// What a QP asking for `cmtwin_tests::ep_helpers::ASKED` holds on rxe (and the RoCE
+/// profiles): 4 requests hold 7, 32 inline bytes are 2 entries' room.
+const HELD: QpCap = QpCap {
+    max_send_wr: 7,
+    max_recv_wr: 7,
+    max_send_sge: 2,
+    max_recv_sge: 1,
+    max_inline_data: 32,
+};
+
+/// What `ibv_create_qp` writes back for it on rxe's Linux 6.1: the depths asked.
+const WRITTEN_61: QpCap = QpCap {
+    max_send_wr: 4,
+    max_recv_wr: 4,
+    ..HELD
+};
+
+/// `rdma_create_ep` writes the addrinfo's QP type and the capacities granted back into the
+/// caller's attributes (`cmtwin_tests::ep_helpers`), as rxe writes them per kernel: the depths
+/// asked on Linux 6.1, those the queues hold on 6.12; the entries and inline room made on
+/// both.
 #[test]
 fn create_ep_writes_back_the_qp_type_and_the_granted_capacities() {
-    let bed = bed(32);
-    let (written, queried) =
-        cmtwin_tests::ep_helpers::create_ep_writes_back_what_was_granted(bed.client(), addr(7471));
-    let granted = QpCap {
-        max_send_wr: 7,
-        max_recv_wr: 7,
-        max_send_sge: 2,
-        max_recv_sge: 1,
-        max_inline_data: 32,
+    let ep = cmtwin_tests::ep_helpers::create_ep_writes_back_what_was_granted;
+    let bed61 = bed(32);
+    assert_eq!(ep(bed61.client(), addr(7471)), (WRITTEN_61, HELD));
+    let config = SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..SimConfig::linux612()
     };
-    assert_eq!((written, queried), (granted, granted));
+    let bed612 = SimBed::with_config(32, Transport::Roce, config);
+    assert_eq!(ep(bed612.client(), addr(7471)), (HELD, HELD));
 }

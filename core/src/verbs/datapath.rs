@@ -270,7 +270,8 @@ pub trait DataPath: CmBackend {
     fn query_qp_state(&self, qp: QpHandle) -> Result<QpState>;
 
     /// `ibv_query_qp(qp, ..., IBV_QP_CAP, ...)`: the capacities the device made of those asked
-    /// for, which may be larger (what C's `ibv_create_qp` writes back into `attr->cap`). Every
+    /// for, which may be larger (C's `ibv_create_qp` writes back the same into `attr->cap`,
+    /// except the queue depths on rxe of Linux 6.1, which it leaves as asked). Every
     /// queue takes this many requests before a post fails with ENOMEM. On rxe (and the
     /// simulator's RoCE and InfiniBand devices) a queue asked for `n` requests holds the next
     /// power of two above `n`, minus one (16 → 31), and a send request has room for
