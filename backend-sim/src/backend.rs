@@ -657,7 +657,7 @@ impl CmBackend for SimBackend {
         let child = result?;
         if let Some(attr) = request_qp {
             // librdmacm creates the QP inside the call, from what rdma_create_ep kept.
-            if let Err(e) = self.create_qp(child, &attr) {
+            if let Err(e) = attr.create_qp_on(self, child) {
                 let _ = self.destroy_id(child);
                 return Err(CmError::new(call, e.errno, e.detail));
             }
@@ -665,14 +665,8 @@ impl CmBackend for SimBackend {
         Ok(child)
     }
 
-    fn create_ep(&self, info: &AddrInfo, qp_init: Option<&QpInitAttr>) -> Result<IdHandle> {
-        cmtwin::ep::create_ep_with(self, info, qp_init, |id, attr| {
-            let call = Call::CreateEp;
-            let mut w = self.lock(call)?;
-            let key = w.id_key(self.host, call, id)?;
-            w.id_mut(key).set_request_qp(attr);
-            Ok(())
-        })
+    fn create_ep(&self, info: &AddrInfo, qp_init: Option<&mut QpInitAttr>) -> Result<IdHandle> {
+        cmtwin::ep::with_cm_attr(qp_init, |ep| self.create_ep_of(info, ep))
     }
 
     /// On iWARP the call makes siw's TCP connection: when the peer never answers, it returns

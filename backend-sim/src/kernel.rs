@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use cmtwin::{EventInfo, EventKind, PortSpace, QpInitAttr, QpType};
+use cmtwin::{EventInfo, EventKind, PortSpace, QpType};
 
 use crate::store::{BoxedStore, KeyMap, OptKey, Store};
 use crate::topology::{DevKey, HostKey};
@@ -294,7 +294,7 @@ pub(crate) struct IdExtras {
     addrinfo: AddrinfoState,
     /// The QP attributes `rdma_create_ep` kept on a passive id: `get_request` gives each new
     /// id a QP of them.
-    request_qp: Option<QpInitAttr>,
+    request_qp: Option<cmtwin::ep::EpQpAttr>,
     /// On iWARP, the number of the QP made apart from ids that the connection's iWARP CM
     /// holds (iwcm.c `cm_id_priv->qp`, from `conn_param->qp_num`): set by `rdma_connect` or
     /// `rdma_accept` of an id without a QP of its own.
@@ -325,7 +325,7 @@ impl Id {
     }
 
     /// The QP attributes that requests taken from this id get (`rdma_create_ep`, passive).
-    pub(crate) fn request_qp(&self) -> Option<&QpInitAttr> {
+    pub(crate) fn request_qp(&self) -> Option<&cmtwin::ep::EpQpAttr> {
         self.extras.as_ref()?.request_qp.as_ref()
     }
 
@@ -342,7 +342,7 @@ impl Id {
     }
 
     /// Keeps the QP attributes that requests taken from this id get.
-    pub(crate) fn set_request_qp(&mut self, attr: QpInitAttr) {
+    pub(crate) fn set_request_qp(&mut self, attr: cmtwin::ep::EpQpAttr) {
         self.extras_mut().request_qp = Some(attr);
     }
 

@@ -419,8 +419,12 @@ impl CmBackend for VerbsBackend {
         self.get_request_impl(listen)
     }
 
-    fn create_ep(&self, info: &cmtwin::AddrInfo, qp_init: Option<&QpInitAttr>) -> Result<IdHandle> {
-        self.create_ep_impl(info, qp_init)
+    fn create_ep(
+        &self,
+        info: &cmtwin::AddrInfo,
+        qp_init: Option<&mut QpInitAttr>,
+    ) -> Result<IdHandle> {
+        cmtwin::ep::with_cm_attr(qp_init, |ep| self.create_ep_of(info, ep))
     }
 
     fn connect(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {

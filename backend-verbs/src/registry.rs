@@ -164,7 +164,7 @@ pub(crate) struct IdState {
     pub groups: Vec<std::net::SocketAddr>,
     /// The QP attributes `create_ep` kept on a passive id: `get_request` gives each new id a
     /// QP of them (librdmacm's `id_priv->qp_init_attr`).
-    pub request_qp: Option<cmtwin::QpInitAttr>,
+    pub request_qp: Option<cmtwin::ep::EpQpAttr>,
 }
 
 impl IdState {

@@ -1,6 +1,8 @@
 //! Synchronous ids (created without a channel): `rdma_get_request` and the id's current event
 //! (`id->event`, which librdmacm owns and acks itself; the backend only copies it).
 
+use cmtwin::ep::{create_ep_with, EpQpAttr};
+use cmtwin::verbs::DataPath;
 use cmtwin::{Call, CmBackend, CmError, EventInfo, EventKind, IdHandle, PortSpace, Result};
 
 use crate::events::event_info;
@@ -10,13 +12,13 @@ use crate::{c_err, err, keys_exhausted, VerbsBackend};
 
 impl VerbsBackend {
     /// `rdma_get_request`, and the QP that `rdma_create_ep` asked for on the listener
-    /// (created here with the backend's own `create_qp`, so that it is registered like any
-    /// other; librdmacm creates it inside the call).
+    /// (created here with the backend's own `create_qp` or `create_qp_ex`, so that it is
+    /// registered like any other; librdmacm creates it inside the call).
     pub(crate) fn get_request_impl(&self, listen: IdHandle) -> Result<IdHandle> {
         let call = Call::GetRequest;
         let (child, request_qp) = self.take_request(listen)?;
         if let Some(attr) = request_qp {
-            if let Err(e) = self.create_qp(child, &attr) {
+            if let Err(e) = attr.create_qp_on(self, child) {
                 let _ = self.destroy_id(child);
                 return Err(CmError::new(call, e.errno, e.detail));
             }
@@ -24,23 +26,32 @@ impl VerbsBackend {
         Ok(child)
     }
 
-    /// `rdma_create_ep`, composed of the backend's calls as librdmacm composes it.
-    pub(crate) fn create_ep_impl(
+    /// `rdma_create_ep` with `qp_init` in either form, composed of the backend's calls as
+    /// librdmacm composes it, written back as [`create_ep_with`] says.
+    pub(crate) fn create_ep_of(
         &self,
         info: &cmtwin::AddrInfo,
-        qp_init: Option<&cmtwin::QpInitAttr>,
+        qp_init: Option<&mut EpQpAttr>,
     ) -> Result<IdHandle> {
-        cmtwin::ep::create_ep_with(self, info, qp_init, |id, attr| {
+        let keep = |id, attr| {
             self.on_id(Call::CreateEp, id, |o| {
                 lock(&o.state).request_qp = Some(attr);
                 Ok(())
             })
+        };
+        create_ep_with(self, info, qp_init, keep, |id, attr| {
+            attr.create_qp_on(self, id)?;
+            let call = Call::CreateEp;
+            let qp = self.qp(id)?;
+            let qp = qp.ok_or_else(|| err(call, libc::EIO, format!("{id} lost its new QP")))?;
+            let created = self.qp_obj(call, qp)?.created;
+            created.ok_or_else(|| err(call, libc::EIO, format!("{id}'s QP is not the id's")))
         })
     }
 
     /// The request `rdma_get_request` takes from `listen`, as a new registered id, and the
     /// QP attributes kept on the listener.
-    fn take_request(&self, listen: IdHandle) -> Result<(IdHandle, Option<cmtwin::QpInitAttr>)> {
+    fn take_request(&self, listen: IdHandle) -> Result<(IdHandle, Option<EpQpAttr>)> {
         let call = Call::GetRequest;
         self.on_id(call, listen, |o| {
             let (sync, listening, ps, request_qp) = {

@@ -124,8 +124,10 @@ pub trait CmBackend: Send + Sync {
 
     /// `rdma_get_request`: on a synchronous listener, waits for the next connection request and
     /// returns its new (synchronous) id, which holds the CONNECT_REQUEST as its `sync_event`;
-    /// a listener made by `create_ep` with QP attributes gives the id a QP of them (a failure
-    /// to create it destroys the id, where librdmacm leaves it allocated and unreachable).
+    /// a listener made by `create_ep` (or `DataPath::create_ep_ex`) with QP attributes gives
+    /// the id a QP of them, in the PD and with the CQs and SRQ they name (a failure to create
+    /// it, e.g. a PD of another device than the request's, destroys the id, where librdmacm
+    /// leaves it allocated and unreachable).
     ///
     /// * EINVAL: the listener is not synchronous, or does not listen (librdmacm would block
     ///   forever, §11).
@@ -133,17 +135,25 @@ pub trait CmBackend: Send + Sync {
     ///   of `create_qp`.
     fn get_request(&self, listen: IdHandle) -> Result<IdHandle>;
 
-    /// `rdma_create_ep` with no PD (the QP takes the device's default one): a synchronous id
-    /// of `info`'s port space. A passive `info` (`rai::PASSIVE`) binds it to the source, ready
-    /// for `listen`, and keeps `qp_init` (with `info`'s QP type): `get_request` gives each new
-    /// id a QP of those attributes. Otherwise it resolves the destination's address and route
-    /// (2000 ms each, waiting as a synchronous id does) and creates a QP of `qp_init`, if
-    /// given. Composed from the calls above, as in librdmacm ([`crate::ep`]).
+    /// `rdma_create_ep(&id, res, NULL, qp_init)`: a synchronous id of `info`'s port space,
+    /// its QP (if any) in the device's default PD with CQs the backend makes. A passive
+    /// `info` (`rai::PASSIVE`) binds it to the source, ready for `listen`, and keeps a copy
+    /// of `qp_init` (with `info`'s QP type), leaving `qp_init` as it is: `get_request` gives
+    /// each new id a QP of those attributes. Otherwise it resolves the destination's address
+    /// and route (2000 ms each, waiting as a synchronous id does) and creates a QP of
+    /// `qp_init`, if given, then writes back into `qp_init`, as librdmacm does into C's
+    /// `qp_init_attr`, `info`'s QP type and the capacities `ibv_create_qp` writes back into
+    /// C's `attr->cap`: the entries and inline room the QP has (`DataPath::query_qp_cap`'s),
+    /// and on rxe of Linux 6.1 the queue depths as asked where `query_qp_cap` reads the
+    /// depths the queues hold (later kernels write those back; the simulator follows its
+    /// kernel profile, tests/BEDS.md). Composed from the calls above, as in
+    /// librdmacm ([`crate::ep`]). A PD, CQs or an SRQ of the program's own are
+    /// [`crate::verbs::DataPath::create_ep_ex`]'s.
     ///
     /// * EINVAL: a passive `info` without a source, an active one without a destination.
     /// * Otherwise the error of the step that failed (`rdma_bind_addr`, `rdma_resolve_addr`,
     ///   ...), after destroying what was made.
-    fn create_ep(&self, info: &AddrInfo, qp_init: Option<&QpInitAttr>) -> Result<IdHandle>;
+    fn create_ep(&self, info: &AddrInfo, qp_init: Option<&mut QpInitAttr>) -> Result<IdHandle>;
 
     /// `rdma_destroy_ep`: destroys the id's QP, if it has one, then the id.
     ///

@@ -1,12 +1,16 @@
 //! `rdma_create_ep` and `rdma_destroy_ep` as librdmacm composes them from its own calls
 //! (cma.c): a synchronous id made ready to listen or to connect in one call. Both backends
 //! run this composition over their own calls; what is theirs is where a passive id keeps the
-//! QP attributes that `rdma_get_request` gives each new id.
+//! QP attributes that `rdma_get_request` gives each new id, and how they learn the
+//! capacities granted to an active id's QP.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::{AddrInfo, Call, CmBackend, CmError, Errno, IdHandle, QpInitAttr, Result};
+use crate::verbs::{DataPath, QpInitAttrEx};
+use crate::{
+    AddrInfo, Call, CmBackend, CmError, Errno, IdHandle, QpCap, QpInitAttr, QpType, Result,
+};
 
 /// How long `rdma_create_ep` lets each resolution take (librdmacm's 2000 ms).
 pub const EP_RESOLVE_TIMEOUT: Duration = Duration::from_millis(2000);
@@ -18,17 +22,104 @@ enum End {
     Active(Option<SocketAddr>, SocketAddr),
 }
 
-/// `rdma_create_ep` over `cm`'s calls, for a backend's [`CmBackend::create_ep`]: a
-/// synchronous id of `info`'s port space; for a passive `info` (`rai::PASSIVE`) bound to its
-/// source, with `qp_init` (its QP type set to `info`'s) handed to `keep` for the requests the
-/// id will take; otherwise resolved to `info`'s destination (address, then route, each with
-/// [`EP_RESOLVE_TIMEOUT`]) and given a QP of `qp_init`, if any. A failure destroys what was
-/// made and returns the error of the step that failed.
+/// The QP attributes given to `rdma_create_ep`: those of
+/// [`CmBackend::create_ep`] (the backend makes the CQs, the QP takes the id's PD) or of
+/// [`crate::verbs::DataPath::create_ep_ex`] (the PD, CQs and SRQ named). A passive endpoint
+/// keeps them for the QP `get_request` gives each new id, as librdmacm keeps its
+/// `qp_init_attr` and PD on the listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EpQpAttr {
+    /// `rdma_create_ep(&id, res, NULL, attr)`: `rdma_create_qp` with librdmacm's CQs.
+    Cm(QpInitAttr),
+    /// `rdma_create_ep(&id, res, pd, attr)` with `attr` naming the CQs (and SRQ):
+    /// `rdma_create_qp_ex`.
+    Verbs(QpInitAttrEx),
+}
+
+impl EpQpAttr {
+    /// The QP type.
+    pub fn qp_type(&self) -> QpType {
+        match self {
+            EpQpAttr::Cm(a) => a.qp_type,
+            EpQpAttr::Verbs(a) => a.qp_type,
+        }
+    }
+
+    /// The capacities asked for.
+    pub fn cap(&self) -> QpCap {
+        match self {
+            EpQpAttr::Cm(a) => a.cap,
+            EpQpAttr::Verbs(a) => a.cap,
+        }
+    }
+
+    fn set_qp_type(&mut self, qp_type: QpType) {
+        match self {
+            EpQpAttr::Cm(a) => a.qp_type = qp_type,
+            EpQpAttr::Verbs(a) => a.qp_type = qp_type,
+        }
+    }
+
+    fn set_cap(&mut self, cap: QpCap) {
+        match self {
+            EpQpAttr::Cm(a) => a.cap = cap,
+            EpQpAttr::Verbs(a) => a.cap = cap,
+        }
+    }
+
+    /// Makes the id's QP of these attributes: `create_qp` or `create_qp_ex`; returns the QP
+    /// number.
+    pub fn create_qp_on<B: DataPath + ?Sized>(&self, dp: &B, id: IdHandle) -> Result<u32> {
+        match self {
+            EpQpAttr::Cm(a) => dp.create_qp(id, a),
+            EpQpAttr::Verbs(a) => dp.create_qp_ex(id, a),
+        }
+    }
+}
+
+/// Runs `make` (a backend's `rdma_create_ep` of [`EpQpAttr`]) for
+/// [`CmBackend::create_ep`]'s attributes, writing back into `qp_init` what `make` wrote.
+pub fn with_cm_attr(
+    qp_init: Option<&mut QpInitAttr>,
+    make: impl FnOnce(Option<&mut EpQpAttr>) -> Result<IdHandle>,
+) -> Result<IdHandle> {
+    let mut ep = qp_init.as_deref().map(|a| EpQpAttr::Cm(*a));
+    let id = make(ep.as_mut())?;
+    if let (Some(out), Some(EpQpAttr::Cm(written))) = (qp_init, ep) {
+        *out = written;
+    }
+    Ok(id)
+}
+
+/// Runs `make` for [`crate::verbs::DataPath::create_ep_ex`]'s attributes, writing back into
+/// `qp_init` what `make` wrote.
+pub fn with_verbs_attr(
+    qp_init: &mut QpInitAttrEx,
+    make: impl FnOnce(Option<&mut EpQpAttr>) -> Result<IdHandle>,
+) -> Result<IdHandle> {
+    let mut ep = EpQpAttr::Verbs(*qp_init);
+    let id = make(Some(&mut ep))?;
+    if let EpQpAttr::Verbs(written) = ep {
+        *qp_init = written;
+    }
+    Ok(id)
+}
+
+/// `rdma_create_ep` over `cm`'s calls, for a backend's [`CmBackend::create_ep`] and
+/// [`crate::verbs::DataPath::create_ep_ex`]: a synchronous id of `info`'s port space; for a
+/// passive `info` (`rai::PASSIVE`) bound to its source, with a copy of `qp_init` (its QP type
+/// set to `info`'s) handed to `keep` for the requests the id will take, `qp_init` itself
+/// untouched; otherwise resolved to `info`'s destination (address, then route, each with
+/// [`EP_RESOLVE_TIMEOUT`]) and given a QP of `qp_init`, if any, by `make_qp`, which returns
+/// the capacities the device granted: they and `info`'s QP type are written back into
+/// `qp_init`, as `rdma_create_ep` writes them back into C's `qp_init_attr`. A failure
+/// destroys what was made and returns the error of the step that failed.
 pub fn create_ep_with<B: CmBackend + ?Sized>(
     cm: &B,
     info: &AddrInfo,
-    qp_init: Option<&QpInitAttr>,
-    keep: impl FnOnce(IdHandle, QpInitAttr) -> Result<()>,
+    qp_init: Option<&mut EpQpAttr>,
+    keep: impl FnOnce(IdHandle, EpQpAttr) -> Result<()>,
+    make_qp: impl FnOnce(IdHandle, &EpQpAttr) -> Result<QpCap>,
 ) -> Result<IdHandle> {
     let refuse = |why: &str| Err(CmError::new(Call::CreateEp, Errno::EINVAL, why));
     let passive = info.flags & crate::rai::PASSIVE != 0;
@@ -38,14 +129,17 @@ pub fn create_ep_with<B: CmBackend + ?Sized>(
         (true, None, _) => return refuse("a passive addrinfo without a source address"),
         (false, _, None) => return refuse("an active addrinfo without a destination address"),
     };
-    let attr = qp_init.map(|a| QpInitAttr {
-        qp_type: info.qp_type,
-        ..*a
-    });
     let id = cm.create_id(None, 0, info.port_space)?;
     let made = match end {
-        End::Passive(src) => passive_ep(cm, id, src, attr, keep),
-        End::Active(src, dst) => active_ep(cm, id, src, dst, attr),
+        End::Passive(src) => {
+            let kept = qp_init.map(|a| {
+                let mut kept = *a;
+                kept.set_qp_type(info.qp_type);
+                kept
+            });
+            passive_ep(cm, id, src, kept, keep)
+        }
+        End::Active(src, dst) => active_ep(cm, id, (src, dst), info.qp_type, qp_init, make_qp),
     };
     match made {
         Ok(()) => Ok(id),
@@ -61,8 +155,8 @@ fn passive_ep<B: CmBackend + ?Sized>(
     cm: &B,
     id: IdHandle,
     src: SocketAddr,
-    attr: Option<QpInitAttr>,
-    keep: impl FnOnce(IdHandle, QpInitAttr) -> Result<()>,
+    attr: Option<EpQpAttr>,
+    keep: impl FnOnce(IdHandle, EpQpAttr) -> Result<()>,
 ) -> Result<()> {
     cm.bind_addr(id, src)?;
     match attr {
@@ -74,16 +168,21 @@ fn passive_ep<B: CmBackend + ?Sized>(
 fn active_ep<B: CmBackend + ?Sized>(
     cm: &B,
     id: IdHandle,
-    src: Option<SocketAddr>,
-    dst: SocketAddr,
-    attr: Option<QpInitAttr>,
+    (src, dst): (Option<SocketAddr>, SocketAddr),
+    qp_type: QpType,
+    attr: Option<&mut EpQpAttr>,
+    make_qp: impl FnOnce(IdHandle, &EpQpAttr) -> Result<QpCap>,
 ) -> Result<()> {
     cm.resolve_addr(id, src, dst, EP_RESOLVE_TIMEOUT)?;
     cm.resolve_route(id, EP_RESOLVE_TIMEOUT)?;
-    match attr {
-        Some(attr) => cm.create_qp(id, &attr).map(|_| ()),
-        None => Ok(()),
+    if let Some(attr) = attr {
+        // librdmacm writes the QP type into the caller's attributes before making the QP,
+        // and ibv_create_qp writes the granted capacities back.
+        attr.set_qp_type(qp_type);
+        let granted = make_qp(id, attr)?;
+        attr.set_cap(granted);
     }
+    Ok(())
 }
 
 /// `rdma_destroy_ep` over `cm`'s calls: the id's QP (with the CQs made for it), then the id.

@@ -370,17 +370,24 @@
 //!
 //! rdma-core's `rdma_server`/`rdma_client` style (synchronous ids, librdmacm's verbs helpers)
 //! ports call for call: [`create_ep`](crate::CmBackend::create_ep) and
-//! [`destroy_ep`](crate::CmBackend::destroy_ep) are `rdma_create_ep` (with no PD: the device's
-//! default one) and `rdma_destroy_ep`, and `get_request` on a passive endpoint made with QP
-//! attributes gives the new id its QP. `rdma_getaddrinfo` is
+//! [`destroy_ep`](crate::CmBackend::destroy_ep) are `rdma_create_ep` (with a NULL PD: the
+//! device's default one, and CQs librdmacm makes) and `rdma_destroy_ep`, and `get_request` on
+//! a passive endpoint made with QP attributes gives the new id its QP. `rdma_create_ep` with a
+//! PD and attributes naming the program's own CQs (and SRQ) is
+//! [`create_ep_ex`](crate::verbs::DataPath::create_ep_ex) with a
+//! [`QpInitAttrEx`](crate::verbs::QpInitAttrEx) (the PD and CQs made through an id bound to
+//! the device beforehand; a passive endpoint gives every new id a QP in that PD completing
+//! into those CQs). `rdma_getaddrinfo` is
 //! [`getaddrinfo`](crate::CmBackend::getaddrinfo) (node and service as strings, as in C); an
 //! active result carries only the destination (`src_addr` is `None`, as librdmacm leaves it).
-//! `rdma_create_ep` does not write the QP's capacities back into the attributes as C's does:
-//! `rdma_client`'s check of `attr.cap.max_inline_data` is
+//! An active `rdma_create_ep` writes the address info's QP type and the capacities granted
+//! back into the attributes it was given (`&mut`), as C's does: `rdma_client`'s check of
+//! `attr.cap.max_inline_data` reads them there (`rdma_server`'s `ibv_query_qp` is
 //! [`query_qp_cap`](crate::verbs::DataPath::query_qp_cap) on the id's
-//! [`qp`](crate::verbs::DataPath::qp), as `rdma_server` does it. `QpInitAttr::new` is not a
-//! zeroed struct: it signals every send (`sq_sig_all`) and has small queues; set every field
-//! a C `memset` would have zeroed. A call of a synchronous id (`rdma_connect`, `rdma_accept`,
+//! [`qp`](crate::verbs::DataPath::qp)). `QpInitAttr::new` is not a zeroed struct: it has
+//! small queues and **signals every send** (`sq_sig_all` true), where a C program that
+//! `memset`s its `ibv_qp_init_attr` gets `sq_sig_all` 0; set every field a C `memset` would
+//! have zeroed, `sq_sig_all = false` first. A call of a synchronous id (`rdma_connect`, `rdma_accept`,
 //! `rdma_disconnect`, ...) returns once its event came, with that event's errno (ECONNREFUSED
 //! for REJECTED); the event stays the id's current one
 //! ([`sync_event`](crate::CmBackend::sync_event), C's `id->event`), e.g. the private data of
@@ -396,23 +403,30 @@
 //! they are polled: after a refused `connect`, whose flushed receive nobody polls, destroy the
 //! endpoint before deregistering its regions, not in C's order.
 //!
-//! `rdma_post_send` with `IBV_SEND_INLINE` (or without `IBV_SEND_SIGNALED`) is
+//! `rdma_post_send`, `rdma_post_ud_send`, `rdma_post_read` and `rdma_post_write` are
+//! [`post_send_msg`](crate::verbs::DataPath::post_send_msg),
+//! [`post_ud_send`](crate::verbs::DataPath::post_ud_send),
+//! [`post_read`](crate::verbs::DataPath::post_read) and
+//! [`post_write`](crate::verbs::DataPath::post_write), with C's `flags` as a
+//! [`SendFlags`](crate::verbs::SendFlags) in the same place: `SendFlags::NONE` is C's 0 (on a
+//! QP without `sq_sig_all`, no completion when it succeeds), `SIGNALED`, `SOLICITED`, `FENCE`
+//! and `INLINE` (the region's bytes copied at post time, up to the granted
+//! `max_inline_data`). C's inline send from memory that is not registered (`mr` NULL) is
 //! [`DataPath::post_send`](crate::verbs::DataPath::post_send) on the id's
 //! [`qp`](crate::verbs::DataPath::qp) with a [`SendWr`](crate::verbs::SendWr) whose payload is
-//! inline; [`post_send_msg`](crate::verbs::DataPath::post_send_msg) is the signaled send from
-//! a region. Both sides of rdma-core's pair, each in its own simulated process (their calls
+//! inline. Both sides of rdma-core's pair, each in its own simulated process (their calls
 //! block; the example `rdma_server_client` in `tests/examples/` is the whole port, with
 //! inline sends, `rdma_xserver`/`rdma_xclient` and runs against the C tools):
 //!
 //! ```
 //! use std::time::Duration;
-//! use cmtwin::verbs::DataPath;
+//! use cmtwin::verbs::{DataPath, SendFlags};
 //! use cmtwin::{rai, AddrInfoHints, CmBackend, PortSpace, QpInitAttr, QpType};
 //!
 //! fn server<B: DataPath>(cm: &B) -> cmtwin::Result<Vec<u8>> {
 //!     let hints = AddrInfoHints::new(rai::PASSIVE).with_port_space(PortSpace::TCP);
 //!     let res = cm.getaddrinfo(None, Some("7471"), Some(&hints))?.remove(0);
-//!     let listen = cm.create_ep(&res, Some(&QpInitAttr::new(QpType::Rc)))?;
+//!     let listen = cm.create_ep(&res, Some(&mut QpInitAttr::new(QpType::Rc)))?;
 //!     cm.listen(listen, 0)?;
 //!     let id = cm.get_request(listen)?; // with its QP
 //!     let mr = cm.reg_msgs(id, vec![0; 16])?;
@@ -431,10 +445,12 @@
 //! fn client<B: DataPath>(cm: &B, server: &str) -> cmtwin::Result<()> {
 //!     let hints = AddrInfoHints::new(0).with_port_space(PortSpace::TCP);
 //!     let res = cm.getaddrinfo(Some(server), Some("7471"), Some(&hints))?.remove(0);
-//!     let id = cm.create_ep(&res, Some(&QpInitAttr::new(QpType::Rc)))?;
+//!     let mut attr = QpInitAttr::new(QpType::Rc);
+//!     let id = cm.create_ep(&res, Some(&mut attr))?;
+//!     assert!(attr.cap.max_send_wr >= 16); // what the device granted, written back
 //!     let mr = cm.reg_msgs(id, b"hello, server!!!".to_vec())?;
 //!     cm.connect(id, None)?;
-//!     cm.post_send_msg(id, 2, &mr, 0, 16, false)?;
+//!     cm.post_send_msg(id, 2, &mr, 0, 16, SendFlags::NONE)?; // its QP signals every send
 //!     cm.get_send_comp(id)?;
 //!     // Returns with the DISCONNECTED event, whichever side disconnected first.
 //!     cm.disconnect(id)?;

@@ -153,12 +153,21 @@ pub struct QpInitAttr {
     pub qp_type: QpType,
     /// Queue capacities.
     pub cap: QpCap,
-    /// Signal every send completion.
+    /// `sq_sig_all`: every send-queue request reports its completion. False: only those
+    /// posted with `IBV_SEND_SIGNALED` ([`crate::verbs::SendFlags::SIGNALED`],
+    /// [`crate::verbs::SendWr::signaled`]) do, and those that fail.
     pub sq_sig_all: bool,
 }
 
 impl QpInitAttr {
-    /// Attributes of a QP of `qp_type` with small default queues.
+    /// Attributes of a QP of `qp_type` with small default queues (16 requests and one entry
+    /// each way, no inline bytes) and **`sq_sig_all` true**.
+    ///
+    /// This is not C's zeroed `struct ibv_qp_init_attr`: a C program that `memset`s its
+    /// attributes to 0 gets `sq_sig_all` 0, so its sends posted with flags 0
+    /// ([`crate::verbs::SendFlags::NONE`]) report no completion. A port of such a program
+    /// sets `sq_sig_all = false` (and the capacities C sets), else each of those sends
+    /// reports a completion the C program never sees, filling the send CQ.
     #[must_use]
     pub fn new(qp_type: QpType) -> Self {
         QpInitAttr {

@@ -447,12 +447,13 @@ impl<B: CmBackend> CmBackend for Recorded<B> {
         });
         r
     }
-    fn create_ep(&self, info: &AddrInfo, qp_init: Option<&QpInitAttr>) -> Result<IdHandle> {
+    fn create_ep(&self, info: &AddrInfo, qp_init: Option<&mut QpInitAttr>) -> Result<IdHandle> {
+        let asked = qp_init.as_deref().map(|a| a.cap);
         let r = self.inner.create_ep(info, qp_init);
         self.record(|n| {
             let (src, dst) = (n.opt_addr(info.src_addr), n.opt_addr(info.dst_addr));
             let (flags, ps, qpt) = (info.flags, info.port_space, info.qp_type);
-            let qp = qp_init.map_or_else(|| "no QP".to_string(), |a| format!("{:?}", a.cap));
+            let qp = asked.map_or_else(|| "no QP".to_string(), |cap| format!("{cap:?}"));
             let result = match &r {
                 Ok(id) => n.id(*id),
                 Err(e) => errno_text(e),

@@ -15,8 +15,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp,
-    SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
+    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendFlags,
+    SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use cmtwin::{
     AsyncEvent, Call, CmBackend, CmError, ConnParam, Errno, EventKind, PortSpace, QpCap, QpHandle,
@@ -1155,7 +1155,10 @@ fn the_rdma_verbs_helpers_work_on_the_qps_create_qp_makes() {
 
     let tx = ok(c.reg_msgs(cid, b"request".to_vec()), "reg_msgs");
     let t0 = c.now();
-    ok(c.post_send_msg(cid, 2, &tx, 0, 7, false), "post_send_msg");
+    ok(
+        c.post_send_msg(cid, 2, &tx, 0, 7, SendFlags::SIGNALED),
+        "post_send_msg",
+    );
     let wc = ok(c.get_send_comp(cid), "get_send_comp");
     assert_eq!(
         (wc.wr_id, wc.status, c.now() - t0),
@@ -1165,8 +1168,18 @@ fn the_rdma_verbs_helpers_work_on_the_qps_create_qp_makes() {
     assert_eq!((wc.wr_id, wc.byte_len), (1, 7));
 
     let local = ok(c.reg_msgs(cid, vec![0; 6]), "reg_msgs");
+    const SIGNALED: SendFlags = SendFlags::SIGNALED;
     ok(
-        c.post_read(cid, 3, &local, 0, 5, readable.addr_at(7), readable.rkey),
+        c.post_read(
+            cid,
+            3,
+            &local,
+            0,
+            5,
+            SIGNALED,
+            readable.addr_at(7),
+            readable.rkey,
+        ),
         "post_read",
     );
     assert_eq!(ok(c.get_send_comp(cid), "read").status, WcStatus::SUCCESS);
@@ -1174,7 +1187,7 @@ fn the_rdma_verbs_helpers_work_on_the_qps_create_qp_makes() {
     ok(c.mr_read(local.handle, 0, &mut got), "mr_read");
     assert_eq!(&got, b"bytes\0");
     ok(
-        c.post_write(cid, 4, &tx, 0, 7, writable.addr, writable.rkey),
+        c.post_write(cid, 4, &tx, 0, 7, SIGNALED, writable.addr, writable.rkey),
         "post_write",
     );
     assert_eq!(ok(c.get_send_comp(cid), "write").status, WcStatus::SUCCESS);
@@ -1189,7 +1202,7 @@ fn the_rdma_verbs_helpers_work_on_the_qps_create_qp_makes() {
         Errno::EINVAL,
     );
     expect_errno(
-        c.post_write(cid, 5, &tx, 4, 7, writable.addr, writable.rkey),
+        c.post_write(cid, 5, &tx, 4, 7, SIGNALED, writable.addr, writable.rkey),
         Call::PostSend,
         Errno::EINVAL,
     );
@@ -1914,4 +1927,67 @@ fn iwarp_external_qps_in_the_wrong_state_fail_as_on_siw() {
         let t = wrong_external_qps(bed.server(), bed.client(), &mut next);
         assert_eq!(t.0, expected, "{kernel:?}");
     }
+}
+
+/// `rdma_create_ep` with the program's PD and CQ on both sides (the passive one's kept for
+/// `get_request`), C's zeroed `sq_sig_all`, and the helpers' flags
+/// (`cmtwin_tests::ep_helpers`): flags 0 give no completion, the signaled send completes
+/// when its ACK is back (10 µs), the inline one is checked against the granted room, and the
+/// fenced send leaves only once the read's response is in, a round trip after it.
+#[test]
+fn create_ep_ex_keeps_the_programs_objects_and_the_helpers_take_c_flags() {
+    let bed = bed(31);
+    let (s, c) = (bed.server(), bed.client());
+    let r =
+        cmtwin_tests::ep_helpers::create_ep_ex_and_send_flags(s, c, addr(7471), SimBed::CLIENT_IP);
+    // rxe's sizing (RoCE, Linux 6.1 profile): 4 requests hold 7, 32 inline bytes are 2
+    // entries' room; the depths written back are those asked.
+    assert_eq!((r.granted, r.queried), (WRITTEN_61, HELD));
+    let sends: Vec<(u64, WcOpcode)> = r.sends.iter().map(|&(w, o, _)| (w, o)).collect();
+    assert_eq!(
+        sends,
+        [
+            (2, WcOpcode::Send),
+            (3, WcOpcode::Send),
+            (4, WcOpcode::RdmaRead),
+            (5, WcOpcode::Send)
+        ]
+    );
+    let times: Vec<Duration> = r.sends.iter().map(|&(_, _, t)| t).collect();
+    assert_eq!(times, [10 * US, 20 * US, 30 * US, 40 * US]);
+    assert_eq!(r.receives, [(10, 8), (11, 8), (12, 32), (13, 8)]);
+}
+
+/// What a QP asking for `cmtwin_tests::ep_helpers::ASKED` holds on rxe (and the RoCE
+/// profiles): 4 requests hold 7, 32 inline bytes are 2 entries' room.
+const HELD: QpCap = QpCap {
+    max_send_wr: 7,
+    max_recv_wr: 7,
+    max_send_sge: 2,
+    max_recv_sge: 1,
+    max_inline_data: 32,
+};
+
+/// What `ibv_create_qp` writes back for it on rxe's Linux 6.1: the depths asked.
+const WRITTEN_61: QpCap = QpCap {
+    max_send_wr: 4,
+    max_recv_wr: 4,
+    ..HELD
+};
+
+/// `rdma_create_ep` writes the addrinfo's QP type and the capacities granted back into the
+/// caller's attributes (`cmtwin_tests::ep_helpers`), as rxe writes them per kernel: the depths
+/// asked on Linux 6.1, those the queues hold on 6.12; the entries and inline room made on
+/// both.
+#[test]
+fn create_ep_writes_back_the_qp_type_and_the_granted_capacities() {
+    let ep = cmtwin_tests::ep_helpers::create_ep_writes_back_what_was_granted;
+    let bed61 = bed(32);
+    assert_eq!(ep(bed61.client(), addr(7471)), (WRITTEN_61, HELD));
+    let config = SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..SimConfig::linux612()
+    };
+    let bed612 = SimBed::with_config(32, Transport::Roce, config);
+    assert_eq!(ep(bed612.client(), addr(7471)), (HELD, HELD));
 }

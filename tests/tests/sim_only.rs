@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cmtwin::verbs::SendFlags;
 use cmtwin::{
     AsyncEvent, Call, CmBackend, CmError, CmOption, ConnParam, Errno, EventInfo, EventKind,
     EventParam, PortSpace, QpInitAttr, QpType, Transport, Wait,
@@ -1591,8 +1592,8 @@ fn get_request_whose_qp_fails_destroys_the_new_id() {
         Some(addr),
         None,
     );
-    let attr = QpInitAttr::new(QpType::Rc);
-    let listener = ok(server.create_ep(&passive, Some(&attr)), "create_ep");
+    let mut attr = QpInitAttr::new(QpType::Rc);
+    let listener = ok(server.create_ep(&passive, Some(&mut attr)), "create_ep");
     ok(server.listen(listener, 8), "listen");
     let client = resolved_client(&bed, PortSpace::TCP, addr);
     add_qp(client_cm, client.id, QpType::Rc);
@@ -2378,7 +2379,7 @@ fn iwarp_initiator_qp_is_ready_to_send_at_established() {
     );
     let t0 = bed.fabric.now();
     ok(
-        c.post_send_msg(pair.client.id, 2, &tx, 0, 16, false),
+        c.post_send_msg(pair.client.id, 2, &tx, 0, 16, SendFlags::SIGNALED),
         "post_send",
     );
     let sent = ok(c.get_send_comp(pair.client.id), "send completion");
@@ -2465,7 +2466,7 @@ fn create_qp_refuses_capacities_above_the_devices() {
     let listen = ok(
         server.create_ep(
             &info,
-            Some(&with(&|a| a.cap.max_send_wr = RXE_MAX_QP_WR + 1)),
+            Some(&mut with(&|a| a.cap.max_send_wr = RXE_MAX_QP_WR + 1)),
         ),
         "create_ep",
     );
@@ -2655,7 +2656,7 @@ fn iwarp_data_sent_after_the_mpa_reply_does_not_overtake_it() {
     let tx = ok(s.reg_msgs(child, b"right behind it!".to_vec()), "reg_msgs");
     let t0 = bed.fabric.now();
     ok(
-        s.post_send_msg(child, 2, &tx, 0, 16, false),
+        s.post_send_msg(child, 2, &tx, 0, 16, SendFlags::SIGNALED),
         "post_send at once",
     );
     let got = ok(c.get_recv_comp(client.id), "receive completion");

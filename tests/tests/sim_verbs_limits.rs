@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp,
-    SendWr, Sge, WcOpcode, WcStatus,
+    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendFlags,
+    SendOp, SendWr, Sge, WcOpcode, WcStatus,
 };
 use cmtwin::{Call, CmBackend, Errno, QpCap, Transport};
 use cmtwin_tests::datapath::{connect_with, next_completion, region, Conn, Objects, Setup};
@@ -176,7 +176,7 @@ fn the_helpers_name_their_call_and_enoent_for_a_destroyed_id() {
     let id = conn.client.id;
     // Bytes outside the region too: the dead id comes first.
     expect_errno(
-        c.post_send_msg(id, 1, &mr, 8, 64, false),
+        c.post_send_msg(id, 1, &mr, 8, 64, SendFlags::SIGNALED),
         Call::PostSend,
         Errno::ENOENT,
     );
@@ -186,7 +186,7 @@ fn the_helpers_name_their_call_and_enoent_for_a_destroyed_id() {
         Errno::ENOENT,
     );
     expect_errno(
-        c.post_write(id, 3, &mr, 0, 4, 0x1000, 1),
+        c.post_write(id, 3, &mr, 0, 4, SendFlags::SIGNALED, 0x1000, 1),
         Call::PostSend,
         Errno::ENOENT,
     );

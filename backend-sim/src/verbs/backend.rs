@@ -318,6 +318,14 @@ impl DataPath for SimBackend {
         )
     }
 
+    fn create_ep_ex(
+        &self,
+        info: &cmtwin::AddrInfo,
+        qp_init: &mut QpInitAttrEx,
+    ) -> Result<IdHandle> {
+        cmtwin::ep::with_verbs_attr(qp_init, |ep| self.create_ep_of(info, ep))
+    }
+
     fn qp_cqs(&self, id: IdHandle) -> Result<Option<QpCqs>> {
         let w = self.verbs_lock(Call::QpCqs)?;
         w.qp_cqs(self.host, id)

@@ -57,6 +57,7 @@ mod backend;
 mod device_profile;
 mod devices;
 mod drive;
+mod endpoint;
 mod faults;
 mod invariants;
 mod iw_qp;

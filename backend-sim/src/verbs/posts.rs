@@ -54,6 +54,7 @@ impl World {
         let mut entry = self.send_entry(wr, dev, pd, &cap)?;
         entry.signaled = wr.signaled;
         entry.solicited = wr.solicited;
+        entry.fence = wr.fence;
         entry.sges = self.hold_entries(dev, &entry.sges);
         match self.drive_qp(q, |m, _, out| m.post_send(entry, out)) {
             Ok(()) => Ok(()),

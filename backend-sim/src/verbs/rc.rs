@@ -122,6 +122,8 @@ pub(crate) struct SendEntry {
     pub sges: Sges,
     pub signaled: bool,
     pub solicited: bool,
+    /// `IBV_SEND_FENCE`: not transmitted while an earlier RDMA read awaits its response.
+    pub fence: bool,
     /// A local error found when the bytes were gathered: completes the request when the
     /// device reaches it.
     pub fault: Option<WcStatus>,
@@ -141,6 +143,7 @@ impl SendEntry {
             sges,
             signaled: true,
             solicited: false,
+            fence: false,
             fault: None,
             psn: 0,
             read: None,
@@ -699,6 +702,9 @@ impl RcQp {
                 }
                 return;
             }
+            if self.sq[self.sent].fence && self.read_outstanding() {
+                break; // a read's response lets it go (`acknowledge` pumps again)
+            }
             let psn = self.next_psn;
             self.next_psn = psn_next(psn);
             let e = &mut self.sq[self.sent];
@@ -707,6 +713,14 @@ impl RcQp {
             self.sent += 1;
         }
         self.arm_retransmit(out);
+    }
+
+    /// Whether a transmitted RDMA read still awaits its response (what a fenced request
+    /// waits for: rxe's `rxe_wqe_is_fenced`, IBA 10.8.3.3).
+    fn read_outstanding(&self) -> bool {
+        let unanswered =
+            |e: &SendEntry| matches!(e.kind, SendKind::Read { .. }) && e.read.is_none();
+        self.sq.iter().take(self.sent).any(unanswered)
     }
 
     /// UC's requester: transmits each request and completes it at once (nothing is ever
@@ -1222,6 +1236,48 @@ mod tests {
         qp.on_packet(ack, &mut Open::default(), &mut out);
         assert_eq!(statuses(&out), [(1, WcStatus::SUCCESS)]);
         assert!(out.iter().any(|o| matches!(o, QpOutput::CancelTimer)));
+    }
+
+    /// A request behind a read leaves at once; a fenced one only once the read's response is
+    /// in, and a fenced one behind no read at once.
+    #[test]
+    fn a_fenced_request_waits_for_the_reads_before_it() {
+        let read = |wr_id| {
+            let kind = SendKind::Read {
+                addr: 0,
+                rkey: 1,
+                len: 4,
+            };
+            SendEntry::new(wr_id, kind, Arc::from(&[][..]), Sges::Many(Vec::new()))
+        };
+        let fenced = |wr_id| SendEntry {
+            fence: true,
+            ..send(wr_id, b"f")
+        };
+        let mut qp = connected(5);
+        let mut out = Vec::new();
+        qp.post_send(read(1), &mut out).unwrap();
+        qp.post_send(send(2, b"a"), &mut out).unwrap();
+        qp.post_send(fenced(3), &mut out).unwrap();
+        let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+        assert_eq!(psns, [0, 1], "the fenced request waits behind the read");
+        out.clear();
+        let response = Packet {
+            psn: 0,
+            body: Body::ReadResp { data: vec![7; 4] },
+        };
+        qp.on_packet(response, &mut Open::default(), &mut out);
+        assert_eq!(statuses(&out), [(1, WcStatus::SUCCESS)]);
+        let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+        assert_eq!(psns, [2], "the read's response lets it go");
+        out.clear();
+        qp.post_send(fenced(4), &mut out).unwrap();
+        let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+        assert_eq!(
+            psns,
+            [3],
+            "no read outstanding: no wait, sends unacknowledged or not"
+        );
     }
 
     #[test]

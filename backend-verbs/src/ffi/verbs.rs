@@ -460,6 +460,17 @@ impl RawCq {
 // QPs.
 // ---------------------------------------------------------------------------------------------
 
+/// The capacities `ibv_create_qp` wrote back into `attr->cap`.
+fn written_cap(c: &sys::ibv_qp_cap) -> cmtwin::QpCap {
+    cmtwin::QpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
 /// Capacities and signalling of a new QP.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct QpCaps {
@@ -599,6 +610,8 @@ pub(crate) const WR_RDMA_READ: u32 = sys::ibv_wr_opcode::IBV_WR_RDMA_READ;
 pub(crate) const SEND_SIGNALED: u32 = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
 /// `IBV_SEND_SOLICITED`.
 pub(crate) const SEND_SOLICITED: u32 = sys::ibv_send_flags::IBV_SEND_SOLICITED.0;
+/// `IBV_SEND_FENCE`.
+pub(crate) const SEND_FENCE: u32 = sys::ibv_send_flags::IBV_SEND_FENCE.0;
 /// `IBV_SEND_INLINE`.
 pub(crate) const SEND_INLINE: u32 = sys::ibv_send_flags::IBV_SEND_INLINE.0;
 
@@ -781,14 +794,15 @@ impl super::RawId {
     }
 
     /// `rdma_create_qp(id, pd, attr)` with the given CQs and SRQ (without one, librdmacm
-    /// gives the QP `id->srq`); returns the QP number.
+    /// gives the QP `id->srq`); returns the QP number and the capacities libibverbs wrote
+    /// back into `attr->cap`.
     pub(crate) fn create_qp_with(
         &self,
         pd: &RawPd,
         cqs: Option<(&RawCq, &RawCq)>,
         srq: Option<&RawSrq>,
         caps: &QpCaps,
-    ) -> CResult<u32> {
+    ) -> CResult<(u32, cmtwin::QpCap)> {
         if let (Some((s, r)), true) = (cqs, caps.create_flags != 0) {
             return self.create_qp_flagged(pd, (s, r), srq, caps);
         }
@@ -808,18 +822,18 @@ impl super::RawId {
         // SAFETY: live id with a device and no QP (checked by the caller); the PD and CQs are
         // live objects of the id's context (checked by the caller; librdmacm checks the PD).
         super::check(unsafe { sys::rdma_create_qp(self.as_ptr(), pd.as_ptr(), &mut init) })?;
-        self.qp_num().ok_or(libc::EIO)
+        Ok((self.qp_num().ok_or(libc::EIO)?, written_cap(&init.cap)))
     }
 
     /// `rdma_create_qp_ex(id, attr)` with the PD, the CQs and `caps.create_flags`; returns
-    /// the QP number.
+    /// the QP number and the capacities written back.
     fn create_qp_flagged(
         &self,
         pd: &RawPd,
         (send_cq, recv_cq): (&RawCq, &RawCq),
         srq: Option<&RawSrq>,
         caps: &QpCaps,
-    ) -> CResult<u32> {
+    ) -> CResult<(u32, cmtwin::QpCap)> {
         let base = caps.init_attr(send_cq, recv_cq, srq);
         // SAFETY: plain data; all-zero means no XRC domain, indirection table or TSO.
         let mut init: sys::ibv_qp_init_attr_ex = unsafe { mem::zeroed() };
@@ -837,7 +851,7 @@ impl super::RawId {
         // live objects of the id's context (checked by the caller); `init` is valid for the
         // call (librdmacm copies what it keeps).
         super::check(unsafe { sys::rdma_create_qp_ex(self.as_ptr(), &mut init) })?;
-        self.qp_num().ok_or(libc::EIO)
+        Ok((self.qp_num().ok_or(libc::EIO)?, written_cap(&init.cap)))
     }
 
     /// Borrowed views of the id's QP and of the CQs and channels librdmacm made for it.

@@ -159,6 +159,14 @@ impl DataPath for VerbsBackend {
         self.poll_cq_impl(cq, wc)
     }
 
+    fn create_ep_ex(
+        &self,
+        info: &cmtwin::AddrInfo,
+        qp_init: &mut QpInitAttrEx,
+    ) -> Result<IdHandle> {
+        cmtwin::ep::with_verbs_attr(qp_init, |ep| self.create_ep_of(info, ep))
+    }
+
     fn create_qp_ex(&self, id: IdHandle, attr: &QpInitAttrEx) -> Result<u32> {
         self.create_qp_ex_impl(id, attr)
     }

@@ -55,8 +55,12 @@ pub(crate) struct QpObj {
     pub raw: RawQp,
     pub ctx: RawCtx,
     pub qpn: u32,
-    /// The capacities asked for (posts are checked against them).
+    /// The capacities the QP has, as `ibv_query_qp` reads them (posts are checked against
+    /// them).
     pub cap: QpCap,
+    /// The capacities `ibv_create_qp` wrote back into the caller's `attr->cap` (what
+    /// `rdma_create_ep` hands back); `None` for a QP made apart from ids.
+    pub created: Option<QpCap>,
     /// A UD QP (its sends need a destination: an address handle).
     pub ud: bool,
     /// Takes its receives from an SRQ (it has no receive queue).

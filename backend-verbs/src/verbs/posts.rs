@@ -18,8 +18,8 @@ use cmtwin::{Call, QpHandle, Result};
 use super::objects::{AhObj, Posted, QpObj};
 use super::regions::{keys_for_post, release_all, KeyTable, Region};
 use crate::ffi::{
-    RawSge, SendReq, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED, WR_RDMA_READ, WR_RDMA_WRITE,
-    WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM,
+    RawSge, SendReq, SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED, WR_RDMA_READ,
+    WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM,
 };
 use crate::registry::lock;
 use crate::{c_err, err, VerbsBackend};
@@ -102,6 +102,9 @@ impl VerbsBackend {
         }
         if wr.solicited {
             flags |= SEND_SOLICITED;
+        }
+        if wr.fence {
+            flags |= SEND_FENCE;
         }
         let (sges, entries): (Vec<RawSge>, &[Sge]) = match wr.payload {
             Payload::Inline(_) if opcode == WR_RDMA_READ => {

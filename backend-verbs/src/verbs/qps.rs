@@ -89,7 +89,7 @@ struct QpObjects {
 /// exceed those asked for (`ibv_create_qp` writes them back; rxe grants 16 inline bytes to a
 /// QP that asked for none but has one entry a request); `asked` stands in if the device
 /// cannot be queried.
-fn qp_obj(raw: RawQp, asked: QpCap, ud: bool, srq: bool) -> Arc<QpObj> {
+fn qp_obj(raw: RawQp, (asked, created): (QpCap, Option<QpCap>), ud: bool, srq: bool) -> Arc<QpObj> {
     let ctx = raw.ctx();
     let qpn = raw.qp_num();
     let cap = raw.cap().map_or(asked, |c| QpCap {
@@ -104,6 +104,7 @@ fn qp_obj(raw: RawQp, asked: QpCap, ud: bool, srq: bool) -> Arc<QpObj> {
         ctx,
         qpn,
         cap,
+        created,
         ud,
         srq,
         send_order: Mutex::new(()),
@@ -227,7 +228,7 @@ impl VerbsBackend {
     ) -> Result<u32> {
         let (pd_key, pd) = self.default_pd(call, ctx, o.raw.local_addr())?;
         // librdmacm gives the QP `id->srq`.
-        let qpn = o
+        let (qpn, created) = o
             .raw
             .create_qp_with(&pd.raw, None, None, &caps(cap, sq_sig_all, t))
             .map_err(|e| c_err(call, e))?;
@@ -240,7 +241,7 @@ impl VerbsBackend {
             }
         };
         let mut reg = self.reg();
-        match self.register_id_qp(&mut reg, o.handle, pd_key, parts, *cap, t) {
+        match self.register_id_qp(&mut reg, o.handle, pd_key, parts, (*cap, created), t) {
             Ok(()) => Ok(qpn),
             Err(e) => {
                 drop(reg);
@@ -257,7 +258,7 @@ impl VerbsBackend {
         id: IdHandle,
         pd: u64,
         parts: IdQpParts,
-        cap: QpCap,
+        cap: (QpCap, QpCap),
         t: QpType,
     ) -> Result<()> {
         let call = Call::CreateQp;
@@ -307,7 +308,12 @@ impl VerbsBackend {
             cq_keys[i] = k;
         }
         let srq = reg.verbs.srq_of_id.get(&id).copied();
-        let obj = qp_obj(parts.qp, cap, t == QpType::Ud, srq.is_some());
+        let obj = qp_obj(
+            parts.qp,
+            (cap.0, Some(cap.1)),
+            t == QpType::Ud,
+            srq.is_some(),
+        );
         let cqs = (cq_keys[0], cq_keys[1]);
         self.insert_qp(reg, keys[0], obj, (Some(id), pd), cqs, srq);
         Ok(())
@@ -425,7 +431,7 @@ impl VerbsBackend {
                 c.create_flags = CREATE_BLOCK_SELF_MCAST_LB;
             }
             let raw_srq = srq.as_ref().map(|(_, o)| &o.raw);
-            let qpn = o
+            let (qpn, created) = o
                 .raw
                 .create_qp_with(&pd.raw, Some((&s.raw, &r.raw)), raw_srq, &c)
                 .map_err(|e| c_err(call, e))?;
@@ -439,7 +445,7 @@ impl VerbsBackend {
             // The SRQ is still registered: `srq` holds it (a destroy is refused meanwhile).
             let srq_key = srq.as_ref().map(|(k, _)| *k);
             let ud = attr.qp_type == QpType::Ud;
-            let obj = qp_obj(parts.qp, attr.cap, ud, srq_key.is_some());
+            let obj = qp_obj(parts.qp, (attr.cap, Some(created)), ud, srq_key.is_some());
             let cqs = (attr.send_cq.raw(), attr.recv_cq.raw());
             let owner = (Some(id), attr.pd.raw());
             self.insert_qp(&mut reg, key, obj, owner, cqs, srq_key);
@@ -530,7 +536,12 @@ impl VerbsBackend {
         };
         // The SRQ is still registered: `srq` holds it (a destroy is refused meanwhile).
         let srq_key = srq.as_ref().map(|(k, _)| *k);
-        let obj = qp_obj(raw, attr.cap, attr.qp_type == QpType::Ud, srq_key.is_some());
+        let obj = qp_obj(
+            raw,
+            (attr.cap, None),
+            attr.qp_type == QpType::Ud,
+            srq_key.is_some(),
+        );
         let cqs = (attr.send_cq.raw(), attr.recv_cq.raw());
         self.insert_qp(&mut reg, key, obj, (None, attr.pd.raw()), cqs, srq_key);
         Ok(QpHandle::from_raw(key))
@@ -560,6 +571,7 @@ impl VerbsBackend {
         let QpObj {
             raw,
             cap,
+            created,
             ud,
             srq,
             queues,
@@ -580,6 +592,7 @@ impl VerbsBackend {
                     qpn: raw.qp_num(),
                     raw,
                     cap,
+                    created,
                     ud,
                     srq,
                     send_order: Mutex::new(()),

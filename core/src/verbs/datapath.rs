@@ -2,7 +2,7 @@
 
 use crate::verbs::{
     AccessFlags, MemoryRegion, PollSource, QpAttr, QpAttrMask, QpCqs, QpInitAttrEx, QpState,
-    RecvWr, SendWr, SrqAttr, SrqAttrMask, VerbsAsyncEvent, WorkCompletion,
+    RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask, VerbsAsyncEvent, WorkCompletion,
 };
 use crate::{
     AhAttr, AhHandle, CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpCap,
@@ -131,6 +131,20 @@ pub trait DataPath: CmBackend {
     ///   creation flags, measured; the simulator has it).
     fn create_qp_ex(&self, id: IdHandle, attr: &QpInitAttrEx) -> Result<u32>;
 
+    /// `rdma_create_ep(&id, res, pd, qp_init_attr)` with a PD and CQs of the program's own
+    /// (and, if it names one, an SRQ): `CmBackend::create_ep` whose QP is made by
+    /// `create_qp_ex` of `qp_init` (its `pd`, `send_cq`, `recv_cq`, `srq`, `sq_sig_all`,
+    /// ...). A passive `info` keeps a copy for `get_request`, which makes each new id's QP
+    /// in that PD, sharing those CQs (and SRQ), as librdmacm does with the listener's PD and
+    /// attributes; `qp_init` is left as it is. An active one writes `info`'s QP type and the
+    /// capacities granted back into `qp_init`, as `create_ep` does. The PD and CQs come from
+    /// the device the endpoint will use (`alloc_pd` and `create_cq` through an id bound
+    /// there; they outlive that id).
+    ///
+    /// * The errnos of `create_ep`, and of `create_qp_ex` (EINVAL: the PD or a CQ on another
+    ///   device than the endpoint's).
+    fn create_ep_ex(&self, info: &crate::AddrInfo, qp_init: &mut QpInitAttrEx) -> Result<IdHandle>;
+
     /// The CQs of the id's QP and their channels (`id->send_cq`, `id->send_cq_channel`, ...):
     /// for a QP made by `create_qp`, the CQs the backend made for it, each with its own
     /// completion channel as librdmacm makes them; for one made by `create_qp_ex`, the CQs
@@ -256,7 +270,8 @@ pub trait DataPath: CmBackend {
     fn query_qp_state(&self, qp: QpHandle) -> Result<QpState>;
 
     /// `ibv_query_qp(qp, ..., IBV_QP_CAP, ...)`: the capacities the device made of those asked
-    /// for, which may be larger (what C's `ibv_create_qp` writes back into `attr->cap`). Every
+    /// for, which may be larger (C's `ibv_create_qp` writes back the same into `attr->cap`,
+    /// except the queue depths on rxe of Linux 6.1, which it leaves as asked). Every
     /// queue takes this many requests before a post fails with ENOMEM. On rxe (and the
     /// simulator's RoCE and InfiniBand devices) a queue asked for `n` requests holds the next
     /// power of two above `n`, minus one (16 → 31), and a send request has room for
@@ -517,13 +532,15 @@ pub trait DataPath: CmBackend {
         }
     }
 
-    /// `rdma_post_send`: a signaled send of `len` bytes of `mr` from `offset` (named apart
-    /// from `post_send`, which is `ibv_post_send`); `solicited` sets `IBV_SEND_SOLICITED`.
-    /// `rdma_post_send`'s other flags (`IBV_SEND_INLINE`, an unsignaled send) are a
-    /// [`SendWr`] given to `post_send` on the id's [`qp`](DataPath::qp).
+    /// `rdma_post_send(id, context, addr, length, mr, flags)`: a send of `len` bytes of `mr`
+    /// from `offset` (named apart from `post_send`, which is `ibv_post_send`), with C's
+    /// `flags` passed on as they are ([`SendFlags`]): [`SendFlags::NONE`] on a QP made with
+    /// `sq_sig_all` false reports no completion when it succeeds (pass
+    /// [`SendFlags::SIGNALED`] to get one); [`SendFlags::INLINE`] copies the bytes from the
+    /// region at post time, up to the QP's granted `max_inline_data`.
     ///
     /// * EINVAL: the id has no QP, or the bytes are not inside the region.
-    /// * The errnos of `post_send`.
+    /// * The errnos of `post_send` (EINVAL for inline bytes above `max_inline_data`).
     fn post_send_msg(
         &self,
         id: IdHandle,
@@ -531,15 +548,15 @@ pub trait DataPath: CmBackend {
         mr: &MemoryRegion,
         offset: usize,
         len: u32,
-        solicited: bool,
+        flags: SendFlags,
     ) -> Result<()> {
         let op = super::SendOp::Send;
-        let shape = |wr: &mut SendWr<'_>| wr.solicited = solicited;
-        super::helpers::post_one(self, id, wr_id, op, mr, offset, len, shape)
+        super::helpers::post_one(self, id, wr_id, op, (mr, offset, len), flags, |_| {})
     }
 
-    /// `rdma_post_ud_send`: a signaled UD send of `len` bytes of `mr` from `offset` to QP
-    /// `remote_qpn` through `ah`, with librdmacm's qkey ([`crate::RDMA_UDP_QKEY`]).
+    /// `rdma_post_ud_send(id, context, addr, length, mr, flags, ah, remote_qpn)`: a UD send
+    /// of `len` bytes of `mr` from `offset` to QP `remote_qpn` through `ah`, with librdmacm's
+    /// qkey ([`crate::RDMA_UDP_QKEY`]) and C's `flags` as `post_send_msg` takes them.
     ///
     /// * EINVAL: the id has no QP, or the bytes are not inside the region.
     /// * The errnos of `post_send`.
@@ -551,6 +568,7 @@ pub trait DataPath: CmBackend {
         mr: &MemoryRegion,
         offset: usize,
         len: u32,
+        flags: SendFlags,
         ah: AhHandle,
         remote_qpn: u32,
     ) -> Result<()> {
@@ -561,11 +579,13 @@ pub trait DataPath: CmBackend {
         };
         let op = super::SendOp::Send;
         let shape = |wr: &mut SendWr<'_>| wr.ud = Some(dest);
-        super::helpers::post_one(self, id, wr_id, op, mr, offset, len, shape)
+        super::helpers::post_one(self, id, wr_id, op, (mr, offset, len), flags, shape)
     }
 
-    /// `rdma_post_read`: reads `len` bytes of the peer's memory at `remote_addr` (its region's
-    /// `rkey`) into `mr` from `offset`.
+    /// `rdma_post_read(id, context, addr, length, mr, flags, remote_addr, rkey)`: reads `len`
+    /// bytes of the peer's memory at `remote_addr` (its region's `rkey`) into `mr` from
+    /// `offset`, with C's `flags` as `post_send_msg` takes them ([`SendFlags::INLINE`] is
+    /// refused for a read, as libibverbs' drivers refuse it).
     ///
     /// * EINVAL: the id has no QP, or the local bytes are not inside the region.
     /// * The errnos of `post_send`.
@@ -577,15 +597,17 @@ pub trait DataPath: CmBackend {
         mr: &MemoryRegion,
         offset: usize,
         len: u32,
+        flags: SendFlags,
         remote_addr: u64,
         rkey: u32,
     ) -> Result<()> {
         let op = super::SendOp::RdmaRead { remote_addr, rkey };
-        super::helpers::post_one(self, id, wr_id, op, mr, offset, len, |_| {})
+        super::helpers::post_one(self, id, wr_id, op, (mr, offset, len), flags, |_| {})
     }
 
-    /// `rdma_post_write`: writes `len` bytes of `mr` from `offset` to the peer's memory at
-    /// `remote_addr` (its region's `rkey`).
+    /// `rdma_post_write(id, context, addr, length, mr, flags, remote_addr, rkey)`: writes
+    /// `len` bytes of `mr` from `offset` to the peer's memory at `remote_addr` (its region's
+    /// `rkey`), with C's `flags` as `post_send_msg` takes them.
     ///
     /// * EINVAL: the id has no QP, or the local bytes are not inside the region.
     /// * The errnos of `post_send`.
@@ -597,11 +619,12 @@ pub trait DataPath: CmBackend {
         mr: &MemoryRegion,
         offset: usize,
         len: u32,
+        flags: SendFlags,
         remote_addr: u64,
         rkey: u32,
     ) -> Result<()> {
         let op = super::SendOp::RdmaWrite { remote_addr, rkey };
-        super::helpers::post_one(self, id, wr_id, op, mr, offset, len, |_| {})
+        super::helpers::post_one(self, id, wr_id, op, (mr, offset, len), flags, |_| {})
     }
 
     /// `rdma_get_send_comp`: the next completion of the id's send CQ, waiting on its channel

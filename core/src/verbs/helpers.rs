@@ -1,7 +1,7 @@
 //! What the `rdma_verbs.h` helpers of [`DataPath`] share: checking a region's bytes, finding
 //! an id's CQs, and waiting for a CQ's next completion through its channel.
 
-use crate::verbs::{DataPath, MemoryRegion, QpCqs, Sge, WorkCompletion};
+use crate::verbs::{DataPath, MemoryRegion, QpCqs, SendFlags, Sge, WorkCompletion};
 use crate::{Call, CmError, CompChannelHandle, CqHandle, Errno, IdHandle, QpHandle, Result, Wait};
 
 /// The entry over `len` bytes of `mr` from `offset`; EINVAL naming `call` if they are not
@@ -20,23 +20,36 @@ pub(crate) fn sge_in(call: Call, mr: &MemoryRegion, offset: usize, len: u32) -> 
     }
 }
 
-/// Posts `op` on `id`'s QP with one gather entry: `len` bytes of `mr` from `offset` (the
+/// Posts `op` on `id`'s QP over `len` bytes of `mr` from `offset` with C's `flags` (the
 /// one-region work requests of the rdma_verbs.h helpers), after `shape` sets what else the
-/// helper's request carries (solicited, a UD destination).
+/// helper's request carries (a UD destination). With [`SendFlags::INLINE`] the bytes are
+/// copied from the region now, as the driver copies them at post time (the key unused).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn post_one<B: DataPath + ?Sized>(
     dp: &B,
     id: IdHandle,
     wr_id: u64,
     op: crate::verbs::SendOp,
-    mr: &MemoryRegion,
-    offset: usize,
-    len: u32,
+    (mr, offset, len): (&MemoryRegion, usize, u32),
+    flags: SendFlags,
     shape: impl FnOnce(&mut crate::verbs::SendWr<'_>),
 ) -> Result<()> {
     let qp = qp_of(dp, Call::PostSend, id)?;
     let sge = [sge_in(Call::PostSend, mr, offset, len)?];
-    let mut wr = crate::verbs::SendWr::new(wr_id, op, crate::verbs::Payload::Sges(&sge));
+    let mut bytes = Vec::new();
+    let payload = match flags.contains(SendFlags::INLINE) {
+        true => {
+            bytes.resize(len as usize, 0);
+            dp.mr_read(mr.handle, offset, &mut bytes)
+                .map_err(|e| CmError::new(Call::PostSend, e.errno, e.detail))?;
+            crate::verbs::Payload::Inline(&bytes)
+        }
+        false => crate::verbs::Payload::Sges(&sge),
+    };
+    let mut wr = crate::verbs::SendWr::new(wr_id, op, payload);
+    wr.signaled = flags.contains(SendFlags::SIGNALED);
+    wr.solicited = flags.contains(SendFlags::SOLICITED);
+    wr.fence = flags.contains(SendFlags::FENCE);
     shape(&mut wr);
     dp.post_send(qp, &wr)
 }

@@ -36,6 +36,7 @@ mod poll;
 mod qp;
 mod qp_mask;
 mod qp_transitions;
+mod send_flags;
 mod srq;
 mod work;
 
@@ -46,5 +47,6 @@ pub use poll::{list_sources, PollSource};
 pub use qp::{QpAttr, QpCqs, QpInitAttrEx, QpState, VerbsAsyncEvent};
 pub use qp_mask::QpAttrMask;
 pub use qp_transitions::{modify_qp_is_ok, qp_transition, QpModifyRefusal, QpTransition};
+pub use send_flags::SendFlags;
 pub use srq::{SrqAttr, SrqAttrMask};
 pub use work::{Payload, RecvWr, SendOp, SendWr, Sge, UdDest, MULTICAST_QPN};

@@ -40,7 +40,8 @@ pub struct QpInitAttrEx {
     pub qp_type: QpType,
     /// Queue capacities.
     pub cap: QpCap,
-    /// Signal every send completion (else only requests marked signaled, and errors).
+    /// `sq_sig_all`: every send-queue request reports its completion (else only requests
+    /// posted signaled, [`super::SendFlags::SIGNALED`], and those that fail).
     pub sq_sig_all: bool,
     /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (mckey's `-l`): a UD QP whose id joined a
     /// multicast group does not receive its own datagrams to it. UD QPs on ids only.
@@ -53,8 +54,8 @@ pub struct QpInitAttrEx {
 }
 
 impl QpInitAttrEx {
-    /// An RC QP of `pd` completing into `send_cq` and `recv_cq`, with small default queues,
-    /// signalling every send.
+    /// An RC QP of `pd` completing into `send_cq` and `recv_cq`, with small default queues
+    /// and **`sq_sig_all` true** (not C's zeroed struct: see [`crate::QpInitAttr::new`]).
     pub fn rc(pd: PdHandle, send_cq: CqHandle, recv_cq: CqHandle) -> Self {
         QpInitAttrEx {
             pd,

@@ -85,13 +85,18 @@ pub struct SendWr<'a> {
     pub signaled: bool,
     /// `IBV_SEND_SOLICITED`: the peer's CQ armed for solicited events fires.
     pub solicited: bool,
+    /// `IBV_SEND_FENCE`: the request is not started before every RDMA read posted before it
+    /// on the QP has its response (InfiniBand's fence, IBA 10.8.3.3; rxe's
+    /// `rxe_wqe_is_fenced` and siw's read fence hold it so); without a read outstanding it
+    /// changes nothing. The simulator holds it the same way on every transport.
+    pub fence: bool,
     /// The destination of a send on a UD QP (`wr.ud`): required there (only `Send` and
     /// `SendWithImm` are UD operations), refused on a connected QP.
     pub ud: Option<UdDest>,
 }
 
 impl<'a> SendWr<'a> {
-    /// A signaled, unsolicited request of `op` over `payload`.
+    /// A signaled, unsolicited, unfenced request of `op` over `payload`.
     pub fn new(wr_id: u64, op: SendOp, payload: Payload<'a>) -> Self {
         SendWr {
             wr_id,
@@ -99,6 +104,7 @@ impl<'a> SendWr<'a> {
             payload,
             signaled: true,
             solicited: false,
+            fence: false,
             ud: None,
         }
     }

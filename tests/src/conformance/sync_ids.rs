@@ -285,10 +285,10 @@ pub fn sync_ud_connect_statuses_become_errnos<T: TestBed>(bed: &T) {
 pub fn create_ep_listens_and_connects_with_the_qps_it_made<T: TestBed>(bed: &T) {
     let (server_cm, client_cm) = (bed.server(), bed.client());
     let addr = bed.server_addr();
-    let attr = QpInitAttr::new(QpType::Rc);
+    let mut attr = QpInitAttr::new(QpType::Rc);
     let passive = AddrInfo::new(rai::PASSIVE, PortSpace::TCP, QpType::Rc, Some(addr), None);
     let listener = ok(
-        server_cm.create_ep(&passive, Some(&attr)),
+        server_cm.create_ep(&passive, Some(&mut attr)),
         "create_ep (passive)",
     );
     assert_eq!(
@@ -300,7 +300,7 @@ pub fn create_ep_listens_and_connects_with_the_qps_it_made<T: TestBed>(bed: &T) 
     ok(server_cm.listen(listener, 8), "listen");
     let active = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, Some(addr));
     let id = ok(
-        client_cm.create_ep(&active, Some(&attr)),
+        client_cm.create_ep(&active, Some(&mut attr)),
         "create_ep (active)",
     );
     let ev = ok(client_cm.sync_event(id), "sync_event").expect("an event kept");
@@ -368,9 +368,9 @@ pub fn create_ep_fails_with_the_failed_steps_error<T: TestBed>(bed: &T) {
         .expect("the scenario needs UnroutableAddress");
     let nowhere = SocketAddr::new(unroutable, 7471);
     let active = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, Some(nowhere));
-    let attr = QpInitAttr::new(QpType::Rc);
+    let mut attr = QpInitAttr::new(QpType::Rc);
     expect_errno(
-        cm.create_ep(&active, Some(&attr)),
+        cm.create_ep(&active, Some(&mut attr)),
         Call::ResolveAddr,
         Errno::ENETUNREACH,
     );

@@ -5,9 +5,10 @@
 //!
 //! * [`Flavor::Plain`] (`rdma_server`, `rdma_client`): both sides make their endpoint with a
 //!   QP of one send and one receive request, one entry each, 16 inline bytes and every send
-//!   signaled; each queries its QP's `max_inline_data` to send inline when it holds the
-//!   16-byte message, registers its receive buffer (and, without inline sends, its send
-//!   buffer) with `rdma_reg_msgs` and posts the receive before it connects or accepts. The
+//!   signaled; each sends inline when its QP's `max_inline_data` holds the 16-byte message
+//!   (the server asks `ibv_query_qp`, the client reads what `rdma_create_ep` wrote back),
+//!   registers its receive buffer (and, without inline sends, its send buffer) with
+//!   `rdma_reg_msgs` and posts the receive before it connects or accepts. The
 //!   client sends first; the server answers once the client's message arrived; each side
 //!   disconnects after its last completion (`rdma_disconnect` of a synchronous id returns with
 //!   the DISCONNECTED event, whichever side disconnected first).
@@ -27,7 +28,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use cmtwin::verbs::{DataPath, MemoryRegion, Payload, SendOp, SendWr, WcOpcode, WcStatus};
+use cmtwin::verbs::{
+    DataPath, MemoryRegion, Payload, SendFlags, SendOp, SendWr, WcOpcode, WcStatus,
+};
 use cmtwin::{
     rai, AddrInfo, AddrInfoHints, CmError, ConnParam, Errno, EventKind, IdHandle, PortSpace, QpCap,
     QpInitAttr, QpType, Result,
@@ -89,8 +92,9 @@ pub struct Summary {
     pub received: Option<[u8; MESSAGE_LEN]>,
     /// Whether this side sent a message (`rdma_xserver` sends none).
     pub sent: bool,
-    /// `max_inline_data` of the QP as `ibv_query_qp` gave it (the plain pair; 0 for the X
-    /// pair, which does not ask).
+    /// `max_inline_data` of the QP as the server's `ibv_query_qp` and the client's
+    /// `rdma_create_ep` (written back into its attributes) gave it (the plain pair; 0 for the
+    /// X pair, which does not ask).
     pub max_inline_data: u32,
     /// Whether the message went inline (`IBV_SEND_INLINE`) rather than from a region.
     pub inline: bool,
@@ -220,7 +224,8 @@ fn post_message<B: DataPath>(
     message: &[u8; MESSAGE_LEN],
 ) -> Result<()> {
     match (&buffers.send, inline) {
-        (Some(mr), false) => cm.post_send_msg(id, 0, mr, 0, MESSAGE_LEN as u32, false),
+        // The tools' send_flags: 0 when not inline (their QPs signal every send).
+        (Some(mr), false) => cm.post_send_msg(id, 0, mr, 0, MESSAGE_LEN as u32, SendFlags::NONE),
         _ => {
             let qp = cm
                 .qp(id)?
@@ -261,7 +266,7 @@ fn recv_completion<B: DataPath>(cm: &B, id: IdHandle) -> Result<()> {
 pub fn server<B: DataPath>(cm: &B, addr: SocketAddr, opts: &Options) -> Result<Summary> {
     let node = (opts.flavor == Flavor::Plain).then_some(addr.ip());
     let res = addrinfo(cm, node, addr.port(), true, opts.flavor)?;
-    let listen = cm.create_ep(&res, Some(&qp_init_attr(opts.flavor, true)))?;
+    let listen = cm.create_ep(&res, Some(&mut qp_init_attr(opts.flavor, true)))?;
     let served = cm
         .listen(listen, 0)
         .and_then(|()| cm.get_request(listen))
@@ -360,8 +365,9 @@ pub fn client<B: DataPath>(cm: &B, server: SocketAddr, opts: &Options) -> Result
     let res = addrinfo(cm, Some(server.ip()), server.port(), false, opts.flavor)?;
     let start = cm.now();
     loop {
-        let id = cm.create_ep(&res, Some(&qp_init_attr(opts.flavor, false)))?;
-        let client = match prepare(cm, id, opts) {
+        let mut attr = qp_init_attr(opts.flavor, false);
+        let id = cm.create_ep(&res, Some(&mut attr))?;
+        let client = match prepare(cm, id, opts, attr.cap.max_inline_data) {
             Ok(client) => client,
             Err(e) => {
                 let _ = cm.destroy_ep(id);
@@ -394,14 +400,20 @@ struct Prepared {
     inline: bool,
 }
 
-/// The client's steps between `rdma_create_ep` and `rdma_connect`: the inline check, the
-/// regions, the receive posted (the plain pair).
-fn prepare<B: DataPath>(cm: &B, id: IdHandle, opts: &Options) -> Result<Prepared> {
+/// The client's steps between `rdma_create_ep` and `rdma_connect`: the inline check against
+/// `written_back` (the `max_inline_data` `rdma_create_ep` wrote back), the regions, the
+/// receive posted (the plain pair).
+fn prepare<B: DataPath>(
+    cm: &B,
+    id: IdHandle,
+    opts: &Options,
+    written_back: u32,
+) -> Result<Prepared> {
     let plain = opts.flavor == Flavor::Plain;
     // rdma_client reads the inline room rdma_create_ep wrote back into its attributes;
     // rdma_xclient sends inline without asking.
     let max_inline_data = match plain {
-        true => qp_cap(cm, id)?.max_inline_data,
+        true => written_back,
         false => 0,
     };
     let inline = !plain || max_inline_data >= MESSAGE_LEN as u32;

@@ -14,7 +14,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, WcOpcode, WcStatus, WorkCompletion,
+    AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, SendFlags, WcOpcode, WcStatus,
+    WorkCompletion,
 };
 use cmtwin::{ChannelHandle, CmError, ConnParam, EventKind, IdHandle, PortSpace, QpCap, Result};
 
@@ -254,7 +255,14 @@ impl Side {
     /// Sends `message` (an advertisement, or "go ahead").
     fn send<B: DataPath>(&self, cm: &B, message: &[u8; INFO_LEN]) -> Result<()> {
         cm.mr_write(self.send.handle, 0, message)?;
-        cm.post_send_msg(self.id, 0, &self.send, 0, INFO_LEN as u32, false)
+        cm.post_send_msg(
+            self.id,
+            0,
+            &self.send,
+            0,
+            INFO_LEN as u32,
+            SendFlags::SIGNALED,
+        )
     }
 }
 
@@ -301,7 +309,8 @@ fn serve_pings<B: DataPath>(cm: &B, side: &Side, opts: &Options) -> Result<Summa
             )));
         }
         let (rdma, addr) = (&side.rdma, source.addr);
-        cm.post_read(side.id, 1, rdma, 0, len as u32, addr, source.rkey)?;
+        let signaled = SendFlags::SIGNALED;
+        cm.post_read(side.id, 1, rdma, 0, len as u32, signaled, addr, source.rkey)?;
         side.expect(cm, WcOpcode::RdmaRead, ping)?;
         let mut data = vec![0u8; len];
         cm.mr_read(rdma.handle, 0, &mut data)?;
@@ -320,7 +329,7 @@ fn serve_pings<B: DataPath>(cm: &B, side: &Side, opts: &Options) -> Result<Summa
         // The string and its NUL, as rping writes it.
         let echo = data.iter().position(|&b| b == 0).map_or(len, |n| n + 1);
         let echo = echo.min(sink.size as usize) as u32;
-        cm.post_write(side.id, 2, rdma, 0, echo, sink.addr, sink.rkey)?;
+        cm.post_write(side.id, 2, rdma, 0, echo, signaled, sink.addr, sink.rkey)?;
         side.expect(cm, WcOpcode::RdmaWrite, ping)?;
         side.send(cm, &go_ahead)?;
         summary.pings += 1;

@@ -3,8 +3,8 @@
 //! `ibv_poll_cq`.
 
 use cmtwin::verbs::{
-    DataPath, MemoryRegion, Payload, RecvWr, SendOp, SendWr, Sge, UdDest, WcOpcode, WorkCompletion,
-    MULTICAST_QPN,
+    DataPath, MemoryRegion, Payload, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest, WcOpcode,
+    WorkCompletion, MULTICAST_QPN,
 };
 use cmtwin::{Call, Errno};
 
@@ -13,6 +13,18 @@ use super::{Model, Validity, Wr};
 
 /// Entries of a request beyond this many are not built (the device's maximum is 32).
 const MAX_SGES: usize = 40;
+
+/// What the rdma_verbs.h helpers are posted with: signaled, as the helpers were before they
+/// took C's flags, so that the recorded runs keep their completions.
+const SIGNALED: SendFlags = SendFlags::SIGNALED;
+
+/// The flags of a helper send, solicited or not.
+fn helper_flags(solicited: bool) -> SendFlags {
+    match solicited {
+        true => SendFlags::SIGNALED | SendFlags::SOLICITED,
+        false => SendFlags::SIGNALED,
+    }
+}
 
 /// The completion opcode of a successful send-queue request of `op`.
 fn opcode_of(op: &SendOp) -> WcOpcode {
@@ -330,21 +342,22 @@ impl Model {
             ),
             Helper::Send(solicited) => (
                 Call::PostSend,
-                cm.post_send_msg(h, wr_id, &region, offset, len, solicited),
+                cm.post_send_msg(h, wr_id, &region, offset, len, helper_flags(solicited)),
             ),
             Helper::Ud(u) => {
                 let dest = self.ud_dest(&u, qp);
-                let r = cm.post_ud_send(h, wr_id, &region, offset, len, dest.ah, dest.remote_qpn);
+                let (ah, qpn) = (dest.ah, dest.remote_qpn);
+                let r = cm.post_ud_send(h, wr_id, &region, offset, len, SIGNALED, ah, qpn);
                 (Call::PostSend, r)
             }
             Helper::Read(remote) => {
                 let (addr, rkey) = self.remote(&remote, qp);
-                let r = cm.post_read(h, wr_id, &region, offset, len, addr, rkey);
+                let r = cm.post_read(h, wr_id, &region, offset, len, SIGNALED, addr, rkey);
                 (Call::PostSend, r)
             }
             Helper::Write(remote) => {
                 let (addr, rkey) = self.remote(&remote, qp);
-                let r = cm.post_write(h, wr_id, &region, offset, len, addr, rkey);
+                let r = cm.post_write(h, wr_id, &region, offset, len, SIGNALED, addr, rkey);
                 (Call::PostSend, r)
             }
         };

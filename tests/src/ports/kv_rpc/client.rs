@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use cmtwin::verbs::WorkCompletion;
 use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, WcOpcode, WcStatus};
+use cmtwin::verbs::{SendFlags, WorkCompletion};
 use cmtwin::{
     ChannelHandle, CmError, CmOption, CqHandle, EventKind, IdHandle, PortSpace, QpCap, Result, Wait,
 };
@@ -202,7 +202,9 @@ impl Conn {
         let posted = cm
             .mr_write(tx.handle, 0, &req.encode())
             .and_then(|()| cm.post_recv_msg(self.id, 0, &rx, 0, MSG_LEN as u32))
-            .and_then(|()| cm.post_send_msg(self.id, 1, &tx, 0, MSG_LEN as u32, false));
+            .and_then(|()| {
+                cm.post_send_msg(self.id, 1, &tx, 0, MSG_LEN as u32, SendFlags::SIGNALED)
+            });
         if let Err(e) = posted {
             ex.broken = Some(format!("{} {}", e.call, e.errno));
             return Ok(ex);

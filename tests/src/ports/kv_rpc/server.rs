@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use cmtwin::verbs::WorkCompletion;
 use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, WcOpcode, WcStatus};
+use cmtwin::verbs::{SendFlags, WorkCompletion};
 use cmtwin::{
     ChannelHandle, CmError, CmOption, CompChannelHandle, CqHandle, EventKind, IdHandle, PortSpace,
     QpCap, Result,
@@ -219,7 +219,8 @@ impl Conn {
                 let offset = slot as usize * MSG_LEN;
                 cm.mr_write(self.tx.handle, offset, &reply.encode())?;
                 let wr_id = slot | if reply.op == Op::Bye { BYE_REPLY } else { 0 };
-                cm.post_send_msg(self.id, wr_id, &self.tx, offset, MSG_LEN as u32, false)?;
+                let flags = SendFlags::SIGNALED;
+                cm.post_send_msg(self.id, wr_id, &self.tx, offset, MSG_LEN as u32, flags)?;
                 Ok(Some(req))
             }
             _ => {
