@@ -726,7 +726,7 @@ impl CmBackend for SimBackend {
             let w = self.lock(Call::Disconnect)?;
             // An id whose device is gone fails at once (ENXIO): no QP to move.
             let has_qp = w.id_key(self.host, Call::Disconnect, id).is_ok_and(|key| {
-                w.id(key).qp.is_some() && w.id(key).state != crate::world::CmState::DeviceRemoval
+                w.id(key).qp().is_some() && w.id(key).state != crate::world::CmState::DeviceRemoval
             });
             if has_qp {
                 w.cfg.disconnect_qp_time
@@ -958,7 +958,7 @@ impl CmBackend for SimBackend {
     }
 
     fn qp_num(&self, id: IdHandle) -> Result<Option<u32>> {
-        self.query(Call::QpNum, id, |i| i.qp)
+        self.query(Call::QpNum, id, |i| i.qp())
     }
 
     fn devices(&self) -> Result<Vec<cmtwin::DeviceInfo>> {

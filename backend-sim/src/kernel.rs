@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::num::NonZeroU32;
 
 use cmtwin::{EventInfo, EventKind, PortSpace, QpType};
 
@@ -141,7 +142,13 @@ pub(crate) struct Id {
     /// route (cma.c `cma_resolve_iboe_route`), or on a passive id the REQ's (cm.c
     /// `cm_format_paths_from_req`); 0 elsewhere (an SA path carries none).
     pub path_tclass: u8,
-    pub qp: Option<u32>,
+    /// The number of the id's QP (`id->qp`), through [`Id::qp`] and [`Id::set_qp`]: QP
+    /// numbers are never 0, so none takes no room of its own.
+    pub qp_num: Option<NonZeroU32>,
+    /// The key of the verbs QP last made for this id, where `World::qp_of` looks before it
+    /// searches by number (0: none, or a key beyond 32 bits); a hint in 4 bytes of the id's
+    /// padding, checked against the QP it names.
+    pub qp_hint: u32,
     pub qkey: u32,
     /// The id's CM endpoint (an `EpKey`), while it has one.
     pub ep: OptKey,
@@ -208,7 +215,8 @@ impl Id {
             ack_timeout: None,
             path_plt: None,
             path_tclass: 0,
-            qp: None,
+            qp_num: None,
+            qp_hint: 0,
             qkey: cmtwin::RDMA_UDP_QKEY,
             ep: OptKey::NONE,
             owned: true,
@@ -228,6 +236,17 @@ impl Id {
 }
 
 impl Id {
+    /// The number of the id's QP (`id->qp`), if it has one.
+    pub(crate) fn qp(&self) -> Option<u32> {
+        self.qp_num.map(NonZeroU32::get)
+    }
+
+    /// Gives the id QP number `qpn` (never 0), or none.
+    pub(crate) fn set_qp(&mut self, qpn: Option<u32>) {
+        debug_assert_ne!(qpn, Some(0), "QP numbers are never 0");
+        self.qp_num = qpn.and_then(NonZeroU32::new);
+    }
+
     /// The source address librdmacm holds in `id->route.addr.src_addr`, which
     /// `rdma_get_local_addr` reads.
     pub(crate) fn user_local(&self) -> Option<SocketAddr> {

@@ -70,6 +70,9 @@ impl World {
         msg: &Message,
         note: WireNote,
     ) {
+        if !self.trace.is_on() {
+            return;
+        }
         let entry = Entry::Wire {
             msg: msg.head(),
             note,

@@ -182,8 +182,13 @@ impl World {
 
     /// Records `entry` (build it only when [`Trace::is_on`]: cheap entries may be built
     /// eagerly, text must go through [`World::record_text`]).
+    /// Inlined with the check first, so that with tracing off the caller can skip building
+    /// the entry.
+    #[inline]
     pub(crate) fn record(&mut self, host: Option<HostKey>, kind: TraceKind, entry: Entry) {
-        self.trace.push(self.now, host, kind, entry);
+        if self.trace.is_on() {
+            self.trace.push(self.now, host, kind, entry);
+        }
     }
 
     /// Records the text `text` makes, calling it only when tracing is on.
@@ -259,17 +264,16 @@ impl World {
             return;
         }
         World::check_event_order(id.reported, kind);
-        let mut info = EventInfo::new(kind, status, self.id_handle(owner), id.ps);
+        let (ps, own_channel) = (id.ps, id.channel);
+        let mut info = EventInfo::new(kind, status, self.id_handle(owner), ps);
         info.listen_id = listen_id.map(|l| self.id_handle(l));
-        info.param = as_librdmacm_fills(kind, param, id.ps);
+        info.param = as_librdmacm_fills(kind, param, ps);
         info.private_data = private_data;
         // A CONNECT_REQUEST goes to the listener's channel; everything else to the id's own.
-        self.id_mut(owner).reported |= 1 << kind.as_raw();
-        let id = self.id(owner);
         let channel = if kind == EventKind::ConnectRequest {
             self.id(counted_against).channel
         } else {
-            id.channel
+            own_channel
         };
         let entry = Entry::Queued {
             kind,
@@ -290,6 +294,7 @@ impl World {
                 membership,
             });
         let id = self.id_mut(owner);
+        id.reported |= 1 << kind.as_raw();
         id.queued += 1;
         if kind == EventKind::ConnectRequest {
             id.request_queued_on = OptKey::some(channel);

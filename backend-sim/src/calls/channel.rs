@@ -74,8 +74,9 @@ impl World {
     /// Takes the head of the channel's queue and processes it as librdmacm does; `None` when
     /// the queue is empty.
     pub(crate) fn fetch_event(&mut self, key: ChanKey) -> Option<CmEvent> {
-        let q = loop {
-            let q = self.kernel.channels.get_mut(&key)?.pop()?;
+        let (q, host) = loop {
+            let channel = self.kernel.channels.get_mut(&key)?;
+            let (q, host) = (channel.pop()?, channel.host);
             let owner = self.id_mut(q.owner);
             owner.queued -= 1;
             if q.info.kind == EventKind::ConnectRequest {
@@ -86,9 +87,8 @@ impl World {
             let swallowed = owner.connect_error
                 && matches!(q.info.kind, EventKind::Rejected | EventKind::Disconnected);
             if !swallowed {
-                break q;
+                break (q, host);
             }
-            let host = self.kernel.channels[&key].host;
             let entry = Entry::EventDropped {
                 kind: q.info.kind,
                 id: q.info.id,
@@ -97,7 +97,6 @@ impl World {
             self.record(Some(host), TraceKind::Drop, entry);
         };
         let mut info = q.info;
-        let host = self.kernel.channels[&key].host;
         if matches!(
             info.kind,
             EventKind::AddrResolved | EventKind::ConnectRequest
@@ -134,7 +133,7 @@ impl World {
                 .kernel
                 .ids
                 .get(&q.owner)
-                .is_some_and(|i| i.qp.is_some())
+                .is_some_and(|i| i.qp().is_some())
         {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
             let ep = self

@@ -1,6 +1,8 @@
 //! Connections: listen, connect, accept, reject, establish, disconnect and notify (§4.7–§4.13,
 //! §9). The messages they send and the events those cause are handled in `ibcm.rs`.
 
+use std::borrow::Cow;
+
 use cmtwin::verbs::QpState;
 use cmtwin::{
     delivered_private_data_len, max_private_data, AsyncEvent, Call, CmError, ConnData, ConnParam,
@@ -52,12 +54,13 @@ fn resources(given: u8, limit: u8) -> u8 {
 }
 
 /// What `rdma_connect`'s checks found.
-struct ConnectChecked {
+struct ConnectChecked<'a> {
     key: IdKey,
     transport: Transport,
     ud: bool,
     op: PrivateDataOp,
-    param: ConnParam,
+    /// The caller's parameters (borrowed: no copy of their private data), or the defaults.
+    param: Cow<'a, ConnParam>,
 }
 
 impl World {
@@ -169,12 +172,12 @@ impl World {
     }
 
     /// `rdma_connect`'s checks of the id and the parameters, before anything is sent.
-    fn connect_checks(
+    fn connect_checks<'a>(
         &self,
         host: HostKey,
         h: IdHandle,
-        param: Option<&ConnParam>,
-    ) -> Result<ConnectChecked> {
+        param: Option<&'a ConnParam>,
+    ) -> Result<ConnectChecked<'a>> {
         let call = Call::Connect;
         let key = self.id_key(host, call, h)?;
         let transport = self.need_device(call, key)?;
@@ -183,15 +186,15 @@ impl World {
         }
         let id = self.id(key);
         let ud = !id.qp_type.is_connected();
-        if id.ps == PortSpace::TCP && id.qp.is_none() && param.is_none() {
+        if id.ps == PortSpace::TCP && id.qp().is_none() && param.is_none() {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
                 "RDMA_PS_TCP without a QP needs connection parameters",
             ));
         }
-        let p = param.cloned().unwrap_or_default();
-        if transport == Transport::Iwarp && id.qp.is_none() {
+        let p = param.map_or_else(|| Cow::Owned(ConnParam::default()), Cow::Borrowed);
+        if transport == Transport::Iwarp && id.qp().is_none() {
             // cma_connect_iw passes conn_param->qp_num; iw_cm_connect looks it up before
             // siw makes its TCP connection.
             let dev = id.device.expect("checked: the id has a device");
@@ -259,7 +262,7 @@ impl World {
                 retry_count: p.retry_count.min(7),
                 rnr_retry_count: p.rnr_retry_count.min(7),
                 srq: self.announced_srq(key, p.srq),
-                qp_num: id.qp.unwrap_or(p.qp_num),
+                qp_num: id.qp().unwrap_or(p.qp_num),
             },
             ack_timeout: ack_timeout(self.cfg.ca_ack_delay, plt),
             plt,
@@ -267,7 +270,7 @@ impl World {
         };
         self.id_mut(key).state = CmState::Connect;
         self.id_mut(key).req_conn = Some(req.conn);
-        if transport == Transport::Iwarp && self.id(key).qp.is_none() {
+        if transport == Transport::Iwarp && self.id(key).qp().is_none() {
             self.id_mut(key).set_iw_qp(Some(p.qp_num));
         }
         let to = Dest::Ip(dst.ip());
@@ -330,7 +333,7 @@ impl World {
             return self.accept_on_active(call, key, ep, param.is_some());
         }
         let id = self.id(key);
-        if param.is_none() && id.qp.is_none() {
+        if param.is_none() && id.qp().is_none() {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
@@ -340,7 +343,7 @@ impl World {
         let p = param.cloned().unwrap_or_default();
         if self.ep_state(ep) == EpState::SidrReqRcvd {
             check_private_data(call, transport, PrivateDataOp::AcceptUd, &p.private_data)?;
-            let qpn = id.qp.unwrap_or(p.qp_num);
+            let qpn = id.qp().unwrap_or(p.qp_num);
             self.send_sidr_rep(key, ep, transport, qpn, &p.private_data);
             self.id_mut(key).owned = true;
             return Ok(());
@@ -385,7 +388,7 @@ impl World {
             // rdma_accept's failure path moves the id's QP to ERROR (cma_modify_qp_err), and
             // on iWARP that ends the connection: DISCONNECTED on both sides (measured on siw).
             // An external QP is not the id's: nothing moves it.
-            if id.qp.is_some() {
+            if id.qp().is_some() {
                 self.drive(ep, |e, out| e.disconnect(out));
             }
             return Err(CmError::new(
@@ -394,7 +397,7 @@ impl World {
                 "the connection is already established (the failed accept's QP error closes it)",
             ));
         }
-        if transport == Transport::Iwarp && id.qp.is_none() {
+        if transport == Transport::Iwarp && id.qp().is_none() {
             // cma_accept_iw passes conn_param->qp_num; iw_cm_accept's lookup fails before
             // the driver hears of the accept, and rdma_accept's failure path rejects.
             let dev = id.device.expect("checked: the id has a device");
@@ -429,7 +432,7 @@ impl World {
             retry_count: p.retry_count.min(7),
             rnr_retry_count: p.rnr_retry_count.min(7),
             srq: self.announced_srq(key, p.srq),
-            qp_num: id.qp.unwrap_or(p.qp_num),
+            qp_num: id.qp().unwrap_or(p.qp_num),
         };
         let data = padded(
             &p.private_data,
@@ -456,7 +459,7 @@ impl World {
     /// TCP connection.
     fn iw_accept(&mut self, key: IdKey, ep: u64, conn: ConnData, data: Vec<u8>) -> Result<()> {
         let call = Call::Accept;
-        if self.id(key).qp.is_none() {
+        if self.id(key).qp().is_none() {
             self.id_mut(key).set_iw_qp(Some(conn.qp_num));
         }
         if !self.iw_qp_to_rts(key) {
@@ -513,7 +516,7 @@ impl World {
     /// librdmacm first moves it to INIT, RTR and RTS, which only succeeds while the REP is
     /// unprocessed; after the kernel's refusal it moves the QP to ERROR.
     fn accept_on_active(&mut self, call: Call, key: IdKey, ep: u64, has_param: bool) -> Result<()> {
-        let has_qp = self.id(key).qp.is_some();
+        let has_qp = self.id(key).qp().is_some();
         if !has_param && !has_qp {
             // librdmacm reads conn_param->qp_num: a NULL dereference there.
             return Err(CmError::new(
@@ -557,7 +560,7 @@ impl World {
         let call = Call::Establish;
         let key = self.id_key(host, call, h)?;
         self.need_device(call, key)?;
-        if self.id(key).qp.is_some() {
+        if self.id(key).qp().is_some() {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,

@@ -14,7 +14,7 @@ impl World {
         if id.librdmacm_device().is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "the id has no device"));
         }
-        if id.qp.is_some() {
+        if id.qp().is_some() {
             return Err(CmError::new(call, Errno::EINVAL, "the id already has a QP"));
         }
         if qp_type.is_connected() != id.qp_type.is_connected() {
@@ -75,7 +75,7 @@ impl World {
         crate::verbs::check_cap_maxima(call, &attr.cap, transport)?;
         crate::verbs::check_librdmacm_cqs(call, &attr.cap, transport)?;
         let qpn = self.draw_qp_number(host, dev);
-        self.id_mut(key).qp = Some(qpn);
+        self.id_mut(key).set_qp(Some(qpn));
         self.attach_qp(key, qpn, attr);
         Ok(qpn)
     }
@@ -84,14 +84,18 @@ impl World {
     pub(crate) fn destroy_qp(&mut self, host: HostKey, h: IdHandle) -> Result<()> {
         let call = Call::DestroyQp;
         let key = self.id_key(host, call, h)?;
-        if self.id(key).qp.is_none() {
+        if self.id(key).qp().is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "the id has no QP"));
         }
         if let Some(q) = self.qp_of(key) {
-            self.siw_destroy_qp(q);
+            if self.siw_destroy_qp(q) {
+                // siw's teardown drove connections: look the id's QP up again.
+                self.remove_qp_of(key);
+            } else {
+                self.remove_qp(q);
+            }
         }
-        self.remove_qp_of(key);
-        self.id_mut(key).qp = None;
+        self.id_mut(key).set_qp(None);
         Ok(())
     }
 }

@@ -230,9 +230,10 @@ impl fmt::Display for MessageHead {
 
 /// `data` zero-padded to `len` bytes, as the IB CM's fixed-size fields deliver it.
 pub(crate) fn padded(data: &[u8], len: Option<usize>) -> Vec<u8> {
-    let mut v = data.to_vec();
-    if let Some(len) = len {
-        v.resize(len.max(data.len()), 0);
-    }
+    let len = len.map_or(data.len(), |len| len.max(data.len()));
+    // One allocation of the final length (not a copy grown by the padding).
+    let mut v = Vec::with_capacity(len);
+    v.extend_from_slice(data);
+    v.resize(len, 0);
     v
 }

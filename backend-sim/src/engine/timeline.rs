@@ -1,12 +1,14 @@
 //! Virtual time and the discrete-event timeline: actions ordered by (time, sequence number),
 //! each behind a key that cancels it. A cancelled action leaves nothing behind that could run,
 //! move the clock or hold memory for long: its slot is freed at once, and its entry in the
-//! heap is skipped when reached (the heap is compacted when such entries pile up).
+//! queue is skipped when reached (the queue is compacted when such entries pile up).
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
+
+use super::near::Near;
 
 /// A point in virtual time, in nanoseconds since the fabric was built.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -59,25 +61,67 @@ struct Slot<A> {
 /// Slots kept when the timeline empties (fewer are not worth giving back).
 const KEPT_SLOTS: usize = 256;
 
-/// A heap entry: (time, sequence number, slot, slot generation).
-type Entry = Reverse<(SimTime, u64, u32, u32)>;
+/// A queue entry: its action's time and sequence number packed into one integer (time in the
+/// high half), so that ordering two entries is one comparison, and its slot and generation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    order: u128,
+    slot: u32,
+    gen: u32,
+}
 
-/// Actions at least this far from the clock wait in coarse buckets instead of the heap.
+impl Entry {
+    fn new(at: SimTime, seq: u64, slot: u32, gen: u32) -> Self {
+        Entry {
+            order: (u128::from(at.0) << 64) | u128::from(seq),
+            slot,
+            gen,
+        }
+    }
+
+    fn time(&self) -> SimTime {
+        SimTime((self.order >> 64) as u64)
+    }
+}
+
+impl Ord for Entry {
+    /// Reversed, so that the max-first queue `Near` pops the earliest (time, sequence number)
+    /// first; sequence numbers are unique, so no two entries compare equal.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.order.cmp(&self.order)
+    }
+}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Emptied bucket vectors kept for new buckets (a far timer then allocates nothing).
+const SPARE_BUCKETS: usize = 4;
+/// The largest bucket vector kept (a burst's big buckets are given back).
+const SPARE_CAPACITY: usize = 1024;
+
+/// Actions at least this far from the clock wait in coarse buckets instead of the near queue.
 const FAR_SHIFT: u32 = 20;
 /// How far ahead an action must be to wait in a bucket (2^20 ns ≈ 1 ms).
 const FAR_HORIZON: u64 = 1 << FAR_SHIFT;
 
 /// A queue of future actions, popped in (time, insertion order), each cancellable.
 ///
-/// Near actions (wire deliveries, microseconds away) go straight into a binary heap. Far ones
+/// Near actions (wire deliveries, microseconds away) go straight into a priority queue
+/// ([`Near`]: mostly a FIFO, as they tend to be scheduled in the order they are due). Far ones
 /// (retransmission timers, timewait, timeouts: milliseconds to seconds away, and mostly
-/// cancelled before they are due) wait in buckets of about a millisecond and enter the heap
-/// only when their bucket comes due: a cancelled timer then never touches the heap, and the
-/// heap stays as small as the traffic in flight.
+/// cancelled before they are due) wait in buckets of about a millisecond and enter the near
+/// queue only when their bucket comes due: a cancelled timer then never touches it, and it
+/// stays as small as the traffic in flight.
 pub(crate) struct Timeline<A> {
-    heap: BinaryHeap<Entry>,
+    near: Near<Entry>,
     /// Far actions by bucket (time >> FAR_SHIFT).
     far: BTreeMap<u64, Vec<Entry>>,
+    /// Emptied bucket vectors, reused for new buckets.
+    spare: Vec<Vec<Entry>>,
     /// The time of the last action popped: the timeline's idea of the clock.
     clock: SimTime,
     slots: Vec<Slot<A>>,
@@ -86,7 +130,7 @@ pub(crate) struct Timeline<A> {
     /// timeline emptied) ever had, so that no key of that time names a new action.
     gen_floor: u32,
     next_seq: u64,
-    /// Entries (in the heap or a bucket) whose action was cancelled.
+    /// Entries (in the near queue or a bucket) whose action was cancelled.
     stale: usize,
     /// Entries held, stale ones included.
     held: usize,
@@ -95,8 +139,9 @@ pub(crate) struct Timeline<A> {
 impl<A> Timeline<A> {
     pub(crate) fn new() -> Self {
         Timeline {
-            heap: BinaryHeap::new(),
+            near: Near::new(),
             far: BTreeMap::new(),
+            spare: Vec::new(),
             clock: SimTime(0),
             slots: Vec::new(),
             free: Vec::new(),
@@ -125,11 +170,15 @@ impl<A> Timeline<A> {
             }
         };
         let gen = self.slots[slot as usize].gen;
-        let entry = Reverse((at, seq, slot, gen));
+        let entry = Entry::new(at, seq, slot, gen);
         if at.0.saturating_sub(self.clock.0) >= FAR_HORIZON {
-            self.far.entry(at.0 >> FAR_SHIFT).or_default().push(entry);
+            let spare = &mut self.spare;
+            self.far
+                .entry(at.0 >> FAR_SHIFT)
+                .or_insert_with(|| spare.pop().unwrap_or_default())
+                .push(entry);
         } else {
-            self.heap.push(entry);
+            self.near.push(entry);
         }
         self.held += 1;
         TimerKey { slot, gen }
@@ -170,7 +219,7 @@ impl<A> Timeline<A> {
     }
 
     fn is_live(&self, entry: &Entry) -> bool {
-        let Reverse((_, _, slot, gen)) = *entry;
+        let Entry { slot, gen, .. } = *entry;
         // A slot given back (see `give_back_slots`) is past the end, or made anew with a
         // higher generation.
         self.slots
@@ -178,39 +227,35 @@ impl<A> Timeline<A> {
             .is_some_and(|s| s.gen == gen && s.action.is_some())
     }
 
-    /// Drops the entries of cancelled actions, in the heap and in the buckets.
+    /// Drops the entries of cancelled actions, in the near queue and in the buckets.
     fn compact(&mut self) {
-        let heap = std::mem::take(&mut self.heap);
-        let live: Vec<Entry> = heap
-            .into_vec()
-            .into_iter()
-            .filter(|e| self.is_live(e))
-            .collect();
-        self.heap = BinaryHeap::from(live);
+        let mut near = std::mem::replace(&mut self.near, Near::new());
+        near.retain(|e| self.is_live(e));
+        self.near = near;
         let mut far = std::mem::take(&mut self.far);
         far.retain(|_, bucket| {
             bucket.retain(|e| self.is_live(e));
             !bucket.is_empty()
         });
         self.far = far;
-        self.held = self.heap.len() + self.far.values().map(Vec::len).sum::<usize>();
+        self.held = self.near.len() + self.far.values().map(Vec::len).sum::<usize>();
         self.stale = 0;
     }
 
-    /// Drops cancelled entries at the head of the heap.
+    /// Drops cancelled entries at the head of the near queue.
     fn skip_stale(&mut self) {
-        while let Some(top) = self.heap.peek() {
+        while let Some(top) = self.near.peek() {
             if self.is_live(top) {
                 return;
             }
-            self.heap.pop();
+            self.near.pop();
             self.stale -= 1;
             self.held -= 1;
         }
     }
 
-    /// Moves into the heap every bucket that could hold an action due before the heap's
-    /// earliest one (its live actions; the cancelled ones are dropped here).
+    /// Moves into the near queue every bucket that could hold an action due before the near
+    /// queue's earliest one (its live actions; the cancelled ones are dropped here).
     fn bring_due_buckets(&mut self) {
         loop {
             self.skip_stale();
@@ -218,17 +263,20 @@ impl<A> Timeline<A> {
                 return;
             };
             let starts = SimTime(bucket << FAR_SHIFT);
-            if self.heap.peek().is_some_and(|Reverse((t, ..))| *t < starts) {
+            if self.near.peek().is_some_and(|e| e.time() < starts) {
                 return;
             }
-            let entries = self.far.remove(&bucket).expect("the first bucket");
-            for e in entries {
+            let mut entries = self.far.remove(&bucket).expect("the first bucket");
+            for e in entries.drain(..) {
                 if self.is_live(&e) {
-                    self.heap.push(e);
+                    self.near.push(e);
                 } else {
                     self.stale -= 1;
                     self.held -= 1;
                 }
+            }
+            if self.spare.len() < SPARE_BUCKETS && entries.capacity() <= SPARE_CAPACITY {
+                self.spare.push(entries);
             }
         }
     }
@@ -236,17 +284,13 @@ impl<A> Timeline<A> {
     /// Removes and returns the earliest pending action.
     pub(crate) fn pop(&mut self) -> Option<(SimTime, A)> {
         self.bring_due_buckets();
-        let Reverse((at, _, slot, _)) = self.heap.pop()?;
+        let entry = self.near.pop()?;
+        let (at, slot) = (entry.time(), entry.slot);
         self.held -= 1;
-        let capacity = self.heap.capacity();
-        if capacity > KEPT_SLOTS && self.heap.len() < capacity / 4 {
-            // Give back half of what a burst grew, as the event queues do.
-            self.heap.shrink_to(capacity / 2);
-        }
         let action = self.slots[slot as usize]
             .action
             .take()
-            .expect("a live heap entry has its action");
+            .expect("a live entry has its action");
         self.release(slot);
         self.clock = self.clock.max(at);
         Some((at, action))
@@ -255,7 +299,7 @@ impl<A> Timeline<A> {
     /// The time of the earliest pending action.
     pub(crate) fn peek_time(&mut self) -> Option<SimTime> {
         self.bring_due_buckets();
-        self.heap.peek().map(|Reverse((t, ..))| *t)
+        self.near.peek().map(Entry::time)
     }
 
     /// How many actions are pending.

@@ -30,7 +30,11 @@ impl World {
                     .ids
                     .get(&owner)
                     .unwrap_or_else(|| panic!("QP {key} belongs to dead id {owner}"));
-                assert_eq!(id.qp, Some(qp.qpn), "QP {key}'s id names another QP number");
+                assert_eq!(
+                    id.qp(),
+                    Some(qp.qpn),
+                    "QP {key}'s id names another QP number"
+                );
                 assert_eq!(self.qp_of(owner), Some(*key), "QP {key} by id");
             }
             let by_num = v.qp_by_num.get(&(qp.host, qp.qpn));
@@ -55,7 +59,7 @@ impl World {
             .kernel
             .ids
             .iter_unordered()
-            .filter(|(_, id)| id.qp.is_some())
+            .filter(|(_, id)| id.qp().is_some())
             .count();
         assert_eq!(ids_with_qp, on_ids, "ids with a QP against QPs on ids");
         walked += self.check_srq_invariants(&mut pd_users, &mut busy);

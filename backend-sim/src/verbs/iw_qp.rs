@@ -207,15 +207,18 @@ impl World {
     /// first, which from RTS drops the connection it carries, as `siw_modify` does (both
     /// sides see DISCONNECTED). Nothing on other transports: there the CM's connection
     /// outlives its QP.
-    pub(crate) fn siw_destroy_qp(&mut self, q: ObjKey) {
+    /// Returns whether it did anything (moved the QP and dropped its connection).
+    pub(crate) fn siw_destroy_qp(&mut self, q: ObjKey) -> bool {
         let qp = &self.verbs.qps[&q];
         if self.topo.devices[qp.dev].transport != Transport::Iwarp {
-            return;
+            return false;
         }
-        if qp.machine.state() == QpState::Rts {
-            self.drive_qp(q, |m, _, out| m.enter_error(out));
-            self.siw_drop_connection_of(q);
+        if qp.machine.state() != QpState::Rts {
+            return false;
         }
+        self.drive_qp(q, |m, _, out| m.enter_error(out));
+        self.siw_drop_connection_of(q);
+        true
     }
 
     /// An external QP is destroyed: the iWARP connections that hold it and still wait for

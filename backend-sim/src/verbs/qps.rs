@@ -142,6 +142,9 @@ impl World {
         };
         self.verbs.qps.insert(key, qp);
         self.verbs.qp_by_num.insert((host, qpn), key);
+        if let Some(owner) = id.and_then(|id| self.kernel.ids.get_mut(&id)) {
+            owner.qp_hint = u32::try_from(key).unwrap_or(0);
+        }
         key
     }
 
@@ -206,7 +209,7 @@ impl World {
             ));
         }
         let qpn = self.draw_qp_number(host, dev);
-        self.id_mut(key).qp = Some(qpn);
+        self.id_mut(key).set_qp(Some(qpn));
         let cap = without_rq(attr.cap, objects.srq.is_some());
         let mut machine = self.new_machine(key, qpn, attr.qp_type, cap, attr.sq_sig_all);
         if let (true, Some(ud)) = (attr.block_self_multicast_loopback, machine.as_ud()) {
@@ -227,10 +230,18 @@ impl World {
     }
 
     /// Id `id`'s verbs QP, if it has one: found by the QP number the id holds (`id->qp`).
+    /// The QP the id last made (`Id::qp_hint`) is that one whenever it still lives with that
+    /// number: QP numbers in use are unique per host, a QP's id never changes, and an id's
+    /// number changes only as it makes a QP.
     pub(crate) fn qp_of(&self, id: IdKey) -> Option<ObjKey> {
         let owner = self.kernel.ids.get(&id)?;
-        let q = *self.verbs.qp_by_num.get(&(owner.host, owner.qp?))?;
-        (self.verbs.qps[&q].id == Some(id)).then_some(q)
+        let qpn = owner.qp()?;
+        let q = match owner.qp_hint {
+            0 => *self.verbs.qp_by_num.get(&(owner.host, qpn))?,
+            hint => ObjKey::from(hint),
+        };
+        let qp = self.verbs.qps.get(&q)?;
+        (qp.id == Some(id) && qp.qpn == qpn && qp.host == owner.host).then_some(q)
     }
 
     /// Destroys id `id`'s verbs QP, if any.
