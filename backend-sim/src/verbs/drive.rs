@@ -162,6 +162,7 @@ impl World {
                     return true;
                 }
             }
+            QpOutput::Terminate => self.siw_drop_connection_of(q),
             QpOutput::SetTimer(after) => self.set_qp_timer(q, self.now.after(after)),
             QpOutput::CancelTimer => self.cancel_qp_timer(q),
             QpOutput::SrqLimitReached => {

@@ -160,7 +160,7 @@ impl World {
 
     /// siw_qp_cm_drop: the connection whose QP is `q` closes (DISCONNECTED here, a FIN to
     /// the peer).
-    fn siw_drop_connection_of(&mut self, q: ObjKey) {
+    pub(crate) fn siw_drop_connection_of(&mut self, q: ObjKey) {
         let ids: Vec<IdKey> = (self.kernel.ids.keys_sorted().into_iter())
             .filter(|id| self.cm_qp(*id) == Some(q))
             .collect();

@@ -19,6 +19,20 @@
 //! WR_FLUSH_ERR (signaled or not); a responder that refuses a request for a remote access or
 //! invalid request moves to ERROR too.
 //!
+//! siw (iWARP) runs RDMAP over TCP, so the same machine differs there ([`Driver::Siw`]):
+//! * a SEND or RDMA WRITE completes SUCCESS as soon as it is transmitted (`siw_qp_sq_process`
+//!   completes the WQE once `siw_qp_sq_proc_tx` handed its bytes to TCP, inside `post_send`
+//!   for a user QP), before the peer has it; the request stays for TCP's retransmission until
+//!   acknowledged, and is not flushed again. An RDMA READ completes with its response;
+//! * retransmission never gives up (TCP's; siw has no `retry_count`): no RETRY_EXC_ERR;
+//! * the responder has no NAK: a message it cannot take (no receive posted, a bad rkey or
+//!   access, a receive with bad entries) makes it send a TERMINATE and close the connection
+//!   (`siw_init_terminate`, `siw_qp_cm_drop`): this QP enters ERROR and the world drops the
+//!   connection ([`QpOutput::Terminate`]), which the peer sees as a close (DISCONNECTED, its
+//!   QP in ERROR, a READ still outstanding flushed); so no RNR_RETRY_EXC_ERR or
+//!   REM_ACCESS_ERR either;
+//! * no COMM_EST: siw moves the QP to RTS itself as MPA completes.
+//!
 //! UC (`IBV_QPT_UC`) is the same machine without the reliability, as rxe runs it:
 //! * the requester has no UC opcode for an RDMA read (`next_opcode` in rxe_req.c knows UC
 //!   sends and writes only; rxe_opcode.c gives reads and atomics no UC mask): the post is
@@ -129,6 +143,8 @@ pub(crate) struct SendEntry {
     psn: u32,
     /// The bytes an RDMA read brought back, once its response arrived.
     read: Option<u32>,
+    /// Completed when transmitted (siw), still kept for retransmission.
+    completed: bool,
 }
 
 impl SendEntry {
@@ -144,6 +160,7 @@ impl SendEntry {
             fault: None,
             psn: 0,
             read: None,
+            completed: false,
         }
     }
 }
@@ -188,6 +205,9 @@ pub(crate) enum QpOutput {
     CancelTimer,
     /// The QP received its first request (IBV_EVENT_COMM_EST).
     CommEst,
+    /// siw's responder refused a message: a TERMINATE goes to the peer and the connection
+    /// closes (the QP is already in ERROR).
+    Terminate,
     /// The QP, in SQD, has every request it sent acknowledged (IBV_EVENT_SQ_DRAINED).
     SqDrained,
     /// A receive taken from the QP's SRQ left fewer than its armed limit
@@ -560,7 +580,9 @@ impl RcQp {
             out.push(QpOutput::CancelTimer);
         }
         while let Some(e) = self.sq.pop_front() {
-            self.complete_send(e, WcStatus::WR_FLUSH_ERR, out);
+            if !e.completed {
+                self.complete_send(e, WcStatus::WR_FLUSH_ERR, out);
+            }
         }
         self.sent = 0;
         if self.srq && self.driver == Driver::Rxe {
@@ -584,7 +606,11 @@ impl RcQp {
     /// Whether a post to `queue` would be taken (ERROR takes it, to flush it at once).
     pub(crate) fn check_post(&self, queue: Queue) -> Result<(), PostError> {
         let (len, depth) = match queue {
-            Queue::Send => (self.sq.len(), self.cap.max_send_wr),
+            // A request siw completed left its ring slot, though kept for retransmission.
+            Queue::Send => (
+                self.sq.iter().filter(|e| !e.completed).count(),
+                self.cap.max_send_wr,
+            ),
             Queue::Recv => (self.rq.len(), self.cap.max_recv_wr),
         };
         match self.state {
@@ -642,7 +668,12 @@ impl RcQp {
                 self.fail_head(WcStatus::RETRY_EXC_ERR, out);
             }
             Timer::Retransmit => {
-                if self.retries_left != 7 || self.driver != Driver::Rxe {
+                let endless = match self.driver {
+                    Driver::Rxe => self.retries_left == 7,
+                    Driver::Siw => true, // TCP retransmits
+                    Driver::Hca => false,
+                };
+                if !endless {
                     self.retries_left -= 1;
                 }
                 self.timer = Timer::Off;
@@ -705,6 +736,9 @@ impl RcQp {
             e.psn = psn;
             out.push(QpOutput::Packet(request_packet(e)));
             self.sent += 1;
+            if self.driver == Driver::Siw {
+                self.complete_when_sent(self.sent - 1, out);
+            }
         }
         self.arm_retransmit(out);
     }
@@ -731,6 +765,21 @@ impl RcQp {
             out.push(QpOutput::Packet(request_packet(&e)));
             self.complete_send(e, WcStatus::SUCCESS, out);
         }
+    }
+
+    /// siw: the SEND or WRITE at `i`, just handed to TCP, completes (its regions released; it
+    /// stays for TCP's retransmission, of the bytes gathered at post time).
+    fn complete_when_sent(&mut self, i: usize, out: &mut Vec<QpOutput>) {
+        let e = &mut self.sq[i];
+        if matches!(e.kind, SendKind::Read { .. }) || e.completed {
+            return;
+        }
+        e.completed = true;
+        let done = SendEntry {
+            sges: std::mem::replace(&mut e.sges, Sges::Many(Vec::new())),
+            ..e.clone()
+        };
+        self.complete_send(done, WcStatus::SUCCESS, out);
     }
 
     /// Starts the transport timer if requests are unacknowledged and no timer runs.
@@ -766,7 +815,9 @@ impl RcQp {
             }
             let e = self.sq.pop_front().expect("sent > 0");
             self.sent -= 1;
-            self.complete_send(e, WcStatus::SUCCESS, out);
+            if !e.completed {
+                self.complete_send(e, WcStatus::SUCCESS, out);
+            }
             progress = true;
         }
         if !progress {
@@ -933,6 +984,10 @@ impl RcQp {
                 self.epsn = psn_next(psn);
                 out.push(QpOutput::Packet(Packet { psn, body }));
             }
+            Err(_) if self.driver == Driver::Siw => {
+                self.enter_error(out);
+                out.push(QpOutput::Terminate);
+            }
             Err(nak) => {
                 out.push(QpOutput::Packet(Packet {
                     psn,
@@ -961,9 +1016,10 @@ impl RcQp {
         }
     }
 
-    /// The first request this responder takes: the QP's COMM_EST (once).
+    /// The first request this responder takes: the QP's COMM_EST (once; never on siw, which
+    /// raises none).
     fn note_first_request(&mut self, out: &mut Vec<QpOutput>) {
-        if !self.comm_est {
+        if !self.comm_est && self.driver != Driver::Siw {
             self.comm_est = true;
             out.push(QpOutput::CommEst);
         }
