@@ -95,7 +95,7 @@ fn check_data_path(name: &str, o: &Observed, lines_6_12: &[&str]) {
 
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
-fn iwarp_send_and_write_complete_when_handed_to_tcp() {
+fn siw_data_path_send_and_write_complete_when_handed_to_tcp() {
     let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
     let o = send_and_write_complete_when_sent(&s, &c, addr());
     check_data_path("send and write", &o, SEND_AND_WRITE_ON_SIW_6_12);
@@ -103,7 +103,7 @@ fn iwarp_send_and_write_complete_when_handed_to_tcp() {
 
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
-fn iwarp_send_without_a_receive_terminates_the_connection() {
+fn siw_data_path_send_without_a_receive_terminates_the_connection() {
     let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
     let o = send_without_a_receive(&s, &c, addr());
     check_data_path("send without a receive", &o, NO_RECEIVE_ON_SIW_6_12);
@@ -111,7 +111,7 @@ fn iwarp_send_without_a_receive_terminates_the_connection() {
 
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
-fn iwarp_destroying_the_peer_qp_closes_the_connection() {
+fn siw_data_path_destroying_the_peer_qp_closes_the_connection() {
     let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
     let o = send_to_a_destroyed_peer_qp(&s, &c, addr());
     check_data_path("destroyed peer QP", &o, DESTROYED_PEER_ON_SIW_6_12);
@@ -119,7 +119,7 @@ fn iwarp_destroying_the_peer_qp_closes_the_connection() {
 
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
-fn iwarp_write_to_a_bad_rkey_terminates_the_connection() {
+fn siw_data_path_write_to_a_bad_rkey_terminates_the_connection() {
     let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
     let o = write_to_a_bad_rkey(&s, &c, addr());
     check_data_path("write to a bad rkey", &o, BAD_RKEY_WRITE_ON_SIW_6_12);
@@ -127,7 +127,7 @@ fn iwarp_write_to_a_bad_rkey_terminates_the_connection() {
 
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
-fn iwarp_read_from_a_bad_rkey_terminates_the_connection() {
+fn siw_data_path_read_from_a_bad_rkey_terminates_the_connection() {
     let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
     let o = read_from_a_bad_rkey(&s, &c, addr());
     check_data_path("read from a bad rkey", &o, BAD_RKEY_READ_ON_SIW_6_12);
