@@ -365,7 +365,7 @@ pub const BAD_RKEY_READ_ON_SIW_6_12: &[&str] = &[
     "client wc: (1 Work Request Flushed Error (5))",
     "client event: RDMA_CM_EVENT_DISCONNECTED 0",
     "client QP state: Error",
-    "server async: AsyncEvent(3)",
     "server event: RDMA_CM_EVENT_DISCONNECTED 0",
+    "server async: AsyncEvent(2)",
     "server QP state: Error",
 ];

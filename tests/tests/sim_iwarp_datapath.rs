@@ -1,8 +1,12 @@
 //! The RC data path on iWARP as siw runs it (tests/src/iwarp_datapath.rs), on the simulator
 //! with exact virtual times: the same transcripts real siw gave on the siw beds
 //! (backend-verbs/tests/iwarp_datapath.rs compares with the same constants).
+//!
+//! Times: the wire's latency is 5 µs without jitter; a TERMINATE's close reaches the side that
+//! refused at once and its peer one latency later (the FIN).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 use cmtwin::Transport;
 use cmtwin_sim::{KernelProfile, SimConfig};
@@ -21,7 +25,7 @@ fn on_both_kernels(scenario: Scenario, lines_6_12: &[&str]) -> Vec<Observed> {
     let mut all = Vec::new();
     for kernel in [KernelProfile::Linux61, KernelProfile::Linux612] {
         let mut config = SimConfig::for_kernel(kernel);
-        config.wire_jitter = std::time::Duration::ZERO;
+        config.wire_jitter = Duration::ZERO;
         let bed = SimBed::with_config(41, Transport::Iwarp, config);
         let o = scenario(bed.server(), bed.client(), addr(7701));
         for (line, at) in &o.times {
@@ -37,6 +41,17 @@ fn on_both_kernels(scenario: Scenario, lines_6_12: &[&str]) -> Vec<Observed> {
     all
 }
 
+const US: Duration = Duration::from_micros(1);
+
+/// Checks, in each kernel's run, when each of `lines` was first seen.
+fn expect_times(runs: &[Observed], lines: &[(&str, Duration)]) {
+    for o in runs {
+        for (line, at) in lines {
+            assert_eq!(o.time_of(line), Some(*at), "{line}");
+        }
+    }
+}
+
 #[test]
 fn send_and_write_complete_when_handed_to_tcp() {
     on_both_kernels(
@@ -47,20 +62,49 @@ fn send_and_write_complete_when_handed_to_tcp() {
 
 #[test]
 fn send_without_a_receive_terminates_the_connection() {
-    on_both_kernels(send_without_a_receive, NO_RECEIVE_ON_SIW_6_12);
+    let runs = on_both_kernels(send_without_a_receive, NO_RECEIVE_ON_SIW_6_12);
+    expect_times(
+        &runs,
+        &[
+            ("server event: RDMA_CM_EVENT_DISCONNECTED 0", 5 * US),
+            ("client event: RDMA_CM_EVENT_DISCONNECTED 0", 10 * US),
+        ],
+    );
 }
 
 #[test]
 fn destroying_the_peer_qp_closes_the_connection() {
-    on_both_kernels(send_to_a_destroyed_peer_qp, DESTROYED_PEER_ON_SIW_6_12);
+    let runs = on_both_kernels(send_to_a_destroyed_peer_qp, DESTROYED_PEER_ON_SIW_6_12);
+    expect_times(
+        &runs,
+        &[
+            ("server event: RDMA_CM_EVENT_DISCONNECTED 0", Duration::ZERO),
+            ("client event: RDMA_CM_EVENT_DISCONNECTED 0", 5 * US),
+        ],
+    );
 }
 
 #[test]
 fn write_to_a_bad_rkey_terminates_the_connection() {
-    on_both_kernels(write_to_a_bad_rkey, BAD_RKEY_WRITE_ON_SIW_6_12);
+    let runs = on_both_kernels(write_to_a_bad_rkey, BAD_RKEY_WRITE_ON_SIW_6_12);
+    expect_times(
+        &runs,
+        &[
+            ("server event: RDMA_CM_EVENT_DISCONNECTED 0", 5 * US),
+            ("client event: RDMA_CM_EVENT_DISCONNECTED 0", 10 * US),
+        ],
+    );
 }
 
 #[test]
 fn read_from_a_bad_rkey_terminates_the_connection() {
-    on_both_kernels(read_from_a_bad_rkey, BAD_RKEY_READ_ON_SIW_6_12);
+    let runs = on_both_kernels(read_from_a_bad_rkey, BAD_RKEY_READ_ON_SIW_6_12);
+    expect_times(
+        &runs,
+        &[
+            ("server event: RDMA_CM_EVENT_DISCONNECTED 0", 5 * US),
+            ("client wc: (1 Work Request Flushed Error (5))", 10 * US),
+            ("client event: RDMA_CM_EVENT_DISCONNECTED 0", 10 * US),
+        ],
+    );
 }

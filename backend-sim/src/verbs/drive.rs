@@ -178,10 +178,14 @@ impl World {
             }
             // rxe on Linux 6.1 raises no LAST_WQE_REACHED (measured); 6.12's does.
             QpOutput::LastWqeReached if self.cfg.kernel == KernelProfile::Linux61 => {}
-            QpOutput::CommEst | QpOutput::SqDrained | QpOutput::LastWqeReached => {
+            QpOutput::CommEst
+            | QpOutput::SqDrained
+            | QpOutput::LastWqeReached
+            | QpOutput::QpReqErr => {
                 let kind = match output {
                     QpOutput::CommEst => AsyncEvent::COMM_EST,
                     QpOutput::SqDrained => AsyncEvent::SQ_DRAINED,
+                    QpOutput::QpReqErr => AsyncEvent::QP_REQ_ERR,
                     _ => AsyncEvent::QP_LAST_WQE_REACHED,
                 };
                 let event = VerbsAsyncEvent {

@@ -30,7 +30,7 @@
 //!   (`siw_init_terminate`, `siw_qp_cm_drop`): this QP enters ERROR and the world drops the
 //!   connection ([`QpOutput::Terminate`]), which the peer sees as a close (DISCONNECTED, its
 //!   QP in ERROR, a READ still outstanding flushed); so no RNR_RETRY_EXC_ERR or
-//!   REM_ACCESS_ERR either;
+//!   REM_ACCESS_ERR either. A READ it cannot answer also raises QP_REQ_ERR there;
 //! * no COMM_EST: siw moves the QP to RTS itself as MPA completes.
 //!
 //! UC (`IBV_QPT_UC`) is the same machine without the reliability, as rxe runs it:
@@ -208,6 +208,8 @@ pub(crate) enum QpOutput {
     /// siw's responder refused a message: a TERMINATE goes to the peer and the connection
     /// closes (the QP is already in ERROR).
     Terminate,
+    /// siw's responder could not answer an RDMA READ (IBV_EVENT_QP_REQ_ERR).
+    QpReqErr,
     /// The QP, in SQD, has every request it sent acknowledged (IBV_EVENT_SQ_DRAINED).
     SqDrained,
     /// A receive taken from the QP's SRQ left fewer than its armed limit
@@ -292,9 +294,10 @@ pub(crate) enum Driver {
     Hca,
     /// rxe (RoCE): retry counts as bytes, a `retry_count` of 7 without limit.
     Rxe,
-    /// siw for a user process (iWARP): its receive queue is a ring in the process's memory,
-    /// which siw reads only while a connection delivers into it and flushes only when the
-    /// connection closes, so a receive posted in ERROR stays there without a completion.
+    /// siw for a user process (iWARP): its queues are rings in the process's memory, which
+    /// siw reads only while a connection carries them and flushes only when the connection
+    /// closes, so a receive or a send posted in ERROR stays there without a completion
+    /// (measured for both).
     Siw,
 }
 
@@ -603,7 +606,8 @@ impl RcQp {
         }
     }
 
-    /// Whether a post to `queue` would be taken (ERROR takes it, to flush it at once).
+    /// Whether a post to `queue` would be taken (ERROR takes it, to flush it at once; siw's
+    /// ring takes it while it has room, and keeps it).
     pub(crate) fn check_post(&self, queue: Queue) -> Result<(), PostError> {
         let (len, depth) = match queue {
             // A request siw completed left its ring slot, though kept for retransmission.
@@ -616,7 +620,7 @@ impl RcQp {
         match self.state {
             // siw's RESET is its IDLE: the queues are rings the process fills at any time.
             QpState::Reset if !self.is_siw() => Err(PostError::Reset),
-            QpState::Error => Ok(()),
+            QpState::Error if !self.is_siw() => Ok(()),
             _ if len >= depth as usize => Err(PostError::Full),
             _ => Ok(()),
         }
@@ -631,7 +635,7 @@ impl RcQp {
         if let Err(e) = self.check_post(Queue::Send) {
             return Err((e, entry));
         }
-        if self.state == QpState::Error {
+        if self.state == QpState::Error && !self.is_siw() {
             self.complete_send(entry, WcStatus::WR_FLUSH_ERR, out);
             return Ok(());
         }
@@ -970,6 +974,7 @@ impl RcQp {
             std::cmp::Ordering::Equal => {}
         }
         self.note_first_request(out);
+        let read = matches!(pkt.body, Body::ReadReq { .. });
         let reply = match pkt.body {
             Body::ReadReq { addr, rkey, len } => match mem.remote_read(rkey, addr, len) {
                 Some(data) => Ok(Body::ReadResp { data }),
@@ -985,6 +990,11 @@ impl RcQp {
                 out.push(QpOutput::Packet(Packet { psn, body }));
             }
             Err(_) if self.driver == Driver::Siw => {
+                // siw_qp_sq_process fails the READ response and raises QP_REQ_ERR; any other
+                // refusal is found on receipt (siw_proc_send, siw_proc_write), without event.
+                if read {
+                    out.push(QpOutput::QpReqErr);
+                }
                 self.enter_error(out);
                 out.push(QpOutput::Terminate);
             }
