@@ -30,7 +30,9 @@
 //!   (`siw_init_terminate`, `siw_qp_cm_drop`): this QP enters ERROR and the world drops the
 //!   connection ([`QpOutput::Terminate`]), which the peer sees as a close (DISCONNECTED, its
 //!   QP in ERROR, a READ still outstanding flushed); so no RNR_RETRY_EXC_ERR or
-//!   REM_ACCESS_ERR either. A READ it cannot answer also raises QP_REQ_ERR there;
+//!   REM_ACCESS_ERR either. A READ it cannot answer raises QP_REQ_ERR there instead, and its
+//!   QP stays in RTS (the response fails on the send side, which drops the connection
+//!   without the close's move to ERROR);
 //! * no COMM_EST: siw moves the QP to RTS itself as MPA completes.
 //!
 //! UC (`IBV_QPT_UC`) is the same machine without the reliability, as rxe runs it:
@@ -285,6 +287,8 @@ pub(crate) struct RcQp {
     /// Takes its receives from an SRQ: `rq` is the SRQ's, lent for each input (`drive.rs`),
     /// and neither flushed nor discarded with the QP.
     srq: bool,
+    /// siw dropped the connection from the send side (see [`RcQp::siw_dropped_by_send`]).
+    dropped_by_send: bool,
 }
 
 /// The driver running an RC QP, where the model differs between them.
@@ -323,6 +327,7 @@ impl RcQp {
             rnr_timer_ns: 0,
             driver: Driver::Hca,
             srq: false,
+            dropped_by_send: false,
         }
     }
 
@@ -347,6 +352,13 @@ impl RcQp {
     pub(crate) fn on_rxe(mut self) -> Self {
         self.driver = Driver::Rxe;
         self
+    }
+
+    /// Whether siw dropped the connection as it failed to send a READ response
+    /// (`siw_qp_sq_process` → `siw_qp_cm_drop`, which detaches the QP from its endpoint, so
+    /// the close does not move it to ERROR: it reads RTS after, measured on 6.12).
+    pub(crate) fn siw_dropped_by_send(&self) -> bool {
+        self.dropped_by_send
     }
 
     /// Whether siw made it (see [`RcQp::on_siw`]).
@@ -990,12 +1002,16 @@ impl RcQp {
                 out.push(QpOutput::Packet(Packet { psn, body }));
             }
             Err(_) if self.driver == Driver::Siw => {
-                // siw_qp_sq_process fails the READ response and raises QP_REQ_ERR; any other
-                // refusal is found on receipt (siw_proc_send, siw_proc_write), without event.
+                // siw_qp_sq_process fails the READ response, raises QP_REQ_ERR and drops the
+                // connection at once (siw_qp_cm_drop), leaving the QP in RTS (measured on
+                // 6.12); any other refusal is found on receipt (siw_proc_send,
+                // siw_proc_write), without event, and the close puts the QP in ERROR.
                 if read {
+                    self.dropped_by_send = true;
                     out.push(QpOutput::QpReqErr);
+                } else {
+                    self.enter_error(out);
                 }
-                self.enter_error(out);
                 out.push(QpOutput::Terminate);
             }
             Err(nak) => {
