@@ -4,6 +4,11 @@
 //! iWARP device whose IPv4 address is in `CMTWIN_RDMA_ADDR` (the Soft-iWARP VM of
 //! `scripts/vm-run --transport siw`), so they are ignored by default; `scripts/verbs-tests-in-vm`
 //! runs them on the siw beds with `--ignored --test-threads=1`.
+//!
+//! The `siw_data_path_*` tests run the RC data path scenarios of
+//! `cmtwin_tests::iwarp_datapath` (completion at send, no receive posted, a destroyed peer QP,
+//! bad rkeys), whose transcripts the simulator gives too (tests/tests/sim_iwarp_datapath.rs);
+//! they print when each thing was first seen (run with `--nocapture`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU16, Ordering};

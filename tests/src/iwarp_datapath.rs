@@ -116,40 +116,57 @@ fn watch_sides<B: DataPath>(
     server_qp: bool,
     out: &mut Observed,
 ) {
-    let mut client = Watched {
-        cm: c,
-        side: conn.client,
-        who: "client",
+    let sides = vec![
+        (watched(c, conn.client, "client"), true),
+        (watched(s, conn.server, "server"), server_qp),
+    ];
+    watch_all(c, sides, t0, out);
+}
+
+/// Watches the client's CQ, CM channel and asynchronous events for [`WINDOW`] from `t0`.
+fn watch_client_only<B: DataPath>(c: &B, conn: &Conn, t0: Duration, out: &mut Observed) {
+    watch_all(c, vec![(watched(c, conn.client, "client"), true)], t0, out);
+}
+
+fn watched<'a, B>(cm: &'a B, side: Side, who: &'static str) -> Watched<'a, B> {
+    Watched {
+        cm,
+        side,
+        who,
         seen: Vec::new(),
-    };
-    let mut server = Watched {
-        cm: s,
-        side: conn.server,
-        who: "server",
-        seen: Vec::new(),
-    };
+    }
+}
+
+/// Watches each of `sides` for [`WINDOW`] from `t0` (on `clock`), then notes what each saw
+/// and, where its flag asks, its QP state.
+fn watch_all<B: DataPath>(
+    clock: &B,
+    mut sides: Vec<(Watched<'_, B>, bool)>,
+    t0: Duration,
+    out: &mut Observed,
+) {
     loop {
-        let at = c.now() - t0;
-        client.take(at);
-        server.take(at);
+        let at = clock.now() - t0;
+        for (w, _) in &mut sides {
+            w.take(at);
+        }
         if at >= WINDOW {
             break;
         }
-        ok(c.sleep(step(at)), "sleep");
+        ok(clock.sleep(step(at)), "sleep");
     }
-    for w in [client, server] {
+    for (w, note_state) in sides {
         for (line, at) in w.seen {
             out.note(line.clone());
             out.times.push((line, at));
         }
-        if w.who == "server" && !server_qp {
-            continue;
+        if note_state {
+            let state = match w.cm.query_qp_state(w.side.qp) {
+                Ok(st) => format!("{st:?}"),
+                Err(e) => format!("{}", e.errno),
+            };
+            out.note(format!("{} QP state: {state}", w.who));
         }
-        let state = match w.cm.query_qp_state(w.side.qp) {
-            Ok(st) => format!("{st:?}"),
-            Err(e) => format!("{}", e.errno),
-        };
-        out.note(format!("{} QP state: {state}", w.who));
     }
 }
 
@@ -213,10 +230,7 @@ pub fn send_without_a_receive<B: DataPath>(s: &B, c: &B, at: SocketAddr) -> Obse
     let t0 = c.now();
     post_and_poll(c, &conn, 1, SendOp::Send, &tx, &mut out);
     watch(s, c, &conn, t0, &mut out);
-    let r = post(c, conn.client.qp, 2, SendOp::Send, &tx);
-    out.note(format!("client post after: {r}"));
-    let t1 = c.now();
-    watch_client_only(c, &conn, t1, &mut out);
+    send_after_the_close(c, &conn, 2, &tx, &mut out);
     teardown(s, c, &conn);
     out
 }
@@ -230,12 +244,23 @@ pub fn send_to_a_destroyed_peer_qp<B: DataPath>(s: &B, c: &B, at: SocketAddr) ->
     let r = s.destroy_qp(conn.server.id);
     out.note(format!("server destroy_qp: {}", outcome(r)));
     watch_sides(s, c, &conn, t0, false, &mut out);
-    let r = post(c, conn.client.qp, 1, SendOp::Send, &tx);
-    out.note(format!("client post after: {r}"));
-    let t1 = c.now();
-    watch_client_only(c, &conn, t1, &mut out);
+    send_after_the_close(c, &conn, 1, &tx, &mut out);
     teardown(s, c, &conn);
     out
+}
+
+/// Posts a SEND (wr_id `wr_id`) on the client's closed connection and watches the client.
+fn send_after_the_close<B: DataPath>(
+    c: &B,
+    conn: &Conn,
+    wr_id: u64,
+    tx: &MemoryRegion,
+    out: &mut Observed,
+) {
+    let r = post(c, conn.client.qp, wr_id, SendOp::Send, tx);
+    out.note(format!("client post after: {r}"));
+    let t1 = c.now();
+    watch_client_only(c, conn, t1, out);
 }
 
 /// An RDMA WRITE to a bad rkey.
@@ -271,33 +296,6 @@ fn bad_rkey<B: DataPath>(s: &B, c: &B, at: SocketAddr, write: bool) -> Observed 
     watch(s, c, &conn, t0, &mut out);
     teardown(s, c, &conn);
     out
-}
-
-/// Watches the client's CQ, CM channel and asynchronous events for [`WINDOW`] from `t0`.
-fn watch_client_only<B: DataPath>(c: &B, conn: &Conn, t0: Duration, out: &mut Observed) {
-    let mut client = Watched {
-        cm: c,
-        side: conn.client,
-        who: "client",
-        seen: Vec::new(),
-    };
-    loop {
-        let at = c.now() - t0;
-        client.take(at);
-        if at >= WINDOW {
-            break;
-        }
-        ok(c.sleep(step(at)), "sleep");
-    }
-    for (line, at) in client.seen {
-        out.note(line.clone());
-        out.times.push((line, at));
-    }
-    let state = match c.query_qp_state(conn.client.qp) {
-        Ok(st) => format!("{st:?}"),
-        Err(e) => format!("{}", e.errno),
-    };
-    out.note(format!("client QP state: {state}"));
 }
 
 fn outcome(r: cmtwin::Result<()>) -> String {
