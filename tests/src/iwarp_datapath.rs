@@ -7,8 +7,10 @@
 //! `post_send` for a user QP), with no acknowledgement from the peer; there are no RNR NAKs
 //! and no transport retries. A message the peer cannot take (no receive posted, a bad rkey)
 //! makes the peer send a TERMINATE and close the connection (`siw_init_terminate`,
-//! `siw_qp_cm_drop`), and every close moves the QPs to ERROR and flushes them
-//! (`siw_qp_llp_close`).
+//! `siw_qp_cm_drop`), and the close moves the QPs to ERROR and flushes them
+//! (`siw_qp_llp_close`), except the QP of a target whose READ response failed, which stays in
+//! RTS. The expected transcripts below are the ones real siw gave on the siw-6.12 bed (6.1
+//! differs only in `ibv_query_qp`, RESET in every state: `on_siw_6_1`).
 //!
 //! Each scenario sets up a connection, does one thing, then watches both sides for a fixed
 //! window: completions, CM events and asynchronous events, each noted with the time it was
