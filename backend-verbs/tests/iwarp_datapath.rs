@@ -14,10 +14,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU16, Ordering};
 
 use cmtwin_tests::iwarp_datapath::{
-    read_from_a_bad_rkey, send_and_write_complete_when_sent, send_to_a_destroyed_peer_qp,
-    send_without_a_receive, write_to_a_bad_rkey, Observed, BAD_RKEY_READ_ON_SIW_6_12,
-    BAD_RKEY_WRITE_ON_SIW_6_12, DESTROYED_PEER_ON_SIW_6_12, NO_RECEIVE_ON_SIW_6_12,
-    SEND_AND_WRITE_ON_SIW_6_12,
+    read_from_a_bad_rkey, send_and_write_complete_when_sent, send_into_a_read_only_receive,
+    send_to_a_destroyed_peer_qp, send_without_a_receive, write_past_the_region,
+    write_to_a_bad_rkey, Observed, BAD_RKEY_READ_ON_SIW_6_12, BAD_RKEY_WRITE_ON_SIW_6_12,
+    DESTROYED_PEER_ON_SIW_6_12, NO_RECEIVE_ON_SIW_6_12, READ_ONLY_RECEIVE_ON_SIW_6_12,
+    SEND_AND_WRITE_ON_SIW_6_12, WRITE_PAST_THE_REGION_ON_SIW_6_12,
 };
 use cmtwin_tests::iwarp_external_qp::{
     connection_over_external_qps, on_siw_6_1, wrong_external_qps, Transcript,
@@ -136,4 +137,28 @@ fn siw_data_path_read_from_a_bad_rkey_terminates_the_connection() {
     let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
     let o = read_from_a_bad_rkey(&s, &c, addr());
     check_data_path("read from a bad rkey", &o, BAD_RKEY_READ_ON_SIW_6_12);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn siw_data_path_send_into_a_read_only_receive_terminates_the_connection() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let o = send_into_a_read_only_receive(&s, &c, addr());
+    check_data_path(
+        "send into a read-only receive",
+        &o,
+        READ_ONLY_RECEIVE_ON_SIW_6_12,
+    );
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn siw_data_path_write_past_the_region_terminates_the_connection() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let o = write_past_the_region(&s, &c, addr());
+    check_data_path(
+        "write past the region",
+        &o,
+        WRITE_PAST_THE_REGION_ON_SIW_6_12,
+    );
 }

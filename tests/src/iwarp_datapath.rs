@@ -265,6 +265,37 @@ fn send_after_the_close<B: DataPath>(
     watch_client_only(c, conn, t1, out);
 }
 
+/// A SEND into a receive whose region the device may not write (no LOCAL_WRITE).
+pub fn send_into_a_read_only_receive<B: DataPath>(s: &B, c: &B, at: SocketAddr) -> Observed {
+    let mut out = Observed::default();
+    let conn = connect(s, c, at);
+    let rx = region(s, conn.server.pd, 64, 0, AccessFlags::NONE);
+    post_recv_all(s, conn.server.qp, 10, &rx);
+    let tx = region(c, conn.client.pd, 16, 0xab, AccessFlags::LOCAL_WRITE);
+    let t0 = c.now();
+    post_and_poll(c, &conn, 1, SendOp::Send, &tx, &mut out);
+    watch(s, c, &conn, t0, &mut out);
+    teardown(s, c, &conn);
+    out
+}
+
+/// An RDMA WRITE under a good rkey that runs past the region's end.
+pub fn write_past_the_region<B: DataPath>(s: &B, c: &B, at: SocketAddr) -> Observed {
+    let mut out = Observed::default();
+    let conn = connect(s, c, at);
+    let target = region(s, conn.server.pd, 64, 0x5a, RW);
+    let local = region(c, conn.client.pd, 16, 0xab, AccessFlags::LOCAL_WRITE);
+    let op = SendOp::RdmaWrite {
+        remote_addr: target.addr_at(56),
+        rkey: target.rkey,
+    };
+    let t0 = c.now();
+    post_and_poll(c, &conn, 1, op, &local, &mut out);
+    watch(s, c, &conn, t0, &mut out);
+    teardown(s, c, &conn);
+    out
+}
+
 /// An RDMA WRITE to a bad rkey.
 pub fn write_to_a_bad_rkey<B: DataPath>(s: &B, c: &B, at: SocketAddr) -> Observed {
     bad_rkey(s, c, at, true)
@@ -374,4 +405,27 @@ pub const BAD_RKEY_READ_ON_SIW_6_12: &[&str] = &[
     "server event: RDMA_CM_EVENT_DISCONNECTED 0",
     "server async: AsyncEvent(2)",
     "server QP state: Rts",
+];
+
+/// [`send_into_a_read_only_receive`] on siw, Linux 6.12 (read in siw_qp_rx.c, not yet measured).
+pub const READ_ONLY_RECEIVE_ON_SIW_6_12: &[&str] = &[
+    "client post 1: ok",
+    "client wc at once: [(1 success (0) Send 16)]",
+    "client event: RDMA_CM_EVENT_DISCONNECTED 0",
+    "client QP state: Error",
+    "server wc: (10 local protection error (4))",
+    "server event: RDMA_CM_EVENT_DISCONNECTED 0",
+    "server async: AsyncEvent(3)",
+    "server QP state: Error",
+];
+
+/// [`write_past_the_region`] on siw, Linux 6.12 (read in siw_qp_rx.c, not yet measured).
+pub const WRITE_PAST_THE_REGION_ON_SIW_6_12: &[&str] = &[
+    "client post 1: ok",
+    "client wc at once: [(1 success (0) RdmaWrite 16)]",
+    "client event: RDMA_CM_EVENT_DISCONNECTED 0",
+    "client QP state: Error",
+    "server event: RDMA_CM_EVENT_DISCONNECTED 0",
+    "server async: AsyncEvent(3)",
+    "server QP state: Error",
 ];
