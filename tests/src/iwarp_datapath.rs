@@ -407,19 +407,21 @@ pub const BAD_RKEY_READ_ON_SIW_6_12: &[&str] = &[
     "server QP state: Rts",
 ];
 
-/// [`send_into_a_read_only_receive`] on siw, Linux 6.12 (read in siw_qp_rx.c, not yet measured).
+/// [`send_into_a_read_only_receive`] on siw, Linux 6.12 (measured there; 6.1's siw_qp_rx.c
+/// takes the same path).
 pub const READ_ONLY_RECEIVE_ON_SIW_6_12: &[&str] = &[
     "client post 1: ok",
     "client wc at once: [(1 success (0) Send 16)]",
     "client event: RDMA_CM_EVENT_DISCONNECTED 0",
     "client QP state: Error",
-    "server wc: (10 local protection error (4))",
+    "server wc: (10 general error (21))",
     "server event: RDMA_CM_EVENT_DISCONNECTED 0",
     "server async: AsyncEvent(3)",
     "server QP state: Error",
 ];
 
-/// [`write_past_the_region`] on siw, Linux 6.12 (read in siw_qp_rx.c, not yet measured).
+/// [`write_past_the_region`] on siw, Linux 6.12 (measured there; 6.1's siw_qp_rx.c takes the
+/// same path).
 pub const WRITE_PAST_THE_REGION_ON_SIW_6_12: &[&str] = &[
     "client post 1: ok",
     "client wc at once: [(1 success (0) RdmaWrite 16)]",

@@ -109,6 +109,31 @@ fn read_from_a_bad_rkey_terminates_the_connection() {
     );
 }
 
+#[test]
+fn send_into_a_read_only_receive_terminates_the_connection() {
+    let runs = on_both_kernels(send_into_a_read_only_receive, READ_ONLY_RECEIVE_ON_SIW_6_12);
+    expect_times(
+        &runs,
+        &[
+            ("server wc: (10 general error (21))", 5 * US),
+            ("server async: AsyncEvent(3)", 5 * US),
+            ("client event: RDMA_CM_EVENT_DISCONNECTED 0", 10 * US),
+        ],
+    );
+}
+
+#[test]
+fn write_past_the_region_terminates_the_connection() {
+    let runs = on_both_kernels(write_past_the_region, WRITE_PAST_THE_REGION_ON_SIW_6_12);
+    expect_times(
+        &runs,
+        &[
+            ("server async: AsyncEvent(3)", 5 * US),
+            ("client event: RDMA_CM_EVENT_DISCONNECTED 0", 10 * US),
+        ],
+    );
+}
+
 /// TCP carries siw's messages: a lost one is sent again and delivered once, however many
 /// times it is lost, and the connection never gives up (siw has no `retry_count`, so no
 /// RETRY_EXC_ERR; TCP's own limit, about 15 minutes of retransmissions before it resets the

@@ -72,6 +72,10 @@ impl Memory for RegionMemory<'_> {
         let (mr, off) = self.find(rkey, addr, u64::from(len), AccessFlags::REMOTE_READ)?;
         Some(mr.buf[off..off + len as usize].to_vec())
     }
+
+    fn has_key(&self, key: u32) -> bool {
+        self.by_key.contains_key(&(self.dev, key))
+    }
 }
 
 impl World {
@@ -181,11 +185,13 @@ impl World {
             QpOutput::CommEst
             | QpOutput::SqDrained
             | QpOutput::LastWqeReached
-            | QpOutput::QpReqErr => {
+            | QpOutput::QpReqErr
+            | QpOutput::QpAccessErr => {
                 let kind = match output {
                     QpOutput::CommEst => AsyncEvent::COMM_EST,
                     QpOutput::SqDrained => AsyncEvent::SQ_DRAINED,
                     QpOutput::QpReqErr => AsyncEvent::QP_REQ_ERR,
+                    QpOutput::QpAccessErr => AsyncEvent::QP_ACCESS_ERR,
                     _ => AsyncEvent::QP_LAST_WQE_REACHED,
                 };
                 let event = VerbsAsyncEvent {

@@ -30,7 +30,9 @@
 //!   (`siw_init_terminate`, `siw_qp_cm_drop`): this QP enters ERROR and the world drops the
 //!   connection ([`QpOutput::Terminate`]), which the peer sees as a close (DISCONNECTED, its
 //!   QP in ERROR, a READ still outstanding flushed); so no RNR_RETRY_EXC_ERR or
-//!   REM_ACCESS_ERR either. A READ it cannot answer raises QP_REQ_ERR there instead, and its
+//!   REM_ACCESS_ERR either. A protection error there (a receive it may not write, completed
+//!   GENERAL_ERR; a write under a known key outside the region) raises QP_ACCESS_ERR, an
+//!   unknown key or a missing receive nothing. A READ it cannot answer raises QP_REQ_ERR, and its
 //!   QP stays in RTS (the response fails on the send side, which drops the connection
 //!   without the close's move to ERROR);
 //! * no COMM_EST: siw moves the QP to RTS itself as MPA completes.
@@ -70,6 +72,8 @@ pub(crate) trait Memory {
     fn remote_write(&mut self, rkey: u32, addr: u64, data: &[u8]) -> bool;
     /// A peer's RDMA read: `None` for a bad rkey, range or access.
     fn remote_read(&mut self, rkey: u32, addr: u64, len: u32) -> Option<Vec<u8>>;
+    /// Whether `key` names a region of the device (whatever its range, access or PD).
+    fn has_key(&self, key: u32) -> bool;
 }
 
 /// A request's scatter/gather entries, without an allocation for the usual single one.
@@ -212,6 +216,9 @@ pub(crate) enum QpOutput {
     Terminate,
     /// siw's responder could not answer an RDMA READ (IBV_EVENT_QP_REQ_ERR).
     QpReqErr,
+    /// siw's responder met a protection error: a write under a registered key outside the
+    /// region's range or access, a receive it may not write (IBV_EVENT_QP_ACCESS_ERR).
+    QpAccessErr,
     /// The QP, in SQD, has every request it sent acknowledged (IBV_EVENT_SQ_DRAINED).
     SqDrained,
     /// A receive taken from the QP's SRQ left fewer than its armed limit
@@ -987,6 +994,10 @@ impl RcQp {
         }
         self.note_first_request(out);
         let read = matches!(pkt.body, Body::ReadReq { .. });
+        let write_key = match pkt.body {
+            Body::Write { rkey, .. } => Some(rkey),
+            _ => None,
+        };
         let reply = match pkt.body {
             Body::ReadReq { addr, rkey, len } => match mem.remote_read(rkey, addr, len) {
                 Some(data) => Ok(Body::ReadResp { data }),
@@ -1001,15 +1012,26 @@ impl RcQp {
                 self.epsn = psn_next(psn);
                 out.push(QpOutput::Packet(Packet { psn, body }));
             }
-            Err(_) if self.driver == Driver::Siw => {
+            Err(nak) if self.driver == Driver::Siw => {
                 // siw_qp_sq_process fails the READ response, raises QP_REQ_ERR and drops the
                 // connection at once (siw_qp_cm_drop), leaving the QP in RTS (measured on
                 // 6.12); any other refusal is found on receipt (siw_proc_send,
-                // siw_proc_write), without event, and the close puts the QP in ERROR.
+                // siw_proc_write) and the close puts the QP in ERROR. A protection error
+                // (siw_check_sge, siw_check_mem: a receive it may not write, a write under a
+                // known key outside the region) raises QP_ACCESS_ERR; an unknown key
+                // (siw_mem_id2obj) or a missing receive raise nothing.
+                let protection = match nak {
+                    Nak::RemoteOp => true,
+                    Nak::RemoteAccess => write_key.is_some_and(|k| mem.has_key(k)),
+                    _ => false,
+                };
                 if read {
                     self.dropped_by_send = true;
                     out.push(QpOutput::QpReqErr);
                 } else {
+                    if protection {
+                        out.push(QpOutput::QpAccessErr);
+                    }
                     self.enter_error(out);
                 }
                 out.push(QpOutput::Terminate);
@@ -1122,6 +1144,11 @@ impl RcQp {
         }
         let r = self.rq.pop_front().expect("checked");
         if let Err(status) = mem.scatter(&r.sges, &data) {
+            // siw completes such a receive with GENERAL_ERR (measured on 6.12).
+            let status = match self.driver {
+                Driver::Siw => WcStatus::GENERAL_ERR,
+                _ => status,
+            };
             self.complete_recv(r, status, WcOpcode::Recv, 0, None, false, out);
             return Err(Nak::RemoteOp);
         }
@@ -1235,6 +1262,9 @@ mod tests {
         }
         fn remote_write(&mut self, _: u32, _: u64, data: &[u8]) -> bool {
             self.written.extend_from_slice(data);
+            true
+        }
+        fn has_key(&self, _: u32) -> bool {
             true
         }
         fn remote_read(&mut self, _: u32, _: u64, len: u32) -> Option<Vec<u8>> {
