@@ -4,10 +4,22 @@
 //! iWARP device whose IPv4 address is in `CMTWIN_RDMA_ADDR` (the Soft-iWARP VM of
 //! `scripts/vm-run --transport siw`), so they are ignored by default; `scripts/verbs-tests-in-vm`
 //! runs them on the siw beds with `--ignored --test-threads=1`.
+//!
+//! The `siw_data_path_*` tests run the RC data path scenarios of
+//! `cmtwin_tests::iwarp_datapath` (completion at send, no receive posted, a destroyed peer QP,
+//! bad rkeys), whose transcripts the simulator gives too (tests/tests/sim_iwarp_datapath.rs);
+//! they print when each thing was first seen (run with `--nocapture`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU16, Ordering};
 
+use cmtwin_tests::iwarp_datapath::{
+    read_from_a_bad_rkey, send_and_write_complete_when_sent, send_into_a_read_only_receive,
+    send_to_a_destroyed_peer_qp, send_without_a_receive, write_past_the_region,
+    write_to_a_bad_rkey, Observed, BAD_RKEY_READ_ON_SIW_6_12, BAD_RKEY_WRITE_ON_SIW_6_12,
+    DESTROYED_PEER_ON_SIW_6_12, NO_RECEIVE_ON_SIW_6_12, READ_ONLY_RECEIVE_ON_SIW_6_12,
+    SEND_AND_WRITE_ON_SIW_6_12, WRITE_PAST_THE_REGION_ON_SIW_6_12,
+};
 use cmtwin_tests::iwarp_external_qp::{
     connection_over_external_qps, on_siw_6_1, wrong_external_qps, Transcript,
     CONNECTION_ON_SIW_6_12, WRONG_ON_SIW_6_12,
@@ -70,5 +82,83 @@ fn iwarp_external_qps_in_the_wrong_state() {
     assert_eq!(
         t.0, expected,
         "the simulator's transcript (tests/src/iwarp_external_qp.rs)"
+    );
+}
+
+/// Prints a data path scenario's observations with their times, then compares its
+/// transcript with the simulator's (tests/src/iwarp_datapath.rs).
+fn check_data_path(name: &str, o: &Observed, lines_6_12: &[&str]) {
+    eprintln!("--- {name}: times from the trigger");
+    for (line, at) in &o.times {
+        eprintln!("{at:>12?}  {line}");
+    }
+    assert_eq!(
+        o.transcript.0,
+        for_this_kernel(lines_6_12),
+        "the simulator's transcript (tests/src/iwarp_datapath.rs)"
+    );
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn siw_data_path_send_and_write_complete_when_handed_to_tcp() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let o = send_and_write_complete_when_sent(&s, &c, addr());
+    check_data_path("send and write", &o, SEND_AND_WRITE_ON_SIW_6_12);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn siw_data_path_send_without_a_receive_terminates_the_connection() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let o = send_without_a_receive(&s, &c, addr());
+    check_data_path("send without a receive", &o, NO_RECEIVE_ON_SIW_6_12);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn siw_data_path_destroying_the_peer_qp_closes_the_connection() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let o = send_to_a_destroyed_peer_qp(&s, &c, addr());
+    check_data_path("destroyed peer QP", &o, DESTROYED_PEER_ON_SIW_6_12);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn siw_data_path_write_to_a_bad_rkey_terminates_the_connection() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let o = write_to_a_bad_rkey(&s, &c, addr());
+    check_data_path("write to a bad rkey", &o, BAD_RKEY_WRITE_ON_SIW_6_12);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn siw_data_path_read_from_a_bad_rkey_terminates_the_connection() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let o = read_from_a_bad_rkey(&s, &c, addr());
+    check_data_path("read from a bad rkey", &o, BAD_RKEY_READ_ON_SIW_6_12);
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn siw_data_path_send_into_a_read_only_receive_terminates_the_connection() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let o = send_into_a_read_only_receive(&s, &c, addr());
+    check_data_path(
+        "send into a read-only receive",
+        &o,
+        READ_ONLY_RECEIVE_ON_SIW_6_12,
+    );
+}
+
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn siw_data_path_write_past_the_region_terminates_the_connection() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let o = write_past_the_region(&s, &c, addr());
+    check_data_path(
+        "write past the region",
+        &o,
+        WRITE_PAST_THE_REGION_ON_SIW_6_12,
     );
 }

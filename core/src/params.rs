@@ -104,6 +104,13 @@ impl AsyncEvent {
     pub const CQ_ERR: AsyncEvent = AsyncEvent(0);
     /// `IBV_EVENT_COMM_EST`: data arrived on the passive QP before the RTU.
     pub const COMM_EST: AsyncEvent = AsyncEvent(4);
+    /// `IBV_EVENT_QP_REQ_ERR`: the QP, as a responder, met an invalid request (siw raises it
+    /// when the response to an RDMA READ under a bad rkey cannot be sent).
+    pub const QP_REQ_ERR: AsyncEvent = AsyncEvent(2);
+    /// `IBV_EVENT_QP_ACCESS_ERR`: the QP, as a responder, met a protection error (siw raises
+    /// it for a write under a registered key outside the region's range or access, and for a
+    /// receive it may not write).
+    pub const QP_ACCESS_ERR: AsyncEvent = AsyncEvent(3);
     /// `IBV_EVENT_SQ_DRAINED`: a QP moved to SQD has every request it sent acknowledged.
     pub const SQ_DRAINED: AsyncEvent = AsyncEvent(5);
     /// `IBV_EVENT_PATH_MIG`: switch to the alternate path.

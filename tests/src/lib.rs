@@ -57,6 +57,7 @@ pub mod ep_helpers;
 pub mod fidelity;
 pub mod fuzzing;
 pub mod harness;
+pub mod iwarp_datapath;
 pub mod iwarp_external_qp;
 pub mod measured_devices;
 pub mod ports;

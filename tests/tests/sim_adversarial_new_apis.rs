@@ -578,6 +578,12 @@ fn posts_are_bounded_by_the_granted_capacities() {
                 ok(c.post_send(qp, &wr), &format!("{what}: send {n}"));
             }
             let wr = SendWr::new(9, SendOp::Send, Payload::Sges(&sges[..1]));
+            if transport == Transport::Iwarp {
+                // siw completes each send as it hands it to TCP, inside the post, which frees
+                // its slot: a connected QP's send queue never fills.
+                ok(c.post_send(qp, &wr), &format!("{what}: one more send"));
+                continue;
+            }
             let e = c.post_send(qp, &wr).expect_err(&what);
             assert_eq!((e.call, e.errno), (Call::PostSend, Errno::ENOMEM), "{what}");
         }

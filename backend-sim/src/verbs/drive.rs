@@ -72,6 +72,10 @@ impl Memory for RegionMemory<'_> {
         let (mr, off) = self.find(rkey, addr, u64::from(len), AccessFlags::REMOTE_READ)?;
         Some(mr.buf[off..off + len as usize].to_vec())
     }
+
+    fn has_key(&self, key: u32) -> bool {
+        self.by_key.contains_key(&(self.dev, key))
+    }
 }
 
 impl World {
@@ -162,6 +166,7 @@ impl World {
                     return true;
                 }
             }
+            QpOutput::Terminate => self.siw_drop_connection_of(q),
             QpOutput::SetTimer(after) => self.set_qp_timer(q, self.now.after(after)),
             QpOutput::CancelTimer => self.cancel_qp_timer(q),
             QpOutput::SrqLimitReached => {
@@ -177,10 +182,16 @@ impl World {
             }
             // rxe on Linux 6.1 raises no LAST_WQE_REACHED (measured); 6.12's does.
             QpOutput::LastWqeReached if self.cfg.kernel == KernelProfile::Linux61 => {}
-            QpOutput::CommEst | QpOutput::SqDrained | QpOutput::LastWqeReached => {
+            QpOutput::CommEst
+            | QpOutput::SqDrained
+            | QpOutput::LastWqeReached
+            | QpOutput::QpReqErr
+            | QpOutput::QpAccessErr => {
                 let kind = match output {
                     QpOutput::CommEst => AsyncEvent::COMM_EST,
                     QpOutput::SqDrained => AsyncEvent::SQ_DRAINED,
+                    QpOutput::QpReqErr => AsyncEvent::QP_REQ_ERR,
+                    QpOutput::QpAccessErr => AsyncEvent::QP_ACCESS_ERR,
                     _ => AsyncEvent::QP_LAST_WQE_REACHED,
                 };
                 let event = VerbsAsyncEvent {

@@ -160,7 +160,7 @@ impl World {
 
     /// siw_qp_cm_drop: the connection whose QP is `q` closes (DISCONNECTED here, a FIN to
     /// the peer).
-    fn siw_drop_connection_of(&mut self, q: ObjKey) {
+    pub(crate) fn siw_drop_connection_of(&mut self, q: ObjKey) {
         let ids: Vec<IdKey> = (self.kernel.ids.keys_sorted().into_iter())
             .filter(|id| self.cm_qp(*id) == Some(q))
             .collect();
@@ -194,10 +194,12 @@ impl World {
     }
 
     /// The connection of id `id` closed (siw_qp_llp_close): a QP still up goes to ERROR, its
-    /// queues flushed; one this side closed stays CLOSING (measured on siw).
+    /// queues flushed; one this side closed stays CLOSING, one whose failed READ response
+    /// dropped the connection stays in RTS (measured on siw).
     pub(crate) fn cm_qp_connection_closed(&mut self, id: IdKey) {
         if let Some(q) = self.cm_qp(id) {
-            if self.verbs.qps[&q].machine.state() != QpState::Sqd {
+            let m = &self.verbs.qps[&q].machine;
+            if m.state() != QpState::Sqd && !m.siw_dropped_by_send() {
                 self.drive_qp(q, |m, _, out| m.enter_error(out));
             }
         }

@@ -46,6 +46,12 @@ impl QpMachine {
         matches!(self, QpMachine::Rc(m) if m.is_siw())
     }
 
+    /// Whether siw dropped its connection from the send side (a READ response it could not
+    /// send), which leaves the QP in its state when the connection closes.
+    pub(crate) fn siw_dropped_by_send(&self) -> bool {
+        matches!(self, QpMachine::Rc(m) if m.siw_dropped_by_send())
+    }
+
     /// Whether it is a UD QP.
     pub(crate) fn is_ud(&self) -> bool {
         matches!(self, QpMachine::Ud(_))

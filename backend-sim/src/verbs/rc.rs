@@ -19,6 +19,24 @@
 //! WR_FLUSH_ERR (signaled or not); a responder that refuses a request for a remote access or
 //! invalid request moves to ERROR too.
 //!
+//! siw (iWARP) runs RDMAP over TCP, so the same machine differs there ([`Driver::Siw`]):
+//! * a SEND or RDMA WRITE completes SUCCESS as soon as it is transmitted (`siw_qp_sq_process`
+//!   completes the WQE once `siw_qp_sq_proc_tx` handed its bytes to TCP, inside `post_send`
+//!   for a user QP), before the peer has it; the request stays for TCP's retransmission until
+//!   acknowledged, and is not flushed again. An RDMA READ completes with its response;
+//! * retransmission never gives up (TCP's; siw has no `retry_count`): no RETRY_EXC_ERR;
+//! * the responder has no NAK: a message it cannot take (no receive posted, a bad rkey or
+//!   access, a receive with bad entries) makes it send a TERMINATE and close the connection
+//!   (`siw_init_terminate`, `siw_qp_cm_drop`): this QP enters ERROR and the world drops the
+//!   connection ([`QpOutput::Terminate`]), which the peer sees as a close (DISCONNECTED, its
+//!   QP in ERROR, a READ still outstanding flushed); so no RNR_RETRY_EXC_ERR or
+//!   REM_ACCESS_ERR either. A protection error there (a receive it may not write, completed
+//!   GENERAL_ERR; a write under a known key outside the region) raises QP_ACCESS_ERR, an
+//!   unknown key or a missing receive nothing. A READ it cannot answer raises QP_REQ_ERR, and its
+//!   QP stays in RTS (the response fails on the send side, which drops the connection
+//!   without the close's move to ERROR);
+//! * no COMM_EST: siw moves the QP to RTS itself as MPA completes.
+//!
 //! UC (`IBV_QPT_UC`) is the same machine without the reliability, as rxe runs it:
 //! * the requester has no UC opcode for an RDMA read (`next_opcode` in rxe_req.c knows UC
 //!   sends and writes only; rxe_opcode.c gives reads and atomics no UC mask): the post is
@@ -54,6 +72,8 @@ pub(crate) trait Memory {
     fn remote_write(&mut self, rkey: u32, addr: u64, data: &[u8]) -> bool;
     /// A peer's RDMA read: `None` for a bad rkey, range or access.
     fn remote_read(&mut self, rkey: u32, addr: u64, len: u32) -> Option<Vec<u8>>;
+    /// Whether `key` names a region of the device (whatever its range, access or PD).
+    fn has_key(&self, key: u32) -> bool;
 }
 
 /// A request's scatter/gather entries, without an allocation for the usual single one.
@@ -131,6 +151,8 @@ pub(crate) struct SendEntry {
     psn: u32,
     /// The bytes an RDMA read brought back, once its response arrived.
     read: Option<u32>,
+    /// Completed when transmitted (siw), still kept for retransmission.
+    completed: bool,
 }
 
 impl SendEntry {
@@ -147,6 +169,7 @@ impl SendEntry {
             fault: None,
             psn: 0,
             read: None,
+            completed: false,
         }
     }
 }
@@ -191,6 +214,14 @@ pub(crate) enum QpOutput {
     CancelTimer,
     /// The QP received its first request (IBV_EVENT_COMM_EST).
     CommEst,
+    /// siw's responder refused a message: a TERMINATE goes to the peer and the connection
+    /// closes (the QP is already in ERROR).
+    Terminate,
+    /// siw's responder could not answer an RDMA READ (IBV_EVENT_QP_REQ_ERR).
+    QpReqErr,
+    /// siw's responder met a protection error: a write under a registered key outside the
+    /// region's range or access, a receive it may not write (IBV_EVENT_QP_ACCESS_ERR).
+    QpAccessErr,
     /// The QP, in SQD, has every request it sent acknowledged (IBV_EVENT_SQ_DRAINED).
     SqDrained,
     /// A receive taken from the QP's SRQ left fewer than its armed limit
@@ -266,6 +297,8 @@ pub(crate) struct RcQp {
     /// Takes its receives from an SRQ: `rq` is the SRQ's, lent for each input (`drive.rs`),
     /// and neither flushed nor discarded with the QP.
     srq: bool,
+    /// siw dropped the connection from the send side (see [`RcQp::siw_dropped_by_send`]).
+    dropped_by_send: bool,
 }
 
 /// The driver running an RC QP, where the model differs between them.
@@ -275,9 +308,10 @@ pub(crate) enum Driver {
     Hca,
     /// rxe (RoCE): retry counts as bytes, a `retry_count` of 7 without limit.
     Rxe,
-    /// siw for a user process (iWARP): its receive queue is a ring in the process's memory,
-    /// which siw reads only while a connection delivers into it and flushes only when the
-    /// connection closes, so a receive posted in ERROR stays there without a completion.
+    /// siw for a user process (iWARP): its queues are rings in the process's memory, which
+    /// siw reads only while a connection carries them and flushes only when the connection
+    /// closes, so a receive or a send posted in ERROR stays there without a completion
+    /// (measured for both).
     Siw,
 }
 
@@ -303,6 +337,7 @@ impl RcQp {
             rnr_timer_ns: 0,
             driver: Driver::Hca,
             srq: false,
+            dropped_by_send: false,
         }
     }
 
@@ -327,6 +362,13 @@ impl RcQp {
     pub(crate) fn on_rxe(mut self) -> Self {
         self.driver = Driver::Rxe;
         self
+    }
+
+    /// Whether siw dropped the connection as it failed to send a READ response
+    /// (`siw_qp_sq_process` → `siw_qp_cm_drop`, which detaches the QP from its endpoint, so
+    /// the close does not move it to ERROR: it reads RTS after, measured on 6.12).
+    pub(crate) fn siw_dropped_by_send(&self) -> bool {
+        self.dropped_by_send
     }
 
     /// Whether siw made it (see [`RcQp::on_siw`]).
@@ -563,7 +605,9 @@ impl RcQp {
             out.push(QpOutput::CancelTimer);
         }
         while let Some(e) = self.sq.pop_front() {
-            self.complete_send(e, WcStatus::WR_FLUSH_ERR, out);
+            if !e.completed {
+                self.complete_send(e, WcStatus::WR_FLUSH_ERR, out);
+            }
         }
         self.sent = 0;
         if self.srq && self.driver == Driver::Rxe {
@@ -584,16 +628,21 @@ impl RcQp {
         }
     }
 
-    /// Whether a post to `queue` would be taken (ERROR takes it, to flush it at once).
+    /// Whether a post to `queue` would be taken (ERROR takes it, to flush it at once; siw's
+    /// ring takes it while it has room, and keeps it).
     pub(crate) fn check_post(&self, queue: Queue) -> Result<(), PostError> {
         let (len, depth) = match queue {
-            Queue::Send => (self.sq.len(), self.cap.max_send_wr),
+            // A request siw completed left its ring slot, though kept for retransmission.
+            Queue::Send => (
+                self.sq.iter().filter(|e| !e.completed).count(),
+                self.cap.max_send_wr,
+            ),
             Queue::Recv => (self.rq.len(), self.cap.max_recv_wr),
         };
         match self.state {
             // siw's RESET is its IDLE: the queues are rings the process fills at any time.
             QpState::Reset if !self.is_siw() => Err(PostError::Reset),
-            QpState::Error => Ok(()),
+            QpState::Error if !self.is_siw() => Ok(()),
             _ if len >= depth as usize => Err(PostError::Full),
             _ => Ok(()),
         }
@@ -608,7 +657,7 @@ impl RcQp {
         if let Err(e) = self.check_post(Queue::Send) {
             return Err((e, entry));
         }
-        if self.state == QpState::Error {
+        if self.state == QpState::Error && !self.is_siw() {
             self.complete_send(entry, WcStatus::WR_FLUSH_ERR, out);
             return Ok(());
         }
@@ -645,7 +694,12 @@ impl RcQp {
                 self.fail_head(WcStatus::RETRY_EXC_ERR, out);
             }
             Timer::Retransmit => {
-                if self.retries_left != 7 || self.driver != Driver::Rxe {
+                let endless = match self.driver {
+                    Driver::Rxe => self.retries_left == 7,
+                    Driver::Siw => true, // TCP retransmits
+                    Driver::Hca => false,
+                };
+                if !endless {
                     self.retries_left -= 1;
                 }
                 self.timer = Timer::Off;
@@ -711,6 +765,9 @@ impl RcQp {
             e.psn = psn;
             out.push(QpOutput::Packet(request_packet(e)));
             self.sent += 1;
+            if self.driver == Driver::Siw {
+                self.complete_when_sent(self.sent - 1, out);
+            }
         }
         self.arm_retransmit(out);
     }
@@ -747,6 +804,21 @@ impl RcQp {
         }
     }
 
+    /// siw: the SEND or WRITE at `i`, just handed to TCP, completes (its regions released; it
+    /// stays for TCP's retransmission, of the bytes gathered at post time).
+    fn complete_when_sent(&mut self, i: usize, out: &mut Vec<QpOutput>) {
+        let e = &mut self.sq[i];
+        if matches!(e.kind, SendKind::Read { .. }) || e.completed {
+            return;
+        }
+        e.completed = true;
+        let done = SendEntry {
+            sges: std::mem::replace(&mut e.sges, Sges::Many(Vec::new())),
+            ..e.clone()
+        };
+        self.complete_send(done, WcStatus::SUCCESS, out);
+    }
+
     /// Starts the transport timer if requests are unacknowledged and no timer runs.
     fn arm_retransmit(&mut self, out: &mut Vec<QpOutput>) {
         if self.sent == 0 || self.timer != Timer::Off {
@@ -780,7 +852,9 @@ impl RcQp {
             }
             let e = self.sq.pop_front().expect("sent > 0");
             self.sent -= 1;
-            self.complete_send(e, WcStatus::SUCCESS, out);
+            if !e.completed {
+                self.complete_send(e, WcStatus::SUCCESS, out);
+            }
             progress = true;
         }
         if !progress {
@@ -933,6 +1007,11 @@ impl RcQp {
             std::cmp::Ordering::Equal => {}
         }
         self.note_first_request(out);
+        let read = matches!(pkt.body, Body::ReadReq { .. });
+        let write_key = match pkt.body {
+            Body::Write { rkey, .. } => Some(rkey),
+            _ => None,
+        };
         let reply = match pkt.body {
             Body::ReadReq { addr, rkey, len } => match mem.remote_read(rkey, addr, len) {
                 Some(data) => Ok(Body::ReadResp { data }),
@@ -946,6 +1025,30 @@ impl RcQp {
             Ok(body) => {
                 self.epsn = psn_next(psn);
                 out.push(QpOutput::Packet(Packet { psn, body }));
+            }
+            Err(nak) if self.driver == Driver::Siw => {
+                // siw_qp_sq_process fails the READ response, raises QP_REQ_ERR and drops the
+                // connection at once (siw_qp_cm_drop), leaving the QP in RTS (measured on
+                // 6.12); any other refusal is found on receipt (siw_proc_send,
+                // siw_proc_write) and the close puts the QP in ERROR. A protection error
+                // (siw_check_sge, siw_check_mem: a receive it may not write, a write under a
+                // known key outside the region) raises QP_ACCESS_ERR; an unknown key
+                // (siw_mem_id2obj) or a missing receive raise nothing.
+                let protection = match nak {
+                    Nak::RemoteOp => true,
+                    Nak::RemoteAccess => write_key.is_some_and(|k| mem.has_key(k)),
+                    _ => false,
+                };
+                if read {
+                    self.dropped_by_send = true;
+                    out.push(QpOutput::QpReqErr);
+                } else {
+                    if protection {
+                        out.push(QpOutput::QpAccessErr);
+                    }
+                    self.enter_error(out);
+                }
+                out.push(QpOutput::Terminate);
             }
             Err(nak) => {
                 out.push(QpOutput::Packet(Packet {
@@ -975,9 +1078,10 @@ impl RcQp {
         }
     }
 
-    /// The first request this responder takes: the QP's COMM_EST (once).
+    /// The first request this responder takes: the QP's COMM_EST (once; never on siw, which
+    /// raises none).
     fn note_first_request(&mut self, out: &mut Vec<QpOutput>) {
-        if !self.comm_est {
+        if !self.comm_est && self.driver != Driver::Siw {
             self.comm_est = true;
             out.push(QpOutput::CommEst);
         }
@@ -1054,6 +1158,11 @@ impl RcQp {
         }
         let r = self.rq.pop_front().expect("checked");
         if let Err(status) = mem.scatter(&r.sges, &data) {
+            // siw completes such a receive with GENERAL_ERR (measured on 6.12).
+            let status = match self.driver {
+                Driver::Siw => WcStatus::GENERAL_ERR,
+                _ => status,
+            };
             self.complete_recv(r, status, WcOpcode::Recv, 0, None, false, out);
             return Err(Nak::RemoteOp);
         }
@@ -1167,6 +1276,9 @@ mod tests {
         }
         fn remote_write(&mut self, _: u32, _: u64, data: &[u8]) -> bool {
             self.written.extend_from_slice(data);
+            true
+        }
+        fn has_key(&self, _: u32) -> bool {
             true
         }
         fn remote_read(&mut self, _: u32, _: u64, len: u32) -> Option<Vec<u8>> {

@@ -456,6 +456,9 @@ mod tests {
         fn remote_write(&mut self, _: u32, _: u64, _: &[u8]) -> bool {
             false
         }
+        fn has_key(&self, _: u32) -> bool {
+            false
+        }
         fn remote_read(&mut self, _: u32, _: u64, _: u32) -> Option<Vec<u8>> {
             None
         }

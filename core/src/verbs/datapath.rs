@@ -319,6 +319,12 @@ pub trait DataPath: CmBackend {
     /// `ibv_post_send(qp, wr, ...)`. The local bytes are checked when the device takes the
     /// request: a bad key or range completes it with LOC_PROT_ERR and the QP enters ERROR.
     ///
+    /// On iWARP (siw, and the simulator's iWARP devices) a SEND or RDMA WRITE completes
+    /// SUCCESS as soon as its bytes are handed to TCP, inside this call, before the peer has
+    /// them; there are no RNR or transport retry errors: a message the peer cannot take (no
+    /// receive posted, a bad rkey) makes the peer terminate the connection, which both sides
+    /// see as DISCONNECTED with their QPs in ERROR (measured, tests/BEDS.md).
+    ///
     /// On a UD QP a send (`wr.ud`) is unreliable: it completes SUCCESS once transmitted,
     /// whether or not a receiver takes it; a receiver without a posted receive, or whose
     /// qkey differs, drops it, and a receive smaller than [`super::GRH_LEN`] + the payload
