@@ -15,8 +15,11 @@
 //! Each scenario sets up a connection, does one thing, then watches both sides for a fixed
 //! window: completions, CM events and asynchronous events, each noted with the time it was
 //! first seen (from the trigger, on the client's clock). The transcript holds the lines
-//! without times, one side after the other (the order within a side is the order seen), so
-//! one expected transcript holds on every bed; the times go apart ([`Observed::times`]) for
+//! without times, one side after the other, each side's completions, then its CM events, then
+//! its asynchronous events (each kind in the order seen): the three come through different
+//! queues, whose order relative to each other real siw does not keep (a QP_ACCESS_ERR came
+//! before its connection's DISCONNECTED in one run and after it in the next, on both kernels),
+//! so one expected transcript holds on every bed; the times go apart ([`Observed::times`]) for
 //! the simulator's exact asserts and the real beds' printouts.
 
 use std::net::SocketAddr;
@@ -157,7 +160,9 @@ fn watch_all<B: DataPath>(
         }
         ok(clock.sleep(step(at)), "sleep");
     }
-    for (w, note_state) in sides {
+    for (mut w, note_state) in sides {
+        // Completions, CM events, asynchronous events: stable, so each kind keeps its order.
+        w.seen.sort_by_key(|(line, _)| source_rank(line));
         for (line, at) in w.seen {
             out.note(line.clone());
             out.times.push((line, at));
@@ -169,6 +174,18 @@ fn watch_all<B: DataPath>(
             };
             out.note(format!("{} QP state: {state}", w.who));
         }
+    }
+}
+
+/// Where a watched line came from, in transcript order: a completion, a CM event, an
+/// asynchronous event.
+fn source_rank(line: &str) -> u8 {
+    if line.contains(" wc: ") {
+        0
+    } else if line.contains(" event: ") {
+        1
+    } else {
+        2
     }
 }
 
