@@ -71,9 +71,14 @@ fn both(addr: SocketAddr, opts: Options) -> Result<(), String> {
     let client = ucmatose::client(&VerbsBackend::new(), addr, &patient);
     let server = server
         .join()
-        .map_err(|_| "the server thread panicked".to_string())?
-        .map_err(|e| format!("server: {e}"))?;
-    let client = client.map_err(|e| format!("client: {e}"))?;
+        .map_err(|_| "the server thread panicked".to_string())?;
+    // Both sides' errors when both failed: the first one to fail may have caused the other's.
+    let (server, client) = match (server, client) {
+        (Ok(s), Ok(c)) => (s, c),
+        (Err(e), Ok(_)) => return Err(format!("server: {e}")),
+        (Ok(_), Err(e)) => return Err(format!("client: {e}")),
+        (Err(s), Err(c)) => return Err(format!("server: {s}; client: {c}")),
+    };
     let n = opts.message_count;
     if server.received != n || server.sent != n || client.received != n {
         return Err(format!(
