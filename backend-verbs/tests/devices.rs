@@ -66,6 +66,14 @@ mod device_info {
         assert_eq!(attr.sys_image_guid, attr.node_guid);
         want_dev.node_guid = attr.node_guid;
         want_dev.sys_image_guid = attr.sys_image_guid;
+        if bed.transport == Transport::Iwarp {
+            // siw numbers its devices from 1 in the order the module made them (siw_main.c's
+            // `dev_id`): a bed whose siw0 was deleted and added again by an earlier binary of
+            // the same boot (the device-removal scenarios) answers 2, 3, ... (5 measured on
+            // siw-6.1 after the conformance run). The measured 1 is the boot's first device.
+            assert!(attr.vendor_part_id >= 1, "{attr:?}");
+            want_dev.vendor_part_id = attr.vendor_part_id;
+        }
         assert_eq!(attr, want_dev);
         assert_eq!(port, want_port);
     }
