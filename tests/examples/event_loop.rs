@@ -124,6 +124,12 @@ impl Link {
         loop {
             let n = cm.poll_cq(self.cq, &mut wc)?;
             for c in &wc[..n] {
+                // The peer closed: the posted receive is flushed (an error's opcode is
+                // undefined), and DISCONNECTED follows; on siw the flush can come before it
+                // (seen on siw-6.12 at the end of a run).
+                if c.status == WcStatus::WR_FLUSH_ERR {
+                    continue;
+                }
                 if c.status != WcStatus::SUCCESS {
                     return Err(CmError::application(format!(
                         "{:?}: {}",

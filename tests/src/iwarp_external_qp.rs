@@ -404,7 +404,13 @@ pub fn wrong_external_qps<B: DataPath>(
             }
             let r = server.accept(sid, Some(&with_qp(qpn)));
             t.text(&format!("{case}: server accept"), &outcome(r));
-            t.text(&format!("{case}: server QP state"), &qp_state(server, x.qp));
+            // An accepted connection whose initiator's QP is in ERROR closes at once: the
+            // server QP's state read right after the accept races with that close (RTS or
+            // ERROR on real siw-6.12), so it is read once the close was reported.
+            let state_after_events = case == "connect in ERROR";
+            if !state_after_events {
+                t.text(&format!("{case}: server QP state"), &qp_state(server, x.qp));
+            }
             let (lch, soon) = (e.lch, Duration::from_secs(2));
             t.text(
                 &format!("{case}: server event"),
@@ -414,6 +420,9 @@ pub fn wrong_external_qps<B: DataPath>(
                 &format!("{case}: server event"),
                 &next_event_within(server, lch, QUIET),
             );
+            if state_after_events {
+                t.text(&format!("{case}: server QP state"), &qp_state(server, x.qp));
+            }
             sx = Some((sid, x));
         }
         t.text(
@@ -562,9 +571,9 @@ pub const WRONG_ON_SIW_6_12: &[&str] = &[
     "connect in ERROR: client connect: ok",
     "connect in ERROR: server event: RDMA_CM_EVENT_CONNECT_REQUEST 0",
     "connect in ERROR: server accept: ok",
-    "connect in ERROR: server QP state: Rts",
     "connect in ERROR: server event: RDMA_CM_EVENT_ESTABLISHED 0",
     "connect in ERROR: server event: RDMA_CM_EVENT_DISCONNECTED 0",
+    "connect in ERROR: server QP state: Error",
     "connect in ERROR: client event: RDMA_CM_EVENT_CONNECT_ERROR -22",
     "connect in ERROR: client event: ETIMEDOUT (110)",
     "connect in ERROR: client QP state: Error",
