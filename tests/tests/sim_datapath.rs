@@ -1991,3 +1991,40 @@ fn create_ep_writes_back_the_qp_type_and_the_granted_capacities() {
     let bed612 = SimBed::with_config(32, Transport::Roce, config);
     assert_eq!(ep(bed612.client(), addr(7471)), (HELD, HELD));
 }
+
+/// On a QP of an SRQ, rxe makes no receive queue, and `ibv_create_qp` writes back the
+/// receive capacities asked whatever the kernel; on the 6.12 profile the send depth is the
+/// one held (7 for 4).
+#[test]
+fn create_ep_ex_with_an_srq_writes_back_the_receive_capacities_asked() {
+    let config = SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..SimConfig::linux612()
+    };
+    let bed = SimBed::with_config(32, Transport::Roce, config);
+    let c = bed.client();
+    let dev = ok(c.create_id(None, 0, PortSpace::TCP), "create_id");
+    ok(
+        c.bind_addr(dev, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    let pd = ok(c.alloc_pd(dev), "alloc_pd");
+    let cq = ok(c.create_cq(dev, 64, None), "create_cq");
+    let (srq, _) = ok(
+        c.create_srq(pd, &cmtwin::verbs::SrqAttr::new(16, 1)),
+        "create_srq",
+    );
+    let mut attr = QpInitAttrEx::rc(pd, cq, cq);
+    attr.cap = cmtwin_tests::ep_helpers::ASKED;
+    attr.srq = Some(srq);
+    let active = cmtwin::AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, Some(addr(7471)));
+    let id = ok(c.create_ep_ex(&active, &mut attr), "create_ep_ex");
+    // The send side as made (depth 7, two entries, the inline room); the receive side asked.
+    let written = QpCap {
+        max_send_wr: 7,
+        max_send_sge: 2,
+        ..cmtwin_tests::ep_helpers::ASKED
+    };
+    assert_eq!(attr.cap, written);
+    ok(c.destroy_ep(id), "destroy_ep");
+}

@@ -54,7 +54,7 @@ impl World {
         if self.topo.devices[qp.dev].transport == Transport::Iwarp {
             return Ok(made);
         }
-        let on_srq = made.max_recv_wr == 0 && made.max_recv_sge == 0;
+        let on_srq = self.verbs.srq_of_qp.contains_key(&q);
         let linux61 = self.cfg.kernel == KernelProfile::Linux61;
         Ok(QpCap {
             max_send_wr: if linux61 {

@@ -632,11 +632,13 @@ impl RcQp {
     /// ring takes it while it has room, and keeps it).
     pub(crate) fn check_post(&self, queue: Queue) -> Result<(), PostError> {
         let (len, depth) = match queue {
-            // A request siw completed left its ring slot, though kept for retransmission.
-            Queue::Send => (
+            // A request siw completed left its ring slot, though kept for retransmission
+            // (only siw completes before the acknowledgement: elsewhere the length counts).
+            Queue::Send if self.is_siw() => (
                 self.sq.iter().filter(|e| !e.completed).count(),
                 self.cap.max_send_wr,
             ),
+            Queue::Send => (self.sq.len(), self.cap.max_send_wr),
             Queue::Recv => (self.rq.len(), self.cap.max_recv_wr),
         };
         match self.state {
