@@ -1587,3 +1587,25 @@ mod ep_helpers {
         assert_eq!(cap, written_back(queried), "ibv_query_qp read {queried:?}");
     }
 }
+
+// ----- a send posted before RTS (`cmtwin_tests::early_send`) -------------------------------
+
+mod early_send {
+    use cmtwin_tests::early_send::{early_send_on_rxe, send_posted_before_rts};
+
+    use super::{addr, backends};
+
+    /// rxe refuses a send posted in INIT with EINVAL but keeps it in the queue, and sends it
+    /// with the next post that succeeds; the simulator gives the same transcript
+    /// (tests/tests/sim_datapath.rs).
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn a_send_posted_in_init_is_refused_kept_and_sent_with_the_next_post() {
+        let (s, c) = backends();
+        let o = send_posted_before_rts(&s, &c, addr());
+        for (line, at) in &o.times {
+            println!("early_send: {at:>12?}  {line}");
+        }
+        assert_eq!(o.transcript.0, early_send_on_rxe(super::rxe_on_6_12()));
+    }
+}

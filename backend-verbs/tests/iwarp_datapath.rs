@@ -162,3 +162,16 @@ fn siw_data_path_write_past_the_region_terminates_the_connection() {
         WRITE_PAST_THE_REGION_ON_SIW_6_12,
     );
 }
+
+/// siw refuses a send posted in INIT (ENOTCONN) and keeps it in its ring, which wedges the
+/// send queue: the send posted in RTS is taken and neither is sent before the close flushes
+/// them (`cmtwin_tests::early_send`; the simulator's twin in
+/// tests/tests/sim_iwarp_datapath.rs).
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn siw_data_path_a_send_posted_before_rts_wedges_the_send_queue() {
+    use cmtwin_tests::early_send::{send_posted_before_rts, EARLY_SEND_ON_SIW_6_12};
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    let o = send_posted_before_rts(&s, &c, addr());
+    check_data_path("send posted before RTS", &o, EARLY_SEND_ON_SIW_6_12);
+}

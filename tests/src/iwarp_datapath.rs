@@ -50,7 +50,7 @@ impl Observed {
         self.times.iter().find(|(l, _)| l == line).map(|(_, t)| *t)
     }
 
-    fn note(&mut self, line: String) {
+    pub(crate) fn note(&mut self, line: String) {
         eprintln!("{line}");
         self.transcript.0.push(line);
     }
@@ -108,7 +108,7 @@ fn step(elapsed: Duration) -> Duration {
 
 /// Watches both sides of `conn` for [`WINDOW`] from `t0` (the client's clock), then notes
 /// each side's QP state.
-fn watch<B: DataPath>(s: &B, c: &B, conn: &Conn, t0: Duration, out: &mut Observed) {
+pub(crate) fn watch<B: DataPath>(s: &B, c: &B, conn: &Conn, t0: Duration, out: &mut Observed) {
     watch_sides(s, c, conn, t0, true, out);
 }
 
@@ -190,7 +190,13 @@ fn source_rank(line: &str) -> u8 {
 }
 
 /// Posts `op` of all of `mr` on `qp` (wr_id `wr_id`, signaled): `ok` or the errno.
-fn post<B: DataPath>(cm: &B, qp: QpHandle, wr_id: u64, op: SendOp, mr: &MemoryRegion) -> String {
+pub(crate) fn post<B: DataPath>(
+    cm: &B,
+    qp: QpHandle,
+    wr_id: u64,
+    op: SendOp,
+    mr: &MemoryRegion,
+) -> String {
     let sge = [mr.sge(0, mr.length as u32)];
     match cm.post_send(qp, &SendWr::new(wr_id, op, Payload::Sges(&sge))) {
         Ok(()) => "ok".into(),
@@ -356,7 +362,7 @@ fn outcome(r: cmtwin::Result<()>) -> String {
 }
 
 /// Disconnects both sides (a side whose peer went first may refuse) and destroys the ids.
-fn teardown<B: DataPath>(s: &B, c: &B, conn: &Conn) {
+pub(crate) fn teardown<B: DataPath>(s: &B, c: &B, conn: &Conn) {
     let _ = c.disconnect(conn.client.id);
     let _ = s.disconnect(conn.server.id);
     let _ = c.sleep(Duration::from_millis(50));

@@ -53,6 +53,7 @@ pub mod conformance;
 pub mod datapath;
 pub mod device_link;
 pub mod devices;
+pub mod early_send;
 pub mod ep_helpers;
 pub mod fidelity;
 pub mod fuzzing;

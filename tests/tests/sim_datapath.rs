@@ -22,7 +22,7 @@ use cmtwin::{
     AsyncEvent, Call, CmBackend, CmError, ConnParam, Errno, EventKind, PortSpace, QpCap, QpHandle,
     QpInitAttr, QpType, Transport, Wait,
 };
-use cmtwin_sim::{MessageKind, SimBackend, SimConfig};
+use cmtwin_sim::{KernelProfile, MessageKind, SimBackend, SimConfig};
 use cmtwin_tests::datapath::{
     connect, connect_with, drain, next_completion, post_recv_all, region, start_connection, Conn,
     Objects, Setup, Side,
@@ -2027,4 +2027,33 @@ fn create_ep_ex_with_an_srq_writes_back_the_receive_capacities_asked() {
     };
     assert_eq!(attr.cap, written);
     ok(c.destroy_ep(id), "destroy_ep");
+}
+
+/// A send posted in INIT, as rxe takes it (`cmtwin_tests::early_send`): EINVAL, but kept in
+/// the queue; RTS does not send it, the next post sends both in order. Times from the second
+/// post: both requests leave with it, one packet time (1 µs) apart, reach the server one
+/// latency (5 µs) later and are acknowledged one round trip (10 µs) after they left.
+#[test]
+fn a_send_posted_before_rts_is_refused_kept_and_sent_with_the_next_post() {
+    use cmtwin_tests::early_send::{early_send_on_rxe, send_posted_before_rts};
+    for kernel in [KernelProfile::Linux61, KernelProfile::Linux612] {
+        let mut config = SimConfig::for_kernel(kernel);
+        config.wire_jitter = Duration::ZERO;
+        let bed = SimBed::with_config(43, Transport::Roce, config);
+        let o = send_posted_before_rts(bed.server(), bed.client(), addr(7702));
+        for (line, at) in &o.times {
+            eprintln!("{at:>12?}  {line}");
+        }
+        let expected = early_send_on_rxe(kernel == KernelProfile::Linux612);
+        assert_eq!(o.transcript.0, expected, "{kernel:?}");
+        let us = Duration::from_micros;
+        for (line, at) in [
+            ("server wc: (10 success (0) Recv 16)", us(5)),
+            ("server wc: (11 success (0) Recv 16)", us(6)),
+            ("client wc: (1 success (0) Send 16)", us(10)),
+            ("client wc: (2 success (0) Send 16)", us(11)),
+        ] {
+            assert_eq!(o.time_of(line), Some(at), "{line}");
+        }
+    }
 }

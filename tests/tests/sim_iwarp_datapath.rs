@@ -186,3 +186,14 @@ fn lost_messages_are_sent_again_without_end() {
 fn ok<T>(r: cmtwin::Result<T>, what: &str) -> T {
     cmtwin_tests::steps::ok(r, what)
 }
+
+/// A send posted in INIT: ENOTCONN, kept in siw's ring, and the send queue wedged: the send
+/// posted in RTS is taken, and neither is sent, completed or flushed by the close; the
+/// server's receives are flushed as the close reaches it (`cmtwin_tests::early_send`).
+#[test]
+fn a_send_posted_before_rts_wedges_the_send_queue() {
+    use cmtwin_tests::early_send::{send_posted_before_rts, EARLY_SEND_ON_SIW_6_12};
+    let runs = on_both_kernels(send_posted_before_rts, EARLY_SEND_ON_SIW_6_12);
+    let flushed = "server wc: (10 Work Request Flushed Error (5))";
+    expect_times(&runs, &[(flushed, Duration::ZERO)]);
+}

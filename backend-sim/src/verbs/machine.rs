@@ -196,7 +196,7 @@ impl QpMachine {
         &mut self,
         entry: SendEntry,
         out: &mut Vec<QpOutput>,
-    ) -> Result<(), (PostError, SendEntry)> {
+    ) -> Result<(), (PostError, Option<SendEntry>)> {
         match self {
             QpMachine::Rc(m) => m.post_send(entry, out),
             QpMachine::Ud(_) => unreachable!("posts.rs sends UD requests as UD requests"),

@@ -59,7 +59,8 @@ impl World {
         match self.drive_qp(q, |m, _, out| m.post_send(entry, out)) {
             Ok(()) => Ok(()),
             Err((e, entry)) => {
-                for s in entry.sges.iter() {
+                // A request refused but kept in the queue keeps its regions busy.
+                for s in entry.iter().flat_map(|entry| entry.sges.iter()) {
                     self.release_entry(dev, s);
                 }
                 Err(post_error(call, e, cap.max_send_wr))
@@ -334,6 +335,22 @@ fn post_error(call: Call, e: PostError, depth: u32) -> CmError {
             call,
             Errno::ENOMEM,
             format!("the queue holds its {depth} requests"),
+        ),
+        PostError::NotReady { state, siw: false } => CmError::new(
+            call,
+            Errno::EINVAL,
+            format!(
+                "the QP is in {state:?}, not yet RTS (the request stays in the send queue \
+                 and goes with the next post that succeeds, as on rxe)"
+            ),
+        ),
+        PostError::NotReady { state, siw: true } => CmError::new(
+            call,
+            Errno::ENOTCONN,
+            format!(
+                "the QP is in {state:?}, not yet RTS (siw keeps the request in its ring and \
+                 sends nothing more from it until ERROR flushes it)"
+            ),
         ),
     }
 }

@@ -260,6 +260,10 @@ pub(crate) enum PostError {
     Reset,
     /// The queue is full (ENOMEM).
     Full,
+    /// A send-queue request posted before RTS, in `state` (EINVAL on rxe, ENOTCONN on siw):
+    /// the request was written to the queue all the same, and stays there (the provider
+    /// writes it, then the kernel's doorbell refuses).
+    NotReady { state: QpState, siw: bool },
 }
 
 /// The requester's timer.
@@ -299,6 +303,11 @@ pub(crate) struct RcQp {
     srq: bool,
     /// siw dropped the connection from the send side (see [`RcQp::siw_dropped_by_send`]).
     dropped_by_send: bool,
+    /// Requests sit in the send queue that the device was never told of: posted before RTS,
+    /// their post failed its doorbell ([`PostError::NotReady`]). rxe sends them with the
+    /// next post's doorbell, not when the QP reaches RTS; siw never (see
+    /// [`RcQp::post_send`]).
+    unannounced: bool,
 }
 
 /// The driver running an RC QP, where the model differs between them.
@@ -338,6 +347,7 @@ impl RcQp {
             driver: Driver::Hca,
             srq: false,
             dropped_by_send: false,
+            unannounced: false,
         }
     }
 
@@ -604,7 +614,10 @@ impl RcQp {
             self.timer = Timer::Off;
             out.push(QpOutput::CancelTimer);
         }
-        while let Some(e) = self.sq.pop_front() {
+        // siw flushes its ring from the slot it would send next: behind a request refused
+        // before RTS it never took one, and flushes none (measured on 6.1 and 6.12).
+        let wedged = self.is_siw() && self.unannounced;
+        while let Some(e) = (!wedged).then(|| self.sq.pop_front()).flatten() {
             if !e.completed {
                 self.complete_send(e, WcStatus::WR_FLUSH_ERR, out);
             }
@@ -650,14 +663,23 @@ impl RcQp {
         }
     }
 
-    /// `ibv_post_send` of `entry` (given back when refused).
+    /// `ibv_post_send` of `entry` (given back when refused and not kept).
+    ///
+    /// Before RTS (INIT or RTR; on siw its IDLE, read as RESET, too) the provider writes the
+    /// request into the send queue and then rings the kernel's doorbell, which refuses:
+    /// the post fails ([`PostError::NotReady`]) but the request keeps its slot (measured on
+    /// rxe and siw, Linux 6.1 and 6.12). rxe sends it with the next post that succeeds, in
+    /// order before it, and not when the QP reaches RTS (nothing rings the doorbell then).
+    /// siw never takes it: every later request is taken (the post succeeds) and none is
+    /// sent, completed, or flushed by the close (its flush starts at the slot it would send
+    /// next); the ring fills up.
     pub(crate) fn post_send(
         &mut self,
         mut entry: SendEntry,
         out: &mut Vec<QpOutput>,
-    ) -> Result<(), (PostError, SendEntry)> {
+    ) -> Result<(), (PostError, Option<SendEntry>)> {
         if let Err(e) = self.check_post(Queue::Send) {
-            return Err((e, entry));
+            return Err((e, Some(entry)));
         }
         if self.state == QpState::Error && !self.is_siw() {
             self.complete_send(entry, WcStatus::WR_FLUSH_ERR, out);
@@ -665,6 +687,20 @@ impl RcQp {
         }
         entry.signaled |= self.sq_sig_all;
         self.sq.push_back(entry);
+        if matches!(self.state, QpState::Reset | QpState::Init | QpState::Rtr) {
+            self.unannounced = true;
+            let siw = self.is_siw();
+            return Err((
+                PostError::NotReady {
+                    state: self.state,
+                    siw,
+                },
+                None,
+            ));
+        }
+        if !self.is_siw() {
+            self.unannounced = false; // this post's doorbell announces the whole queue
+        }
         self.pump(out);
         Ok(())
     }
@@ -744,7 +780,7 @@ impl RcQp {
     /// Transmits the requests not yet sent, stopping at one with a local fault (completed
     /// once everything before it is), and starts the timer.
     fn pump(&mut self, out: &mut Vec<QpOutput>) {
-        if self.state != QpState::Rts || self.timer == Timer::RnrWait {
+        if self.state != QpState::Rts || self.timer == Timer::RnrWait || self.unannounced {
             return;
         }
         if !self.reliable {
@@ -1311,6 +1347,13 @@ mod tests {
         )
     }
 
+    fn recv(wr_id: u64) -> RecvEntry {
+        RecvEntry {
+            wr_id,
+            sges: Sges::Many(Vec::new()),
+        }
+    }
+
     fn packets(out: &[QpOutput]) -> Vec<Packet> {
         out.iter()
             .filter_map(|o| match o {
@@ -1329,27 +1372,58 @@ mod tests {
             .collect()
     }
 
+    /// rxe: a send posted in INIT is refused but kept; RTS does not send it, the next post
+    /// sends both in order, and an acknowledgement of both completes both.
     #[test]
-    fn sends_posted_in_init_wait_for_rts_then_an_ack_completes_them() {
-        let mut qp = RcQp::new(5, QpCap::default(), true);
+    fn a_send_posted_in_init_is_refused_kept_and_sent_with_the_next_post() {
+        let mut qp = RcQp::new(5, QpCap::default(), true).on_rxe();
         let mut out = Vec::new();
-        qp.post_send(send(1, b"a"), &mut out).unwrap();
+        let (e, kept) = qp.post_send(send(1, b"a"), &mut out).unwrap_err();
+        let not_ready = PostError::NotReady {
+            state: QpState::Init,
+            siw: false,
+        };
+        assert_eq!((e, kept.is_none()), (not_ready, true));
         assert!(out.is_empty(), "nothing is sent before RTS");
         assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
-        let sent = packets(&out);
-        assert_eq!(sent.len(), 1);
-        assert_eq!(sent[0].psn, 0);
+        assert!(out.is_empty(), "RTS rings no doorbell");
+        qp.post_send(send(2, b"b"), &mut out).unwrap();
+        let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+        assert_eq!(psns, [0, 1]);
         assert!(
             matches!(out.last(), Some(QpOutput::SetTimer(d)) if *d == Duration::from_nanos(4096 << 14))
         );
         out.clear();
         let ack = Packet {
-            psn: 0,
+            psn: 1,
             body: Body::Ack,
         };
         qp.on_packet(ack, &mut Open::default(), &mut out);
-        assert_eq!(statuses(&out), [(1, WcStatus::SUCCESS)]);
+        assert_eq!(
+            statuses(&out),
+            [(1, WcStatus::SUCCESS), (2, WcStatus::SUCCESS)]
+        );
         assert!(out.iter().any(|o| matches!(o, QpOutput::CancelTimer)));
+    }
+
+    /// siw: a send posted before RTS is refused and kept, and nothing after it is ever sent
+    /// (the later posts succeed) or flushed: ERROR flushes only the receives.
+    #[test]
+    fn a_send_posted_before_rts_on_siw_wedges_the_send_queue_for_good() {
+        let mut qp = RcQp::new(5, QpCap::default(), true).on_siw();
+        let mut out = Vec::new();
+        let (e, kept) = qp.post_send(send(1, b"a"), &mut out).unwrap_err();
+        let not_ready = PostError::NotReady {
+            state: QpState::Init,
+            siw: true,
+        };
+        assert_eq!((e, kept.is_none()), (not_ready, true));
+        assert!(qp.iw_rts(PARAMS, &mut out));
+        qp.post_send(send(2, b"b"), &mut out).unwrap();
+        assert!(packets(&out).is_empty(), "nothing is sent: {out:?}");
+        qp.post_recv(recv(10), &mut out).unwrap();
+        qp.enter_error(&mut out);
+        assert_eq!(statuses(&out), [(10, WcStatus::WR_FLUSH_ERR)]);
     }
 
     /// A request behind a read leaves at once; a fenced one only once the read's response is
