@@ -338,6 +338,13 @@ pub trait DataPath: CmBackend {
     ///   either (rxe; one entry and no inline bytes asked for still send 16 bytes inline); on a UD QP: no `wr.ud`, an operation other
     ///   than a send, an address handle of another PD, or a payload above the port's MTU
     ///   (which rxe would report as sent and drop); on a connected QP: a `wr.ud`.
+    /// * EINVAL (rxe, the simulator's RoCE and InfiniBand devices): an RC or UC QP in INIT
+    ///   or RTR, not yet RTS, e.g. a send posted before the connection is established. The
+    ///   request is written to the send queue all the same and stays there: it goes with the
+    ///   next post that succeeds, before that post's request (reaching RTS sends nothing).
+    /// * ENOTCONN (siw, the simulator's iWARP devices): the same post before RTS. The request
+    ///   keeps its ring slot, and siw never takes it: later posts succeed, but nothing of the
+    ///   send queue is sent, completed or flushed again (the receive queue still is).
     /// * EBADF: `wr.ud`'s address handle is not live.
     /// * ENOMEM: the send queue holds `max_send_wr` requests.
     fn post_send(&self, qp: QpHandle, wr: &SendWr<'_>) -> Result<()>;
