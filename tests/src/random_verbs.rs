@@ -17,7 +17,8 @@
 //!   a stale or foreign handle is refused (EBADF, ENOENT for an id), and the destroys and
 //!   acknowledgements whose outcome the model knows (EBUSY for a PD, CQ or channel in use,
 //!   EINVAL for more acknowledgements than events fetched) give exactly it;
-//! * every completion is of a work request posted successfully and not completed yet, on
+//! * every completion is of a work request posted successfully (or refused before RTS but
+//!   kept in the queue, as rxe and siw keep it: see `early_send`) and not completed yet, on
 //!   that request's CQ and QP, with a byte count no larger than the posted length (equal to
 //!   it for a successful send, write or read; a receive consumed by a write with immediate
 //!   data counts the write's bytes, as rxe reports it), and with the opcode of the request;
@@ -57,7 +58,7 @@ pub use op::Op;
 use crate::{SimBed, TestBed};
 
 /// The errnos a data path call may fail with: those `cmtwin::verbs::DataPath` documents
-/// (libibverbs' for each misuse), plus EDEADLK (the simulator's "this can never complete",
+/// (libibverbs' for each misuse; ENOTCONN is siw's for a send posted before RTS), plus EDEADLK (the simulator's "this can never complete",
 /// for the blocking helpers) and EPERM (none expected: calls here run outside
 /// `Fabric::run`).
 pub const ALLOWED: &[Errno] = &[
@@ -70,6 +71,7 @@ pub const ALLOWED: &[Errno] = &[
     Errno::EAGAIN,
     Errno::ETIMEDOUT,
     Errno::EDEADLK,
+    Errno::ENOTCONN,
 ];
 
 /// Whose an object is: a host of the bed, or the other fabric's server.
@@ -132,6 +134,8 @@ struct QpRec {
     /// Moved to RTS with a transport timeout (the CM's, or a nonzero `timeout` of
     /// `modify_qp`): its sends end, one way or the other.
     timed: bool,
+    /// siw refused a send posted before RTS (ENOTCONN): its send queue never sends again.
+    wedged: bool,
 }
 
 /// An address handle and its PD's index.

@@ -468,6 +468,7 @@ impl Model {
             id: Some(idx),
             sq_sig_all,
             timed: false,
+            wedged: false,
         };
         self.qps.push(live(Self::home(server), rec));
     }
@@ -497,6 +498,7 @@ impl Model {
             id: None,
             sq_sig_all,
             timed: false,
+            wedged: false,
         };
         self.qps.push(live(Self::home(server), rec));
     }

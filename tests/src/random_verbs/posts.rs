@@ -3,8 +3,8 @@
 //! `ibv_poll_cq`.
 
 use cmtwin::verbs::{
-    DataPath, MemoryRegion, Payload, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest, WcOpcode,
-    WorkCompletion, MULTICAST_QPN,
+    DataPath, MemoryRegion, Payload, QpState, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest,
+    WcOpcode, WorkCompletion, MULTICAST_QPN,
 };
 use cmtwin::{Call, Errno};
 
@@ -199,15 +199,50 @@ impl Model {
         let mut wr = SendWr::new(wr_id, op, payload);
         shape(&mut wr);
         wr.ud = ud.map(|u| self.ud_dest(&u, idx));
-        let r = self.cm(server).post_send(self.qps[idx].v.qp, &wr);
+        let cm = self.cm(server).clone();
+        let before = cm.query_qp_state(self.qps[idx].v.qp).ok();
+        let r = cm.post_send(self.qps[idx].v.qp, &wr);
+        let kept = self.kept_though_refused(idx, v, before, &r);
         if self
             .check(&[Call::PostSend], v, Some(Errno::EBADF), r)
             .is_none()
         {
+            if kept {
+                self.record_send(server, idx, &wr);
+                self.wrs.get_mut(&wr_id).expect("just recorded").discarded = true;
+            }
             return false;
         }
         self.record_send(server, idx, &wr);
         true
+    }
+
+    /// Whether a send-queue post on QP `idx` (validity `v`, in state `before` just before
+    /// it) that ended `r` left its request in the queue though it failed: a post before RTS
+    /// (EINVAL on rxe, the request going with the next post that succeeds; ENOTCONN on siw,
+    /// whose send queue is then wedged for good). Such a request may complete later, or
+    /// never: it is recorded as discarded.
+    fn kept_though_refused<T>(
+        &mut self,
+        idx: usize,
+        v: Validity,
+        before: Option<QpState>,
+        r: &cmtwin::Result<T>,
+    ) -> bool {
+        let Err(e) = r else {
+            return false;
+        };
+        if v != Validity::Live {
+            return false;
+        }
+        match e.errno {
+            Errno::ENOTCONN => {
+                self.qps[idx].v.wedged = true;
+                true
+            }
+            Errno::EINVAL => matches!(before, Some(QpState::Init | QpState::Rtr)),
+            _ => false,
+        }
     }
 
     /// Records send-queue request `wr`, taken by QP `idx` of host `server`, and where it may
@@ -239,7 +274,7 @@ impl Model {
             signaled: wr.signaled || self.qps[idx].v.sq_sig_all,
             len,
             opcode: Some(opcode_of(&wr.op)),
-            discarded: false,
+            discarded: self.qps[idx].v.wedged,
             grh_at: None,
         };
         self.posted(wr.wr_id, w);
@@ -335,6 +370,10 @@ impl Model {
         let wr_id = self.fresh_wr();
         let cm = self.cm(server).clone();
         let h = self.ids[idx].v;
+        let before = match self.qp_of_id(idx) {
+            Some(q) => cm.query_qp_state(self.qps[q].v.qp).ok(),
+            None => None,
+        };
         let (call, r) = match how {
             Helper::Recv => (
                 Call::PostRecv,
@@ -361,7 +400,11 @@ impl Model {
                 (Call::PostSend, r)
             }
         };
-        if self.check(&[call], v, Some(Errno::ENOENT), r).is_none() {
+        let kept = match (how, self.qp_of_id(idx)) {
+            (Helper::Recv, _) | (_, None) => false,
+            (_, Some(q)) => self.kept_though_refused(q, v, before, &r),
+        };
+        if self.check(&[call], v, Some(Errno::ENOENT), r).is_none() && !kept {
             return;
         }
         let qp = self
@@ -383,6 +426,9 @@ impl Model {
         let sges = [sge];
         let wr = SendWr::new(wr_id, op, Payload::Sges(&sges));
         self.record_send(server, qp, &wr);
+        if kept {
+            self.wrs.get_mut(&wr_id).expect("just recorded").discarded = true;
+        }
     }
 
     /// `rdma_get_send_comp` or `rdma_get_recv_comp` on id `id`, only when the model knows

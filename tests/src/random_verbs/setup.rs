@@ -111,6 +111,7 @@ impl Model {
             id: Some(id_idx),
             sq_sig_all: true,
             timed: !ud,
+            wedged: false,
         };
         Self::add(&mut self.qps, home, rec);
         qpn
@@ -186,6 +187,7 @@ impl Model {
                 id: Some(id),
                 sq_sig_all: true,
                 timed: false,
+                wedged: false,
             };
             Self::add(&mut self.qps, home, rec);
             if !server {
@@ -241,6 +243,7 @@ impl Model {
             id: None,
             sq_sig_all: true,
             timed: false,
+            wedged: false,
         };
         Self::add(&mut self.qps, f, rec);
         Self::add(&mut self.ahs, f, AhRec { ah, pd });
