@@ -653,7 +653,7 @@ fn a_cq_shared_by_two_qps_reports_through_its_channel_when_armed() {
 
 #[test]
 #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
-fn a_send_before_the_passive_established_gives_comm_est_then_notify() {
+fn a_send_before_the_passive_established_raises_no_comm_est_on_rxe() {
     let (s, c) = backends();
     let mut rx = None;
     let conn = start_connection(&s, &c, addr(), &Setup::default(), |side| {
@@ -664,17 +664,11 @@ fn a_send_before_the_passive_established_gives_comm_est_then_notify() {
     send_bytes(&c, &conn.client, 2, SendOp::Send, b"early");
     let wc = next_wc(&s, &conn.server, STEP);
     assert_wc(wc, &conn.server, 1, WcStatus::SUCCESS, WcOpcode::Recv);
+    // rxe has no IB_EVENT_COMM_EST (Linux 6.1 and 6.12): an HCA would raise one here, for
+    // `notify` to pass on; the RTU establishes the passive side instead.
     let ev = s.get_async_event(Wait::Timeout(Duration::from_secs(2)));
     eprintln!("async event after the early receive: {ev:?}");
-    if let Ok(ev) = ev {
-        assert_eq!(ev.kind, AsyncEvent::COMM_EST);
-        assert_eq!(
-            (ev.qp_num, ev.id),
-            (Some(conn.server.qpn), Some(conn.server.id))
-        );
-        let n = s.notify(conn.server.id, AsyncEvent::COMM_EST);
-        eprintln!("notify after COMM_EST: {n:?}");
-    }
+    assert_eq!(ev.map(|e| e.kind).unwrap_err().errno, Errno::ETIMEDOUT);
     expect_event_for(
         &s,
         conn.server.channel,

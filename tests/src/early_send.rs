@@ -104,7 +104,6 @@ pub const EARLY_SEND_ON_RXE_6_1: &[&str] = &[
     "client QP state: Rts",
     "server wc: (10 success (0) Recv 16)",
     "server wc: (11 success (0) Recv 16)",
-    "server async: AsyncEvent(4)",
     "server QP state: Rts",
     "server buffers: first........... | second.......... | -",
     "--- after both disconnect",

@@ -20,9 +20,11 @@ use cmtwin_tests::{SimBed, TestBed};
 const US: Duration = Duration::from_micros(1);
 const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
 
-/// A RoCE bed whose wire has no jitter, so that times are exact sums of latencies.
+/// An InfiniBand bed whose wire has no jitter, so that times are exact sums of latencies. On
+/// InfiniBand the passive QP's first message raises COMM_EST, an asynchronous event for the
+/// loop to wait on (rxe, and so the simulator's RoCE, raise none).
 fn bed(seed: u64) -> SimBed {
-    SimBed::jitterless(seed, Transport::Roce)
+    SimBed::jitterless(seed, Transport::InfiniBand)
 }
 
 fn addr(port: u16) -> SocketAddr {

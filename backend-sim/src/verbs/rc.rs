@@ -14,7 +14,9 @@
 //! without limit) before RNR_RETRY_EXC_ERR. Progress resets both counters. On rxe (RoCE) the
 //! counts are the attribute's byte (8 to 255 count down from there) and a `retry_count` of 7
 //! retries without limit too (rxe_comp.c decrements neither counter at 7); an InfiniBand HCA
-//! takes the 3-bit fields of the IB specification, where only an `rnr_retry` of 7 is endless. Any error
+//! takes the 3-bit fields of the IB specification, where only an `rnr_retry` of 7 is endless.
+//! Only an InfiniBand HCA raises COMM_EST as its responder takes the first request: rxe has no
+//! such event (nor siw, below). Any error
 //! completion moves the QP to ERROR, which flushes every outstanding request with
 //! WR_FLUSH_ERR (signaled or not); a responder that refuses a request for a remote access or
 //! invalid request moves to ERROR too.
@@ -1116,10 +1118,12 @@ impl RcQp {
         }
     }
 
-    /// The first request this responder takes: the QP's COMM_EST (once; never on siw, which
-    /// raises none).
+    /// The first request this responder takes: the QP's COMM_EST (once), on an InfiniBand
+    /// HCA only. rxe and siw raise none: neither driver has an `IB_EVENT_COMM_EST` (Linux 6.1
+    /// and 6.12), and none came on the rxe and siw beds (`early_send`, the early send of
+    /// backend-verbs/tests/datapath.rs).
     fn note_first_request(&mut self, out: &mut Vec<QpOutput>) {
-        if !self.comm_est && self.driver != Driver::Siw {
+        if !self.comm_est && self.driver == Driver::Hca {
             self.comm_est = true;
             out.push(QpOutput::CommEst);
         }

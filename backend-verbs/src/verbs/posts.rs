@@ -5,6 +5,9 @@
 //! the send queue's order (posts of one QP are serialised), so a send's completion also
 //! completes every earlier send of the queue (unsignaled ones report nothing themselves).
 //!
+//! A send refused before RTS may stay in the send queue (`kept_though_refused`): it keeps
+//! its token, so that its completion, when it comes, carries the application's `wr_id`.
+//!
 //! A send on a UD QP must name its destination (`wr.ud`: an address handle of the QP's PD)
 //! and be a send (with or without immediate data) of at most the port's active MTU; what
 //! rxe would take and silently not send (an over-long datagram) is refused with EINVAL, as
@@ -62,6 +65,20 @@ fn post_errno(call: Call, errno: i32, qp: &QpObj, send: bool) -> cmtwin::CmError
             )
         }
         e => c_err(call, e),
+    }
+}
+
+/// Whether a send the device refused with `errno` may still be in QP `qp`'s send queue: the
+/// providers write the request into the queue, then ring the kernel's doorbell, which refuses
+/// a QP below RTS (rxe: EINVAL, in INIT or RTR; siw: ENOTCONN) and leaves the request there
+/// (rxe sends it with the next post that succeeds; siw never). Such a request keeps its
+/// token and its regions busy, as posted work does, until it completes or the QP goes.
+fn kept_though_refused(qp: &QpObj, errno: i32) -> bool {
+    match errno {
+        libc::ENOTCONN => true,
+        // INIT (1) or RTR (2); a state that cannot be read keeps it, to be safe.
+        libc::EINVAL => matches!(qp.raw.state(), Ok(1 | 2) | Err(_)),
+        _ => false,
     }
 }
 
@@ -171,8 +188,10 @@ impl VerbsBackend {
         };
         // The table's read lock is held across the post (see `regions.rs`).
         qp.raw.post_send(&req).map_err(|e| {
-            if let Some(p) = lock(&qp.queues).sq.remove(&token) {
-                release_all(&p.holds);
+            if !kept_though_refused(&qp, e) {
+                if let Some(p) = lock(&qp.queues).sq.remove(&token) {
+                    release_all(&p.holds);
+                }
             }
             post_errno(call, e, &qp, true)
         })

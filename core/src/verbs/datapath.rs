@@ -436,7 +436,9 @@ pub trait DataPath: CmBackend {
     fn srq(&self, id: IdHandle) -> Result<Option<SrqHandle>>;
 
     /// `ibv_get_async_event` on the devices of this backend (then `ibv_ack_async_event`):
-    /// COMM_EST when a QP receives its first message, CQ_ERR when a CQ overflows.
+    /// COMM_EST when a QP of an InfiniBand HCA (and of the simulator's InfiniBand devices)
+    /// receives its first message (rxe and siw raise none: their drivers have no such event),
+    /// CQ_ERR when a CQ overflows.
     ///
     /// * EAGAIN, ETIMEDOUT, EDEADLK: as `get_cq_event`.
     fn get_async_event(&self, wait: Wait) -> Result<VerbsAsyncEvent>;
