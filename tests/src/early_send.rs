@@ -20,7 +20,7 @@ use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, SendOp};
 use cmtwin::{EventKind, PortSpace, QpCap, QpType};
 
 use crate::datapath::{listen_on, post_recv_all, region, routed_client, verbs_side, Conn};
-use crate::iwarp_datapath::{post, teardown, watch, Observed};
+use crate::iwarp_datapath::{post, teardown, watch, watch_without_states, Observed};
 use crate::steps::{expect_event_for, expect_request, ok};
 
 /// The bytes of each request, as the server's receives show them.
@@ -67,7 +67,9 @@ pub fn send_posted_before_rts<B: DataPath>(s: &B, c: &B, at: SocketAddr) -> Obse
     out.note("--- after both disconnect".into());
     let _ = c.disconnect(cid);
     let _ = s.disconnect(req.id);
-    watch(s, c, &conn, c.now(), &mut out);
+    // Which QP state each side ends in depends, on siw, on whether the server's disconnect
+    // or the client's close reaches its QP first: not noted.
+    watch_without_states(s, c, &conn, c.now(), &mut out);
     teardown(s, c, &conn);
     out
 }
@@ -108,10 +110,8 @@ pub const EARLY_SEND_ON_RXE_6_1: &[&str] = &[
     "server buffers: first........... | second.......... | -",
     "--- after both disconnect",
     "client event: RDMA_CM_EVENT_DISCONNECTED 0",
-    "client QP state: Error",
     "server wc: (12 Work Request Flushed Error (5))",
     "server event: RDMA_CM_EVENT_DISCONNECTED 0",
-    "server QP state: Error",
 ];
 
 /// [`send_posted_before_rts`] on siw, Linux 6.12 (6.1 reads every QP state as RESET).
@@ -126,12 +126,10 @@ pub const EARLY_SEND_ON_SIW_6_12: &[&str] = &[
     "server buffers: - | - | -",
     "--- after both disconnect",
     "client event: RDMA_CM_EVENT_DISCONNECTED 0",
-    "client QP state: Sqd",
     "server wc: (10 Work Request Flushed Error (5))",
     "server wc: (11 Work Request Flushed Error (5))",
     "server wc: (12 Work Request Flushed Error (5))",
     "server event: RDMA_CM_EVENT_DISCONNECTED 0",
-    "server QP state: Error",
 ];
 
 /// The transcript [`send_posted_before_rts`] gives on rxe, Linux 6.12 if `linux_6_12`.
