@@ -1587,3 +1587,47 @@ mod ep_helpers {
         assert_eq!(cap, written_back(queried), "ibv_query_qp read {queried:?}");
     }
 }
+
+// ----- the vectored helpers and inline posts of plain bytes (`cmtwin_tests::vec_helpers`) ----
+
+mod vec_helpers {
+    use cmtwin::verbs::WcOpcode;
+    use cmtwin_tests::vec_helpers as shared;
+
+    use super::{addr, backends, STEP};
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn vectored_and_inline_helpers_gather_scatter_and_complete() {
+        let (s, c) = backends();
+        let r = shared::vectored_and_inline_helpers(&s, &c, addr());
+        println!("vec_helpers: {r:?}");
+        let sends: Vec<(u64, WcOpcode, u32)> = r
+            .sends
+            .iter()
+            .map(|s| (s.wr_id, s.opcode, s.byte_len))
+            .collect();
+        assert_eq!(
+            sends,
+            [
+                (1, WcOpcode::Send, 20),
+                (2, WcOpcode::RdmaWrite, 12),
+                (3, WcOpcode::RdmaRead, 16),
+                (4, WcOpcode::Send, 22),
+                (5, WcOpcode::RdmaWrite, 4),
+                (6, WcOpcode::Send, 0),
+            ]
+        );
+        assert!(r.sends.iter().all(|s| s.after < STEP), "{r:?}");
+        let recv = WcOpcode::Recv;
+        assert_eq!(r.receives, [(10, recv, 20), (11, recv, 22), (12, recv, 0)]);
+        for cap in [r.client_cap, r.server_cap] {
+            assert!(cap.max_send_sge >= shared::ASKED.max_send_sge, "{cap:?}");
+            assert!(cap.max_recv_sge >= shared::ASKED.max_recv_sge, "{cap:?}");
+            assert!(
+                cap.max_inline_data >= shared::ASKED.max_inline_data,
+                "{cap:?}"
+            );
+        }
+    }
+}

@@ -2028,3 +2028,44 @@ fn create_ep_ex_with_an_srq_writes_back_the_receive_capacities_asked() {
     assert_eq!(attr.cap, written);
     ok(c.destroy_ep(id), "destroy_ep");
 }
+
+/// librdmacm's vectored helpers and inline posts from plain bytes
+/// (`cmtwin_tests::vec_helpers`): a send gathered from two regions lands over a three-entry
+/// receive, a write gathers three entries, a read scatters into three, plain bytes go inline
+/// (send and write), a send of no entries consumes a receive of none; each completes one
+/// round trip (10 µs) after its post (the send of no bytes too). Too many entries, too many inline bytes and INLINE on
+/// a vectored read or send are EINVAL.
+#[test]
+fn vectored_and_inline_helpers_gather_scatter_and_complete_in_a_round_trip() {
+    use cmtwin_tests::vec_helpers::{vectored_and_inline_helpers, Seen, ASKED};
+    let bed = bed(33);
+    let r = vectored_and_inline_helpers(bed.server(), bed.client(), addr(7472));
+    // rxe's sizing: 8 requests hold 15, three entries of 16 bytes are 48 bytes' room.
+    let held = QpCap {
+        max_send_wr: 15,
+        max_recv_wr: 15,
+        max_inline_data: 48,
+        ..ASKED
+    };
+    assert_eq!((r.client_cap, r.server_cap), (held, held));
+    let seen = |wr_id, opcode, byte_len, after| Seen {
+        wr_id,
+        opcode,
+        byte_len,
+        after,
+    };
+    let rt = 10 * US;
+    assert_eq!(
+        r.sends,
+        [
+            seen(1, WcOpcode::Send, 20, rt),
+            seen(2, WcOpcode::RdmaWrite, 12, rt),
+            seen(3, WcOpcode::RdmaRead, 16, rt),
+            seen(4, WcOpcode::Send, 22, rt),
+            seen(5, WcOpcode::RdmaWrite, 4, rt),
+            seen(6, WcOpcode::Send, 0, rt),
+        ]
+    );
+    let recv = WcOpcode::Recv;
+    assert_eq!(r.receives, [(10, recv, 20), (11, recv, 22), (12, recv, 0)]);
+}
