@@ -1631,3 +1631,22 @@ mod vec_helpers {
         }
     }
 }
+
+mod vec_helpers_ud {
+    use cmtwin_tests::vec_helpers as shared;
+
+    use super::{addr, backends, STEP};
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn vec_helpers_a_ud_send_of_plain_bytes_goes_inline() {
+        let (s, c) = backends();
+        let (cap, after) = shared::ud_inline_send(&s, &c, addr());
+        println!("vec_helpers: UD QP {cap:?}, the inline send completed after {after:?}");
+        assert!(
+            cap.max_inline_data as usize >= shared::DATAGRAM.len(),
+            "{cap:?}"
+        );
+        assert!(after < STEP);
+    }
+}

@@ -13,11 +13,17 @@
 //! its own round trip. Then the misuses: one entry more than the QP's granted `max_send_sge`
 //! or `max_recv_sge`, one inline byte more than its `max_inline_data`, and
 //! `IBV_SEND_INLINE` on a vectored read or send.
+//!
+//! [`ud_inline_send`]: udaddy's exchange with the client's datagram sent inline from plain
+//! bytes (C's `rdma_post_ud_send` with `mr` NULL and `IBV_SEND_INLINE`), and one byte more
+//! than the UD QP's `max_inline_data` refused.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, SendFlags, Sge, WcOpcode, WcStatus};
+use cmtwin::verbs::{
+    AccessFlags, DataPath, MemoryRegion, SendFlags, Sge, WcOpcode, WcStatus, GRH_LEN,
+};
 use cmtwin::{Call, Errno, EventKind, QpCap};
 
 use crate::datapath::{connect_with, next_completion, region, Conn, Setup};
@@ -278,4 +284,56 @@ fn release<B: DataPath>(server: &B, client: &B, conn: &Conn, r: Regions) {
     }
     teardown(client, &[conn.client.id], cch);
     teardown(server, &[conn.server.id, conn.listener], ch);
+}
+
+/// The plain bytes of the UD scenario's datagram.
+pub const DATAGRAM: &[u8] = b"udaddy, inline";
+
+/// A UD pair as udaddy makes it (`crate::ud_datapath::ud_connect`, the server's receive
+/// posted); the client sends [`DATAGRAM`] inline from plain bytes through an address handle
+/// of the server's ESTABLISHED data, and one byte above its QP's granted `max_inline_data`
+/// (EINVAL). Returns the client's UD QP capacities and the time from the post to the send's
+/// completion.
+pub fn ud_inline_send<B: DataPath>(server: &B, client: &B, addr: SocketAddr) -> (QpCap, Duration) {
+    use crate::ud_datapath::{assert_ud_receive, assert_ud_sent, teardown_pair, ud_connect};
+    let rx = std::cell::Cell::new(None);
+    let pair = ud_connect(server, client, addr, |s| {
+        let mr = region(
+            server,
+            s.pd,
+            GRH_LEN as usize + 64,
+            0,
+            AccessFlags::LOCAL_WRITE,
+        );
+        ok(
+            server.post_recvv(s.id, 1, &[mr.sge(0, mr.length as u32)]),
+            "rdma_post_recvv",
+        );
+        rx.set(Some(mr));
+    });
+    let rx = rx.get().expect("posted before accept");
+    let cap = ok(client.query_qp_cap(pair.client.qp), "query_qp_cap");
+    let ah = ok(
+        client.create_ah(pair.client.pd, &pair.to_server.ah_attr),
+        "create_ah",
+    );
+    let (id, qpn, sig) = (pair.client.id, pair.to_server.qp_num, SendFlags::SIGNALED);
+    let over = vec![b'x'; cap.max_inline_data as usize + 1];
+    let refused = client.post_ud_send_inline(id, 3, &over, sig, ah, qpn);
+    expect_errno(refused, Call::PostSend, Errno::EINVAL);
+    let posted = client.now();
+    ok(
+        client.post_ud_send_inline(id, 2, DATAGRAM, sig, ah, qpn),
+        "rdma_post_ud_send inline",
+    );
+    let wc = crate::ud_datapath::next_completion(client, &pair.client);
+    let after = client.now() - posted;
+    assert_ud_sent(&wc, &pair.client, 2, DATAGRAM.len());
+    let wc = crate::ud_datapath::next_completion(server, &pair.server);
+    let expected = (1, pair.client.qpn, &pair.to_server.ah_attr);
+    assert_ud_receive(server, &wc, expected, &rx, DATAGRAM);
+    ok(client.destroy_ah(ah), "destroy_ah");
+    teardown_pair(server, client, &pair);
+    ok(server.dereg_mr(rx.handle), "dereg_mr");
+    (cap, after)
 }

@@ -2069,3 +2069,16 @@ fn vectored_and_inline_helpers_gather_scatter_and_complete_in_a_round_trip() {
     let recv = WcOpcode::Recv;
     assert_eq!(r.receives, [(10, recv, 20), (11, recv, 22), (12, recv, 0)]);
 }
+
+/// `rdma_post_ud_send` with `mr` NULL and `IBV_SEND_INLINE` (`post_ud_send_inline`,
+/// `cmtwin_tests::vec_helpers::ud_inline_send`): the datagram of plain bytes reaches the
+/// server after its GRH space; one byte above the UD QP's 16 inline bytes (one entry's room,
+/// rxe's sizing) is EINVAL. The send completes as it is transmitted.
+#[test]
+fn a_ud_send_of_plain_bytes_goes_inline() {
+    let bed = bed(34);
+    let (cap, after) =
+        cmtwin_tests::vec_helpers::ud_inline_send(bed.server(), bed.client(), addr(7473));
+    assert_eq!(cap.max_inline_data, 16);
+    assert_eq!(after, Duration::ZERO);
+}
