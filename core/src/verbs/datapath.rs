@@ -666,7 +666,9 @@ pub trait DataPath: CmBackend {
     /// no bytes).
     ///
     /// * EINVAL: the id has no QP; more entries than the QP's granted `max_send_sge`;
-    ///   [`SendFlags::INLINE`] (a read cannot be inline, as libibverbs' drivers refuse it).
+    ///   [`SendFlags::INLINE`] (the verbs define inline data for sends and writes only;
+    ///   rxe's provider checks only the inline length, so cmtwin refuses it on both backends,
+    ///   as `post_read` does).
     /// * The errnos of `post_send`.
     fn post_readv(
         &self,
