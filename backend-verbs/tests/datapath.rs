@@ -1616,11 +1616,18 @@ mod vec_helpers {
                 (4, WcOpcode::Send, 22),
                 (5, WcOpcode::RdmaWrite, 4),
                 (6, WcOpcode::Send, 0),
+                (7, WcOpcode::Send, 16),
             ]
         );
         assert!(r.sends.iter().all(|s| s.after < STEP), "{r:?}");
         let recv = WcOpcode::Recv;
-        assert_eq!(r.receives, [(10, recv, 20), (11, recv, 22), (12, recv, 0)]);
+        let receives = [
+            (10, recv, 20),
+            (11, recv, 22),
+            (12, recv, 0),
+            (13, recv, 16),
+        ];
+        assert_eq!(r.receives, receives);
         for cap in [r.client_cap, r.server_cap] {
             assert!(cap.max_send_sge >= shared::ASKED.max_send_sge, "{cap:?}");
             assert!(cap.max_recv_sge >= shared::ASKED.max_recv_sge, "{cap:?}");

@@ -423,8 +423,8 @@
 //! [`post_writev`](crate::verbs::DataPath::post_writev), over a slice of
 //! [`Sge`](crate::verbs::Sge) made with [`MemoryRegion::sge`](crate::verbs::MemoryRegion::sge)
 //! (no entry is a message of no bytes; more than the QP's granted `max_send_sge` or
-//! `max_recv_sge` is EINVAL; `IBV_SEND_INLINE` over entries is refused, EINVAL: post such
-//! bytes inline instead). Both sides of rdma-core's pair, each in its own simulated process (their calls
+//! `max_recv_sge` is EINVAL; `IBV_SEND_INLINE` copies the entries' bytes when posted). Both
+//! sides of rdma-core's pair, each in its own simulated process (their calls
 //! block; the example `rdma_server_client` in `tests/examples/` is the whole port, with
 //! inline sends, `rdma_xserver`/`rdma_xclient` and runs against the C tools):
 //!

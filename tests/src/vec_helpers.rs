@@ -8,11 +8,13 @@
 //! The server posts a receive over three entries, one over a single entry and one over none;
 //! the client sends two regions gathered into one message (scattered over the three entries),
 //! writes three entries of two regions into the server's region, reads the server's bytes into
-//! three entries, sends and writes plain bytes inline, and sends a message of no entries.
+//! three entries, sends and writes plain bytes inline, sends a message of no entries, and
+//! sends two entries inline (`IBV_SEND_INLINE` on `rdma_post_sendv`: copied when posted, the
+//! region overwritten right after).
 //! Each request is signaled and waited for before the next, so that its completion's time is
 //! its own round trip. Then the misuses: one entry more than the QP's granted `max_send_sge`
-//! or `max_recv_sge`, one inline byte more than its `max_inline_data`, and
-//! `IBV_SEND_INLINE` on a vectored read or send.
+//! or `max_recv_sge`, one inline byte more than its `max_inline_data` (plain bytes or
+//! entries), an inline entry outside its region, and `IBV_SEND_INLINE` on a vectored read.
 //!
 //! [`ud_inline_send`]: udaddy's exchange with the client's datagram sent inline from plain
 //! bytes (C's `rdma_post_ud_send` with `mr` NULL and `IBV_SEND_INLINE`), and one byte more
@@ -87,7 +89,7 @@ struct Regions {
 }
 
 /// Bytes of the server's inbox: the three-entry receive's entries at 0, 20 and 40, the
-/// one-entry receive at 64.
+/// one-entry receives at 64 and 96.
 const INBOX: usize = 128;
 
 /// The scenario of the module's documentation, between `server` listening on `addr` and
@@ -107,7 +109,7 @@ pub fn vectored_and_inline_helpers<B: DataPath>(
     let r = regions(server, client, &conn);
     post_receives(server, &conn, &r);
     let sends = client_posts(client, &conn, &r);
-    let receives = (0..3)
+    let receives = (0..4)
         .map(|_| {
             let wc = next_completion(server, &conn.server);
             assert_eq!(wc.status, WcStatus::SUCCESS, "{wc:?}");
@@ -143,16 +145,21 @@ fn regions<B: DataPath>(server: &B, client: &B, conn: &Conn) -> Regions {
     }
 }
 
-/// The server's three receives: three entries (4, 6 and 10 bytes), one of 64, none.
+/// The server's four receives: three entries (4, 6 and 10 bytes), one of 32, none, one of
+/// 32.
 fn post_receives<B: DataPath>(server: &B, conn: &Conn, r: &Regions) {
     let id = conn.server.id;
     let three = [r.inbox.sge(0, 4), r.inbox.sge(20, 6), r.inbox.sge(40, 10)];
     ok(server.post_recvv(id, 10, &three), "rdma_post_recvv (3)");
     ok(
-        server.post_recvv(id, 11, &[r.inbox.sge(64, 64)]),
+        server.post_recvv(id, 11, &[r.inbox.sge(64, 32)]),
         "rdma_post_recvv (1)",
     );
     ok(server.post_recvv(id, 12, &[]), "rdma_post_recvv (0)");
+    ok(
+        server.post_recvv(id, 13, &[r.inbox.sge(96, 32)]),
+        "rdma_post_recvv (1)",
+    );
 }
 
 /// The client's requests, each waited for: (wr_id, what it posts).
@@ -164,7 +171,13 @@ fn client_posts<B: DataPath>(client: &B, conn: &Conn, r: &Regions) -> Vec<Seen> 
     let gathered = [head.sge(0, 8), body.sge(0, 12)];
     let written = [body.sge(0, 4), head.sge(0, 5), body.sge(4, 3)];
     let scattered = [landing.sge(0, 4), landing.sge(10, 6), landing.sge(20, 6)];
-    let posts: [(u64, &dyn Fn() -> cmtwin::Result<()>); 6] = [
+    let inline = [head.sge(0, 8), body.sge(0, 8)];
+    // Copied when posted: the region changes right after, the bytes as they were arrive.
+    let copied = || {
+        client.post_sendv(id, 7, &inline, SendFlags::INLINE | sig)?;
+        client.mr_write(head.handle, 0, &[b'#'; 8])
+    };
+    let posts: [(u64, &dyn Fn() -> cmtwin::Result<()>); 7] = [
         (1, &|| client.post_sendv(id, 1, &gathered, sig)),
         (2, &|| client.post_writev(id, 2, &written, sig, raddr, rkey)),
         (3, &|| {
@@ -175,6 +188,7 @@ fn client_posts<B: DataPath>(client: &B, conn: &Conn, r: &Regions) -> Vec<Seen> 
             client.post_write_inline(id, 5, WRITTEN, sig, raddr + 12, rkey)
         }),
         (6, &|| client.post_sendv(id, 6, &[], sig)),
+        (7, &copied),
     ];
     posts
         .iter()
@@ -206,6 +220,13 @@ fn check_bytes<B: DataPath>(server: &B, client: &B, r: &Regions) {
     assert_eq!(&inbox[40..50], &message[10..], "entry 3 of 3");
     assert_eq!(&inbox[50..64], &[b'_'; 14], "after the entries");
     assert_eq!(&inbox[64..64 + PLAIN.len()], PLAIN, "the inline send");
+    let inline: Vec<u8> = [&HEAD[..], &BODY[..8]].concat();
+    assert_eq!(
+        &inbox[96..112],
+        &inline[..],
+        "the inline send of two entries"
+    );
+    assert_eq!(&inbox[112..], &[b'_'; 16], "after it");
 
     let mut remote = [0u8; 32];
     ok(server.mr_read(r.remote.handle, 0, &mut remote), "mr_read");
@@ -256,7 +277,27 @@ fn misuses<B: DataPath>(server: &B, client: &B, conn: &Conn, r: &Regions, caps: 
     let one = [r.landing.sge(0, 4)];
     let read = client.post_readv(id, 25, &one, inline, raddr, rkey);
     expect_errno(read, call, Errno::EINVAL);
-    expect_errno(client.post_sendv(id, 26, &one, inline), call, Errno::EINVAL);
+    let outside = [r.head.sge(4, 8)];
+    expect_errno(
+        client.post_sendv(id, 26, &outside, inline),
+        call,
+        Errno::EINVAL,
+    );
+    let room = client_cap.max_inline_data as usize;
+    let lw = AccessFlags::LOCAL_WRITE;
+    let big = ok(
+        client.reg_mr(conn.client.pd, vec![b'x'; room + 1], lw),
+        "reg_mr",
+    );
+    let over = [big.sge(0, room as u32 + 1)];
+    expect_errno(
+        client.post_sendv(id, 27, &over, inline),
+        call,
+        Errno::EINVAL,
+    );
+    let write = client.post_writev(id, 28, &over, inline, raddr, rkey);
+    expect_errno(write, call, Errno::EINVAL);
+    ok(client.dereg_mr(big.handle), "dereg_mr");
     let mut wc = [cmtwin::verbs::WorkCompletion::default()];
     for (cm, cq) in [(client, conn.client.cq), (server, conn.server.cq)] {
         assert_eq!(

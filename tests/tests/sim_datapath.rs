@@ -2032,9 +2032,10 @@ fn create_ep_ex_with_an_srq_writes_back_the_receive_capacities_asked() {
 /// librdmacm's vectored helpers and inline posts from plain bytes
 /// (`cmtwin_tests::vec_helpers`): a send gathered from two regions lands over a three-entry
 /// receive, a write gathers three entries, a read scatters into three, plain bytes go inline
-/// (send and write), a send of no entries consumes a receive of none; each completes one
-/// round trip (10 µs) after its post (the send of no bytes too). Too many entries, too many inline bytes and INLINE on
-/// a vectored read or send are EINVAL.
+/// (send and write), a send of no entries consumes a receive of none, two entries go inline
+/// (copied when posted); each completes one round trip (10 µs) after its post (the send of
+/// no bytes too). Too many entries, too many inline bytes, an inline entry outside its
+/// region and INLINE on a vectored read are EINVAL.
 #[test]
 fn vectored_and_inline_helpers_gather_scatter_and_complete_in_a_round_trip() {
     use cmtwin_tests::vec_helpers::{vectored_and_inline_helpers, Seen, ASKED};
@@ -2064,10 +2065,17 @@ fn vectored_and_inline_helpers_gather_scatter_and_complete_in_a_round_trip() {
             seen(4, WcOpcode::Send, 22, rt),
             seen(5, WcOpcode::RdmaWrite, 4, rt),
             seen(6, WcOpcode::Send, 0, rt),
+            seen(7, WcOpcode::Send, 16, rt),
         ]
     );
     let recv = WcOpcode::Recv;
-    assert_eq!(r.receives, [(10, recv, 20), (11, recv, 22), (12, recv, 0)]);
+    let receives = [
+        (10, recv, 20),
+        (11, recv, 22),
+        (12, recv, 0),
+        (13, recv, 16),
+    ];
+    assert_eq!(r.receives, receives);
 }
 
 /// `rdma_post_ud_send` with `mr` NULL and `IBV_SEND_INLINE` (`post_ud_send_inline`,

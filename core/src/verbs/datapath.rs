@@ -350,6 +350,17 @@ pub trait DataPath: CmBackend {
     /// * ENOMEM: the receive queue holds `max_recv_wr` requests.
     fn post_recv(&self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()>;
 
+    /// The bytes the entries of `sgl` name, gathered in order, as a device copies an inline
+    /// request's entries when it is posted (`IBV_SEND_INLINE` over a list: what
+    /// [`post_sendv`](DataPath::post_sendv) and [`post_writev`](DataPath::post_writev) send
+    /// inline). Each entry must lie inside a live region of `qp`'s device that its `lkey`
+    /// names (any PD); C's driver reads the address and ignores the key, cmtwin reads only
+    /// registered memory.
+    ///
+    /// * EINVAL (`ibv_post_send`): an entry whose key names no region of the device, or
+    ///   whose bytes are not inside it.
+    fn inline_bytes(&self, qp: QpHandle, sgl: &[Sge]) -> Result<Vec<u8>>;
+
     /// `ibv_create_srq(pd, attr)`: a shared receive queue on the PD's device, and the
     /// attributes granted as `ibv_create_srq` writes them back into `attr->attr`. QPs made
     /// with it in [`QpInitAttrEx::srq`] take their receives from it, any of them the oldest
@@ -648,10 +659,12 @@ pub trait DataPath: CmBackend {
     /// takes them. No entry is legal, as in libibverbs and rxe: a message of no bytes, which
     /// consumes one receive of the peer (completing with `byte_len` 0).
     ///
+    /// With [`SendFlags::INLINE`] the entries' bytes are copied when posted
+    /// ([`inline_bytes`](DataPath::inline_bytes)): the regions may change right after.
+    ///
     /// * EINVAL: the id has no QP; more entries than the QP's granted `max_send_sge`
-    ///   (`query_qp_cap`), as rxe refuses them; [`SendFlags::INLINE`]: C's driver would copy
-    ///   the bytes from the entries' addresses, which name memory the backend owns, so
-    ///   cmtwin refuses it; post such bytes with [`post_send_inline`](DataPath::post_send_inline).
+    ///   (`query_qp_cap`), as rxe refuses them; with [`SendFlags::INLINE`], more bytes than
+    ///   its `max_inline_data`, or an entry outside the region its key names.
     /// * The errnos of `post_send` (ENOMEM: the send queue is full).
     fn post_sendv(&self, id: IdHandle, wr_id: u64, sgl: &[Sge], flags: SendFlags) -> Result<()> {
         let op = super::SendOp::Send;
@@ -689,8 +702,9 @@ pub trait DataPath: CmBackend {
     /// region's `rkey`), with C's `flags` as [`post_send_msg`](DataPath::post_send_msg) takes
     /// them. No entry is legal (a write of no bytes).
     ///
-    /// * EINVAL: as for [`post_sendv`](DataPath::post_sendv) (no QP, too many entries,
-    ///   [`SendFlags::INLINE`]: use [`post_write_inline`](DataPath::post_write_inline)).
+    /// * EINVAL: as for [`post_sendv`](DataPath::post_sendv) (no QP, too many entries; with
+    ///   [`SendFlags::INLINE`], which copies the entries' bytes when posted, too many bytes or
+    ///   an entry outside its region).
     /// * The errnos of `post_send`.
     fn post_writev(
         &self,

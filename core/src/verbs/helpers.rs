@@ -56,8 +56,8 @@ pub(crate) fn post_one<B: DataPath + ?Sized>(
 
 /// Posts `op` on `id`'s QP gathering from (or, for a read, scattering into) `sgl` with C's
 /// `flags` (the vectored helpers: `rdma_post_sendv`, `rdma_post_readv`, `rdma_post_writev`).
-/// [`SendFlags::INLINE`] is refused (EINVAL): the entries name registered memory by address
-/// and key only, which the helper cannot copy from; a read cannot be inline on any device.
+/// With [`SendFlags::INLINE`] the entries' bytes are copied now, as the driver copies them at
+/// post time; a read cannot be inline (EINVAL, naming `helper`).
 pub(crate) fn post_entries<B: DataPath + ?Sized>(
     dp: &B,
     (helper, id, wr_id): (&str, IdHandle, u64),
@@ -66,20 +66,19 @@ pub(crate) fn post_entries<B: DataPath + ?Sized>(
     flags: SendFlags,
 ) -> Result<()> {
     let qp = qp_of(dp, Call::PostSend, id)?;
-    if flags.contains(SendFlags::INLINE) {
-        let why = match op {
-            SendOp::RdmaRead { .. } => format!("{helper}: an RDMA read cannot be inline"),
-            _ => format!(
-                "{helper}: IBV_SEND_INLINE over registered entries is not offered \
-                 (post the bytes with post_send_inline or post_write_inline)"
-            ),
-        };
+    if !flags.contains(SendFlags::INLINE) {
+        let wr = SendWr::new(wr_id, op, Payload::Sges(sgl));
+        return post_flagged(dp, qp, wr, flags, |_| {});
+    }
+    if let SendOp::RdmaRead { .. } = op {
+        let why = format!("{helper}: an RDMA read cannot be inline");
         return Err(CmError::new(Call::PostSend, Errno::EINVAL, why));
     }
+    let bytes = dp.inline_bytes(qp, sgl)?;
     post_flagged(
         dp,
         qp,
-        SendWr::new(wr_id, op, Payload::Sges(sgl)),
+        SendWr::new(wr_id, op, Payload::Inline(&bytes)),
         flags,
         |_| {},
     )
