@@ -1607,27 +1607,9 @@ mod vec_helpers {
             .iter()
             .map(|s| (s.wr_id, s.opcode, s.byte_len))
             .collect();
-        assert_eq!(
-            sends,
-            [
-                (1, WcOpcode::Send, 20),
-                (2, WcOpcode::RdmaWrite, 12),
-                (3, WcOpcode::RdmaRead, 16),
-                (4, WcOpcode::Send, 22),
-                (5, WcOpcode::RdmaWrite, 4),
-                (6, WcOpcode::Send, 0),
-                (7, WcOpcode::Send, 16),
-            ]
-        );
+        assert_eq!(sends, shared::SENDS);
         assert!(r.sends.iter().all(|s| s.after < STEP), "{r:?}");
-        let recv = WcOpcode::Recv;
-        let receives = [
-            (10, recv, 20),
-            (11, recv, 22),
-            (12, recv, 0),
-            (13, recv, 16),
-        ];
-        assert_eq!(r.receives, receives);
+        assert_eq!(r.receives, shared::RECEIVES);
         for cap in [r.client_cap, r.server_cap] {
             assert!(cap.max_send_sge >= shared::ASKED.max_send_sge, "{cap:?}");
             assert!(cap.max_recv_sge >= shared::ASKED.max_recv_sge, "{cap:?}");

@@ -49,6 +49,25 @@ const REMOTE: &[u8; 32] = b"................read me in three";
 const PLAIN: &[u8] = b"plain bytes, no region";
 const WRITTEN: &[u8; 4] = b"INLN";
 
+/// The client's completions every bed gives, in order: (wr_id, opcode, byte_len).
+pub const SENDS: [(u64, WcOpcode, u32); 7] = [
+    (1, WcOpcode::Send, 20),
+    (2, WcOpcode::RdmaWrite, 12),
+    (3, WcOpcode::RdmaRead, 16),
+    (4, WcOpcode::Send, 22),
+    (5, WcOpcode::RdmaWrite, 4),
+    (6, WcOpcode::Send, 0),
+    (7, WcOpcode::Send, 16),
+];
+
+/// The server's receive completions every bed gives, in order: (wr_id, opcode, byte_len).
+pub const RECEIVES: [(u64, WcOpcode, u32); 4] = [
+    (10, WcOpcode::Recv, 20),
+    (11, WcOpcode::Recv, 22),
+    (12, WcOpcode::Recv, 0),
+    (13, WcOpcode::Recv, 16),
+];
+
 /// One completion as a scenario saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Seen {
@@ -250,53 +269,27 @@ fn check_bytes<B: DataPath>(server: &B, client: &B, r: &Regions) {
 fn misuses<B: DataPath>(server: &B, client: &B, conn: &Conn, r: &Regions, caps: (QpCap, QpCap)) {
     let (client_cap, server_cap) = caps;
     let (id, sig) = (conn.client.id, SendFlags::SIGNALED);
+    let refused = |r: cmtwin::Result<()>| expect_errno(r, Call::PostSend, Errno::EINVAL);
     let entries =
         |mr: &MemoryRegion, n: u32| -> Vec<Sge> { (0..n).map(|i| mr.sge(i as usize, 1)).collect() };
     let too_many = entries(&r.body, client_cap.max_send_sge + 1);
-    let call = Call::PostSend;
-    expect_errno(
-        client.post_sendv(id, 20, &too_many, sig),
-        call,
-        Errno::EINVAL,
-    );
     let (raddr, rkey) = (r.remote.addr, r.remote.rkey);
-    let write = client.post_writev(id, 21, &too_many, sig, raddr, rkey);
-    expect_errno(write, call, Errno::EINVAL);
+    refused(client.post_sendv(id, 20, &too_many, sig));
+    refused(client.post_writev(id, 21, &too_many, sig, raddr, rkey));
     let recv_too_many = entries(&r.inbox, server_cap.max_recv_sge + 1);
     let recv = server.post_recvv(conn.server.id, 22, &recv_too_many);
     expect_errno(recv, Call::PostRecv, Errno::EINVAL);
     let over = vec![b'x'; client_cap.max_inline_data as usize + 1];
-    expect_errno(
-        client.post_send_inline(id, 23, &over, sig),
-        call,
-        Errno::EINVAL,
-    );
-    let write = client.post_write_inline(id, 24, &over, sig, raddr, rkey);
-    expect_errno(write, call, Errno::EINVAL);
+    refused(client.post_send_inline(id, 23, &over, sig));
+    refused(client.post_write_inline(id, 24, &over, sig, raddr, rkey));
     let inline = SendFlags::INLINE | sig;
-    let one = [r.landing.sge(0, 4)];
-    let read = client.post_readv(id, 25, &one, inline, raddr, rkey);
-    expect_errno(read, call, Errno::EINVAL);
-    let outside = [r.head.sge(4, 8)];
-    expect_errno(
-        client.post_sendv(id, 26, &outside, inline),
-        call,
-        Errno::EINVAL,
-    );
-    let room = client_cap.max_inline_data as usize;
+    refused(client.post_readv(id, 25, &[r.landing.sge(0, 4)], inline, raddr, rkey));
+    refused(client.post_sendv(id, 26, &[r.head.sge(4, 8)], inline));
     let lw = AccessFlags::LOCAL_WRITE;
-    let big = ok(
-        client.reg_mr(conn.client.pd, vec![b'x'; room + 1], lw),
-        "reg_mr",
-    );
-    let over = [big.sge(0, room as u32 + 1)];
-    expect_errno(
-        client.post_sendv(id, 27, &over, inline),
-        call,
-        Errno::EINVAL,
-    );
-    let write = client.post_writev(id, 28, &over, inline, raddr, rkey);
-    expect_errno(write, call, Errno::EINVAL);
+    let big = ok(client.reg_mr(conn.client.pd, over, lw), "reg_mr");
+    let over = [big.sge(0, big.length as u32)];
+    refused(client.post_sendv(id, 27, &over, inline));
+    refused(client.post_writev(id, 28, &over, inline, raddr, rkey));
     ok(client.dereg_mr(big.handle), "dereg_mr");
     let mut wc = [cmtwin::verbs::WorkCompletion::default()];
     for (cm, cq) in [(client, conn.client.cq), (server, conn.server.cq)] {

@@ -2038,7 +2038,7 @@ fn create_ep_ex_with_an_srq_writes_back_the_receive_capacities_asked() {
 /// region and INLINE on a vectored read are EINVAL.
 #[test]
 fn vectored_and_inline_helpers_gather_scatter_and_complete_in_a_round_trip() {
-    use cmtwin_tests::vec_helpers::{vectored_and_inline_helpers, Seen, ASKED};
+    use cmtwin_tests::vec_helpers::{vectored_and_inline_helpers, Seen, ASKED, RECEIVES, SENDS};
     let bed = bed(33);
     let r = vectored_and_inline_helpers(bed.server(), bed.client(), addr(7472));
     // rxe's sizing: 8 requests hold 15, three entries of 16 bytes are 48 bytes' room.
@@ -2049,33 +2049,18 @@ fn vectored_and_inline_helpers_gather_scatter_and_complete_in_a_round_trip() {
         ..ASKED
     };
     assert_eq!((r.client_cap, r.server_cap), (held, held));
-    let seen = |wr_id, opcode, byte_len, after| Seen {
-        wr_id,
-        opcode,
-        byte_len,
-        after,
-    };
-    let rt = 10 * US;
-    assert_eq!(
-        r.sends,
-        [
-            seen(1, WcOpcode::Send, 20, rt),
-            seen(2, WcOpcode::RdmaWrite, 12, rt),
-            seen(3, WcOpcode::RdmaRead, 16, rt),
-            seen(4, WcOpcode::Send, 22, rt),
-            seen(5, WcOpcode::RdmaWrite, 4, rt),
-            seen(6, WcOpcode::Send, 0, rt),
-            seen(7, WcOpcode::Send, 16, rt),
-        ]
-    );
-    let recv = WcOpcode::Recv;
-    let receives = [
-        (10, recv, 20),
-        (11, recv, 22),
-        (12, recv, 0),
-        (13, recv, 16),
-    ];
-    assert_eq!(r.receives, receives);
+    // Each completes a round trip (10 µs) after its post.
+    let sends: Vec<Seen> = SENDS
+        .iter()
+        .map(|&(wr_id, opcode, byte_len)| Seen {
+            wr_id,
+            opcode,
+            byte_len,
+            after: 10 * US,
+        })
+        .collect();
+    assert_eq!(r.sends, sends);
+    assert_eq!(r.receives, RECEIVES);
 }
 
 /// `rdma_post_ud_send` with `mr` NULL and `IBV_SEND_INLINE` (`post_ud_send_inline`,
