@@ -1585,7 +1585,7 @@ mod ep_helpers {
 // ----- a send posted before RTS (`cmtwin_tests::early_send`) -------------------------------
 
 mod early_send {
-    use cmtwin_tests::early_send::{early_send_on_rxe, send_posted_before_rts};
+    use cmtwin_tests::early_send::{send_posted_before_rts, EARLY_SEND_ON_RXE};
 
     use super::{addr, backends};
 
@@ -1600,6 +1600,58 @@ mod early_send {
         for (line, at) in &o.times {
             println!("early_send: {at:>12?}  {line}");
         }
-        assert_eq!(o.transcript.0, early_send_on_rxe(super::rxe_on_6_12()));
+        assert_eq!(o.transcript.0, EARLY_SEND_ON_RXE);
+    }
+}
+
+// ----- the vectored helpers and inline posts of plain bytes (`cmtwin_tests::vec_helpers`) ----
+
+mod vec_helpers {
+    use cmtwin::verbs::WcOpcode;
+    use cmtwin_tests::vec_helpers as shared;
+
+    use super::{addr, backends, STEP};
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn vectored_and_inline_helpers_gather_scatter_and_complete() {
+        let (s, c) = backends();
+        let r = shared::vectored_and_inline_helpers(&s, &c, addr());
+        println!("vec_helpers: {r:?}");
+        let sends: Vec<(u64, WcOpcode, u32)> = r
+            .sends
+            .iter()
+            .map(|s| (s.wr_id, s.opcode, s.byte_len))
+            .collect();
+        assert_eq!(sends, shared::SENDS);
+        assert!(r.sends.iter().all(|s| s.after < STEP), "{r:?}");
+        assert_eq!(r.receives, shared::RECEIVES);
+        for cap in [r.client_cap, r.server_cap] {
+            assert!(cap.max_send_sge >= shared::ASKED.max_send_sge, "{cap:?}");
+            assert!(cap.max_recv_sge >= shared::ASKED.max_recv_sge, "{cap:?}");
+            assert!(
+                cap.max_inline_data >= shared::ASKED.max_inline_data,
+                "{cap:?}"
+            );
+        }
+    }
+}
+
+mod vec_helpers_ud {
+    use cmtwin_tests::vec_helpers as shared;
+
+    use super::{addr, backends, STEP};
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn vec_helpers_a_ud_send_of_plain_bytes_goes_inline() {
+        let (s, c) = backends();
+        let (cap, after) = shared::ud_inline_send(&s, &c, addr());
+        println!("vec_helpers: UD QP {cap:?}, the inline send completed after {after:?}");
+        assert!(
+            cap.max_inline_data as usize >= shared::DATAGRAM.len(),
+            "{cap:?}"
+        );
+        assert!(after < STEP);
     }
 }

@@ -411,10 +411,20 @@
 //! [`SendFlags`](crate::verbs::SendFlags) in the same place: `SendFlags::NONE` is C's 0 (on a
 //! QP without `sq_sig_all`, no completion when it succeeds), `SIGNALED`, `SOLICITED`, `FENCE`
 //! and `INLINE` (the region's bytes copied at post time, up to the granted
-//! `max_inline_data`). C's inline send from memory that is not registered (`mr` NULL) is
-//! [`DataPath::post_send`](crate::verbs::DataPath::post_send) on the id's
-//! [`qp`](crate::verbs::DataPath::qp) with a [`SendWr`](crate::verbs::SendWr) whose payload is
-//! inline. Both sides of rdma-core's pair, each in its own simulated process (their calls
+//! `max_inline_data`). C's inline posts from memory that is not registered (`mr` NULL with
+//! `IBV_SEND_INLINE`) take the bytes themselves:
+//! [`post_send_inline`](crate::verbs::DataPath::post_send_inline),
+//! [`post_ud_send_inline`](crate::verbs::DataPath::post_ud_send_inline) and
+//! [`post_write_inline`](crate::verbs::DataPath::post_write_inline). The vectored
+//! `rdma_post_recvv`, `rdma_post_sendv`, `rdma_post_readv` and `rdma_post_writev` are
+//! [`post_recvv`](crate::verbs::DataPath::post_recvv),
+//! [`post_sendv`](crate::verbs::DataPath::post_sendv),
+//! [`post_readv`](crate::verbs::DataPath::post_readv) and
+//! [`post_writev`](crate::verbs::DataPath::post_writev), over a slice of
+//! [`Sge`](crate::verbs::Sge) made with [`MemoryRegion::sge`](crate::verbs::MemoryRegion::sge)
+//! (no entry is a message of no bytes; more than the QP's granted `max_send_sge` or
+//! `max_recv_sge` is EINVAL; `IBV_SEND_INLINE` copies the entries' bytes when posted). Both
+//! sides of rdma-core's pair, each in its own simulated process (their calls
 //! block; the example `rdma_server_client` in `tests/examples/` is the whole port, with
 //! inline sends, `rdma_xserver`/`rdma_xclient` and runs against the C tools):
 //!

@@ -68,8 +68,12 @@ pub fn send_posted_before_rts<B: DataPath>(s: &B, c: &B, at: SocketAddr) -> Obse
     let _ = c.disconnect(cid);
     let _ = s.disconnect(req.id);
     // Which QP state each side ends in depends, on siw, on whether the server's disconnect
-    // or the client's close reaches its QP first: not noted.
+    // or the client's close reaches its QP first: not noted. Nor are the TIMEWAIT_EXITs:
+    // on rxe-6.12 they came 523 ms after the disconnect in one run and not within the
+    // window in the next.
     watch_without_states(s, c, &conn, c.now(), &mut out);
+    out.transcript.0.retain(|l| !l.contains("TIMEWAIT_EXIT"));
+    out.times.retain(|(l, _)| !l.contains("TIMEWAIT_EXIT"));
     teardown(s, c, &conn);
     out
 }
@@ -93,9 +97,8 @@ fn text_of<B: DataPath>(cm: &B, mr: &MemoryRegion) -> String {
     }
 }
 
-/// [`send_posted_before_rts`] on rxe: on Linux 6.1 these lines; on 6.12 each side's
-/// TIMEWAIT_EXIT follows its DISCONNECTED within the last window ([`early_send_on_rxe`]).
-pub const EARLY_SEND_ON_RXE_6_1: &[&str] = &[
+/// [`send_posted_before_rts`] on rxe, Linux 6.1 and 6.12.
+pub const EARLY_SEND_ON_RXE: &[&str] = &[
     "client post in INIT: EINVAL (22)",
     "--- after ESTABLISHED",
     "client QP state: Rts",
@@ -131,15 +134,3 @@ pub const EARLY_SEND_ON_SIW_6_12: &[&str] = &[
     "server wc: (12 Work Request Flushed Error (5))",
     "server event: RDMA_CM_EVENT_DISCONNECTED 0",
 ];
-
-/// The transcript [`send_posted_before_rts`] gives on rxe, Linux 6.12 if `linux_6_12`.
-pub fn early_send_on_rxe(linux_6_12: bool) -> Vec<String> {
-    let mut lines = Vec::new();
-    for line in EARLY_SEND_ON_RXE_6_1 {
-        lines.push(line.to_string());
-        if linux_6_12 && line.ends_with("event: RDMA_CM_EVENT_DISCONNECTED 0") {
-            lines.push(line.replace("DISCONNECTED", "TIMEWAIT_EXIT"));
-        }
-    }
-    lines
-}

@@ -70,6 +70,7 @@ pub mod srq_datapath;
 pub mod steps;
 pub mod trace_text;
 pub mod ud_datapath;
+pub mod vec_helpers;
 
 pub use bed::{SimBed, TestBed};
 pub use bed_verbs::VerbsBed;

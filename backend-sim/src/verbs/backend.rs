@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cmtwin::verbs::{
     list_sources, AccessFlags, DataPath, MemoryRegion, Payload, PollSource, QpAttr, QpAttrMask,
-    QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr, SrqAttr, SrqAttrMask, VerbsAsyncEvent,
+    QpCqs, QpInitAttrEx, QpState, RecvWr, SendWr, Sge, SrqAttr, SrqAttrMask, VerbsAsyncEvent,
     WorkCompletion,
 };
 use cmtwin::{
@@ -460,6 +460,11 @@ impl DataPath for SimBackend {
             zero,
             |w, h| w.post_recv(h, qp, wr),
         )
+    }
+
+    fn inline_bytes(&self, qp: QpHandle, sgl: &[Sge]) -> Result<Vec<u8>> {
+        let w = self.verbs_lock(Call::PostSend)?;
+        w.inline_bytes(self.host, qp, sgl)
     }
 
     fn create_srq(&self, pd: PdHandle, attr: &SrqAttr) -> Result<(SrqHandle, SrqAttr)> {

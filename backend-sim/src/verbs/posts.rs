@@ -224,6 +224,32 @@ impl World {
         }
     }
 
+    /// The bytes of `sgl`, in order, for an inline post on `h`: each entry inside a region of
+    /// the QP's device that its key names (any PD, no access needed: the CPU copies them).
+    pub(crate) fn inline_bytes(&self, host: HostKey, h: QpHandle, sgl: &[Sge]) -> Result<Vec<u8>> {
+        let call = Call::PostSend;
+        let dev = self.verbs.qps[&self.qp_key(host, call, h)?].dev;
+        let mut data = Vec::new();
+        for (n, s) in sgl.iter().enumerate() {
+            let mr = self
+                .verbs
+                .mr_by_key
+                .get(&(dev, s.lkey))
+                .and_then(|k| self.verbs.mrs.get(k));
+            let bytes = mr.and_then(|mr| {
+                let off = usize::try_from(s.addr.checked_sub(mr.addr)?).ok()?;
+                mr.buf.get(off..off.checked_add(s.length as usize)?)
+            });
+            let Some(bytes) = bytes else {
+                let why =
+                    format!("inline entry {n} ({s:?}) is not inside the region its key names");
+                return Err(CmError::new(call, Errno::EINVAL, why));
+            };
+            data.extend_from_slice(bytes);
+        }
+        Ok(data)
+    }
+
     /// Whether every entry lies in a region of `pd` on `dev` granting `access`.
     fn sges_valid(&self, dev: DevKey, pd: ObjKey, sges: &[Sge], access: AccessFlags) -> bool {
         sges.iter()

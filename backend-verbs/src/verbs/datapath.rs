@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use cmtwin::verbs::{
     AccessFlags, DataPath, MemoryRegion, PollSource, QpAttr, QpAttrMask, QpCqs, QpInitAttrEx,
-    QpState, RecvWr, SendWr, SrqAttr, SrqAttrMask, VerbsAsyncEvent, WorkCompletion,
+    QpState, RecvWr, SendWr, Sge, SrqAttr, SrqAttrMask, VerbsAsyncEvent, WorkCompletion,
 };
 use cmtwin::{
     AhAttr, AhHandle, AsyncEvent, Call, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle,
@@ -238,6 +238,10 @@ impl DataPath for VerbsBackend {
 
     fn post_recv(&self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()> {
         self.post_recv_impl(qp, wr)
+    }
+
+    fn inline_bytes(&self, qp: QpHandle, sgl: &[Sge]) -> Result<Vec<u8>> {
+        self.inline_bytes_impl(qp, sgl)
     }
 
     fn create_srq(&self, pd: PdHandle, attr: &SrqAttr) -> Result<(SrqHandle, SrqAttr)> {

@@ -248,6 +248,32 @@ impl VerbsBackend {
         Ok(Some((ah, dest.remote_qpn, dest.remote_qkey)))
     }
 
+    /// The bytes of `sgl`, in order, for an inline post on `h`: each entry inside a region
+    /// of the QP's device that its key names (read under the region's lock, never through
+    /// the entry's address).
+    pub(crate) fn inline_bytes_impl(&self, h: QpHandle, sgl: &[Sge]) -> Result<Vec<u8>> {
+        let call = Call::PostSend;
+        let qp = self.qp_obj(call, h)?;
+        let keys = keys_for_post();
+        let mut data = Vec::new();
+        for (n, s) in sgl.iter().enumerate() {
+            let region = keys.get(&(qp.ctx.addr(), s.lkey));
+            let offset =
+                region.and_then(|r| usize::try_from(s.addr.checked_sub(r.raw.addr())?).ok());
+            let at = data.len();
+            data.resize(at + s.length as usize, 0);
+            let read = region
+                .zip(offset)
+                .and_then(|(r, off)| r.read(off, &mut data[at..]));
+            if read.is_none() {
+                let why =
+                    format!("inline entry {n} ({s:?}) is not inside the region its key names");
+                return Err(err(call, libc::EINVAL, why));
+            }
+        }
+        Ok(data)
+    }
+
     pub(crate) fn post_recv_impl(&self, h: QpHandle, wr: &RecvWr<'_>) -> Result<()> {
         let call = Call::PostRecv;
         let qp = self.qp_obj(call, h)?;

@@ -2,7 +2,7 @@
 
 use crate::verbs::{
     AccessFlags, MemoryRegion, PollSource, QpAttr, QpAttrMask, QpCqs, QpInitAttrEx, QpState,
-    RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask, VerbsAsyncEvent, WorkCompletion,
+    RecvWr, SendFlags, SendWr, Sge, SrqAttr, SrqAttrMask, VerbsAsyncEvent, WorkCompletion,
 };
 use crate::{
     AhAttr, AhHandle, CmBackend, CompChannelHandle, CqHandle, IdHandle, MrHandle, PdHandle, QpCap,
@@ -357,6 +357,17 @@ pub trait DataPath: CmBackend {
     /// * ENOMEM: the receive queue holds `max_recv_wr` requests.
     fn post_recv(&self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()>;
 
+    /// The bytes the entries of `sgl` name, gathered in order, as a device copies an inline
+    /// request's entries when it is posted (`IBV_SEND_INLINE` over a list: what
+    /// [`post_sendv`](DataPath::post_sendv) and [`post_writev`](DataPath::post_writev) send
+    /// inline). Each entry must lie inside a live region of `qp`'s device that its `lkey`
+    /// names (any PD); C's driver reads the address and ignores the key, cmtwin reads only
+    /// registered memory.
+    ///
+    /// * EINVAL (`ibv_post_send`): an entry whose key names no region of the device, or
+    ///   whose bytes are not inside it.
+    fn inline_bytes(&self, qp: QpHandle, sgl: &[Sge]) -> Result<Vec<u8>>;
+
     /// `ibv_create_srq(pd, attr)`: a shared receive queue on the PD's device, and the
     /// attributes granted as `ibv_create_srq` writes them back into `attr->attr`. QPs made
     /// with it in [`QpInitAttrEx::srq`] take their receives from it, any of them the oldest
@@ -527,24 +538,15 @@ pub trait DataPath: CmBackend {
         offset: usize,
         len: u32,
     ) -> Result<()> {
-        // A bad id is the helper's error, as for one without SRQ.
-        let srq = self.srq(id).map_err(|e| crate::CmError {
-            call: crate::Call::PostRecv,
-            ..e
-        })?;
-        let call = match srq {
-            Some(_) => crate::Call::PostSrqRecv,
-            None => crate::Call::PostRecv,
-        };
-        let sge = [super::helpers::sge_in(call, mr, offset, len)?];
-        let wr = RecvWr {
-            wr_id,
-            sg_list: &sge,
-        };
-        match srq {
-            Some(srq) => self.post_srq_recv(srq, &wr),
-            None => self.post_recv(super::helpers::qp_of(self, call, id)?, &wr),
-        }
+        let queue = super::helpers::recv_queue(self, id)?;
+        let sge = [super::helpers::sge_in(queue.call(), mr, offset, len)?];
+        queue.post(
+            self,
+            &RecvWr {
+                wr_id,
+                sg_list: &sge,
+            },
+        )
     }
 
     /// `rdma_post_send(id, context, addr, length, mr, flags)`: a send of `len` bytes of `mr`
@@ -640,6 +642,156 @@ pub trait DataPath: CmBackend {
     ) -> Result<()> {
         let op = super::SendOp::RdmaWrite { remote_addr, rkey };
         super::helpers::post_one(self, id, wr_id, op, (mr, offset, len), flags, |_| {})
+    }
+
+    /// `rdma_post_recvv(id, context, sgl, nsge)`: a receive scattering into the entries of
+    /// `sgl` in order (each made with [`MemoryRegion::sge`]), posted to the id's SRQ if it
+    /// has one (`ibv_post_srq_recv`), else to its QP, as [`post_recv_msg`](DataPath::post_recv_msg)
+    /// posts. No entry is legal, as in libibverbs and rxe: such a receive takes only a
+    /// message of no bytes (a longer one completes it with LOC_LEN_ERR).
+    ///
+    /// * EINVAL: the id has neither SRQ nor QP; more entries than the QP's granted
+    ///   `max_recv_sge` (`query_qp_cap`) or the SRQ's `max_sge`, as rxe refuses them.
+    /// * The errnos of `post_recv` and `post_srq_recv` (ENOMEM: the queue is full).
+    fn post_recvv(&self, id: IdHandle, wr_id: u64, sgl: &[Sge]) -> Result<()> {
+        super::helpers::recv_queue(self, id)?.post(
+            self,
+            &RecvWr {
+                wr_id,
+                sg_list: sgl,
+            },
+        )
+    }
+
+    /// `rdma_post_sendv(id, context, sgl, nsge, flags)`: a send gathering the entries of
+    /// `sgl` in order into one message, with C's `flags` as [`post_send_msg`](DataPath::post_send_msg)
+    /// takes them. No entry is legal, as in libibverbs and rxe: a message of no bytes, which
+    /// consumes one receive of the peer (completing with `byte_len` 0).
+    ///
+    /// With [`SendFlags::INLINE`] the entries' bytes are copied when posted
+    /// ([`inline_bytes`](DataPath::inline_bytes)): the regions may change right after.
+    ///
+    /// * EINVAL: the id has no QP; more entries than the QP's granted `max_send_sge`
+    ///   (`query_qp_cap`), as rxe refuses them; with [`SendFlags::INLINE`], more bytes than
+    ///   its `max_inline_data`, or an entry outside the region its key names.
+    /// * The errnos of `post_send` (ENOMEM: the send queue is full).
+    fn post_sendv(&self, id: IdHandle, wr_id: u64, sgl: &[Sge], flags: SendFlags) -> Result<()> {
+        let op = super::SendOp::Send;
+        let call = ("rdma_post_sendv", id, wr_id);
+        super::helpers::post_entries(self, call, op, sgl, flags)
+    }
+
+    /// `rdma_post_readv(id, context, sgl, nsge, flags, remote_addr, rkey)`: reads the sum of
+    /// the entries' lengths from the peer's memory at `remote_addr` (its region's `rkey`),
+    /// scattered into the entries of `sgl` in order, with C's `flags` as
+    /// [`post_send_msg`](DataPath::post_send_msg) takes them. No entry is legal (a read of
+    /// no bytes).
+    ///
+    /// * EINVAL: the id has no QP; more entries than the QP's granted `max_send_sge`;
+    ///   [`SendFlags::INLINE`] (the verbs define inline data for sends and writes only;
+    ///   rxe's provider checks only the inline length, so cmtwin refuses it on both backends,
+    ///   as `post_read` does).
+    /// * The errnos of `post_send`.
+    fn post_readv(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        sgl: &[Sge],
+        flags: SendFlags,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<()> {
+        let op = super::SendOp::RdmaRead { remote_addr, rkey };
+        let call = ("rdma_post_readv", id, wr_id);
+        super::helpers::post_entries(self, call, op, sgl, flags)
+    }
+
+    /// `rdma_post_writev(id, context, sgl, nsge, flags, remote_addr, rkey)`: writes the
+    /// entries of `sgl`, gathered in order, to the peer's memory at `remote_addr` (its
+    /// region's `rkey`), with C's `flags` as [`post_send_msg`](DataPath::post_send_msg) takes
+    /// them. No entry is legal (a write of no bytes).
+    ///
+    /// * EINVAL: as for [`post_sendv`](DataPath::post_sendv) (no QP, too many entries; with
+    ///   [`SendFlags::INLINE`], which copies the entries' bytes when posted, too many bytes or
+    ///   an entry outside its region).
+    /// * The errnos of `post_send`.
+    fn post_writev(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        sgl: &[Sge],
+        flags: SendFlags,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<()> {
+        let op = super::SendOp::RdmaWrite { remote_addr, rkey };
+        let call = ("rdma_post_writev", id, wr_id);
+        super::helpers::post_entries(self, call, op, sgl, flags)
+    }
+
+    /// `rdma_post_send(id, context, addr, length, NULL, flags | IBV_SEND_INLINE)`: a send of
+    /// `bytes`, copied when posted from memory that is not registered (C passes no region:
+    /// no key is used). [`SendFlags::INLINE`] is implied; the other `flags` are taken as
+    /// [`post_send_msg`](DataPath::post_send_msg) takes them. No bytes is a message of none.
+    ///
+    /// * EINVAL: the id has no QP; more bytes than the QP's granted `max_inline_data`
+    ///   (`query_qp_cap`).
+    /// * The errnos of `post_send`.
+    fn post_send_inline(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        bytes: &[u8],
+        flags: SendFlags,
+    ) -> Result<()> {
+        let op = super::SendOp::Send;
+        super::helpers::post_inline(self, (id, wr_id), op, bytes, flags, |_| {})
+    }
+
+    /// `rdma_post_ud_send(id, context, addr, length, NULL, flags | IBV_SEND_INLINE, ah,
+    /// remote_qpn)`: a UD send of `bytes`, copied when posted, to QP `remote_qpn` through
+    /// `ah`, with librdmacm's qkey ([`crate::RDMA_UDP_QKEY`]); `flags` as for
+    /// [`post_send_inline`](DataPath::post_send_inline).
+    ///
+    /// * EINVAL: the id has no QP; more bytes than the QP's granted `max_inline_data`.
+    /// * The errnos of `post_send` (on a UD QP).
+    fn post_ud_send_inline(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        bytes: &[u8],
+        flags: SendFlags,
+        ah: AhHandle,
+        remote_qpn: u32,
+    ) -> Result<()> {
+        let dest = super::UdDest {
+            ah,
+            remote_qpn,
+            remote_qkey: crate::RDMA_UDP_QKEY,
+        };
+        let op = super::SendOp::Send;
+        let shape = |wr: &mut SendWr<'_>| wr.ud = Some(dest);
+        super::helpers::post_inline(self, (id, wr_id), op, bytes, flags, shape)
+    }
+
+    /// `rdma_post_write(id, context, addr, length, NULL, flags | IBV_SEND_INLINE,
+    /// remote_addr, rkey)`: writes `bytes`, copied when posted, to the peer's memory at
+    /// `remote_addr` (its region's `rkey`); `flags` as for
+    /// [`post_send_inline`](DataPath::post_send_inline).
+    ///
+    /// * EINVAL: the id has no QP; more bytes than the QP's granted `max_inline_data`.
+    /// * The errnos of `post_send`.
+    fn post_write_inline(
+        &self,
+        id: IdHandle,
+        wr_id: u64,
+        bytes: &[u8],
+        flags: SendFlags,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<()> {
+        let op = super::SendOp::RdmaWrite { remote_addr, rkey };
+        super::helpers::post_inline(self, (id, wr_id), op, bytes, flags, |_| {})
     }
 
     /// `rdma_get_send_comp`: the next completion of the id's send CQ, waiting on its channel

@@ -28,9 +28,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use cmtwin::verbs::{
-    DataPath, MemoryRegion, Payload, SendFlags, SendOp, SendWr, WcOpcode, WcStatus,
-};
+use cmtwin::verbs::{DataPath, MemoryRegion, SendFlags, WcOpcode, WcStatus};
 use cmtwin::{
     rai, AddrInfo, AddrInfoHints, CmError, ConnParam, Errno, EventKind, IdHandle, PortSpace, QpCap,
     QpInitAttr, QpType, Result,
@@ -226,14 +224,8 @@ fn post_message<B: DataPath>(
     match (&buffers.send, inline) {
         // The tools' send_flags: 0 when not inline (their QPs signal every send).
         (Some(mr), false) => cm.post_send_msg(id, 0, mr, 0, MESSAGE_LEN as u32, SendFlags::NONE),
-        _ => {
-            let qp = cm
-                .qp(id)?
-                .ok_or_else(|| CmError::application(format!("{id} lost its QP")))?;
-            let mut wr = SendWr::new(0, SendOp::Send, Payload::Inline(message));
-            wr.signaled = false;
-            cm.post_send(qp, &wr)
-        }
+        // `rdma_post_send(id, NULL, send_msg, 16, NULL, IBV_SEND_INLINE)`.
+        _ => cm.post_send_inline(id, 0, message, SendFlags::NONE),
     }
 }
 
