@@ -853,16 +853,25 @@ pub(crate) fn yield_now_until(
     }
 }
 
+/// Whether a yield point may hand the baton on: the schedule preempts (PCT, or a chance per
+/// call) and this thread is a process of the world's run. When it may not, a yield point
+/// leaves everything as it was, and nothing else can run until the caller lets the world go.
+pub(crate) fn may_preempt(w: &World) -> bool {
+    let preempts =
+        matches!(w.sched.config.policy, SchedPolicy::Pct { .. }) || w.sched.config.preempt != 0.0;
+    preempts && current_process(w.fabric_no).is_some()
+}
+
 /// A yield point of a running process (a trait call, a primitive's operation): the schedule
 /// may preempt it here, handing the baton to another process that can run. Under PCT every
 /// yield point is a decision (the highest-priority runnable process runs); otherwise a
 /// preemption happens with the schedule's probability. Outside `Fabric::run` it does nothing.
 pub(crate) fn yield_point(mut w: WorldGuard<'_>) -> WorldGuard<'_> {
-    let pct = matches!(w.sched.config.policy, SchedPolicy::Pct { .. });
-    let preempt = w.sched.config.preempt;
-    if !pct && preempt == 0.0 {
+    if !may_preempt(&w) {
         return w;
     }
+    let pct = matches!(w.sched.config.policy, SchedPolicy::Pct { .. });
+    let preempt = w.sched.config.preempt;
     let Some(me) = current_process(w.fabric_no) else {
         return w;
     };
