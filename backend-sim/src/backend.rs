@@ -54,6 +54,17 @@ fn sync_result(call: Call, info: &EventInfo) -> Result<()> {
     ))
 }
 
+/// The error of `call` from a thread that is not a process of the run in progress.
+#[cold]
+fn refused_outside_run(call: Call) -> CmError {
+    CmError::new(
+        call,
+        Errno::EPERM,
+        "while Fabric::run is in progress only the fabric's own processes may call into it, and \
+         this thread is not one of them",
+    )
+}
+
 /// The calls that only look for something (and may yield when nothing is there).
 fn is_poll_or_wait(call: Call) -> bool {
     matches!(
@@ -103,6 +114,7 @@ impl SimBackend {
     /// the trace depend on the OS's thread scheduling).
     /// Every call is a yield point of a running process: the schedule may preempt it here.
     /// A call that is not a poll or a wait may change what polls see (livelock detection).
+    #[inline]
     pub(crate) fn lock(&self, call: Call) -> Result<WorldGuard<'_>> {
         let mut w = self.lock_quiet(call)?;
         if !is_poll_or_wait(call) {
@@ -112,15 +124,11 @@ impl SimBackend {
     }
 
     /// As [`SimBackend::lock`] without the yield point (for bookkeeping after a call).
+    #[inline]
     pub(crate) fn lock_quiet(&self, call: Call) -> Result<WorldGuard<'_>> {
         let w = self.shared.lock();
         if w.sched.running() && current_process(w.fabric_no).is_none() {
-            return Err(CmError::new(
-                call,
-                Errno::EPERM,
-                "while Fabric::run is in progress only the fabric's own processes may call into \
-                 it, and this thread is not one of them",
-            ));
+            return Err(refused_outside_run(call));
         }
         Ok(w)
     }
