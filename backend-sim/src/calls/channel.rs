@@ -87,6 +87,15 @@ impl World {
             let swallowed = owner.connect_error
                 && matches!(q.info.kind, EventKind::Rejected | EventKind::Disconnected);
             if !swallowed {
+                if matches!(
+                    q.info.kind,
+                    EventKind::AddrResolved | EventKind::ConnectRequest
+                ) {
+                    // librdmacm copies the kernel's addresses as it processes these events
+                    // (ucma_process_addr_resolved, ucma_process_conn_req): the resolved
+                    // source, the new id's addresses.
+                    owner.refresh_user_addrs();
+                }
                 break (q, host);
             }
             let entry = Entry::EventDropped {
@@ -97,15 +106,6 @@ impl World {
             self.record(Some(host), TraceKind::Drop, entry);
         };
         let mut info = q.info;
-        if matches!(
-            info.kind,
-            EventKind::AddrResolved | EventKind::ConnectRequest
-        ) {
-            // librdmacm copies the kernel's addresses as it processes these events
-            // (ucma_process_addr_resolved, ucma_process_conn_req): the resolved source, the
-            // new id's addresses.
-            self.id_mut(q.owner).refresh_user_addrs();
-        }
         if info.kind == EventKind::ConnectRequest {
             self.adopt_listener_mode(q.owner, q.counted_against);
             // librdmacm gives the new id the listener's context as it processes the request.
@@ -128,19 +128,13 @@ impl World {
                 owner.rep_conn = Some(rep);
             }
         }
-        if info.kind == EventKind::ConnectResponse
-            && self
-                .kernel
-                .ids
-                .get(&q.owner)
-                .is_some_and(|i| i.qp().is_some())
-        {
+        let with_qp = (info.kind == EventKind::ConnectResponse)
+            .then(|| self.kernel.ids.get(&q.owner))
+            .flatten()
+            .filter(|i| i.qp().is_some());
+        if let Some(owner) = with_qp {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
-            let ep = self
-                .id(q.owner)
-                .ep
-                .get()
-                .expect("connected id has an endpoint");
+            let ep = owner.ep.get().expect("connected id has an endpoint");
             if self.connect_qp(q.owner) && self.drive(ep, |e, out| e.send_rtu(out)) {
                 info.kind = EventKind::Established;
             } else {
