@@ -403,6 +403,12 @@ impl SimBackend {
         if channels.is_empty() {
             return Err(CmError::new(call, Errno::EINVAL, "no channel to wait on"));
         }
+        if let [c] = *channels {
+            // One channel (`get_cm_event`): fetching from an empty queue finds nothing, with
+            // no look whether it is ready first.
+            let key = w.chan_key(self.host, call, c)?;
+            return Ok(w.fetch_event(key).map(|e| (c, e)));
+        }
         let mut ready = None;
         for &c in channels {
             let key = w.chan_key(self.host, call, c)?;

@@ -343,6 +343,13 @@ impl World {
     /// librdmacm itself for a synchronous id).
     pub(crate) fn release_ticket(&mut self, ticket: u64) -> Option<Outstanding> {
         let o = self.kernel.outstanding.remove(&ticket)?;
+        self.released(&o);
+        Some(o)
+    }
+
+    /// Counts the fetched event `o`, just taken out of the outstanding ones, as acknowledged
+    /// by the id that waits for it.
+    pub(crate) fn released(&mut self, o: &Outstanding) {
         if let Some(id) = self.kernel.ids.get_mut(&o.counted_against) {
             id.unacked -= 1;
             if id.unacked == 0 {
@@ -351,7 +358,6 @@ impl World {
                     .wake_all(crate::process::acks_key(o.counted_against));
             }
         }
-        Some(o)
     }
 
     /// Schedules `action` after `delay`.

@@ -220,20 +220,51 @@ impl World {
         id: IdHandle,
     ) -> Option<u64> {
         self.unstamp(raw).filter(|t| {
-            self.kernel.outstanding.get(t).is_some_and(|o| {
-                (host.is_none() || host == Some(o.host))
-                    && o.kind == kind
-                    && self.unstamp(id.raw()) == Some(o.owner)
-            })
+            self.kernel
+                .outstanding
+                .get(t)
+                .is_some_and(|o| self.ticket_matches(o, host, kind, id))
         })
+    }
+
+    /// Whether the outstanding event `o` is the one fetched on `host` (any, for `None`) as
+    /// `kind` for `id`.
+    fn ticket_matches(
+        &self,
+        o: &Outstanding,
+        host: Option<HostKey>,
+        kind: EventKind,
+        id: IdHandle,
+    ) -> bool {
+        (host.is_none() || host == Some(o.host))
+            && o.kind == kind
+            && self.unstamp(id.raw()) == Some(o.owner)
+    }
+
+    /// Takes the outstanding event behind ticket `raw` out when it is the one fetched on
+    /// `host` as `kind` for `id` (one lookup: every acknowledgement goes through here).
+    fn take_outstanding(
+        &mut self,
+        host: HostKey,
+        raw: u64,
+        kind: EventKind,
+        id: IdHandle,
+    ) -> Option<u64> {
+        let ticket = self.unstamp(raw)?;
+        let o = self.kernel.outstanding.remove(&ticket)?;
+        if !self.ticket_matches(&o, Some(host), kind, id) {
+            self.kernel.outstanding.insert(ticket, o);
+            return None;
+        }
+        self.released(&o);
+        Some(ticket)
     }
 
     /// `rdma_ack_cm_event`: the event must be an outstanding one of this host.
     pub(crate) fn ack_cm_event(&mut self, host: HostKey, event: &CmEvent) -> Result<()> {
         let raw = event.ticket().0;
-        match self.outstanding_ticket(Some(host), raw, event.kind(), event.id()) {
+        match self.take_outstanding(host, raw, event.kind(), event.id()) {
             Some(ticket) => {
-                self.release_ticket(ticket);
                 let entry = Entry::Acked {
                     kind: event.kind(),
                     id: event.id(),
