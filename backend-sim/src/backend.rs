@@ -18,7 +18,8 @@ use cmtwin::{
 use crate::handoff::WorldGuard;
 use crate::kernel::{Id, SyncEvent};
 use crate::process::{
-    block, current_process, yield_now, yield_now_until, yield_point, Cond, Shared, Waiting,
+    block, current_process, may_preempt, yield_now, yield_now_until, yield_point, Cond, Shared,
+    Waiting,
 };
 use crate::trace::{Args, Entry, Shown, TraceKind, TraceValue};
 use crate::world::{ChanKey, HostKey, IdKey, World};
@@ -51,6 +52,17 @@ fn sync_result(call: Call, info: &EventInfo) -> Result<()> {
         errno,
         format!("completed by {} with status {}", info.kind, info.status),
     ))
+}
+
+/// The error of `call` from a thread that is not a process of the run in progress.
+#[cold]
+fn refused_outside_run(call: Call) -> CmError {
+    CmError::new(
+        call,
+        Errno::EPERM,
+        "while Fabric::run is in progress only the fabric's own processes may call into it, and \
+         this thread is not one of them",
+    )
 }
 
 /// The calls that only look for something (and may yield when nothing is there).
@@ -102,6 +114,7 @@ impl SimBackend {
     /// the trace depend on the OS's thread scheduling).
     /// Every call is a yield point of a running process: the schedule may preempt it here.
     /// A call that is not a poll or a wait may change what polls see (livelock detection).
+    #[inline]
     pub(crate) fn lock(&self, call: Call) -> Result<WorldGuard<'_>> {
         let mut w = self.lock_quiet(call)?;
         if !is_poll_or_wait(call) {
@@ -111,15 +124,26 @@ impl SimBackend {
     }
 
     /// As [`SimBackend::lock`] without the yield point (for bookkeeping after a call).
+    #[inline]
     pub(crate) fn lock_quiet(&self, call: Call) -> Result<WorldGuard<'_>> {
         let w = self.shared.lock();
         if w.sched.running() && current_process(w.fabric_no).is_none() {
-            return Err(CmError::new(
-                call,
-                Errno::EPERM,
-                "while Fabric::run is in progress only the fabric's own processes may call into \
-                 it, and this thread is not one of them",
-            ));
+            return Err(refused_outside_run(call));
+        }
+        Ok(w)
+    }
+
+    /// The world for the next step of call `call`, which holds it as `w`: what letting `w` go
+    /// and [`SimBackend::lock`] would give, without letting it go when the yield point cannot
+    /// preempt this thread (see [`may_preempt`]): then nothing else runs in between either way,
+    /// and the schedule and trace are the same without a second lock of the mutex.
+    fn relock<'a>(&'a self, mut w: WorldGuard<'a>, call: Call) -> Result<WorldGuard<'a>> {
+        if may_preempt(&w) {
+            drop(w);
+            return self.lock(call);
+        }
+        if !is_poll_or_wait(call) {
+            w.sched.note_change();
         }
         Ok(w)
     }
@@ -133,9 +157,35 @@ impl SimBackend {
         f: impl FnOnce(&mut World, HostKey) -> Result<T>,
     ) -> Result<T> {
         let mut w = self.lock(call)?;
-        let r = f(&mut w, self.host);
-        self.trace_result(&mut w, call, args, &r);
+        self.run_call(&mut w, call, args, f)
+    }
+
+    /// As [`SimBackend::call`] on the world already locked as `w`.
+    fn run_call<T: TraceValue>(
+        &self,
+        w: &mut World,
+        call: Call,
+        args: impl FnOnce() -> Args,
+        f: impl FnOnce(&mut World, HostKey) -> Result<T>,
+    ) -> Result<T> {
+        let r = f(w, self.host);
+        self.trace_result(w, call, args, &r);
         r
+    }
+
+    /// [`SimBackend::call`], then, when it succeeded, [`SimBackend::complete_sync`] of `id`:
+    /// a call that a synchronous id completes with its next event.
+    fn call_sync(
+        &self,
+        call: Call,
+        id: IdHandle,
+        args: impl FnOnce() -> Args,
+        f: impl FnOnce(&mut World, HostKey) -> Result<()>,
+    ) -> Result<()> {
+        let mut w = self.lock(call)?;
+        self.run_call(&mut w, call, args, f)?;
+        let w = self.relock(w, call)?;
+        self.complete_sync_locked(w, call, id)
     }
 
     /// Traces call `call` of this host with its result `r` and the arguments `args` gives
@@ -167,19 +217,19 @@ impl SimBackend {
     /// unacknowledged and another process of the run could still acknowledge them (a thread
     /// handing the event to another). When none can, or the caller is alone, it returns and
     /// the call itself fails with EBUSY naming the events (librdmacm would block forever).
-    fn await_acks(&self, id: IdHandle) -> Result<()> {
+    /// Takes and gives back the world, locked.
+    fn await_acks<'a>(&'a self, mut w: WorldGuard<'a>, id: IdHandle) -> WorldGuard<'a> {
         let call = Call::DestroyId;
-        let mut w = self.lock(call)?;
         loop {
             let Ok(key) = w.id_key(self.host, call, id) else {
-                return Ok(()); // the call reports the bad handle
+                return w; // the call reports the bad handle
             };
             let me = current_process(w.fabric_no);
             let waits = w.id(key).unacked > 0
                 && !w.id(key).sync
                 && me.is_some_and(|me| crate::process::others_live(&w, me));
             if !waits {
-                return Ok(());
+                return w;
             }
             let cond = Cond {
                 channels: Vec::new(),
@@ -189,7 +239,7 @@ impl SimBackend {
             };
             let (woken, r) = block(w, cond);
             if r.is_err() {
-                return Ok(()); // nothing can acknowledge them: the call fails with EBUSY
+                return woken; // nothing can acknowledge them: the call fails with EBUSY
             }
             w = woken;
         }
@@ -202,14 +252,19 @@ impl SimBackend {
     /// time passes in virtual time, others run meanwhile. The rdma_cm hands no event of the id
     /// out once its destroy began (the world discards what the reply or the timeout queued);
     /// a disconnect then acts on the connection the reply made, if any.
-    fn await_mpa_reply(&self, call: Call, id: IdHandle) -> Result<()> {
-        let mut w = self.lock(call)?;
+    /// Takes and gives back the world, locked.
+    fn await_mpa_reply<'a>(
+        &'a self,
+        mut w: WorldGuard<'a>,
+        call: Call,
+        id: IdHandle,
+    ) -> Result<WorldGuard<'a>> {
         loop {
             let Ok(key) = w.id_key(self.host, call, id) else {
-                return Ok(()); // the call reports the bad handle
+                return Ok(w); // the call reports the bad handle
             };
             if !w.id_awaits_mpa_reply(key) {
-                return Ok(());
+                return Ok(w);
             }
             if call == Call::DestroyId {
                 w.id_mut(key).destroying = true;
@@ -217,7 +272,7 @@ impl SimBackend {
             if current_process(w.fabric_no).is_none() {
                 // Outside a run the caller runs the timeline itself: the MPA timer is in it.
                 if !w.step() {
-                    return Ok(());
+                    return Ok(w);
                 }
                 continue;
             }
@@ -236,7 +291,17 @@ impl SimBackend {
     /// For a synchronous id: waits for its next event, keeps it as the current event, and
     /// turns it into the call's result as librdmacm's `ucma_complete` does.
     fn complete_sync(&self, call: Call, h: IdHandle) -> Result<()> {
-        let mut w = self.lock(call)?;
+        let w = self.lock(call)?;
+        self.complete_sync_locked(w, call, h)
+    }
+
+    /// As [`SimBackend::complete_sync`] on the world already locked as `w`.
+    fn complete_sync_locked<'a>(
+        &'a self,
+        mut w: WorldGuard<'a>,
+        call: Call,
+        h: IdHandle,
+    ) -> Result<()> {
         let key = w.id_key(self.host, call, h)?;
         if !w.id(key).sync {
             return Ok(());
@@ -337,6 +402,12 @@ impl SimBackend {
     ) -> Result<Option<(ChannelHandle, CmEvent)>> {
         if channels.is_empty() {
             return Err(CmError::new(call, Errno::EINVAL, "no channel to wait on"));
+        }
+        if let [c] = *channels {
+            // One channel (`get_cm_event`): fetching from an empty queue finds nothing, with
+            // no look whether it is ready first.
+            let key = w.chan_key(self.host, call, c)?;
+            return Ok(w.fetch_event(key).map(|e| (c, e)));
         }
         let mut ready = None;
         for &c in channels {
@@ -466,6 +537,26 @@ impl SimBackend {
         w.record(Some(self.host), TraceKind::Call, entry);
     }
 
+    /// As [`CmBackend::sleep`] on the world already locked as `w`; gives it back locked.
+    fn sleep_locked<'a>(&'a self, w: WorldGuard<'a>, duration: Duration) -> Result<WorldGuard<'a>> {
+        if duration.is_zero() {
+            return yield_now(w).map_err(|m| CmError::new(Call::Sleep, Errno::EDEADLK, m));
+        }
+        let deadline = w.now.after(duration);
+        let what = Waiting::Sleep(duration);
+        let (w, r) = block(
+            w,
+            Cond {
+                channels: Vec::new(),
+                deadline: Some(deadline),
+                keys: Vec::new(),
+                what,
+            },
+        );
+        r.map_err(|msg| CmError::new(Call::Sleep, Errno::EDEADLK, msg))?;
+        Ok(w)
+    }
+
     /// Reads the id `h` of this host as `call` (untraced: reading changes nothing).
     fn query<T>(&self, call: Call, h: IdHandle, read: impl FnOnce(&Id) -> T) -> Result<T> {
         let w = self.lock(call)?;
@@ -545,10 +636,15 @@ impl CmBackend for SimBackend {
     }
 
     fn destroy_id(&self, id: IdHandle) -> Result<()> {
-        self.await_mpa_reply(Call::DestroyId, id)?;
-        self.await_acks(id)?;
-        self.call(
-            Call::DestroyId,
+        let call = Call::DestroyId;
+        let w = self.lock(call)?;
+        let w = self.await_mpa_reply(w, call, id)?;
+        let w = self.relock(w, call)?;
+        let w = self.await_acks(w, id);
+        let mut w = self.relock(w, call)?;
+        self.run_call(
+            &mut w,
+            call,
             || Args::Id(id),
             |w, h| {
                 let private = w
@@ -582,19 +678,18 @@ impl CmBackend for SimBackend {
         timeout: Duration,
     ) -> Result<()> {
         let args = || Args::Text(format!("{id}, {src:?}, {dst}, {timeout:?}"));
-        self.call(Call::ResolveAddr, args, |w, h| {
+        self.call_sync(Call::ResolveAddr, id, args, |w, h| {
             w.resolve_addr(h, id, src, dst, timeout)
-        })?;
-        self.complete_sync(Call::ResolveAddr, id)
+        })
     }
 
     fn resolve_route(&self, id: IdHandle, timeout: Duration) -> Result<()> {
-        self.call(
+        self.call_sync(
             Call::ResolveRoute,
+            id,
             || Args::Text(format!("{id}, {timeout:?}")),
             |w, h| w.resolve_route(h, id, timeout),
-        )?;
-        self.complete_sync(Call::ResolveRoute, id)
+        )
     }
 
     fn listen(&self, id: IdHandle, backlog: i32) -> Result<()> {
@@ -689,28 +784,28 @@ impl CmBackend for SimBackend {
         }
         let (mut w, r) = wait_out_unanswered_tcp(w, self.host, id, param)?;
         self.trace_result(&mut w, call, || Args::Id(id), &r);
-        drop(w);
         r?;
-        self.complete_sync(call, id)
+        let w = self.relock(w, call)?;
+        self.complete_sync_locked(w, call, id)
     }
 
     fn accept(&self, id: IdHandle, param: Option<&ConnParam>) -> Result<()> {
-        self.call(Call::Accept, || Args::Id(id), |w, h| w.accept(h, id, param))?;
-        let ud = {
-            let w = self.lock(Call::Accept)?;
-            let key = w.id_key(self.host, Call::Accept, id)?;
-            !w.id(key).qp_type.is_connected()
-        };
+        let call = Call::Accept;
+        let mut w = self.lock(call)?;
+        self.run_call(&mut w, call, || Args::Id(id), |w, h| w.accept(h, id, param))?;
+        let w = self.relock(w, call)?;
+        let key = w.id_key(self.host, call, id)?;
+        let ud = !w.id(key).qp_type.is_connected();
+        let mut w = self.relock(w, call)?;
         if ud {
             // UD: no event follows; a synchronous id just releases its request event.
-            let mut w = self.lock(Call::Accept)?;
-            let key = w.id_key(self.host, Call::Accept, id)?;
+            let key = w.id_key(self.host, call, id)?;
             if let Some(held) = w.id_mut(key).sync_event.take() {
                 w.release_ticket(held.ticket);
             }
             return Ok(());
         }
-        self.complete_sync(Call::Accept, id)
+        self.complete_sync_locked(w, call, id)
     }
 
     fn reject(&self, id: IdHandle, private_data: &[u8]) -> Result<()> {
@@ -722,28 +817,27 @@ impl CmBackend for SimBackend {
         // Before the CM acts, the call moves the id's QP to ERROR (librdmacm, then cma.c's
         // `cma_modify_qp_err`): meanwhile the fabric goes on, and a DREQ from the peer that
         // arrives then is answered with a DREP instead of crossing a DREQ of ours.
-        let qp_time = {
-            let w = self.lock(Call::Disconnect)?;
-            // An id whose device is gone fails at once (ENXIO): no QP to move.
-            let has_qp = w.id_key(self.host, Call::Disconnect, id).is_ok_and(|key| {
-                w.id(key).qp().is_some() && w.id(key).state != crate::world::CmState::DeviceRemoval
-            });
-            if has_qp {
-                w.cfg.disconnect_qp_time
-            } else {
-                Duration::ZERO
-            }
+        let call = Call::Disconnect;
+        let mut w = self.lock(call)?;
+        // An id whose device is gone fails at once (ENXIO): no QP to move.
+        let has_qp = w.id_key(self.host, call, id).is_ok_and(|key| {
+            w.id(key).qp().is_some() && w.id(key).state != crate::world::CmState::DeviceRemoval
+        });
+        let qp_time = if has_qp {
+            w.cfg.disconnect_qp_time
+        } else {
+            Duration::ZERO
         };
         if !qp_time.is_zero() {
-            self.sleep(qp_time)?;
+            let slept = self.relock(w, Call::Sleep)?;
+            w = self.sleep_locked(slept, qp_time)?;
         }
-        self.await_mpa_reply(Call::Disconnect, id)?;
-        self.call(
-            Call::Disconnect,
-            || Args::Id(id),
-            |w, h| w.disconnect(h, id),
-        )?;
-        self.complete_sync(Call::Disconnect, id)
+        let w = self.relock(w, call)?;
+        let w = self.await_mpa_reply(w, call, id)?;
+        let mut w = self.relock(w, call)?;
+        self.run_call(&mut w, call, || Args::Id(id), |w, h| w.disconnect(h, id))?;
+        let w = self.relock(w, call)?;
+        self.complete_sync_locked(w, call, id)
     }
 
     fn notify(&self, id: IdHandle, event: AsyncEvent) -> Result<()> {
@@ -978,22 +1072,7 @@ impl CmBackend for SimBackend {
     /// Sleeps in virtual time; a zero sleep of a simulated process yields to the others.
     fn sleep(&self, duration: Duration) -> Result<()> {
         let w = self.lock(Call::Sleep)?;
-        if duration.is_zero() {
-            yield_now(w).map_err(|m| CmError::new(Call::Sleep, Errno::EDEADLK, m))?;
-            return Ok(());
-        }
-        let deadline = w.now.after(duration);
-        let what = Waiting::Sleep(duration);
-        let (_w, r) = block(
-            w,
-            Cond {
-                channels: Vec::new(),
-                deadline: Some(deadline),
-                keys: Vec::new(),
-                what,
-            },
-        );
-        r.map_err(|msg| CmError::new(Call::Sleep, Errno::EDEADLK, msg))
+        self.sleep_locked(w, duration).map(drop)
     }
 
     /// Inside [`crate::Fabric::run`], a poll in vain whose process also waits for `until`;

@@ -424,6 +424,7 @@ impl Shared {
     }
 
     /// Locks the world (a panicking process does not poison it for the others).
+    #[inline]
     pub(crate) fn lock(&self) -> WorldGuard<'_> {
         WorldGuard::new(self, self.world.lock().unwrap_or_else(|e| e.into_inner()))
     }
@@ -853,16 +854,33 @@ pub(crate) fn yield_now_until(
     }
 }
 
+/// Whether a yield point may hand the baton on: the schedule preempts (PCT, or a chance per
+/// call) and this thread is a process of the world's run. When it may not, a yield point
+/// leaves everything as it was, and nothing else can run until the caller lets the world go.
+#[inline]
+pub(crate) fn may_preempt(w: &World) -> bool {
+    let preempts =
+        matches!(w.sched.config.policy, SchedPolicy::Pct { .. }) || w.sched.config.preempt != 0.0;
+    preempts && current_process(w.fabric_no).is_some()
+}
+
 /// A yield point of a running process (a trait call, a primitive's operation): the schedule
 /// may preempt it here, handing the baton to another process that can run. Under PCT every
 /// yield point is a decision (the highest-priority runnable process runs); otherwise a
 /// preemption happens with the schedule's probability. Outside `Fabric::run` it does nothing.
-pub(crate) fn yield_point(mut w: WorldGuard<'_>) -> WorldGuard<'_> {
+#[inline]
+pub(crate) fn yield_point(w: WorldGuard<'_>) -> WorldGuard<'_> {
+    if may_preempt(&w) {
+        preemption_point(w)
+    } else {
+        w
+    }
+}
+
+/// A [`yield_point`] that may preempt (see [`may_preempt`]).
+fn preemption_point(mut w: WorldGuard<'_>) -> WorldGuard<'_> {
     let pct = matches!(w.sched.config.policy, SchedPolicy::Pct { .. });
     let preempt = w.sched.config.preempt;
-    if !pct && preempt == 0.0 {
-        return w;
-    }
     let Some(me) = current_process(w.fabric_no) else {
         return w;
     };

@@ -232,30 +232,24 @@ impl World {
         private_data: Vec<u8>,
         membership: Option<McKey>,
     ) {
-        let Some(id) = self.kernel.ids.get(&owner) else {
+        let Some(id) = self.kernel.ids.get_mut(&owner) else {
             return;
         };
         let host = id.host;
-        if kind != EventKind::ConnectRequest && !id.owned {
-            let id = self.id_handle(owner);
-            let why = EventDrop::Unaccepted;
-            self.record(
-                Some(host),
-                TraceKind::Drop,
-                Entry::EventDropped { kind, id, why },
-            );
-            return;
-        }
         let removed = id.state == CmState::DeviceRemoval
             && kind != EventKind::DeviceRemoval
             && kind != EventKind::User;
-        if removed || id.destroying {
+        let dropped = if kind != EventKind::ConnectRequest && !id.owned {
+            Some(EventDrop::Unaccepted)
+        } else if removed {
+            Some(EventDrop::Removed)
+        } else if id.destroying {
+            Some(EventDrop::Destroying)
+        } else {
+            None
+        };
+        if let Some(why) = dropped {
             let id = self.id_handle(owner);
-            let why = if removed {
-                EventDrop::Removed
-            } else {
-                EventDrop::Destroying
-            };
             self.record(
                 Some(host),
                 TraceKind::Drop,
@@ -264,17 +258,22 @@ impl World {
             return;
         }
         World::check_event_order(id.reported, kind);
+        // The id is looked up once here (every event goes through).
+        id.reported |= 1 << kind.as_raw();
+        id.queued += 1;
         let (ps, own_channel) = (id.ps, id.channel);
+        // A CONNECT_REQUEST goes to the listener's channel; everything else to the id's own.
+        let channel = if kind == EventKind::ConnectRequest {
+            let channel = self.id(counted_against).channel;
+            self.id_mut(owner).request_queued_on = OptKey::some(channel);
+            channel
+        } else {
+            own_channel
+        };
         let mut info = EventInfo::new(kind, status, self.id_handle(owner), ps);
         info.listen_id = listen_id.map(|l| self.id_handle(l));
         info.param = as_librdmacm_fills(kind, param, ps);
         info.private_data = private_data;
-        // A CONNECT_REQUEST goes to the listener's channel; everything else to the id's own.
-        let channel = if kind == EventKind::ConnectRequest {
-            self.id(counted_against).channel
-        } else {
-            own_channel
-        };
         let entry = Entry::Queued {
             kind,
             status,
@@ -293,12 +292,6 @@ impl World {
                 counted_against,
                 membership,
             });
-        let id = self.id_mut(owner);
-        id.reported |= 1 << kind.as_raw();
-        id.queued += 1;
-        if kind == EventKind::ConnectRequest {
-            id.request_queued_on = OptKey::some(channel);
-        }
         self.sched.channel_changed(channel);
         if self.plan.is_some() {
             self.plan_event_queued(host, kind);
@@ -350,6 +343,13 @@ impl World {
     /// librdmacm itself for a synchronous id).
     pub(crate) fn release_ticket(&mut self, ticket: u64) -> Option<Outstanding> {
         let o = self.kernel.outstanding.remove(&ticket)?;
+        self.released(&o);
+        Some(o)
+    }
+
+    /// Counts the fetched event `o`, just taken out of the outstanding ones, as acknowledged
+    /// by the id that waits for it.
+    pub(crate) fn released(&mut self, o: &Outstanding) {
         if let Some(id) = self.kernel.ids.get_mut(&o.counted_against) {
             id.unacked -= 1;
             if id.unacked == 0 {
@@ -358,7 +358,6 @@ impl World {
                     .wake_all(crate::process::acks_key(o.counted_against));
             }
         }
-        Some(o)
     }
 
     /// Schedules `action` after `delay`.
@@ -431,11 +430,7 @@ impl World {
     /// right after fetching the DEVICE_REMOVAL event.
     pub(crate) fn check_not_removed(&self, call: Call, id: IdKey) -> Result<()> {
         if self.id(id).state == CmState::DeviceRemoval {
-            return Err(CmError::new(
-                call,
-                Errno::ENXIO,
-                "the id's device was removed (ucma released the id)",
-            ));
+            return Err(removed_error(call));
         }
         Ok(())
     }
@@ -471,4 +466,14 @@ fn as_librdmacm_fills(kind: EventKind, param: EventParam, ps: PortSpace) -> Even
         EventParam::None if conn_event => EventParam::Conn(ConnData::default()),
         param => param,
     }
+}
+
+/// The error of `call` on an id whose device was removed.
+#[cold]
+pub(crate) fn removed_error(call: Call) -> CmError {
+    CmError::new(
+        call,
+        Errno::ENXIO,
+        "the id's device was removed (ucma released the id)",
+    )
 }

@@ -223,6 +223,7 @@ impl CmEvent {
 
     /// The same event, released through `backend` when dropped unacknowledged (for backend
     /// implementors).
+    #[inline]
     pub fn with_release(mut self, backend: Weak<dyn EventRelease>) -> Self {
         self.release = Some(backend);
         self
@@ -231,6 +232,7 @@ impl CmEvent {
     /// Forgets how to release the event, so that dropping it does nothing; a backend calls
     /// this once an explicit acknowledgement succeeded. An application calling it leaves the
     /// event outstanding, as `std::mem::forget` would.
+    #[inline]
     pub fn disarm(&mut self) {
         self.release = None;
     }

@@ -87,6 +87,15 @@ impl World {
             let swallowed = owner.connect_error
                 && matches!(q.info.kind, EventKind::Rejected | EventKind::Disconnected);
             if !swallowed {
+                if matches!(
+                    q.info.kind,
+                    EventKind::AddrResolved | EventKind::ConnectRequest
+                ) {
+                    // librdmacm copies the kernel's addresses as it processes these events
+                    // (ucma_process_addr_resolved, ucma_process_conn_req): the resolved
+                    // source, the new id's addresses.
+                    owner.refresh_user_addrs();
+                }
                 break (q, host);
             }
             let entry = Entry::EventDropped {
@@ -97,15 +106,6 @@ impl World {
             self.record(Some(host), TraceKind::Drop, entry);
         };
         let mut info = q.info;
-        if matches!(
-            info.kind,
-            EventKind::AddrResolved | EventKind::ConnectRequest
-        ) {
-            // librdmacm copies the kernel's addresses as it processes these events
-            // (ucma_process_addr_resolved, ucma_process_conn_req): the resolved source, the
-            // new id's addresses.
-            self.id_mut(q.owner).refresh_user_addrs();
-        }
         if info.kind == EventKind::ConnectRequest {
             self.adopt_listener_mode(q.owner, q.counted_against);
             // librdmacm gives the new id the listener's context as it processes the request.
@@ -128,19 +128,13 @@ impl World {
                 owner.rep_conn = Some(rep);
             }
         }
-        if info.kind == EventKind::ConnectResponse
-            && self
-                .kernel
-                .ids
-                .get(&q.owner)
-                .is_some_and(|i| i.qp().is_some())
-        {
+        let with_qp = (info.kind == EventKind::ConnectResponse)
+            .then(|| self.kernel.ids.get(&q.owner))
+            .flatten()
+            .filter(|i| i.qp().is_some());
+        if let Some(owner) = with_qp {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
-            let ep = self
-                .id(q.owner)
-                .ep
-                .get()
-                .expect("connected id has an endpoint");
+            let ep = owner.ep.get().expect("connected id has an endpoint");
             if self.connect_qp(q.owner) && self.drive(ep, |e, out| e.send_rtu(out)) {
                 info.kind = EventKind::Established;
             } else {
@@ -226,20 +220,51 @@ impl World {
         id: IdHandle,
     ) -> Option<u64> {
         self.unstamp(raw).filter(|t| {
-            self.kernel.outstanding.get(t).is_some_and(|o| {
-                (host.is_none() || host == Some(o.host))
-                    && o.kind == kind
-                    && self.unstamp(id.raw()) == Some(o.owner)
-            })
+            self.kernel
+                .outstanding
+                .get(t)
+                .is_some_and(|o| self.ticket_matches(o, host, kind, id))
         })
+    }
+
+    /// Whether the outstanding event `o` is the one fetched on `host` (any, for `None`) as
+    /// `kind` for `id`.
+    fn ticket_matches(
+        &self,
+        o: &Outstanding,
+        host: Option<HostKey>,
+        kind: EventKind,
+        id: IdHandle,
+    ) -> bool {
+        (host.is_none() || host == Some(o.host))
+            && o.kind == kind
+            && self.unstamp(id.raw()) == Some(o.owner)
+    }
+
+    /// Takes the outstanding event behind ticket `raw` out when it is the one fetched on
+    /// `host` as `kind` for `id` (one lookup: every acknowledgement goes through here).
+    fn take_outstanding(
+        &mut self,
+        host: HostKey,
+        raw: u64,
+        kind: EventKind,
+        id: IdHandle,
+    ) -> Option<u64> {
+        let ticket = self.unstamp(raw)?;
+        let o = self.kernel.outstanding.remove(&ticket)?;
+        if !self.ticket_matches(&o, Some(host), kind, id) {
+            self.kernel.outstanding.insert(ticket, o);
+            return None;
+        }
+        self.released(&o);
+        Some(ticket)
     }
 
     /// `rdma_ack_cm_event`: the event must be an outstanding one of this host.
     pub(crate) fn ack_cm_event(&mut self, host: HostKey, event: &CmEvent) -> Result<()> {
         let raw = event.ticket().0;
-        match self.outstanding_ticket(Some(host), raw, event.kind(), event.id()) {
+        match self.take_outstanding(host, raw, event.kind(), event.id()) {
             Some(ticket) => {
-                self.release_ticket(ticket);
                 let entry = Entry::Acked {
                     kind: event.kind(),
                     id: event.id(),

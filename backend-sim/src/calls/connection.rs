@@ -140,11 +140,14 @@ impl World {
     }
 
     /// Common checks of calls that need a device: removal, then a device.
+    /// The id is looked up once: five calls of every connection go through here.
     fn need_device(&self, call: Call, key: IdKey) -> Result<Transport> {
-        self.check_not_removed(call, key)?;
-        self.id(key)
-            .librdmacm_device()
-            .and_then(|_| self.transport_of(key))
+        let id = self.id(key);
+        if id.state == CmState::DeviceRemoval {
+            return Err(crate::world::removed_error(call));
+        }
+        id.librdmacm_device()
+            .map(|dev| self.topo.devices[dev].transport)
             .ok_or_else(|| CmError::new(call, Errno::EINVAL, "the id has no device"))
     }
 
