@@ -17,8 +17,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp,
-    SendWr, WorkCompletion,
+    AccessFlags, DataPath, MemoryRegion, QpAttr, QpInitAttrEx, QpState, RecvWr, SendOp,
+    WorkCompletion,
 };
 use cmtwin::{
     ChannelHandle, ConnParam, CqHandle, EventKind, IdHandle, PdHandle, PortSpace, QpHandle, Result,
@@ -195,8 +195,7 @@ fn post_send<B: DataPath>(
     op: SendOp,
     mr: &MemoryRegion,
 ) -> String {
-    let sge = [mr.sge(0, mr.length as u32)];
-    outcome(cm.post_send(qp, &SendWr::new(wr_id, op, Payload::Sges(&sge))))
+    crate::iwarp_datapath::post(cm, qp, wr_id, op, mr)
 }
 
 /// A listener on `addr` and a client id resolved to it.
