@@ -1414,9 +1414,11 @@ fn interop_cmtwin_xclient_with_rdma_core_rdma_xserver() {
     use cmtwin_tests::ports::rdma_server_client::Flavor;
     // rdma_xserver listens on the wildcard address (it has no -s).
     let summary = cmtwin_client_with_c_server(Flavor::X, "rdma_xserver", &["-c", "r"]);
-    // Its accept carried its SRQ number, 0 in RC mode; our message went inline.
+    // Its accept carried its SRQ number, 0 in RC mode; our message went inline. Whether
+    // its ACK came before rdma_xserver's disconnect is a race (`Flavor::X`): printed.
     assert_eq!((summary.srqn, summary.received), (Some(0), None));
     assert!(summary.inline);
+    eprintln!("our send acknowledged: {}", summary.acknowledged);
 }
 
 #[test]

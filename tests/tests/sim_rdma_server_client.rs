@@ -69,6 +69,7 @@ fn expected(flavor: Flavor) -> (Summary, Summary) {
         connected: us(25),
         exchanged: us(35),
         disconnected: us(55),
+        acknowledged: true,
     };
     let client = Summary {
         received: Some(*b"cmtwin server 16"),
@@ -79,6 +80,7 @@ fn expected(flavor: Flavor) -> (Summary, Summary) {
         connected: us(20),
         exchanged: us(30),
         disconnected: us(60),
+        acknowledged: true,
     };
     match flavor {
         Flavor::Plain => (server, client),
@@ -89,6 +91,7 @@ fn expected(flavor: Flavor) -> (Summary, Summary) {
         Flavor::X => (
             Summary {
                 sent: false,
+                acknowledged: false,
                 max_inline_data: 0,
                 inline: false,
                 exchanged: us(25),

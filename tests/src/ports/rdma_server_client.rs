@@ -16,7 +16,12 @@
 //!   to the server. The server accepts with 4 bytes of private data (the SRQ number, 0 in RC
 //!   mode) and zeroed connection parameters; the client sends its message inline without
 //!   asking for inline room (rxe and siw have it) and without `IBV_SEND_SIGNALED` (its QP
-//!   signals every send).
+//!   signals every send). `rdma_xserver` disconnects as soon as its receive completes: if its
+//!   QP enters ERROR before rxe's responder has sent the ACK, rxe drops the ACK (a response
+//!   of a QP not ready) and the client's send, retried without end (the CM's retry count 7
+//!   means so on rxe), never completes, and C's `rdma_xclient` would wait in
+//!   `rdma_get_send_comp` for ever. The port waits [`ACK_PATIENCE`] for the completion, then
+//!   disconnects, which flushes the send ([`Summary::acknowledged`] false).
 //!
 //! The C tools send their zero-filled static buffers and never look at what they receive;
 //! this port sends [`Options::message`] and returns what it received, so that a run between
@@ -42,6 +47,9 @@ pub const MESSAGE_LEN: usize = 16;
 pub const SRQN_LEN: usize = 4;
 /// The pause between two connect attempts of a client whose server does not listen yet.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// How long the X client waits for its send's acknowledgement before it takes the server's
+/// disconnect for the end (see [`Flavor::X`]).
+const ACK_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Which pair of rdma-core's tools to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +113,10 @@ pub struct Summary {
     pub exchanged: Duration,
     /// When `rdma_disconnect` returned (with DISCONNECTED).
     pub disconnected: Duration,
+    /// Whether this side's message was acknowledged: its send completed with success before
+    /// the disconnect (false for a side that sends none, and for an X client whose send the
+    /// server's early disconnect left unacknowledged: flushed by its own disconnect).
+    pub acknowledged: bool,
 }
 
 /// The QP attributes each tool gives `rdma_create_ep`: one request and one entry each way;
@@ -231,7 +243,36 @@ fn post_message<B: DataPath>(
 
 /// `rdma_get_send_comp`, which must be a successful send.
 fn send_completion<B: DataPath>(cm: &B, id: IdHandle) -> Result<()> {
-    let wc = cm.get_send_comp(id)?;
+    check_send(cm.get_send_comp(id)?)
+}
+
+/// [`send_completion`] waiting at most `limit`: false if none came by then (the completion
+/// stays to come, or to be flushed).
+fn send_completion_within<B: DataPath>(cm: &B, id: IdHandle, limit: Duration) -> Result<bool> {
+    let cqs = cm
+        .qp_cqs(id)?
+        .ok_or_else(|| CmError::application(format!("{id} has no QP")))?;
+    let channel = cqs.send_channel.ok_or_else(|| {
+        CmError::application(format!("the send CQ of {id} has no completion channel"))
+    })?;
+    let deadline = cm.now() + limit;
+    let mut wc = [cmtwin::verbs::WorkCompletion::default()];
+    loop {
+        cm.req_notify_cq(cqs.send_cq, false)?;
+        if cm.poll_cq(cqs.send_cq, &mut wc)? == 1 {
+            return check_send(wc[0]).map(|()| true);
+        }
+        let left = deadline.saturating_sub(cm.now());
+        match cm.get_cq_event(channel, cmtwin::Wait::Timeout(left)) {
+            Ok(cq) => cm.ack_cq_events(cq, 1)?,
+            Err(e) if matches!(e.errno, Errno::ETIMEDOUT | Errno::EAGAIN) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A send's completion, which must be a success.
+fn check_send(wc: cmtwin::verbs::WorkCompletion) -> Result<()> {
     if wc.status != WcStatus::SUCCESS || wc.opcode != WcOpcode::Send {
         return Err(CmError::application(format!(
             "{wc:?} instead of a send's success"
@@ -297,6 +338,7 @@ fn serve<B: DataPath>(cm: &B, id: IdHandle, opts: &Options) -> Result<Summary> {
     });
     let shape = Shape {
         sent: plain,
+        acknowledged: plain && exchanged.is_ok(),
         max_inline_data,
         inline,
         srqn: None,
@@ -307,6 +349,7 @@ fn serve<B: DataPath>(cm: &B, id: IdHandle, opts: &Options) -> Result<Summary> {
 /// What a side's summary holds besides what it received and the times.
 struct Shape {
     sent: bool,
+    acknowledged: bool,
     max_inline_data: u32,
     inline: bool,
     srqn: Option<u32>,
@@ -323,6 +366,12 @@ fn finish<B: DataPath>(
     shape: Shape,
 ) -> Result<Summary> {
     let disconnected = cm.disconnect(id).map(|()| cm.now());
+    // A send left unacknowledged is flushed by the disconnect: its completion first, so that
+    // its region (if not inline) is no longer busy.
+    let flushed = match (shape.sent, shape.acknowledged, &exchanged) {
+        (true, false, Ok(_)) => flushed_send(cm, id),
+        _ => Ok(()),
+    };
     let received = buffers.release(cm);
     let (connected, exchanged) = exchanged?;
     Ok(Summary {
@@ -334,7 +383,19 @@ fn finish<B: DataPath>(
         connected,
         exchanged,
         disconnected: disconnected?,
+        acknowledged: flushed.map(|()| shape.acknowledged)?,
     })
+}
+
+/// The completion of a send flushed by the disconnect, which must be that.
+fn flushed_send<B: DataPath>(cm: &B, id: IdHandle) -> Result<()> {
+    let wc = cm.get_send_comp(id)?;
+    if wc.status != WcStatus::WR_FLUSH_ERR {
+        return Err(CmError::application(format!(
+            "{wc:?} instead of the flush of an unacknowledged send"
+        )));
+    }
+    Ok(())
 }
 
 /// `struct rdma_conn_param` zeroed but for `private_data` (what `rdma_xserver` accepts with).
@@ -437,9 +498,13 @@ fn exchange<B: DataPath>(
         true => Ok(None),
         false => accepted_srqn(cm, id).map(Some),
     };
+    let mut acknowledged = true;
     let exchanged = srqn.clone().and_then(|_| {
         post_message(cm, id, &buffers, inline, &opts.message)?;
-        send_completion(cm, id)?;
+        match plain {
+            true => send_completion(cm, id)?,
+            false => acknowledged = send_completion_within(cm, id, ACK_PATIENCE)?,
+        }
         if plain {
             recv_completion(cm, id)?;
         }
@@ -447,6 +512,7 @@ fn exchange<B: DataPath>(
     });
     let shape = Shape {
         sent: true,
+        acknowledged: acknowledged && exchanged.is_ok(),
         max_inline_data,
         inline,
         srqn: srqn.ok().flatten(),
