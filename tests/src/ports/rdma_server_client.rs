@@ -366,11 +366,12 @@ fn finish<B: DataPath>(
     shape: Shape,
 ) -> Result<Summary> {
     let disconnected = cm.disconnect(id).map(|()| cm.now());
-    // A send left unacknowledged is flushed by the disconnect: its completion first, so that
-    // its region (if not inline) is no longer busy.
-    let flushed = match (shape.sent, shape.acknowledged, &exchanged) {
-        (true, false, Ok(_)) => flushed_send(cm, id),
-        _ => Ok(()),
+    // A send left unacknowledged is flushed by the disconnect (or its acknowledgement came
+    // just after the patience ran out): its completion first, so that its region (if not
+    // inline) is no longer busy.
+    let acknowledged = match (shape.sent, shape.acknowledged, &exchanged) {
+        (true, false, Ok(_)) => late_send(cm, id),
+        _ => Ok(shape.acknowledged),
     };
     let received = buffers.release(cm);
     let (connected, exchanged) = exchanged?;
@@ -383,19 +384,21 @@ fn finish<B: DataPath>(
         connected,
         exchanged,
         disconnected: disconnected?,
-        acknowledged: flushed.map(|()| shape.acknowledged)?,
+        acknowledged: acknowledged?,
     })
 }
 
-/// The completion of a send flushed by the disconnect, which must be that.
-fn flushed_send<B: DataPath>(cm: &B, id: IdHandle) -> Result<()> {
+/// The completion of a send still outstanding at the disconnect: flushed (false), or a
+/// success that came meanwhile (true).
+fn late_send<B: DataPath>(cm: &B, id: IdHandle) -> Result<bool> {
     let wc = cm.get_send_comp(id)?;
-    if wc.status != WcStatus::WR_FLUSH_ERR {
-        return Err(CmError::application(format!(
+    match wc.status {
+        WcStatus::WR_FLUSH_ERR => Ok(false),
+        WcStatus::SUCCESS => check_send(wc).map(|()| true),
+        _ => Err(CmError::application(format!(
             "{wc:?} instead of the flush of an unacknowledged send"
-        )));
+        ))),
     }
-    Ok(())
 }
 
 /// `struct rdma_conn_param` zeroed but for `private_data` (what `rdma_xserver` accepts with).
