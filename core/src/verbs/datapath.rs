@@ -602,7 +602,8 @@ pub trait DataPath: CmBackend {
     /// `rdma_post_read(id, context, addr, length, mr, flags, remote_addr, rkey)`: reads `len`
     /// bytes of the peer's memory at `remote_addr` (its region's `rkey`) into `mr` from
     /// `offset`, with C's `flags` as `post_send_msg` takes them ([`SendFlags::INLINE`] is
-    /// refused for a read, as libibverbs' drivers refuse it).
+    /// refused for a read with EINVAL by cmtwin on both backends: the verbs define inline
+    /// data for sends and writes only, and rxe's provider checks only the inline length).
     ///
     /// * EINVAL: the id has no QP, or the local bytes are not inside the region.
     /// * The errnos of `post_send`.
