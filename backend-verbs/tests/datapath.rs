@@ -1250,6 +1250,26 @@ mod ud {
 
     #[test]
     #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn a_ud_send_posted_before_rts_waits_for_the_next_post() {
+        let next = shared::AfterEarlyUdSend::NextPost;
+        for in_rtr in [false, true] {
+            let (s, c) = backends();
+            let seen =
+                shared::a_ud_send_posted_before_rts_stays_queued(&s, &c, addr(), in_rtr, next);
+            assert!(seen.first_received_at.is_some());
+        }
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+    fn a_ud_send_posted_before_rts_is_flushed_by_error() {
+        let (s, c) = backends();
+        let error = shared::AfterEarlyUdSend::Error;
+        shared::a_ud_send_posted_before_rts_stays_queued(&s, &c, addr(), false, error);
+    }
+
+    #[test]
+    #[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
     fn a_qkey_mismatch_is_dropped() {
         let (s, c) = backends();
         shared::a_qkey_mismatch_is_dropped(&s, &c, addr());

@@ -485,6 +485,121 @@ pub fn external_ud_side<B: DataPath>(cm: &B, of: &Side) -> Side {
     }
 }
 
+/// What happens next to a UD send whose post failed before RTS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterEarlyUdSend {
+    /// The QP goes on to RTS and a second send is posted: that post sends both, in order.
+    NextPost,
+    /// The QP is moved to ERROR without reaching RTS: the kept send is flushed.
+    Error,
+}
+
+/// What [`a_ud_send_posted_before_rts_stays_queued`] saw (times for the simulator's twin).
+#[derive(Clone, Copy, Debug)]
+pub struct EarlyUdSend {
+    /// When the second send was posted (or the QP moved to ERROR).
+    pub released_at: Duration,
+    /// The server's receive of the kept datagram and when it was polled (none after
+    /// [`AfterEarlyUdSend::Error`]).
+    pub first_received_at: Option<Duration>,
+}
+
+/// A UD QP made apart from ids (as [`external_ud_side`]) in INIT, or RTR when `in_rtr`,
+/// posts a send to the server's QP: the post fails with EINVAL, yet the request stays in the
+/// send queue, nothing is sent, and reaching RTS sends nothing either (measured on rxe, Linux
+/// 6.1 and 6.12: the provider writes the request into the queue before the kernel's doorbell
+/// refuses). Then, as `then` says: the next post that succeeds sends both, in order (both
+/// complete SUCCESS, the server receives "first" then "second"), or moving the QP to ERROR
+/// flushes the kept send (WR_FLUSH_ERR) and the server receives nothing.
+pub fn a_ud_send_posted_before_rts_stays_queued<B: DataPath>(
+    server: &B,
+    client: &B,
+    addr: SocketAddr,
+    in_rtr: bool,
+    then: AfterEarlyUdSend,
+) -> EarlyUdSend {
+    let rx = std::cell::Cell::new(None);
+    let pair = ud_connect(server, client, addr, |s| {
+        let first = region(server, s.pd, GRH_LEN as usize + 16, 0, LW);
+        let second = region(server, s.pd, GRH_LEN as usize + 16, 0, LW);
+        post_recv_all(server, s.qp, 10, &first);
+        post_recv_all(server, s.qp, 11, &second);
+        rx.set(Some((first, second)));
+    });
+    let (first_rx, second_rx) = rx.get().expect("posted before accept");
+    let external = external_ud_side(client, &pair.client);
+    let step = |state: QpState| {
+        let attr = QpAttr {
+            qp_state: Some(state),
+            ..QpAttr::default()
+        };
+        ok(client.modify_qp(external.qp, &attr), "modify_qp");
+    };
+    if in_rtr {
+        step(QpState::Rtr);
+    }
+    let ah = ok(
+        client.create_ah(external.pd, &pair.to_server.ah_attr),
+        "create_ah",
+    );
+    let to = dest(ah, &pair.to_server, pair.to_server.qkey);
+    let first = ok(
+        client.reg_mr(external.pd, b"first".to_vec(), AccessFlags::NONE),
+        "reg_mr",
+    );
+    let sge = [first.sge(0, 5)];
+    let wr = SendWr::ud_send(1, to, None, Payload::Sges(&sge));
+    expect_errno(
+        client.post_send(external.qp, &wr),
+        Call::PostSend,
+        Errno::EINVAL,
+    );
+    assert_no_completion(client, &external);
+    assert_no_completion(server, &pair.server);
+    if then == AfterEarlyUdSend::Error {
+        let released_at = client.now();
+        step(QpState::Error);
+        let wc = next_completion(client, &external);
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.qp_num),
+            (1, WcStatus::WR_FLUSH_ERR, external.qpn),
+            "the kept send is flushed: {wc:?}"
+        );
+        assert_no_completion(server, &pair.server);
+        return EarlyUdSend {
+            released_at,
+            first_received_at: None,
+        };
+    }
+    if !in_rtr {
+        step(QpState::Rtr);
+    }
+    let rts = QpAttr {
+        qp_state: Some(QpState::Rts),
+        sq_psn: 0,
+        ..QpAttr::default()
+    };
+    ok(client.modify_qp(external.qp, &rts), "modify_qp RTS");
+    assert_no_completion(client, &external);
+    assert_no_completion(server, &pair.server);
+    let released_at = client.now();
+    ud_send(client, &external, 2, to, b"second");
+    assert_ud_sent(&next_completion(client, &external), &external, 1, 5);
+    assert_ud_sent(&next_completion(client, &external), &external, 2, 6);
+    let wc = next_completion(server, &pair.server);
+    let first_received_at = Some(server.now());
+    let from = (10, external.qpn, &pair.to_server.ah_attr);
+    assert_ud_receive(server, &wc, from, &first_rx, b"first");
+    let wc = next_completion(server, &pair.server);
+    let from = (11, external.qpn, &pair.to_server.ah_attr);
+    assert_ud_receive(server, &wc, from, &second_rx, b"second");
+    ok(client.destroy_ah(ah), "destroy_ah");
+    EarlyUdSend {
+        released_at,
+        first_received_at,
+    }
+}
+
 /// A datagram whose qkey is not the receiver's is dropped without a completion (the send
 /// completes SUCCESS); the receive stays posted and takes the next datagram with the right
 /// qkey.

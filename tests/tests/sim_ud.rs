@@ -17,12 +17,13 @@ use cmtwin_tests::steps::ok;
 use cmtwin_tests::ud_datapath::{
     a_qkey_mismatch_is_dropped, a_qp_blocking_self_loopback_gets_none_of_its_own_group_datagrams,
     a_receive_too_small_is_a_length_error, a_ud_destination_on_an_rc_qp_is_refused,
-    an_external_ud_qp_talks_with_an_id_made_one, assert_no_completion, assert_ud_receive,
-    assert_ud_sent, dest, external_ud_side, join, multicast_reaches_every_member, next_completion,
+    a_ud_send_posted_before_rts_stays_queued, an_external_ud_qp_talks_with_an_id_made_one,
+    assert_no_completion, assert_ud_receive, assert_ud_sent, dest, external_ud_side, join,
+    multicast_reaches_every_member, next_completion,
     on_roce_a_receive_without_grh_gives_no_address_handle,
     the_server_answers_through_an_address_handle_from_the_receive, ud_connect,
-    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, ud_side, SelfLoopback, ShortReceive,
-    SILENCE,
+    ud_misuse_is_refused, ud_send, ud_send_reaches_the_server, ud_side, AfterEarlyUdSend,
+    SelfLoopback, ShortReceive, SILENCE,
 };
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -480,6 +481,49 @@ fn an_external_ud_qp_sends_to_a_multicast_group_but_joins_none() {
     );
     // Its id-less QP is attached to no group: no loopback copy reaches it.
     assert_no_completion(c, &external);
+}
+
+#[test]
+fn a_ud_send_posted_before_rts_waits_for_the_next_post_that_succeeds() {
+    for (transport, in_rtr) in [
+        (Transport::Roce, false),
+        (Transport::Roce, true),
+        (Transport::InfiniBand, false),
+    ] {
+        let bed = bed(7, transport);
+        let (s, c) = (bed.server(), bed.client());
+        let seen = a_ud_send_posted_before_rts_stays_queued(
+            s,
+            c,
+            addr(7020),
+            in_rtr,
+            AfterEarlyUdSend::NextPost,
+        );
+        assert_eq!(
+            seen.first_received_at,
+            Some(seen.released_at + 5 * US),
+            "the kept datagram leaves with the second post: one latency later"
+        );
+        let text = bed.fabric.trace_text();
+        let kept = text
+            .find("UD_SEND 5 bytes")
+            .expect("the kept datagram is sent");
+        let second = text.find("UD_SEND 6 bytes").expect("the second is sent");
+        assert!(kept < second, "in order:\n{text}");
+    }
+}
+
+#[test]
+fn a_ud_send_posted_before_rts_is_flushed_by_error() {
+    let bed = bed(8, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let seen =
+        a_ud_send_posted_before_rts_stays_queued(s, c, addr(7021), false, AfterEarlyUdSend::Error);
+    assert_eq!(seen.first_received_at, None);
+    assert!(
+        !bed.fabric.trace_text().contains("UD_SEND 5 bytes"),
+        "never sent"
+    );
 }
 
 #[test]

@@ -208,7 +208,7 @@ impl QpMachine {
         &mut self,
         entry: UdSendEntry,
         out: &mut Vec<QpOutput>,
-    ) -> Result<(), (PostError, UdSendEntry)> {
+    ) -> Result<(), (PostError, Option<UdSendEntry>)> {
         match self {
             QpMachine::Ud(m) => m.post_send(entry, out),
             QpMachine::Rc(_) => unreachable!("posts.rs refuses UD requests on RC QPs"),

@@ -118,7 +118,8 @@ impl World {
         match self.drive_qp(q, |m, _, out| m.post_ud_send(entry, out)) {
             Ok(()) => Ok(()),
             Err((e, entry)) => {
-                for s in entry.sges.iter() {
+                // As for a connected QP: a request kept though refused keeps its regions.
+                for s in entry.iter().flat_map(|entry| entry.sges.iter()) {
                     self.release_entry(dev, s);
                 }
                 Err(post_error(call, e, cap.max_send_wr))
