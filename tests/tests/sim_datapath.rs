@@ -1140,6 +1140,51 @@ fn a_seed_replays_the_data_path_byte_for_byte() {
     assert_eq!(first, run(26), "same seed, same trace");
 }
 
+/// `get_send_comp_waiting` and `get_recv_comp_waiting` give up as their wait says: a timed
+/// wait after exactly its duration (ETIMEDOUT), a non-blocking one at once (EAGAIN); a
+/// completion that comes within the wait is returned when it comes.
+#[test]
+fn the_completion_helpers_with_a_bounded_wait_give_up_on_time() {
+    let bed = bed(28);
+    let (s, c) = (bed.server(), bed.client());
+    let pair = cmtwin_tests::steps::connect_pair(&bed);
+    let (sid, cid) = (pair.server.id, pair.client.id);
+    let t0 = s.now();
+    let limit = Wait::Timeout(Duration::from_millis(3));
+    expect_errno(
+        s.get_recv_comp_waiting(sid, limit),
+        Call::GetCqEvent,
+        Errno::ETIMEDOUT,
+    );
+    assert_eq!(s.now() - t0, Duration::from_millis(3));
+    expect_errno(
+        c.get_send_comp_waiting(cid, Wait::NonBlocking),
+        Call::GetCqEvent,
+        Errno::EAGAIN,
+    );
+    let rx = ok(s.reg_msgs(sid, vec![0; 16]), "reg_msgs");
+    ok(s.post_recv_msg(sid, 1, &rx, 0, 16), "post_recv_msg");
+    let tx = ok(c.reg_msgs(cid, b"request".to_vec()), "reg_msgs");
+    let t1 = c.now();
+    ok(
+        c.post_send_msg(cid, 2, &tx, 0, 7, SendFlags::SIGNALED),
+        "post_send_msg",
+    );
+    let wc = ok(c.get_send_comp_waiting(cid, limit), "get_send_comp_waiting");
+    assert_eq!(
+        (wc.wr_id, wc.status, c.now() - t1),
+        (2, WcStatus::SUCCESS, 10 * US),
+        "returned when the completion came, not at the end of the wait"
+    );
+    let wc = ok(s.get_recv_comp_waiting(sid, limit), "get_recv_comp_waiting");
+    assert_eq!((wc.wr_id, wc.byte_len), (1, 7));
+    expect_errno(
+        s.get_send_comp_waiting(pair.listener.id, limit),
+        Call::PollCq,
+        Errno::EINVAL,
+    );
+}
+
 /// librdmacm's `rdma_verbs.h` helpers, built on the objects: regions in the id's PD, posts
 /// over a region's bytes (checked), and completions waited for on the CQs `create_qp` made.
 #[test]

@@ -338,10 +338,11 @@ pub trait DataPath: CmBackend {
     ///   either (rxe; one entry and no inline bytes asked for still send 16 bytes inline); on a UD QP: no `wr.ud`, an operation other
     ///   than a send, an address handle of another PD, or a payload above the port's MTU
     ///   (which rxe would report as sent and drop); on a connected QP: a `wr.ud`.
-    /// * EINVAL (rxe, the simulator's RoCE and InfiniBand devices): an RC or UC QP in INIT
-    ///   or RTR, not yet RTS, e.g. a send posted before the connection is established. The
-    ///   request is written to the send queue all the same and stays there: it goes with the
-    ///   next post that succeeds, before that post's request (reaching RTS sends nothing).
+    /// * EINVAL (rxe, the simulator's RoCE and InfiniBand devices): a QP in INIT or RTR, not
+    ///   yet RTS, e.g. a send posted before the connection is established, or on a UD QP made
+    ///   apart from ids before it was moved to RTS. The request is written to the send queue
+    ///   all the same and stays there: it goes with the next post that succeeds, before that
+    ///   post's request (reaching RTS sends nothing), and ERROR flushes it.
     /// * ENOTCONN (siw, the simulator's iWARP devices): the same post before RTS. The request
     ///   keeps its ring slot, and siw never takes it: later posts succeed, but nothing of the
     ///   send queue is sent, completed or flushed again (the receive queue still is).
@@ -801,8 +802,21 @@ pub trait DataPath: CmBackend {
     /// * EINVAL: the id has no QP, or its send CQ has no completion channel.
     /// * The errnos of `poll_cq`, `req_notify_cq`, `get_cq_event` (blocking).
     fn get_send_comp(&self, id: IdHandle) -> Result<WorkCompletion> {
+        self.get_send_comp_waiting(id, Wait::Block)
+    }
+
+    /// [`get_send_comp`](DataPath::get_send_comp) with a bounded wait (not in librdmacm,
+    /// whose helper blocks until a completion comes): `Wait::Timeout(d)` gives up after `d`
+    /// in all (ETIMEDOUT), `Wait::NonBlocking` at once (EAGAIN), `Wait::Block` is
+    /// `get_send_comp`. A program that cannot be sure its send will ever complete (a peer
+    /// that may close before acknowledging it, when the retry count means "without end")
+    /// waits so, then decides.
+    ///
+    /// * ETIMEDOUT, EAGAIN: no completion within the wait.
+    /// * The errnos of `get_send_comp`.
+    fn get_send_comp_waiting(&self, id: IdHandle, wait: Wait) -> Result<WorkCompletion> {
         let cqs = super::helpers::cqs_of(self, crate::Call::PollCq, id)?;
-        super::helpers::next_completion(self, cqs.send_cq, cqs.send_channel)
+        super::helpers::next_completion(self, cqs.send_cq, cqs.send_channel, wait)
     }
 
     /// `rdma_get_recv_comp`: the next completion of the id's receive CQ, waiting as
@@ -810,7 +824,16 @@ pub trait DataPath: CmBackend {
     ///
     /// * The errnos of `get_send_comp`.
     fn get_recv_comp(&self, id: IdHandle) -> Result<WorkCompletion> {
+        self.get_recv_comp_waiting(id, Wait::Block)
+    }
+
+    /// [`get_recv_comp`](DataPath::get_recv_comp) with a bounded wait, as
+    /// [`get_send_comp_waiting`](DataPath::get_send_comp_waiting).
+    ///
+    /// * ETIMEDOUT, EAGAIN: no completion within the wait.
+    /// * The errnos of `get_recv_comp`.
+    fn get_recv_comp_waiting(&self, id: IdHandle, wait: Wait) -> Result<WorkCompletion> {
         let cqs = super::helpers::cqs_of(self, crate::Call::PollCq, id)?;
-        super::helpers::next_completion(self, cqs.recv_cq, cqs.recv_channel)
+        super::helpers::next_completion(self, cqs.recv_cq, cqs.recv_channel, wait)
     }
 }

@@ -169,12 +169,19 @@ pub(crate) fn cqs_of<B: DataPath + ?Sized>(dp: &B, call: Call, id: IdHandle) -> 
         .ok_or_else(|| CmError::new(call, Errno::EINVAL, format!("{id} has no QP")))
 }
 
-/// The next completion of `cq`, waiting on `channel` when there is none.
+/// The next completion of `cq`, waiting on `channel` as `wait` says when there is none
+/// (a timed wait counts from the call: a CQ event that brings no completion does not
+/// restart it).
 pub(crate) fn next_completion<B: DataPath + ?Sized>(
     dp: &B,
     cq: CqHandle,
     channel: Option<CompChannelHandle>,
+    wait: Wait,
 ) -> Result<WorkCompletion> {
+    let deadline = match wait {
+        Wait::Timeout(limit) => Some(dp.now().saturating_add(limit)),
+        Wait::Block | Wait::NonBlocking => None,
+    };
     let mut wc = [WorkCompletion::default()];
     loop {
         if dp.poll_cq(cq, &mut wc)? == 1 {
@@ -192,7 +199,11 @@ pub(crate) fn next_completion<B: DataPath + ?Sized>(
         if dp.poll_cq(cq, &mut wc)? == 1 {
             return Ok(wc[0]);
         }
-        let fired = dp.get_cq_event(channel, Wait::Block)?;
+        let this_wait = match deadline {
+            Some(at) => Wait::Timeout(at.saturating_sub(dp.now())),
+            None => wait,
+        };
+        let fired = dp.get_cq_event(channel, this_wait)?;
         dp.ack_cq_events(fired, 1)?;
     }
 }

@@ -249,25 +249,10 @@ fn send_completion<B: DataPath>(cm: &B, id: IdHandle) -> Result<()> {
 /// [`send_completion`] waiting at most `limit`: false if none came by then (the completion
 /// stays to come, or to be flushed).
 fn send_completion_within<B: DataPath>(cm: &B, id: IdHandle, limit: Duration) -> Result<bool> {
-    let cqs = cm
-        .qp_cqs(id)?
-        .ok_or_else(|| CmError::application(format!("{id} has no QP")))?;
-    let channel = cqs.send_channel.ok_or_else(|| {
-        CmError::application(format!("the send CQ of {id} has no completion channel"))
-    })?;
-    let deadline = cm.now() + limit;
-    let mut wc = [cmtwin::verbs::WorkCompletion::default()];
-    loop {
-        cm.req_notify_cq(cqs.send_cq, false)?;
-        if cm.poll_cq(cqs.send_cq, &mut wc)? == 1 {
-            return check_send(wc[0]).map(|()| true);
-        }
-        let left = deadline.saturating_sub(cm.now());
-        match cm.get_cq_event(channel, cmtwin::Wait::Timeout(left)) {
-            Ok(cq) => cm.ack_cq_events(cq, 1)?,
-            Err(e) if matches!(e.errno, Errno::ETIMEDOUT | Errno::EAGAIN) => return Ok(false),
-            Err(e) => return Err(e),
-        }
+    match cm.get_send_comp_waiting(id, cmtwin::Wait::Timeout(limit)) {
+        Ok(wc) => check_send(wc).map(|()| true),
+        Err(e) if e.errno == Errno::ETIMEDOUT => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
