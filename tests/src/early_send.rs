@@ -20,7 +20,7 @@ use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, SendOp};
 use cmtwin::{EventKind, PortSpace, QpCap, QpType};
 
 use crate::datapath::{listen_on, post_recv_all, region, routed_client, verbs_side, Conn};
-use crate::iwarp_datapath::{post, teardown, watch, watch_without_states, Observed};
+use crate::iwarp_datapath::{post, teardown, watch, watch_sides, NotedStates, Observed};
 use crate::steps::{expect_event_for, expect_request, ok};
 
 /// The bytes of each request, as the server's receives show them.
@@ -71,7 +71,7 @@ pub fn send_posted_before_rts<B: DataPath>(s: &B, c: &B, at: SocketAddr) -> Obse
     // or the client's close reaches its QP first: not noted. Nor are the TIMEWAIT_EXITs:
     // on rxe-6.12 they came 523 ms after the disconnect in one run and not within the
     // window in the next.
-    watch_without_states(s, c, &conn, c.now(), &mut out);
+    watch_sides(s, c, &conn, c.now(), NotedStates::Neither, &mut out);
     out.transcript.0.retain(|l| !l.contains("TIMEWAIT_EXIT"));
     out.times.retain(|(l, _)| !l.contains("TIMEWAIT_EXIT"));
     teardown(s, c, &conn);

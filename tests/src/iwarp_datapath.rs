@@ -106,40 +106,42 @@ fn step(elapsed: Duration) -> Duration {
     }
 }
 
+/// Which QP states a watch notes at its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NotedStates {
+    /// Both sides'.
+    Both,
+    /// The client's only (the server's QP may be destroyed).
+    ClientOnly,
+    /// None (where they depend on a race real beds do not settle the same way each run,
+    /// such as both sides closing at once on siw).
+    Neither,
+}
+
 /// Watches both sides of `conn` for [`WINDOW`] from `t0` (the client's clock), then notes
 /// each side's QP state.
 pub(crate) fn watch<B: DataPath>(s: &B, c: &B, conn: &Conn, t0: Duration, out: &mut Observed) {
-    watch_sides(s, c, conn, t0, true, out);
+    watch_sides(s, c, conn, t0, NotedStates::Both, out);
 }
 
-/// [`watch`], noting the server's QP state only if `server_qp` (it may be destroyed).
-fn watch_sides<B: DataPath>(
+/// [`watch`], noting the QP states `states` names.
+pub(crate) fn watch_sides<B: DataPath>(
     s: &B,
     c: &B,
     conn: &Conn,
     t0: Duration,
-    server_qp: bool,
+    states: NotedStates,
     out: &mut Observed,
 ) {
     let sides = vec![
-        (watched(c, conn.client, "client"), true),
-        (watched(s, conn.server, "server"), server_qp),
-    ];
-    watch_all(c, sides, t0, out);
-}
-
-/// [`watch`] without the QP states at the end (where they depend on a race real beds do not
-/// settle the same way each run, such as both sides closing at once on siw).
-pub(crate) fn watch_without_states<B: DataPath>(
-    s: &B,
-    c: &B,
-    conn: &Conn,
-    t0: Duration,
-    out: &mut Observed,
-) {
-    let sides = vec![
-        (watched(c, conn.client, "client"), false),
-        (watched(s, conn.server, "server"), false),
+        (
+            watched(c, conn.client, "client"),
+            states != NotedStates::Neither,
+        ),
+        (
+            watched(s, conn.server, "server"),
+            states == NotedStates::Both,
+        ),
     ];
     watch_all(c, sides, t0, out);
 }
@@ -284,7 +286,7 @@ pub fn send_to_a_destroyed_peer_qp<B: DataPath>(s: &B, c: &B, at: SocketAddr) ->
     let t0 = c.now();
     let r = s.destroy_qp(conn.server.id);
     out.note(format!("server destroy_qp: {}", outcome(r)));
-    watch_sides(s, c, &conn, t0, false, &mut out);
+    watch_sides(s, c, &conn, t0, NotedStates::ClientOnly, &mut out);
     send_after_the_close(c, &conn, 1, &tx, &mut out);
     teardown(s, c, &conn);
     out
