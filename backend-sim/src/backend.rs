@@ -864,14 +864,15 @@ impl CmBackend for SimBackend {
     }
 
     fn ack_cm_event(&self, mut event: CmEvent) -> Result<()> {
-        let r = self
-            .lock(Call::AckCmEvent)
-            .and_then(|mut w| w.ack_cm_event(self.host, &event));
+        let r = match self.lock(Call::AckCmEvent) {
+            Ok(mut w) => w.ack_cm_event(self.host, &event),
+            Err(e) => Err(e),
+        };
         if r.is_ok() {
             event.disarm();
         }
-        // The world is unlocked here: an event the ack refused is released by its drop.
-        drop(event);
+        // The world is unlocked here: an event the ack refused is released by its drop, at
+        // the end (in place: the event is not moved again).
         r
     }
 
@@ -880,14 +881,14 @@ impl CmBackend for SimBackend {
         channels: &[ChannelHandle],
         wait: Wait,
     ) -> Result<(ChannelHandle, CmEvent)> {
-        match self.wait_event(channels, wait) {
-            // Armed only now that the world is unlocked: dropping it locks the world.
-            Ok((channel, event)) => Ok((channel, event.with_release(self.release_path()))),
-            Err(e) => {
-                self.trace_get_failure(channels, wait, e.errno);
-                Err(e)
-            }
+        let mut found = self.wait_event(channels, wait);
+        match &mut found {
+            // Armed only now that the world is unlocked: dropping it locks the world. (In
+            // place: the event is not moved again.)
+            Ok((_, event)) => event.arm(self.release_path()),
+            Err(e) => self.trace_get_failure(channels, wait, e.errno),
         }
+        found
     }
 
     fn try_get_cm_event(
@@ -895,12 +896,15 @@ impl CmBackend for SimBackend {
         channels: &[ChannelHandle],
     ) -> Result<Option<(ChannelHandle, CmEvent)>> {
         let call = Call::GetCmEvent;
-        let found = {
+        let mut found = {
             let mut w = self.lock(call)?;
             self.fetch_first(&mut w, call, channels)?
         };
         // Armed only now that the world is unlocked: dropping it locks the world.
-        Ok(found.map(|(channel, event)| (channel, event.with_release(self.release_path()))))
+        if let Some((_, event)) = &mut found {
+            event.arm(self.release_path());
+        }
+        Ok(found)
     }
 
     fn poll_channels(&self, channels: &[ChannelHandle], wait: Wait) -> Result<Vec<ChannelHandle>> {
