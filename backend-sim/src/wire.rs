@@ -12,6 +12,7 @@
 //! duplication keep the order of what is delivered.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use cmtwin::Transport;
 
@@ -240,10 +241,14 @@ impl World {
                     return;
                 }
                 match msg.body {
+                    // The request itself when its sender no longer keeps it for
+                    // retransmission, else a copy.
                     Body::Req(req) | Body::MpaReq(req) => {
-                        self.on_req(host, dev, msg.from, *req, false)
+                        self.on_req(host, dev, msg.from, Arc::unwrap_or_clone(req), false)
                     }
-                    Body::SidrReq(req) => self.on_req(host, dev, msg.from, *req, true),
+                    Body::SidrReq(req) => {
+                        self.on_req(host, dev, msg.from, Arc::unwrap_or_clone(req), true)
+                    }
                     // A REJ (or an iWARP close) from a request's sender, for the passive
                     // endpoint answering it.
                     Body::Rej { .. } | Body::Fin => {
