@@ -393,13 +393,15 @@ impl SimBackend {
     }
 
     /// Checks every handle of `channels` and fetches the head of the first that has an event
-    /// (no allocation: this is every poll's path).
-    fn fetch_first(
+    /// (no allocation: this is every poll's path), as `found` makes it of the channel and the
+    /// event (the event alone for `get_cm_event`: not moved again into a pair).
+    fn fetch_first<T>(
         &self,
         w: &mut World,
         call: Call,
         channels: &[ChannelHandle],
-    ) -> Result<Option<(ChannelHandle, CmEvent)>> {
+        found: impl Fn(ChannelHandle, CmEvent) -> T,
+    ) -> Result<Option<T>> {
         if channels.is_empty() {
             return Err(CmError::new(call, Errno::EINVAL, "no channel to wait on"));
         }
@@ -407,7 +409,7 @@ impl SimBackend {
             // One channel (`get_cm_event`): fetching from an empty queue finds nothing, with
             // no look whether it is ready first.
             let key = w.chan_key(self.host, call, c)?;
-            return Ok(w.fetch_event(key).map(|e| (c, e)));
+            return Ok(w.fetch_event(key).map(|e| found(c, e)));
         }
         let mut ready = None;
         for &c in channels {
@@ -416,21 +418,23 @@ impl SimBackend {
                 ready = Some((c, key));
             }
         }
-        Ok(ready.and_then(|(c, key)| w.fetch_event(key).map(|e| (c, e))))
+        Ok(ready.and_then(|(c, key)| w.fetch_event(key).map(|e| found(c, e))))
     }
 
     /// Waits on user channels as `get_cm_event` does, and fetches from the first that has an
     /// event. An unproductive poll (`NonBlocking`, a zero timeout) of a simulated process
     /// yields first, so that polling lets the others run and virtual time advance; its result
-    /// is that of a second look at the channels. The event returned is not yet armed.
-    fn wait_event(
+    /// is that of a second look at the channels. The event returned (as `found` makes it of
+    /// the channel and the event) is not yet armed.
+    fn wait_event<T>(
         &self,
         channels: &[ChannelHandle],
         wait: Wait,
-    ) -> Result<(ChannelHandle, CmEvent)> {
+        found: impl Fn(ChannelHandle, CmEvent) -> T + Copy,
+    ) -> Result<T> {
         let call = Call::GetCmEvent;
         let mut w = self.lock(call)?;
-        if let Some(found) = self.fetch_first(&mut w, call, channels)? {
+        if let Some(found) = self.fetch_first(&mut w, call, channels, found)? {
             return Ok(found);
         }
         let (errno, detail) = match wait {
@@ -443,7 +447,7 @@ impl SimBackend {
             _ => {
                 let mut w = yield_now(w).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
                 return self
-                    .fetch_first(&mut w, call, channels)?
+                    .fetch_first(&mut w, call, channels, found)?
                     .ok_or_else(|| CmError::new(call, errno, detail));
             }
         };
@@ -459,7 +463,7 @@ impl SimBackend {
             };
             let (mut woken, r) = block(w, cond);
             r.map_err(|msg| CmError::new(call, Errno::EDEADLK, msg))?;
-            if let Some(found) = self.fetch_first(&mut woken, call, channels)? {
+            if let Some(found) = self.fetch_first(&mut woken, call, channels, found)? {
                 return Ok(found);
             }
             if deadline.is_some_and(|d| woken.now >= d) {
@@ -860,18 +864,26 @@ impl CmBackend for SimBackend {
     }
 
     fn get_cm_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
-        self.get_cm_event_any(&[channel], wait).map(|(_, e)| e)
+        let channels = [channel];
+        let mut found = self.wait_event(&channels, wait, |_, e| e);
+        match &mut found {
+            // As `get_cm_event_any` does, with the event alone.
+            Ok(event) => event.arm(self.release_path()),
+            Err(e) => self.trace_get_failure(&channels, wait, e.errno),
+        }
+        found
     }
 
     fn ack_cm_event(&self, mut event: CmEvent) -> Result<()> {
-        let r = self
-            .lock(Call::AckCmEvent)
-            .and_then(|mut w| w.ack_cm_event(self.host, &event));
+        let r = match self.lock(Call::AckCmEvent) {
+            Ok(mut w) => w.ack_cm_event(self.host, &event),
+            Err(e) => Err(e),
+        };
         if r.is_ok() {
             event.disarm();
         }
-        // The world is unlocked here: an event the ack refused is released by its drop.
-        drop(event);
+        // The world is unlocked here: an event the ack refused is released by its drop, at
+        // the end (in place: the event is not moved again).
         r
     }
 
@@ -880,14 +892,14 @@ impl CmBackend for SimBackend {
         channels: &[ChannelHandle],
         wait: Wait,
     ) -> Result<(ChannelHandle, CmEvent)> {
-        match self.wait_event(channels, wait) {
-            // Armed only now that the world is unlocked: dropping it locks the world.
-            Ok((channel, event)) => Ok((channel, event.with_release(self.release_path()))),
-            Err(e) => {
-                self.trace_get_failure(channels, wait, e.errno);
-                Err(e)
-            }
+        let mut found = self.wait_event(channels, wait, |c, e| (c, e));
+        match &mut found {
+            // Armed only now that the world is unlocked: dropping it locks the world. (In
+            // place: the event is not moved again.)
+            Ok((_, event)) => event.arm(self.release_path()),
+            Err(e) => self.trace_get_failure(channels, wait, e.errno),
         }
+        found
     }
 
     fn try_get_cm_event(
@@ -895,12 +907,15 @@ impl CmBackend for SimBackend {
         channels: &[ChannelHandle],
     ) -> Result<Option<(ChannelHandle, CmEvent)>> {
         let call = Call::GetCmEvent;
-        let found = {
+        let mut found = {
             let mut w = self.lock(call)?;
-            self.fetch_first(&mut w, call, channels)?
+            self.fetch_first(&mut w, call, channels, |c, e| (c, e))?
         };
         // Armed only now that the world is unlocked: dropping it locks the world.
-        Ok(found.map(|(channel, event)| (channel, event.with_release(self.release_path()))))
+        if let Some((_, event)) = &mut found {
+            event.arm(self.release_path());
+        }
+        Ok(found)
     }
 
     fn poll_channels(&self, channels: &[ChannelHandle], wait: Wait) -> Result<Vec<ChannelHandle>> {

@@ -213,7 +213,11 @@ impl World {
                 }
             }
             Output::SetTimer(after) => {
-                self.cancel_ep_timer(ep);
+                // The pending timer, cancelled here: `cancel_ep_timer` would look it up again.
+                let e = self.cm.eps.get_mut(&ep).expect("live endpoint");
+                if let Some(pending) = e.timer.take() {
+                    self.timeline.cancel(pending);
+                }
                 // The CM's timers run on the kernel's timer wheel (config.rs).
                 let after = match self.cfg.kernel_hz {
                     Some(hz) => {

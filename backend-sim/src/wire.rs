@@ -12,6 +12,7 @@
 //! duplication keep the order of what is delivered.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use cmtwin::Transport;
 
@@ -82,7 +83,7 @@ impl World {
 
     /// Puts `body` on the wire from endpoint `from` of `from_host` to `to`.
     pub(crate) fn send(&mut self, from_host: HostKey, from: EpKey, to: Dest, body: Body) {
-        let port = self.port_of(from, to);
+        let (port, peer_found) = self.port_of(from, to);
         let msg = Message {
             from,
             to,
@@ -145,6 +146,9 @@ impl World {
         // (The FIFO clock of a link is kept for messages to live endpoints and addresses.)
         let to_host = match to {
             Dest::Ip(_) => port.map(|(h, _)| h),
+            // The endpoint's port, as `port_of` found it, unless a fault plan's step may have
+            // changed the endpoints since.
+            Dest::Ep(_) if self.plan.is_none() => port.filter(|_| peer_found).map(|(h, _)| h),
             Dest::Ep(ep) => self.cm.eps.get(&ep).map(|e| e.host),
         };
         let mut at = self.now.after(delay);
@@ -182,9 +186,10 @@ impl World {
     /// A request to a loopback or any address from an InfiniBand port goes to that port
     /// itself: loopback resolution made its destination GID the source's (cma.c
     /// `cma_resolve_loopback`), and the SA's path leads back to the port. (RoCE and iWARP ids
-    /// get no route there: such messages reach nobody.)
-    fn port_of(&self, from: EpKey, to: Dest) -> Option<(HostKey, DevKey)> {
-        match to {
+    /// get no route there: such messages reach nobody.) Also says whether `to` names an
+    /// endpoint that exists.
+    fn port_of(&self, from: EpKey, to: Dest) -> (Option<(HostKey, DevKey)>, bool) {
+        let port = match to {
             Dest::Ip(ip) if is_any(ip) => self
                 .cm
                 .eps
@@ -193,13 +198,13 @@ impl World {
                 .map(|e| (e.host, e.device)),
             Dest::Ip(ip) => self.topo.owner_of_ip(ip),
             Dest::Ep(ep) => match self.cm.eps.get(&ep) {
-                Some(e) => Some((e.host, e.device)),
-                None => {
-                    let ip = self.cm.eps.get(&from)?.cm.remote_ip()?;
-                    self.topo.owner_of_ip(ip)
-                }
+                Some(e) => return (Some((e.host, e.device)), true),
+                None => (self.cm.eps.get(&from))
+                    .and_then(|e| e.cm.remote_ip())
+                    .and_then(|ip| self.topo.owner_of_ip(ip)),
             },
-        }
+        };
+        (port, false)
     }
 
     /// A message for endpoint `ep`, which no longer exists, reaches its port. A DREQ is
@@ -236,10 +241,14 @@ impl World {
                     return;
                 }
                 match msg.body {
+                    // The request itself when its sender no longer keeps it for
+                    // retransmission, else a copy.
                     Body::Req(req) | Body::MpaReq(req) => {
-                        self.on_req(host, dev, msg.from, *req, false)
+                        self.on_req(host, dev, msg.from, Arc::unwrap_or_clone(req), false)
                     }
-                    Body::SidrReq(req) => self.on_req(host, dev, msg.from, *req, true),
+                    Body::SidrReq(req) => {
+                        self.on_req(host, dev, msg.from, Arc::unwrap_or_clone(req), true)
+                    }
                     // A REJ (or an iWARP close) from a request's sender, for the passive
                     // endpoint answering it.
                     Body::Rej { .. } | Body::Fin => {

@@ -225,8 +225,15 @@ impl CmEvent {
     /// implementors).
     #[inline]
     pub fn with_release(mut self, backend: Weak<dyn EventRelease>) -> Self {
-        self.release = Some(backend);
+        self.arm(backend);
         self
+    }
+
+    /// Makes the event released through `backend` when dropped unacknowledged, in place (for
+    /// backend implementors: [`CmEvent::with_release`] without moving the event).
+    #[inline]
+    pub fn arm(&mut self, backend: Weak<dyn EventRelease>) {
+        self.release = Some(backend);
     }
 
     /// Forgets how to release the event, so that dropping it does nothing; a backend calls

@@ -2,6 +2,7 @@
 //! §9). The messages they send and the events those cause are handled in `ibcm.rs`.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use cmtwin::verbs::QpState;
 use cmtwin::{
@@ -278,9 +279,9 @@ impl World {
         }
         let to = Dest::Ip(dst.ip());
         let body = if ud {
-            Body::SidrReq(Box::new(req))
+            Body::SidrReq(Arc::new(req))
         } else {
-            Body::Req(Box::new(req))
+            Body::Req(Arc::new(req))
         };
         let ep = self.new_active_endpoint(key);
         self.drive(ep, |e, out| e.connect(to, body, out));

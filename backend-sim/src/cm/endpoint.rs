@@ -987,7 +987,7 @@ mod tests {
     const PASSIVE_IP: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
 
     fn req() -> Body {
-        Body::Req(Box::new(crate::cm::messages::Request {
+        Body::Req(std::sync::Arc::new(crate::cm::messages::Request {
             src: "10.0.0.2:5000".parse().expect("literal"),
             dst: "10.0.0.1:7471".parse().expect("literal"),
             ps: cmtwin::PortSpace::TCP,

@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use cmtwin::{ConnData, PortSpace, QpType};
 
@@ -38,10 +39,11 @@ pub(crate) struct Request {
     pub tclass: u8,
 }
 
-/// A CM message body.
+/// A CM message body. A request is shared, not copied, between the message on the wire and
+/// the sender's copy for retransmission.
 #[derive(Clone, Debug)]
 pub(crate) enum Body {
-    Req(Box<Request>),
+    Req(Arc<Request>),
     Mra,
     Rep {
         data: Vec<u8>,
@@ -55,7 +57,7 @@ pub(crate) enum Body {
     },
     Dreq,
     Drep,
-    SidrReq(Box<Request>),
+    SidrReq(Arc<Request>),
     SidrRep {
         status: i32,
         qpn: u32,
@@ -63,7 +65,7 @@ pub(crate) enum Body {
         data: Vec<u8>,
     },
     /// iWARP: TCP connection and MPA request.
-    MpaReq(Box<Request>),
+    MpaReq(Arc<Request>),
     /// iWARP: MPA reply accepting the request.
     MpaRep {
         data: Vec<u8>,
