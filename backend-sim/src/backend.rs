@@ -438,7 +438,7 @@ impl SimBackend {
             _ => (Errno::ETIMEDOUT, "no event within the timeout"),
         };
         let deadline = match wait {
-            Wait::Timeout(d) if !d.is_zero() => Some(w.now.after(d)),
+            Wait::Timeout(d) if !d.is_zero() => w.now.deadline_after(d),
             Wait::Block => None,
             _ => {
                 let mut w = yield_now(w).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
@@ -485,7 +485,7 @@ impl SimBackend {
             return Ok(now_ready);
         }
         let deadline = match wait {
-            Wait::Timeout(d) if !d.is_zero() => Some(w.now.after(d)),
+            Wait::Timeout(d) if !d.is_zero() => w.now.deadline_after(d),
             Wait::Block => None,
             _ => {
                 let w = yield_now(w).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
@@ -542,13 +542,13 @@ impl SimBackend {
         if duration.is_zero() {
             return yield_now(w).map_err(|m| CmError::new(Call::Sleep, Errno::EDEADLK, m));
         }
-        let deadline = w.now.after(duration);
+        let deadline = w.now.deadline_after(duration);
         let what = Waiting::Sleep(duration);
         let (w, r) = block(
             w,
             Cond {
                 channels: Vec::new(),
-                deadline: Some(deadline),
+                deadline,
                 keys: Vec::new(),
                 what,
             },

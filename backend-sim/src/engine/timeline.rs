@@ -23,6 +23,16 @@ impl SimTime {
         )
     }
 
+    /// The deadline of a wait of `d` from this time, or `None` (no deadline: the wait ends
+    /// only when what it waits for happens) when it lies at or beyond the end of virtual time.
+    /// A `Wait::Timeout(Duration::MAX)` or a `sleep(Duration::MAX)` thus waits as librdmacm
+    /// and cmtwin-verbs do for a timeout too large for `poll` (for ever), and it never moves
+    /// the clock to its end, where every later timer would fire at once.
+    pub fn deadline_after(self, d: Duration) -> Option<SimTime> {
+        let d = u64::try_from(d.as_nanos()).ok()?;
+        self.0.checked_add(d).filter(|&t| t < u64::MAX).map(SimTime)
+    }
+
     /// As a duration since the start.
     pub fn as_duration(self) -> Duration {
         Duration::from_nanos(self.0)

@@ -49,7 +49,7 @@ pub(crate) fn wait_for<'a, T>(
     }
     let deadline = match wait {
         Wait::Block => None,
-        Wait::Timeout(d) if !d.is_zero() => Some(w.now.after(d)),
+        Wait::Timeout(d) if !d.is_zero() => w.now.deadline_after(d),
         _ => {
             let mut w = yield_now(w).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
             return take(&mut w)?.ok_or_else(|| nothing(call, wait));
