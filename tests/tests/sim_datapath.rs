@@ -499,6 +499,89 @@ fn a_receive_posted_during_the_rnr_wait_takes_the_retransmission() {
     assert_eq!(wc.status, WcStatus::SUCCESS);
 }
 
+/// An RNR retry count of 7 (the CM's default) retries for ever, as hardware does; at a
+/// responder that never gets a receive each retry meets the same NAK and changes nothing. A
+/// completion wait only a receive could end is then a deadlock (EDEADLK) once the first NAK
+/// is back, where it used to run the retries for ever (a hang); `run_until_idle` stops there
+/// too; and a receive posted afterwards still takes the next retry.
+#[test]
+fn endless_rnr_retries_at_a_responder_without_receives_are_a_deadlock() {
+    let bed = bed(14);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 1, SendOp::Send, b"anyone?");
+    ok(c.req_notify_cq(conn.client.cq, false), "arm");
+    let err = expect_errno(
+        c.get_cq_event(conn.client.comp, Wait::Block),
+        Call::GetCqEvent,
+        Errno::EDEADLK,
+    );
+    assert!(err.detail.contains("deadlock"), "{err}");
+    assert_eq!(
+        c.now() - t0,
+        10 * US,
+        "reported once the first RNR NAK is back"
+    );
+    bed.fabric.run_until_idle().expect("outside a run");
+    assert_eq!(c.now() - t0, 10 * US, "nothing else was pending");
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 5, &rx);
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(
+        s.now() - t0,
+        10 * US + RNR + 5 * US,
+        "the next retry delivers"
+    );
+    assert_wc(wc, &conn.server, 5, WcStatus::SUCCESS, WcOpcode::Recv);
+    assert_eq!(next_completion(c, &conn.client).status, WcStatus::SUCCESS);
+}
+
+/// The same inside `Fabric::run`: a client waiting for its send's completion and a server
+/// waiting for a CM event that never comes are reported deadlocked, instead of a run that
+/// never ends.
+#[test]
+fn endless_rnr_retries_end_a_run_in_a_deadlock() {
+    let bed = bed(15);
+    let conn = connected(&bed);
+    let (client, server) = (conn.client, conn.server);
+    let done = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = done.clone();
+    bed.fabric.spawn("client", "sender", move |c| {
+        send_bytes(&c, &client, 1, SendOp::Send, b"anyone?");
+        c.req_notify_cq(client.cq, false)?;
+        let err = c
+            .get_cq_event(client.comp, Wait::Block)
+            .map(drop)
+            .unwrap_err();
+        seen.lock().unwrap().push((err.errno, c.now()));
+        Ok(())
+    });
+    let seen = done.clone();
+    bed.fabric.spawn("server", "waiter", move |s| {
+        let err = s
+            .get_cm_event(server.channel, Wait::Block)
+            .map(drop)
+            .unwrap_err();
+        seen.lock().unwrap().push((err.errno, s.now()));
+        Ok(())
+    });
+    let t0 = bed.fabric.now();
+    bed.fabric.run().expect("both processes end");
+    let at = t0 + 10 * US;
+    let done = done.lock().unwrap().clone();
+    assert_eq!(
+        done,
+        [(Errno::EDEADLK, at), (Errno::EDEADLK, at)],
+        "both, at once"
+    );
+    let trace = bed.fabric.trace_text();
+    assert!(
+        trace.contains("retrying for ever after RNR NAKs"),
+        "the trace says why"
+    );
+}
+
 #[test]
 fn a_lost_request_is_retransmitted_after_the_timeout_and_delivered_once() {
     let bed = bed(13);

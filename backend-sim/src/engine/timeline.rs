@@ -312,6 +312,18 @@ impl<A> Timeline<A> {
         self.near.peek().map(Entry::time)
     }
 
+    /// The earliest pending action.
+    pub(crate) fn peek(&mut self) -> Option<&A> {
+        self.bring_due_buckets();
+        let slot = self.near.peek()?.slot;
+        self.slots[slot as usize].action.as_ref()
+    }
+
+    /// Every pending action, in no particular order.
+    pub(crate) fn pending(&self) -> impl Iterator<Item = &A> {
+        self.slots.iter().filter_map(|s| s.action.as_ref())
+    }
+
     /// How many actions are pending.
     #[cfg(test)]
     fn len(&self) -> usize {
