@@ -442,7 +442,7 @@ impl SimBackend {
             _ => (Errno::ETIMEDOUT, "no event within the timeout"),
         };
         let deadline = match wait {
-            Wait::Timeout(d) if !d.is_zero() => Some(w.now.after(d)),
+            Wait::Timeout(d) if !d.is_zero() => w.now.deadline_after(d),
             Wait::Block => None,
             _ => {
                 let mut w = yield_now(w).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
@@ -489,7 +489,7 @@ impl SimBackend {
             return Ok(now_ready);
         }
         let deadline = match wait {
-            Wait::Timeout(d) if !d.is_zero() => Some(w.now.after(d)),
+            Wait::Timeout(d) if !d.is_zero() => w.now.deadline_after(d),
             Wait::Block => None,
             _ => {
                 let w = yield_now(w).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
@@ -541,18 +541,28 @@ impl SimBackend {
         w.record(Some(self.host), TraceKind::Call, entry);
     }
 
-    /// As [`CmBackend::sleep`] on the world already locked as `w`; gives it back locked.
-    fn sleep_locked<'a>(&'a self, w: WorldGuard<'a>, duration: Duration) -> Result<WorldGuard<'a>> {
+    /// As [`CmBackend::sleep`] on the world already locked as `w`; gives it back locked. A
+    /// `duration` beyond the end of virtual time sleeps for ever when `forever` (the program's
+    /// own sleep), else to the end of time (a configured delay of the model, saturated).
+    fn sleep_locked<'a>(
+        &'a self,
+        w: WorldGuard<'a>,
+        duration: Duration,
+        forever: bool,
+    ) -> Result<WorldGuard<'a>> {
         if duration.is_zero() {
             return yield_now(w).map_err(|m| CmError::new(Call::Sleep, Errno::EDEADLK, m));
         }
-        let deadline = w.now.after(duration);
+        let deadline = match forever {
+            true => w.now.deadline_after(duration),
+            false => Some(w.now.after(duration)),
+        };
         let what = Waiting::Sleep(duration);
         let (w, r) = block(
             w,
             Cond {
                 channels: Vec::new(),
-                deadline: Some(deadline),
+                deadline,
                 keys: Vec::new(),
                 what,
             },
@@ -834,7 +844,7 @@ impl CmBackend for SimBackend {
         };
         if !qp_time.is_zero() {
             let slept = self.relock(w, Call::Sleep)?;
-            w = self.sleep_locked(slept, qp_time)?;
+            w = self.sleep_locked(slept, qp_time, false)?;
         }
         let w = self.relock(w, call)?;
         let w = self.await_mpa_reply(w, call, id)?;
@@ -1087,7 +1097,7 @@ impl CmBackend for SimBackend {
     /// Sleeps in virtual time; a zero sleep of a simulated process yields to the others.
     fn sleep(&self, duration: Duration) -> Result<()> {
         let w = self.lock(Call::Sleep)?;
-        self.sleep_locked(w, duration).map(drop)
+        self.sleep_locked(w, duration, true).map(drop)
     }
 
     /// Inside [`crate::Fabric::run`], a poll in vain whose process also waits for `until`;

@@ -609,9 +609,11 @@ impl World {
 
     /// [`World::advance`], or, when the timeline has nothing due by `horizon` (a time still
     /// ahead), the clock to `horizon`. Whether virtual time moved.
+    /// Endless RNR retries alone (`verbs/stuck.rs`) move nothing without a horizon: a poll in
+    /// vain then counts toward the livelock, as on an empty timeline.
     pub(crate) fn advance_until(&mut self, horizon: Option<SimTime>) -> bool {
         let Some(h) = horizon.filter(|&h| h > self.now) else {
-            return self.advance();
+            return !self.only_endless_rnr_waits() && self.advance();
         };
         if self.timeline.peek_time().is_some_and(|at| at <= h) {
             return self.advance();
@@ -641,15 +643,17 @@ impl World {
                 self.sched.current = None;
                 return;
             }
-            if !self.advance() {
-                self.report_deadlock();
+            let rnr_only = self.only_endless_rnr_waits();
+            if rnr_only || !self.advance() {
+                self.report_deadlock(rnr_only);
             }
         }
     }
 
-    /// Nothing can run and the timeline is empty: every blocked process whose condition does
-    /// not hold is told so (a rare path, so a scan of every process is fine).
-    fn report_deadlock(&mut self) {
+    /// Nothing can run and the timeline is empty (`rnr_only`: holds only endless RNR retries,
+    /// `verbs/stuck.rs`): every blocked process whose condition does not hold is told so (a
+    /// rare path, so a scan of every process is fine).
+    fn report_deadlock(&mut self, rnr_only: bool) {
         let mut found = false;
         for j in 0..self.sched.procs.len() {
             let notified = self.sched.procs[j].notified;
@@ -670,7 +674,13 @@ impl World {
         }
         if found {
             self.record_text(None, TraceKind::Sched, |_| {
-                "deadlock: every process is blocked and the timeline is empty".into()
+                if rnr_only {
+                    "deadlock: every process is blocked and the timeline holds only RC sends \
+                     retrying for ever after RNR NAKs at responders without a receive"
+                        .into()
+                } else {
+                    "deadlock: every process is blocked and the timeline is empty".into()
+                }
             });
         }
     }
@@ -764,7 +774,7 @@ fn wait_until(mut w: WorldGuard<'_>, cond: Cond) -> (WorldGuard<'_>, Result<(), 
             if cond.satisfied(&w, false) {
                 return (w, Ok(()));
             }
-            if !w.step() {
+            if w.only_endless_rnr_waits() || !w.step() {
                 let msg = format!(
                     "deadlock: blocked in {} and nothing left in the timeline can produce it \
                      (outside Fabric::run a blocking call runs the timeline inline and does not \

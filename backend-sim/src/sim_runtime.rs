@@ -71,7 +71,7 @@ impl Runtime for SimRuntime {
         what: Describe,
     ) -> cmtwin::Result<Woken> {
         let w = self.shared.lock();
-        let deadline = timeout.map(|t| w.now.after(t));
+        let deadline = timeout.and_then(|t| w.now.deadline_after(t));
         let cond = Cond {
             channels: Vec::new(),
             deadline,

@@ -81,8 +81,10 @@ pub trait CmBackend: Send + Sync {
     ///   device holding the address, where the kernel would look the index up.
     /// * EADDRINUSE: the port is taken in the id's port space (REUSEADDR on both ids shares
     ///   it); EADDRNOTAVAIL: a wildcard bind over a specific one of the same port (§4.3).
-    /// * ENODEV (Linux 6.1) / EADDRNOTAVAIL (newer kernels): the address is on no RDMA device
-    ///   of the host (§19).
+    /// * EADDRNOTAVAIL: the address is configured on no interface of the host (measured on
+    ///   Linux 6.1 and 6.12, rxe and siw; the conformance suite's
+    ///   `bind_unconfigured_address_fails`). ENODEV: its interface has no RDMA device (e.g. the
+    ///   device was removed; the ENODEV that §19 records).
     fn bind_addr(&self, id: IdHandle, addr: SocketAddr) -> Result<()>;
 
     /// `rdma_resolve_addr`: starts address resolution; ADDR_RESOLVED or ADDR_ERROR follows.

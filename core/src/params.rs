@@ -72,7 +72,9 @@ pub enum Wait {
     Block,
     /// Return EAGAIN at once (O_NONBLOCK on the channel's fd).
     NonBlocking,
-    /// Wait at most this long, then return ETIMEDOUT (poll on the channel's fd).
+    /// Wait at most this long, then return ETIMEDOUT (poll on the channel's fd). A timeout
+    /// beyond what the clock can reach (`Duration::MAX`; on the simulator the end of its
+    /// virtual time, about 584 years) waits as `Block` does.
     Timeout(Duration),
 }
 

@@ -485,6 +485,14 @@ fn a_receive_posted_during_the_rnr_wait_takes_the_retransmission() {
     let t0 = c.now();
     send_bytes(c, &conn.client, 1, SendOp::Send, b"late");
     ok(s.sleep(100 * US), "sleep");
+    receive_on_the_first_retry(&bed, &conn, t0);
+}
+
+/// Posts a receive at the server of `conn`, whose client sent at `t0` and met one RNR NAK:
+/// the retry after the RNR timer delivers, and the client's send completes when it is
+/// acknowledged.
+fn receive_on_the_first_retry(bed: &SimBed, conn: &Conn, t0: Duration) {
+    let (s, c) = (bed.server(), bed.client());
     let rx = region(s, conn.server.pd, 8, 0, LW);
     post_recv_all(s, conn.server.qp, 5, &rx);
     let wc = next_completion(s, &conn.server);
@@ -497,6 +505,80 @@ fn a_receive_posted_during_the_rnr_wait_takes_the_retransmission() {
     let wc = next_completion(c, &conn.client);
     assert_eq!(c.now() - t0, 10 * US + RNR + 10 * US);
     assert_eq!(wc.status, WcStatus::SUCCESS);
+}
+
+/// An RNR retry count of 7 (the CM's default) retries for ever, as hardware does; at a
+/// responder that never gets a receive each retry meets the same NAK and changes nothing. A
+/// completion wait only a receive could end is then a deadlock (EDEADLK) once the first NAK
+/// is back, where it used to run the retries for ever (a hang); `run_until_idle` stops there
+/// too; and a receive posted afterwards still takes the next retry.
+#[test]
+fn endless_rnr_retries_at_a_responder_without_receives_are_a_deadlock() {
+    let bed = bed(14);
+    let c = bed.client();
+    let conn = connected(&bed);
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 1, SendOp::Send, b"anyone?");
+    ok(c.req_notify_cq(conn.client.cq, false), "arm");
+    let err = expect_errno(
+        c.get_cq_event(conn.client.comp, Wait::Block),
+        Call::GetCqEvent,
+        Errno::EDEADLK,
+    );
+    assert!(err.detail.contains("deadlock"), "{err}");
+    assert_eq!(
+        c.now() - t0,
+        10 * US,
+        "reported once the first RNR NAK is back"
+    );
+    bed.fabric.run_until_idle().expect("outside a run");
+    assert_eq!(c.now() - t0, 10 * US, "nothing else was pending");
+    receive_on_the_first_retry(&bed, &conn, t0);
+}
+
+/// The same inside `Fabric::run`: a client waiting for its send's completion and a server
+/// waiting for a CM event that never comes are reported deadlocked, instead of a run that
+/// never ends.
+#[test]
+fn endless_rnr_retries_end_a_run_in_a_deadlock() {
+    let bed = bed(15);
+    let conn = connected(&bed);
+    let (client, server) = (conn.client, conn.server);
+    let done = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = done.clone();
+    bed.fabric.spawn("client", "sender", move |c| {
+        send_bytes(&c, &client, 1, SendOp::Send, b"anyone?");
+        c.req_notify_cq(client.cq, false)?;
+        let err = c
+            .get_cq_event(client.comp, Wait::Block)
+            .map(drop)
+            .unwrap_err();
+        seen.lock().unwrap().push((err.errno, c.now()));
+        Ok(())
+    });
+    let seen = done.clone();
+    bed.fabric.spawn("server", "waiter", move |s| {
+        let err = s
+            .get_cm_event(server.channel, Wait::Block)
+            .map(drop)
+            .unwrap_err();
+        seen.lock().unwrap().push((err.errno, s.now()));
+        Ok(())
+    });
+    let t0 = bed.fabric.now();
+    bed.fabric.run().expect("both processes end");
+    let at = t0 + 10 * US;
+    let done = done.lock().unwrap().clone();
+    assert_eq!(
+        done,
+        [(Errno::EDEADLK, at), (Errno::EDEADLK, at)],
+        "both, at once"
+    );
+    let trace = bed.fabric.trace_text();
+    assert!(
+        trace.contains("retrying for ever after RNR NAKs"),
+        "the trace says why"
+    );
 }
 
 #[test]

@@ -227,6 +227,57 @@ fn timed_wait_advances_virtual_time_exactly() {
     ok(cm.destroy_event_channel(channel), "destroy channel");
 }
 
+/// A timeout too long for virtual time (`Duration::MAX`, as a program writes "for ever") waits
+/// for ever, as cmtwin-verbs and `poll(2)` do: a wait nothing can end fails with EDEADLK at
+/// once, and the clock stays where it was, instead of jumping to the end of virtual time
+/// (where the wait used to end in ETIMEDOUT and every later timer fired at once). A wait
+/// something ends still returns what ended it, at its exact time.
+#[test]
+fn timeouts_beyond_virtual_time_wait_for_ever() {
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    let channel = ok(cm.create_event_channel(), "channel");
+    let t0 = bed.fabric.now();
+    let forever = Wait::Timeout(Duration::MAX);
+    expect_errno(
+        cm.get_cm_event(channel, forever),
+        Call::GetCmEvent,
+        Errno::EDEADLK,
+    );
+    expect_errno(
+        cm.poll_channels(&[channel], forever),
+        Call::Poll,
+        Errno::EDEADLK,
+    );
+    expect_errno(cm.sleep(Duration::MAX), Call::Sleep, Errno::EDEADLK);
+    assert_eq!(bed.fabric.now(), t0, "no wait moved the clock");
+    let id = ok(cm.create_id(Some(channel), 0, PortSpace::TCP), "create id");
+    let server = bed.server_addr();
+    ok(
+        cm.resolve_addr(id, None, server, RESOLVE_TIMEOUT),
+        "resolve",
+    );
+    let event = ok(
+        cm.get_cm_event(channel, forever),
+        "the resolution ends the wait",
+    );
+    assert_eq!(event.kind(), EventKind::AddrResolved);
+    drop(event);
+    let t1 = bed.fabric.now();
+    expect_errno(
+        cm.get_cm_event(channel, Wait::Timeout(Duration::from_millis(250))),
+        Call::GetCmEvent,
+        Errno::ETIMEDOUT,
+    );
+    assert_eq!(
+        since(&bed, t1),
+        Duration::from_millis(250),
+        "the clock still moves"
+    );
+    ok(cm.destroy_id(id), "destroy id");
+    ok(cm.destroy_event_channel(channel), "destroy channel");
+}
+
 /// §8.3, §8.4: removing the client's device turns its connected id's next event into
 /// DEVICE_REMOVAL (status 0, not DISCONNECTED); further calls fail with ENXIO; destroy still
 /// works.

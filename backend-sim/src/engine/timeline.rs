@@ -23,6 +23,16 @@ impl SimTime {
         )
     }
 
+    /// The deadline of a wait of `d` from this time, or `None` (no deadline: the wait ends
+    /// only when what it waits for happens) when it lies at or beyond the end of virtual time.
+    /// A `Wait::Timeout(Duration::MAX)` or a `sleep(Duration::MAX)` thus waits as librdmacm
+    /// and cmtwin-verbs do for a timeout too large for `poll` (for ever), and it never moves
+    /// the clock to its end, where every later timer would fire at once.
+    pub fn deadline_after(self, d: Duration) -> Option<SimTime> {
+        let d = u64::try_from(d.as_nanos()).ok()?;
+        self.0.checked_add(d).filter(|&t| t < u64::MAX).map(SimTime)
+    }
+
     /// As a duration since the start.
     pub fn as_duration(self) -> Duration {
         Duration::from_nanos(self.0)
@@ -300,6 +310,18 @@ impl<A> Timeline<A> {
     pub(crate) fn peek_time(&mut self) -> Option<SimTime> {
         self.bring_due_buckets();
         self.near.peek().map(Entry::time)
+    }
+
+    /// The earliest pending action.
+    pub(crate) fn peek(&mut self) -> Option<&A> {
+        self.bring_due_buckets();
+        let slot = self.near.peek()?.slot;
+        self.slots[slot as usize].action.as_ref()
+    }
+
+    /// Every pending action, in no particular order.
+    pub(crate) fn pending(&self) -> impl Iterator<Item = &A> {
+        self.slots.iter().filter_map(|s| s.action.as_ref())
     }
 
     /// How many actions are pending.

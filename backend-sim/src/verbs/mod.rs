@@ -39,7 +39,9 @@
 //!   `drop_data_packets` and `delay_data_packets` actions), and nothing to or from a removed
 //!   device. Fault plans' per-kind chances apply to CM messages only.
 //! * `backend.rs`: [`cmtwin::verbs::DataPath`] for `SimBackend`; `wait.rs` its blocking
-//!   waits (CQ events, asynchronous events) through the scheduler.
+//!   waits (CQ events, asynchronous events) through the scheduler; `stuck.rs` when the
+//!   timeline holds nothing but RC sends retrying for ever after RNR NAKs (`rnr_retry` 7) at
+//!   responders without a receive, which blocked callers take as an empty timeline (EDEADLK).
 //!
 //! InfiniBand ports have LIDs (`topology::ib_lid`: 1 + the address's last byte, the one
 //! source the CM's address handles and the completions' `slid` take them from); a UD receive
@@ -72,6 +74,7 @@ mod qps;
 mod rc;
 mod readiness;
 mod srq;
+mod stuck;
 mod ud;
 mod ud_wire;
 mod wait;

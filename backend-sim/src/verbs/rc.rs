@@ -410,6 +410,22 @@ impl RcQp {
         self.state
     }
 
+    /// Whether, as a requester, it waits out an RNR NAK with retries that never run out
+    /// (`rnr_retry` 7): its retry then repeats, unchanged, until the responder has a receive.
+    pub(crate) fn in_endless_rnr_wait(&self) -> bool {
+        self.state == QpState::Rts
+            && self.timer == Timer::RnrWait
+            && self.params.is_some_and(|p| p.rnr_retry == 7)
+    }
+
+    /// Whether, as a responder, it answers requests (false: it drops them) and has no
+    /// receive of its own posted (an SRQ's are apart).
+    pub(crate) fn responds_without_receive(&self) -> bool {
+        self.reliable
+            && matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd)
+            && self.rq.is_empty()
+    }
+
     /// Whether it is RC (false: UC).
     pub(crate) fn is_reliable(&self) -> bool {
         self.reliable

@@ -49,7 +49,7 @@ pub(crate) fn wait_for<'a, T>(
     }
     let deadline = match wait {
         Wait::Block => None,
-        Wait::Timeout(d) if !d.is_zero() => Some(w.now.after(d)),
+        Wait::Timeout(d) if !d.is_zero() => w.now.deadline_after(d),
         _ => {
             let mut w = yield_now(w).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
             return take(&mut w)?.ok_or_else(|| nothing(call, wait));
@@ -91,7 +91,7 @@ fn step_inline<'a>(
             w.wake_at(d);
         }
     }
-    if !w.step() {
+    if w.only_endless_rnr_waits() || !w.step() {
         return Err(CmError::new(
             call,
             Errno::EDEADLK,
