@@ -221,7 +221,7 @@ impl Model {
     /// it) that ended `r` left its request in the queue though it failed: a post before RTS
     /// (EINVAL on rxe, the request going with the next post that succeeds; ENOTCONN on siw,
     /// whose send queue is then wedged for good). Such a request may complete later, or
-    /// never: it is recorded as discarded.
+    /// never: it is recorded as discarded. A post in INIT or RTR that succeeds fails the run.
     fn kept_though_refused<T>(
         &mut self,
         idx: usize,
@@ -229,7 +229,13 @@ impl Model {
         before: Option<QpState>,
         r: &cmtwin::Result<T>,
     ) -> bool {
+        let early = matches!(before, Some(QpState::Init | QpState::Rtr));
         let Err(e) = r else {
+            // rxe and siw (and so the simulator) refuse every send-queue post before RTS.
+            assert!(
+                v != Validity::Live || !early,
+                "a send-queue post on a QP in {before:?} succeeded"
+            );
             return false;
         };
         if v != Validity::Live {
