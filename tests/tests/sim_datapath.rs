@@ -333,7 +333,7 @@ fn zero_length_rdma_reads_and_writes_name_no_memory_and_succeed_whatever_their_k
     let bed = bed(5);
     let (s, c) = (bed.server(), bed.client());
     let conn = connected(&bed);
-    let nowhere = (0xdead_0000_u64, 0xdead_00_u32);
+    let nowhere = (0xdead_0000_u64, 0x00de_ad00_u32);
     let ops = [
         SendOp::RdmaWrite {
             remote_addr: nowhere.0,
