@@ -238,7 +238,8 @@ impl Fabric {
         self.seed
     }
 
-    /// The backend of host `name`.
+    /// The backend of host `name`. It shares the fabric's world: dropping the `Fabric` ends
+    /// nothing, and the backend (and its handles) stay usable while it lives.
     ///
     /// # Panics
     /// If the fabric has no such host (a mistake in the test's setup, not a CM error).

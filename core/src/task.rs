@@ -255,7 +255,8 @@ impl<'a, B: CmBackend> Executor<'a, B> {
 
     /// Runs every task to completion. Fails with EINVAL when an executor already runs on this
     /// thread, and with the error of the backend's wait (EDEADLK on the simulator when nothing
-    /// can wake any task).
+    /// can wake any task). A channel a task awaits and another task destroys fails only the
+    /// awaiting task's future (EBADF), not the run.
     pub fn run(mut self) -> Result<()> {
         let running = INTEREST.with(|i| i.borrow().is_some());
         if running {
@@ -320,8 +321,12 @@ impl<'a, B: CmBackend> Executor<'a, B> {
         if !interest.channels.is_empty() {
             let channels: Vec<ChannelHandle> = interest.channels.into_iter().collect();
             let wait = left.map_or(Wait::Block, Wait::Timeout);
-            self.cm.poll_channels(&channels, wait)?;
-            return Ok(());
+            return match self.cm.poll_channels(&channels, wait) {
+                // A task destroyed a channel another task awaits: that task learns it from
+                // its own next poll (EBADF, as `get_cm_event` on it would); the others go on.
+                Err(e) if e.errno == Errno::EBADF => Ok(()),
+                r => r.map(drop),
+            };
         }
         match left {
             Some(left) => self.cm.sleep(left),

@@ -279,6 +279,44 @@ fn a_wait_nothing_can_end_is_a_deadlock() {
         .expect("the process saw the deadlock and returned");
 }
 
+/// A task that destroys the channel another task awaits, then waits on: the awaiting task's
+/// future fails with EBADF at that instant, the destroying task goes on to its end.
+#[test]
+fn a_channel_destroyed_under_an_awaiting_task_fails_that_task_only() {
+    let fabric = two_hosts(1);
+    let cm = fabric.backend("client");
+    let ch = cm.create_event_channel().expect("a channel");
+    let seen: RefCell<Vec<(&str, Option<Errno>, Duration)>> = RefCell::default();
+    let mut executor = Executor::new(&cm);
+    executor.spawn(async {
+        let r = cm.event(ch).await.map(drop);
+        seen.borrow_mut()
+            .push(("waiter", r.err().map(|e| e.errno), cm.now()));
+    });
+    executor.spawn(async {
+        cm.sleep_for(Duration::from_millis(1))
+            .await
+            .expect("a sleep");
+        let r = cm.destroy_event_channel(ch);
+        seen.borrow_mut()
+            .push(("closer", r.err().map(|e| e.errno), cm.now()));
+        cm.sleep_for(Duration::from_millis(1))
+            .await
+            .expect("a sleep");
+        seen.borrow_mut().push(("closer done", None, cm.now()));
+    });
+    executor.run().expect("the run ends when both tasks have");
+    let ms = Duration::from_millis;
+    assert_eq!(
+        seen.into_inner(),
+        [
+            ("closer", None, ms(1)),
+            ("waiter", Some(Errno::EBADF), ms(1)),
+            ("closer done", None, ms(2)),
+        ]
+    );
+}
+
 /// The helpers outside the executor, and an executor inside another, fail with EINVAL.
 #[test]
 fn misuse_fails_with_einval() {

@@ -326,6 +326,43 @@ fn rdma_write_to_a_bad_rkey_is_refused_and_flushes_the_responder() {
 }
 
 #[test]
+fn zero_length_rdma_reads_and_writes_name_no_memory_and_succeed_whatever_their_key() {
+    // IBA C9-88: a zero-length RDMA read or write is not checked against its rkey or
+    // address (rxe's check_rkey executes it at once; siw_proc_write returns early for a
+    // zero-length write, siw_check_sgl_tx skips a zero-length entry).
+    let bed = bed(5);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let nowhere = (0xdead_0000_u64, 0x00de_ad00_u32);
+    let ops = [
+        SendOp::RdmaWrite {
+            remote_addr: nowhere.0,
+            rkey: nowhere.1,
+        },
+        SendOp::RdmaRead {
+            remote_addr: nowhere.0,
+            rkey: nowhere.1,
+        },
+    ];
+    for (wr_id, op) in (1..).zip(ops) {
+        let t0 = c.now();
+        ok(
+            c.post_send(conn.client.qp, &SendWr::new(wr_id, op, Payload::Sges(&[]))),
+            "post_send",
+        );
+        let wc = next_completion(c, &conn.client);
+        assert_eq!(c.now() - t0, 10 * US, "acknowledged after a round trip");
+        let opcode = match op {
+            SendOp::RdmaRead { .. } => WcOpcode::RdmaRead,
+            _ => WcOpcode::RdmaWrite,
+        };
+        assert_wc(wc, &conn.client, wr_id, WcStatus::SUCCESS, opcode);
+        assert_eq!(wc.byte_len, 0);
+    }
+    assert_both_ready(&conn, s, c);
+}
+
+#[test]
 fn a_message_longer_than_the_receive_is_a_local_length_error_there() {
     let bed = bed(7);
     let (s, c) = (bed.server(), bed.client());

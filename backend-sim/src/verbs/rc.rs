@@ -1069,7 +1069,7 @@ impl RcQp {
             _ => None,
         };
         let reply = match pkt.body {
-            Body::ReadReq { addr, rkey, len } => match mem.remote_read(rkey, addr, len) {
+            Body::ReadReq { addr, rkey, len } => match Self::read_for_peer(mem, rkey, addr, len) {
                 Some(data) => Ok(Body::ReadResp { data }),
                 None => Err(Nak::RemoteAccess),
             },
@@ -1173,7 +1173,7 @@ impl RcQp {
     /// A request already executed: acknowledged again (a read is executed again).
     fn duplicate(&mut self, pkt: Packet, mem: &mut dyn Memory, out: &mut Vec<QpOutput>) {
         let body = match pkt.body {
-            Body::ReadReq { addr, rkey, len } => match mem.remote_read(rkey, addr, len) {
+            Body::ReadReq { addr, rkey, len } => match Self::read_for_peer(mem, rkey, addr, len) {
                 Some(data) => Body::ReadResp { data },
                 None => return,
             },
@@ -1252,7 +1252,9 @@ impl RcQp {
         if imm.is_some() && self.rq.is_empty() {
             return Err(self.rnr());
         }
-        if !mem.remote_write(rkey, addr, &data) {
+        // A zero-length write names no memory: its key and address are not checked (IBA
+        // C9-88; rxe's check_rkey, siw_proc_write).
+        if !data.is_empty() && !mem.remote_write(rkey, addr, &data) {
             return Err(Nak::RemoteAccess);
         }
         if imm.is_some() {
@@ -1261,6 +1263,17 @@ impl RcQp {
             self.complete_recv(r, WcStatus::SUCCESS, op, len, imm, solicited, out);
         }
         Ok(Body::Ack)
+    }
+
+    /// The bytes a peer's RDMA read of `len` at `addr` under `rkey` fetches; `None` when the
+    /// key, range or access refuses it. A zero-length read names no memory: its key and
+    /// address are not checked (IBA C9-88; rxe's check_rkey executes it without looking the
+    /// key up, siw_check_sgl_tx skips a zero-length entry of the read response).
+    fn read_for_peer(mem: &mut dyn Memory, rkey: u32, addr: u64, len: u32) -> Option<Vec<u8>> {
+        if len == 0 {
+            return Some(Vec::new());
+        }
+        mem.remote_read(rkey, addr, len)
     }
 
     /// The RNR NAK this QP answers with when no receive is posted.
