@@ -288,7 +288,8 @@ impl Fabric {
     /// Runs the timeline until nothing is pending, or nothing but RC sends that retry for ever
     /// after RNR NAKs (`rnr_retry` 7) at responders without a receive: until a receive is
     /// posted they repeat without changing anything. Refused while [`Fabric::run`] is in
-    /// progress.
+    /// progress. It advances the fabric only: processes given to [`Fabric::spawn`] wait for
+    /// [`Fabric::run`], which is what starts them.
     pub fn run_until_idle(&self) -> Result<(), FabricError> {
         let mut w = self.lock_to_drive("run_until_idle")?;
         while !w.only_endless_rnr_waits() && w.step() {}
