@@ -127,6 +127,10 @@ impl World {
         let record = self.cm.eps.get_mut(&ep).expect("live endpoint");
         let awaited = record.cm.awaits_mpa_reply();
         let r = input(&mut record.cm, &mut out);
+        // Only an input moves an endpoint to IDLE, and a new one gets its remote QPN before
+        // any input: an endpoint that this input did not leave IDLE holding one releases
+        // nothing (a nested drive of it releases for itself).
+        let may_release = record.remote_qpn.is_some() && record.cm.state() == EpState::Idle;
         if awaited && !record.cm.awaits_mpa_reply() {
             if let Some(owner) = record.owner {
                 // A process waiting in rdma_destroy_id for this reply may go on.
@@ -137,7 +141,9 @@ impl World {
             self.carry_out(ep, o);
         }
         self.cm.outputs = out;
-        self.release_remote_qpn_if_idle(ep);
+        if may_release {
+            self.release_remote_qpn_if_idle(ep);
+        }
         r
     }
 

@@ -144,6 +144,9 @@ pub(crate) struct Timeline<A> {
     stale: usize,
     /// Entries held, stale ones included.
     held: usize,
+    /// Whether the near queue's head is live and every bucket due before it is in the near
+    /// queue (`bring_due_buckets` ran, and nothing since could change that).
+    settled: bool,
 }
 
 impl<A> Timeline<A> {
@@ -159,6 +162,7 @@ impl<A> Timeline<A> {
             next_seq: 0,
             stale: 0,
             held: 0,
+            settled: false,
         }
     }
 
@@ -187,6 +191,9 @@ impl<A> Timeline<A> {
                 .entry(at.0 >> FAR_SHIFT)
                 .or_insert_with(|| spare.pop().unwrap_or_default())
                 .push(entry);
+            // The new bucket may be due before the near queue's head (an earlier entry in
+            // the near queue leaves every due bucket due).
+            self.settled = false;
         } else {
             self.near.push(entry);
         }
@@ -201,6 +208,7 @@ impl<A> Timeline<A> {
             return None;
         }
         let action = slot.action.take();
+        self.settled = false;
         self.release(key.slot);
         self.stale += 1;
         if self.stale > 64 && self.stale > self.held / 2 {
@@ -267,6 +275,10 @@ impl<A> Timeline<A> {
     /// Moves into the near queue every bucket that could hold an action due before the near
     /// queue's earliest one (its live actions; the cancelled ones are dropped here).
     fn bring_due_buckets(&mut self) {
+        if self.settled {
+            return;
+        }
+        self.settled = true;
         loop {
             self.skip_stale();
             let Some((&bucket, _)) = self.far.first_key_value() else {
@@ -295,6 +307,7 @@ impl<A> Timeline<A> {
     pub(crate) fn pop(&mut self) -> Option<(SimTime, A)> {
         self.bring_due_buckets();
         let entry = self.near.pop()?;
+        self.settled = false;
         let (at, slot) = (entry.time(), entry.slot);
         self.held -= 1;
         let action = self.slots[slot as usize]
