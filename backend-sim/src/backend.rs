@@ -541,6 +541,24 @@ impl SimBackend {
         w.record(Some(self.host), TraceKind::Call, entry);
     }
 
+    /// [`SimBackend::wait_event`], then the event (which `event` finds in what `found` made)
+    /// armed in place now that the world is unlocked (dropping it locks the world), or the
+    /// failure traced: the common end of `get_cm_event` and `get_cm_event_any`.
+    fn wait_armed<T>(
+        &self,
+        channels: &[ChannelHandle],
+        wait: Wait,
+        found: impl Fn(ChannelHandle, CmEvent) -> T + Copy,
+        event: impl FnOnce(&mut T) -> &mut CmEvent,
+    ) -> Result<T> {
+        let mut r = self.wait_event(channels, wait, found);
+        match &mut r {
+            Ok(t) => event(t).arm(self.release_path()),
+            Err(e) => self.trace_get_failure(channels, wait, e.errno),
+        }
+        r
+    }
+
     /// As [`CmBackend::sleep`] on the world already locked as `w`; gives it back locked. A
     /// `duration` beyond the end of virtual time sleeps for ever when `forever` (the program's
     /// own sleep), else to the end of time (a configured delay of the model, saturated).
@@ -874,21 +892,13 @@ impl CmBackend for SimBackend {
     }
 
     fn get_cm_event(&self, channel: ChannelHandle, wait: Wait) -> Result<CmEvent> {
-        let channels = [channel];
-        let mut found = self.wait_event(&channels, wait, |_, e| e);
-        match &mut found {
-            // As `get_cm_event_any` does, with the event alone.
-            Ok(event) => event.arm(self.release_path()),
-            Err(e) => self.trace_get_failure(&channels, wait, e.errno),
-        }
-        found
+        self.wait_armed(&[channel], wait, |_, e| e, |e| e)
     }
 
     fn ack_cm_event(&self, mut event: CmEvent) -> Result<()> {
-        let r = match self.lock(Call::AckCmEvent) {
-            Ok(mut w) => w.ack_cm_event(self.host, &event),
-            Err(e) => Err(e),
-        };
+        let r = self
+            .lock(Call::AckCmEvent)
+            .and_then(|mut w| w.ack_cm_event(self.host, &event));
         if r.is_ok() {
             event.disarm();
         }
@@ -902,14 +912,7 @@ impl CmBackend for SimBackend {
         channels: &[ChannelHandle],
         wait: Wait,
     ) -> Result<(ChannelHandle, CmEvent)> {
-        let mut found = self.wait_event(channels, wait, |c, e| (c, e));
-        match &mut found {
-            // Armed only now that the world is unlocked: dropping it locks the world. (In
-            // place: the event is not moved again.)
-            Ok((_, event)) => event.arm(self.release_path()),
-            Err(e) => self.trace_get_failure(channels, wait, e.errno),
-        }
-        found
+        self.wait_armed(channels, wait, |c, e| (c, e), |(_, e)| e)
     }
 
     fn try_get_cm_event(

@@ -292,7 +292,7 @@ impl Fabric {
     /// [`Fabric::run`], which is what starts them.
     pub fn run_until_idle(&self) -> Result<(), FabricError> {
         let mut w = self.lock_to_drive("run_until_idle")?;
-        while !w.only_endless_rnr_waits() && w.step() {}
+        while w.step_unless_stuck() {}
         Ok(())
     }
 

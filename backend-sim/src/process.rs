@@ -774,7 +774,7 @@ fn wait_until(mut w: WorldGuard<'_>, cond: Cond) -> (WorldGuard<'_>, Result<(), 
             if cond.satisfied(&w, false) {
                 return (w, Ok(()));
             }
-            if w.only_endless_rnr_waits() || !w.step() {
+            if !w.step_unless_stuck() {
                 let msg = format!(
                     "deadlock: blocked in {} and nothing left in the timeline can produce it \
                      (outside Fabric::run a blocking call runs the timeline inline and does not \

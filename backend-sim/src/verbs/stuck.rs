@@ -32,6 +32,12 @@ impl World {
         (self.timeline.pending()).all(|a| timer_of(a).is_some_and(|q| self.endless_rnr_wait(q)))
     }
 
+    /// One step of the timeline unless it holds only endless RNR waits; false when it did
+    /// not step (nothing pending, or nothing that can change anything by itself).
+    pub(crate) fn step_unless_stuck(&mut self) -> bool {
+        !self.only_endless_rnr_waits() && self.step()
+    }
+
     /// Whether QP `q` waits out an RNR NAK for ever at a responder that has no receive and
     /// still answers (so each retry gets the same NAK).
     fn endless_rnr_wait(&self, q: super::ObjKey) -> bool {
