@@ -134,28 +134,34 @@ fn write_past_the_region_terminates_the_connection() {
     );
 }
 
-/// TCP carries siw's messages: a lost one is sent again and delivered once, however many
-/// times it is lost, and the connection never gives up (siw has no `retry_count`, so no
-/// RETRY_EXC_ERR; TCP's own limit, about 15 minutes of retransmissions before it resets the
-/// connection, is not modelled and was not measured: both addresses of a VM bed are on one
-/// host, so no peer there falls silent). The SEND completed when first sent, before any of
-/// it.
+/// An iWARP bed of `kernel` whose wire has no jitter: 5 µs each way, so TCP's RTO is 200 ms
+/// plus the 10 µs round trip in whole 4 ms ticks (250 Hz): 204 ms.
+fn jitterless_iwarp(seed: u64, kernel: KernelProfile) -> SimBed {
+    let mut config = SimConfig::for_kernel(kernel);
+    config.wire_jitter = Duration::ZERO;
+    SimBed::with_config(seed, Transport::Iwarp, config)
+}
+
+/// TCP carries siw's messages: a lost one is sent again on TCP's schedule (a loss probe at
+/// the RTO, then RTOs doubling from there: 204, 408, 816, 1632, 3264, 6528 ms after the
+/// post), whatever the QP's `timeout` and `retry_count`, and delivered once. The SEND
+/// completed when first sent, before any of it. Measured on siw-6.1: the SEND reached the
+/// peer with the first retransmission of this schedule after the loss stopped
+/// (`verbs/tcp_timer.rs`).
 #[test]
-fn lost_messages_are_sent_again_without_end() {
+fn a_lost_message_is_sent_again_on_tcps_schedule() {
     use cmtwin::verbs::{AccessFlags, DataPath, Payload, SendOp, SendWr, WcOpcode, WcStatus};
     use cmtwin::CmBackend;
     use cmtwin_tests::datapath::{connect, drain, next_completion, post_recv_all, region};
-    let mut config = SimConfig::for_kernel(KernelProfile::Linux61);
-    config.wire_jitter = Duration::ZERO;
-    let bed = SimBed::with_config(43, Transport::Iwarp, config);
+    let bed = jitterless_iwarp(43, KernelProfile::Linux61);
     let (s, c) = (bed.server(), bed.client());
     let conn = connect(s, c, addr(7702));
     let rx = region(s, conn.server.pd, 16, 0, AccessFlags::LOCAL_WRITE);
     post_recv_all(s, conn.server.qp, 1, &rx);
     let tx = region(c, conn.client.pd, 8, 7, AccessFlags::NONE);
     let sge = [tx.sge(0, 8)];
-    // Lose the SEND and its first 20 retransmissions: far beyond any retry count.
-    bed.fabric.drop_data_packets(21).expect("outside a run");
+    // Lose the SEND, the loss probe and the first four RTOs' retransmissions.
+    bed.fabric.drop_data_packets(6).expect("outside a run");
     let t0 = c.now();
     let send = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
     ok(c.post_send(conn.client.qp, &send), "post_send");
@@ -172,15 +178,51 @@ fn lost_messages_are_sent_again_without_end() {
         (got.wr_id, got.status, got.byte_len),
         (1, WcStatus::SUCCESS, 8)
     );
-    // 21 transport timeouts of the iWARP path (exponent 19: 2.147483648 s each), then the
-    // wire's 5 µs.
+    // The fifth RTO's retransmission, 6.528 s after the post, then the wire's 5 µs.
     assert_eq!(
         s.now() - t0,
-        21 * Duration::from_nanos(2_147_483_648) + Duration::from_micros(5)
+        Duration::from_millis(6_528) + Duration::from_micros(5)
     );
     ok(s.sleep(Duration::from_secs(60)), "sleep");
     assert!(drain(s, &conn.server).is_empty(), "delivered once");
     assert!(drain(c, &conn.client).is_empty(), "no RETRY_EXC_ERR");
+}
+
+/// A peer that falls silent (its host loses power): siw's TCP retransmits the SEND (which
+/// completed SUCCESS inside the post) until TCP gives up, 928.896 s after the post: the
+/// first RTO on the schedule that is at least `tcp_retries2`'s 924.6 s after the first
+/// transmission. The socket closes without a reset: the client gets DISCONNECTED (status
+/// 0), its QP is in ERROR (read on Linux 6.12; 6.1's siw reads RESET in every state) and
+/// its posted receive flushed; no RETRY_EXC_ERR.
+#[test]
+fn a_silent_peer_ends_the_connection_when_tcp_gives_up() {
+    use cmtwin::verbs::{AccessFlags, DataPath, Payload, QpState, SendOp, SendWr, WcStatus};
+    use cmtwin::{CmBackend, EventKind, Wait};
+    use cmtwin_tests::datapath::{connect, drain, next_completion, post_recv_all, region};
+    let bed = jitterless_iwarp(44, KernelProfile::Linux612);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connect(s, c, addr(7703));
+    let rx = region(c, conn.client.pd, 16, 0, AccessFlags::LOCAL_WRITE);
+    post_recv_all(c, conn.client.qp, 1, &rx);
+    let tx = region(c, conn.client.pd, 8, 7, AccessFlags::NONE);
+    let sge = [tx.sge(0, 8)];
+    bed.fabric.power_off("server").expect("outside a run");
+    let t0 = c.now();
+    let send = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
+    ok(c.post_send(conn.client.qp, &send), "post_send");
+    let sent = next_completion(c, &conn.client);
+    assert_eq!((sent.wr_id, sent.status), (2, WcStatus::SUCCESS));
+    // Longer than the suite's usual wait: TCP takes its quarter of an hour.
+    let patience = Wait::Timeout(Duration::from_secs(1_000));
+    let ev = cmtwin::expect_event(c, conn.client.channel, EventKind::Disconnected, patience);
+    assert_eq!(ev.expect("DISCONNECTED").status, 0);
+    assert_eq!(c.now() - t0, Duration::from_millis(928_896));
+    let flushed = next_completion(c, &conn.client);
+    assert_eq!((flushed.wr_id, flushed.status), (1, WcStatus::WR_FLUSH_ERR));
+    assert_eq!(c.now() - t0, Duration::from_millis(928_896));
+    let state = ok(c.query_qp_state(conn.client.qp), "query_qp");
+    assert_eq!(state, QpState::Error);
+    assert!(drain(c, &conn.client).is_empty());
 }
 
 fn ok<T>(r: cmtwin::Result<T>, what: &str) -> T {

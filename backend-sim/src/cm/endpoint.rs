@@ -868,6 +868,16 @@ impl Endpoint {
         }
     }
 
+    /// The TCP connection died under an established endpoint (TCP gave up retransmitting):
+    /// DISCONNECTED, and nothing goes to the peer.
+    pub(crate) fn iw_connection_lost(&mut self, out: &mut Vec<Output>) {
+        if self.state == EpState::Established {
+            self.state = EpState::Idle;
+            out.push(Output::Disconnected(0));
+        }
+        self.finish_if_done(out);
+    }
+
     /// Closes an established TCP connection (FIN); false if it was not established.
     fn iw_close(&mut self, out: &mut Vec<Output>) -> bool {
         if self.state != EpState::Established {

@@ -2,7 +2,7 @@
 //! world's regions), and its outputs carried out: packets onto the data wire, completions into
 //! CQs, its one timer on the timeline, COMM_EST to the host's asynchronous events.
 
-use cmtwin::verbs::{AccessFlags, Sge, WcStatus};
+use cmtwin::verbs::{AccessFlags, Sge, WcStatus, WorkCompletion};
 use cmtwin::AsyncEvent;
 
 use super::rc::{Memory, QpOutput, Queue};
@@ -157,6 +157,8 @@ impl World {
                     Queue::Send => send_cq,
                     Queue::Recv => recv_cq,
                 };
+                // An RC machine does not know its number (`rc.rs`).
+                let wc = wc.map(|wc| WorkCompletion { qp_num: qpn, ..wc });
                 let lost = wc.is_some_and(|wc| !self.push_completion(cq, wc, solicited));
                 if lost && queue == Queue::Recv && wc.is_some_and(|wc| wc.status.0 == 0) {
                     // rxe's responder takes a receive completion its CQ cannot hold for a
@@ -167,6 +169,7 @@ impl World {
                 }
             }
             QpOutput::Terminate => self.siw_drop_connection_of(q),
+            QpOutput::TcpGaveUp => self.siw_tcp_gave_up(q),
             QpOutput::SetTimer(after) => self.set_qp_timer(q, self.now.after(after)),
             QpOutput::CancelTimer => self.cancel_qp_timer(q),
             QpOutput::SrqLimitReached => {

@@ -10,6 +10,7 @@ use cmtwin::verbs::{AccessFlags, QpAttr, QpState};
 use cmtwin::{Call, CmError, Errno, Result, Transport};
 
 use super::rc::RcParams;
+use super::tcp_timer::TcpPath;
 use super::ObjKey;
 use crate::config::KernelProfile;
 use crate::topology::DevKey;
@@ -78,7 +79,10 @@ impl World {
         }
         self.verbs.qps.get_mut(&q).expect("indexed QP").peer = Some(c.peer);
         let params: RcParams = c.params;
-        self.drive_qp(q, |m, _, out| m.iw_rts(params, out))
+        // TCP's round trip on the simulated wire: the fixed latency both ways.
+        let rtt = self.cfg.wire_latency.saturating_mul(2);
+        let tcp = TcpPath::new(rtt, self.cfg.kernel_hz);
+        self.drive_qp(q, |m, _, out| m.iw_rts(params, tcp, out))
     }
 
     /// Moves the QP id `id`'s connection moves to ERROR, flushing its outstanding requests
@@ -155,6 +159,21 @@ impl World {
                 "siw moves a QP to RTS only with its connection (rdma_connect, rdma_accept)",
             )),
             _ => Ok(()),
+        }
+    }
+
+    /// TCP gave the connection whose QP is `q` up (`tcp_write_err`): its socket closed
+    /// without a word to the peer, and siw takes that as the connection's close
+    /// (`siw_cm_llp_state_change`, then the iWARP CM's close): DISCONNECTED here, the QP in
+    /// ERROR with its receives flushed. The peer hears nothing.
+    pub(crate) fn siw_tcp_gave_up(&mut self, q: ObjKey) {
+        let ids: Vec<IdKey> = (self.kernel.ids.keys_sorted().into_iter())
+            .filter(|id| self.cm_qp(*id) == Some(q))
+            .collect();
+        for id in ids {
+            if let Some(ep) = self.id(id).ep.get() {
+                self.drive(ep, |e, out| e.iw_connection_lost(out));
+            }
         }
     }
 

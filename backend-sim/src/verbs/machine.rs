@@ -9,6 +9,7 @@ use cmtwin::{QpCap, QpType};
 
 use super::packet::Packet;
 use super::rc::{Memory, PostError, QpOutput, RcParams, RecvEntry, SendEntry};
+use super::tcp_timer::TcpPath;
 use super::ud::{UdQp, UdSendEntry};
 use super::RcQp;
 
@@ -20,13 +21,6 @@ pub(crate) enum QpMachine {
 }
 
 impl QpMachine {
-    pub(crate) fn qpn(&self) -> u32 {
-        match self {
-            QpMachine::Rc(m) => m.qpn(),
-            QpMachine::Ud(m) => m.qpn(),
-        }
-    }
-
     pub(crate) fn state(&self) -> QpState {
         match self {
             QpMachine::Rc(m) => m.state(),
@@ -168,9 +162,14 @@ impl QpMachine {
     }
 
     /// siw's move to RTS as MPA completes (RC only; a UD QP is never an iWARP connection's).
-    pub(crate) fn iw_rts(&mut self, params: RcParams, out: &mut Vec<QpOutput>) -> bool {
+    pub(crate) fn iw_rts(
+        &mut self,
+        params: RcParams,
+        tcp: TcpPath,
+        out: &mut Vec<QpOutput>,
+    ) -> bool {
         match self {
-            QpMachine::Rc(m) => m.iw_rts(params, out),
+            QpMachine::Rc(m) => m.iw_rts(params, tcp, out),
             QpMachine::Ud(_) => false,
         }
     }

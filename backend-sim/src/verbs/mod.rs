@@ -75,6 +75,7 @@ mod rc;
 mod readiness;
 mod srq;
 mod stuck;
+mod tcp_timer;
 mod ud;
 mod ud_wire;
 mod wait;

@@ -98,14 +98,14 @@ impl World {
         let machine = match attr.qp_type {
             QpType::Ud => QpMachine::Ud(UdQp::new(qpn, cap, sig_all, 0).in_reset()),
             _ if transport == cmtwin::Transport::Iwarp => {
-                QpMachine::Rc(RcQp::new(qpn, cap, sig_all).in_reset().on_siw())
+                QpMachine::Rc(RcQp::new(cap, sig_all).in_reset().on_siw())
             }
             _ if transport == cmtwin::Transport::Roce => {
-                QpMachine::Rc(RcQp::new(qpn, cap, sig_all).in_reset().on_rxe())
+                QpMachine::Rc(RcQp::new(cap, sig_all).in_reset().on_rxe())
             }
-            _ => QpMachine::Rc(RcQp::new(qpn, cap, sig_all).in_reset()),
+            _ => QpMachine::Rc(RcQp::new(cap, sig_all).in_reset()),
         };
-        let key = self.insert_qp((host, dev, None), pd, cqs, false, machine);
+        let key = self.insert_qp((host, dev, None), qpn, pd, cqs, false, machine);
         self.own_verbs_object(key);
         if let Some(srq) = objects.srq {
             self.attach_srq(key, srq);

@@ -77,7 +77,7 @@ impl World {
         let machine_cap = without_rq(cap, srq.is_some());
         let machine = self.new_machine(id, qpn, attr.qp_type, machine_cap, attr.sq_sig_all);
         let where_ = (host, dev, Some(id));
-        let key = self.insert_qp(where_, pd, (send_cq, recv_cq), true, machine);
+        let key = self.insert_qp(where_, qpn, pd, (send_cq, recv_cq), true, machine);
         if let Some(srq) = srq {
             self.attach_srq(key, srq);
         }
@@ -97,23 +97,24 @@ impl World {
         let dev = self.id(id).device.expect("checked by create_qp");
         let cap = device_cap(cap, self.topo.devices[dev].transport);
         if qp_type == cmtwin::QpType::Uc {
-            QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all).unreliable())
+            QpMachine::Rc(RcQp::new(cap, sq_sig_all).unreliable())
         } else if qp_type.is_connected() && self.topo.devices[dev].transport == Transport::Iwarp {
-            QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all).on_siw())
+            QpMachine::Rc(RcQp::new(cap, sq_sig_all).on_siw())
         } else if qp_type.is_connected() && self.topo.devices[dev].transport == Transport::Roce {
-            QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all).on_rxe())
+            QpMachine::Rc(RcQp::new(cap, sq_sig_all).on_rxe())
         } else if qp_type.is_connected() {
-            QpMachine::Rc(RcQp::new(qpn, cap, sq_sig_all))
+            QpMachine::Rc(RcQp::new(cap, sq_sig_all))
         } else {
             QpMachine::Ud(UdQp::new(qpn, cap, sq_sig_all, self.id(id).qkey))
         }
     }
 
-    /// Records QP `machine` of host, device and id `where_` and counts its users of the PD
-    /// and CQs; its key.
+    /// Records QP `qpn` with `machine` of host, device and id `where_` and counts its users
+    /// of the PD and CQs; its key.
     pub(crate) fn insert_qp(
         &mut self,
         where_: (HostKey, DevKey, Option<IdKey>),
+        qpn: u32,
         pd: ObjKey,
         (send_cq, recv_cq): (ObjKey, ObjKey),
         implicit: bool,
@@ -125,7 +126,6 @@ impl World {
             self.verbs.cqs.get_mut(&cq).expect("live CQ").users += 1;
         }
         let key = self.verbs.fresh();
-        let qpn = machine.qpn();
         let qp = Qp {
             host,
             dev,
@@ -216,7 +216,7 @@ impl World {
             ud.block_self_multicast_loopback();
         }
         let (pd, cqs) = (objects.pd, objects.cqs);
-        let q = self.insert_qp((host, dev, Some(key)), pd, cqs, false, machine);
+        let q = self.insert_qp((host, dev, Some(key)), qpn, pd, cqs, false, machine);
         if let Some(srq) = objects.srq {
             self.attach_srq(q, srq);
         }

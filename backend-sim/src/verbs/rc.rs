@@ -26,7 +26,10 @@
 //!   completes the WQE once `siw_qp_sq_proc_tx` handed its bytes to TCP, inside `post_send`
 //!   for a user QP), before the peer has it; the request stays for TCP's retransmission until
 //!   acknowledged, and is not flushed again. An RDMA READ completes with its response;
-//! * retransmission never gives up (TCP's; siw has no `retry_count`): no RETRY_EXC_ERR;
+//! * retransmission is TCP's, on TCP's timer (`tcp_timer.rs`): a loss probe, then RTOs from
+//!   about 200 ms doubling up to 120 s, whatever the QP's `timeout` and `retry_count`; no
+//!   RETRY_EXC_ERR: once TCP gives up (924.6 s after the oldest unacknowledged message was
+//!   first sent) the connection closes under the QP ([`QpOutput::TcpGaveUp`]);
 //! * the responder has no NAK: a message it cannot take (no receive posted, a bad rkey or
 //!   access, a receive with bad entries) makes it send a TERMINATE and close the connection
 //!   (`siw_init_terminate`, `siw_qp_cm_drop`): this QP enters ERROR and the world drops the
@@ -57,6 +60,7 @@
 //!   bad still fails there and moves the responder to ERROR (class A, every QP type; with
 //!   RC's LOC_PROT_ERR, where rxe reports LOC_QP_OP_ERR), but the requester hears nothing.
 
+use super::tcp_timer::{TcpPath, TcpTimeout, TcpTimer};
 use crate::lazy_deque::LazyDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -221,6 +225,9 @@ pub(crate) enum QpOutput {
     Terminate,
     /// siw's responder could not answer an RDMA READ (IBV_EVENT_QP_REQ_ERR).
     QpReqErr,
+    /// siw's TCP gave up retransmitting: its socket closed without a word to the peer, and
+    /// siw takes that as the connection's close (DISCONNECTED here, the QP in ERROR).
+    TcpGaveUp,
     /// siw's responder met a protection error: a write under a registered key outside the
     /// region's range or access, a receive it may not write (IBV_EVENT_QP_ACCESS_ERR).
     QpAccessErr,
@@ -281,13 +288,12 @@ pub(crate) struct RcQp {
     state: QpState,
     /// RC; false for UC (no acknowledgements, retries, RNR NAKs or RDMA reads).
     reliable: bool,
-    qpn: u32,
     cap: QpCap,
     sq_sig_all: bool,
     params: Option<RcParams>,
     sq: LazyDeque<SendEntry>,
     /// How many requests at the head of `sq` were transmitted.
-    sent: usize,
+    sent: u32,
     next_psn: u32,
     retries_left: u8,
     rnr_left: u8,
@@ -310,6 +316,10 @@ pub(crate) struct RcQp {
     /// next post's doorbell, not when the QP reaches RTS; siw never (see
     /// [`RcQp::post_send`]).
     unannounced: bool,
+    /// siw: the TCP path's retransmission timing, from RTS on.
+    tcp_path: TcpPath,
+    /// siw: where TCP's retransmission timer stands.
+    tcp_timer: TcpTimer,
 }
 
 /// The driver running an RC QP, where the model differs between them.
@@ -327,12 +337,12 @@ pub(crate) enum Driver {
 }
 
 impl RcQp {
-    /// A QP numbered `qpn` in INIT, as `rdma_create_qp` leaves an RC QP.
-    pub(crate) fn new(qpn: u32, cap: QpCap, sq_sig_all: bool) -> Self {
+    /// A QP in INIT, as `rdma_create_qp` leaves an RC QP. It does not know its number: the
+    /// world puts it in the completions (`drive.rs`).
+    pub(crate) fn new(cap: QpCap, sq_sig_all: bool) -> Self {
         RcQp {
             state: QpState::Init,
             reliable: true,
-            qpn,
             cap,
             sq_sig_all,
             params: None,
@@ -350,6 +360,8 @@ impl RcQp {
             srq: false,
             dropped_by_send: false,
             unannounced: false,
+            tcp_path: TcpPath::default(),
+            tcp_timer: TcpTimer::default(),
         }
     }
 
@@ -398,11 +410,6 @@ impl RcQp {
     pub(crate) fn in_reset(mut self) -> Self {
         self.state = QpState::Reset;
         self
-    }
-
-    /// The QP's number.
-    pub(crate) fn qpn(&self) -> u32 {
-        self.qpn
     }
 
     /// The QP's state.
@@ -462,7 +469,7 @@ impl RcQp {
             }
         }
         let (reliable, driver, srq) = (self.reliable, self.driver, self.srq);
-        *self = RcQp::new(self.qpn, self.cap, self.sq_sig_all).in_reset();
+        *self = RcQp::new(self.cap, self.sq_sig_all).in_reset();
         (self.reliable, self.driver, self.srq) = (reliable, driver, srq);
         sges
     }
@@ -478,11 +485,18 @@ impl RcQp {
     }
 
     /// siw's move to RTS as MPA completes, from RESET, INIT or RTR (siw's IDLE and RTR)
-    /// with `params`; false from any other state. iWARP has no RNR NAK: the RNR timer is 0.
-    pub(crate) fn iw_rts(&mut self, params: RcParams, out: &mut Vec<QpOutput>) -> bool {
+    /// with `params`, over a TCP connection with the timing of `tcp`; false from any other
+    /// state. iWARP has no RNR NAK: the RNR timer is 0.
+    pub(crate) fn iw_rts(
+        &mut self,
+        params: RcParams,
+        tcp: TcpPath,
+        out: &mut Vec<QpOutput>,
+    ) -> bool {
         if !matches!(self.state, QpState::Reset | QpState::Init | QpState::Rtr) {
             return false;
         }
+        self.tcp_path = tcp;
         self.rnr_timer_ns = 0;
         self.state = QpState::Rtr;
         self.rts(params, out)
@@ -745,16 +759,13 @@ impl RcQp {
     pub(crate) fn on_timer(&mut self, out: &mut Vec<QpOutput>) {
         match self.timer {
             Timer::Off => {}
+            Timer::Retransmit if self.driver == Driver::Siw => self.on_tcp_timer(out),
             Timer::Retransmit if self.retries_left == 0 => {
                 self.timer = Timer::Off;
                 self.fail_head(WcStatus::RETRY_EXC_ERR, out);
             }
             Timer::Retransmit => {
-                let endless = match self.driver {
-                    Driver::Rxe => self.retries_left == 7,
-                    Driver::Siw => true, // TCP retransmits
-                    Driver::Hca => false,
-                };
+                let endless = self.driver == Driver::Rxe && self.retries_left == 7;
                 if !endless {
                     self.retries_left -= 1;
                 }
@@ -805,27 +816,33 @@ impl RcQp {
             self.pump_unreliable(out);
             return;
         }
-        while self.sent < self.sq.len() {
-            if let Some(fault) = self.sq[self.sent].fault {
+        while self.sent() < self.sq.len() {
+            if let Some(fault) = self.sq[self.sent()].fault {
                 if self.sent == 0 {
                     self.fail_head(fault, out);
                 }
                 return;
             }
-            if self.sq[self.sent].fence && self.read_outstanding() {
+            if self.sq[self.sent()].fence && self.read_outstanding() {
                 break; // a read's response lets it go (`acknowledge` pumps again)
             }
             let psn = self.next_psn;
             self.next_psn = psn_next(psn);
-            let e = &mut self.sq[self.sent];
+            let i = self.sent();
+            let e = &mut self.sq[i];
             e.psn = psn;
             out.push(QpOutput::Packet(request_packet(e)));
             self.sent += 1;
             if self.driver == Driver::Siw {
-                self.complete_when_sent(self.sent - 1, out);
+                self.complete_when_sent(i, out);
             }
         }
         self.arm_retransmit(out);
+    }
+
+    /// How many requests at the head of the send queue were transmitted.
+    fn sent(&self) -> usize {
+        self.sent as usize
     }
 
     /// Whether a transmitted RDMA read still awaits its response (what a fenced request
@@ -833,7 +850,7 @@ impl RcQp {
     fn read_outstanding(&self) -> bool {
         let unanswered =
             |e: &SendEntry| matches!(e.kind, SendKind::Read { .. }) && e.read.is_none();
-        self.sq.iter().take(self.sent).any(unanswered)
+        self.sq.iter().take(self.sent()).any(unanswered)
     }
 
     /// UC's requester: transmits each request and completes it at once (nothing is ever
@@ -880,15 +897,48 @@ impl RcQp {
         if self.sent == 0 || self.timer != Timer::Off {
             return;
         }
-        if let Some(t) = self.params.and_then(|p| p.retry_timeout()) {
+        if let Some(t) = self.transport_timeout() {
             self.timer = Timer::Retransmit;
             out.push(QpOutput::SetTimer(t));
         }
     }
 
+    /// The transport timer's first wait from now, with `sent` requests unacknowledged:
+    /// the QP's `timeout` attribute, or on siw TCP's, which starts over.
+    fn transport_timeout(&mut self) -> Option<Duration> {
+        match self.driver {
+            Driver::Siw => Some(self.tcp_timer.arm(self.tcp_path, self.sent())),
+            _ => self.params.and_then(|p| p.retry_timeout()),
+        }
+    }
+
+    /// siw: TCP's retransmission timer fired: its loss probe sends the last request again,
+    /// an RTO every unacknowledged one (go-back-N, where TCP sends the oldest and then more
+    /// as acknowledgements come); once TCP gives up, the connection closes under the QP.
+    fn on_tcp_timer(&mut self, out: &mut Vec<QpOutput>) {
+        let (what, next) = self.tcp_timer.fire(self.tcp_path);
+        match what {
+            TcpTimeout::Probe => {
+                if let Some(last) = self.sent().checked_sub(1) {
+                    out.push(QpOutput::Packet(request_packet(&self.sq[last])));
+                }
+            }
+            TcpTimeout::Retransmit => {
+                for e in self.sq.iter().take(self.sent()) {
+                    out.push(QpOutput::Packet(request_packet(e)));
+                }
+            }
+            TcpTimeout::GiveUp => out.push(QpOutput::TcpGaveUp),
+        }
+        match next {
+            Some(t) => out.push(QpOutput::SetTimer(t)),
+            None => self.timer = Timer::Off,
+        }
+    }
+
     /// Resends every transmitted, unacknowledged request (go-back-N) and restarts the timer.
     fn resend(&mut self, out: &mut Vec<QpOutput>) {
-        for e in self.sq.iter().take(self.sent) {
+        for e in self.sq.iter().take(self.sent()) {
             out.push(QpOutput::Packet(request_packet(e)));
         }
         self.arm_retransmit(out);
@@ -923,9 +973,14 @@ impl RcQp {
             self.retries_left = p.retry_count;
             self.rnr_left = p.rnr_retry;
         }
-        match self.params.and_then(|p| p.retry_timeout()) {
+        let restart = if self.timer == Timer::Retransmit && self.sent > 0 {
+            self.transport_timeout()
+        } else {
+            None
+        };
+        match restart {
             // Progress restarts a running transport timer (or stops it when nothing is left).
-            Some(t) if self.timer == Timer::Retransmit && self.sent > 0 => {
+            Some(t) => {
                 out.push(QpOutput::SetTimer(t));
             }
             _ if self.timer == Timer::Retransmit => {
@@ -945,7 +1000,7 @@ impl RcQp {
         mem: &mut dyn Memory,
         out: &mut Vec<QpOutput>,
     ) {
-        let Some(i) = self.sq.iter().take(self.sent).position(|e| e.psn == psn) else {
+        let Some(i) = self.sq.iter().take(self.sent()).position(|e| e.psn == psn) else {
             return; // a duplicate of a response already taken
         };
         let e = &mut self.sq[i];
@@ -1038,7 +1093,6 @@ impl RcQp {
             status,
             opcode: e.kind.opcode(),
             byte_len,
-            qp_num: self.qpn,
             ..WorkCompletion::default()
         };
         out.push(QpOutput::Complete {
@@ -1298,7 +1352,6 @@ impl RcQp {
             opcode,
             byte_len,
             imm,
-            qp_num: self.qpn,
             ..WorkCompletion::default()
         };
         out.push(QpOutput::Complete {
@@ -1363,8 +1416,8 @@ mod tests {
         rnr_retry: 1,
     };
 
-    fn connected(qpn: u32) -> RcQp {
-        let mut qp = RcQp::new(qpn, QpCap::default(), true);
+    fn connected() -> RcQp {
+        let mut qp = RcQp::new(QpCap::default(), true);
         let mut out = Vec::new();
         assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
         assert!(out.is_empty());
@@ -1409,7 +1462,7 @@ mod tests {
     /// sends both in order, and an acknowledgement of both completes both.
     #[test]
     fn a_send_posted_in_init_is_refused_kept_and_sent_with_the_next_post() {
-        let mut qp = RcQp::new(5, QpCap::default(), true).on_rxe();
+        let mut qp = RcQp::new(QpCap::default(), true).on_rxe();
         let mut out = Vec::new();
         let (e, kept) = qp.post_send(send(1, b"a"), &mut out).unwrap_err();
         let not_ready = PostError::NotReady {
@@ -1439,11 +1492,72 @@ mod tests {
         assert!(out.iter().any(|o| matches!(o, QpOutput::CancelTimer)));
     }
 
+    /// siw on the VM's loopback path (RTO 204 ms).
+    fn siw_connected() -> RcQp {
+        let mut qp = RcQp::new(QpCap::default(), true).on_siw();
+        let tcp = TcpPath::new(Duration::from_micros(10), Some(250));
+        let mut out = Vec::new();
+        assert!(qp.iw_rts(PARAMS, tcp, &mut out));
+        qp
+    }
+
+    fn timers(out: &[QpOutput]) -> Vec<Duration> {
+        out.iter()
+            .filter_map(|o| match o {
+                QpOutput::SetTimer(d) => Some(*d),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// siw: TCP's timer, not the QP's `timeout` (14: 67 ms) or `retry_count` (2): the loss
+    /// probe sends the last message again, each RTO all of them, and TCP's give-up closes the
+    /// connection instead of a RETRY_EXC_ERR.
+    #[test]
+    fn siw_retransmits_on_tcps_timer_until_tcp_gives_up() {
+        let mut qp = siw_connected();
+        let mut out = Vec::new();
+        qp.post_send(send(1, b"a"), &mut out).unwrap();
+        qp.post_send(send(2, b"b"), &mut out).unwrap();
+        assert_eq!(
+            statuses(&out),
+            [(1, WcStatus::SUCCESS), (2, WcStatus::SUCCESS)]
+        );
+        // Armed by the first send with one outstanding: the loss probe at the RTO.
+        assert_eq!(timers(&out), [Duration::from_millis(204)]);
+        out.clear();
+        qp.on_timer(&mut out);
+        let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+        assert_eq!(
+            (psns, timers(&out)),
+            (vec![1], vec![Duration::from_millis(204)])
+        );
+        let mut rtos = 0;
+        loop {
+            out.clear();
+            qp.on_timer(&mut out);
+            if out.iter().any(|o| matches!(o, QpOutput::TcpGaveUp)) {
+                break;
+            }
+            let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+            assert_eq!(psns, [0, 1]);
+            rtos += 1;
+        }
+        assert_eq!(rtos, 15, "RTOs before the give-up");
+        assert!(
+            statuses(&out).is_empty() && timers(&out).is_empty(),
+            "{out:?}"
+        );
+        out.clear();
+        qp.on_timer(&mut out);
+        assert!(out.is_empty(), "the timer is off: {out:?}");
+    }
+
     /// siw: a send posted before RTS is refused and kept, and nothing after it is ever sent
     /// (the later posts succeed) or flushed: ERROR flushes only the receives.
     #[test]
     fn a_send_posted_before_rts_on_siw_wedges_the_send_queue_for_good() {
-        let mut qp = RcQp::new(5, QpCap::default(), true).on_siw();
+        let mut qp = RcQp::new(QpCap::default(), true).on_siw();
         let mut out = Vec::new();
         let (e, kept) = qp.post_send(send(1, b"a"), &mut out).unwrap_err();
         let not_ready = PostError::NotReady {
@@ -1451,7 +1565,8 @@ mod tests {
             siw: true,
         };
         assert_eq!((e, kept.is_none()), (not_ready, true));
-        assert!(qp.iw_rts(PARAMS, &mut out));
+        let tcp = TcpPath::new(Duration::from_micros(10), Some(250));
+        assert!(qp.iw_rts(PARAMS, tcp, &mut out));
         qp.post_send(send(2, b"b"), &mut out).unwrap();
         assert!(packets(&out).is_empty(), "nothing is sent: {out:?}");
         qp.post_recv(recv(10), &mut out).unwrap();
@@ -1475,7 +1590,7 @@ mod tests {
             fence: true,
             ..send(wr_id, b"f")
         };
-        let mut qp = connected(5);
+        let mut qp = connected();
         let mut out = Vec::new();
         qp.post_send(read(1), &mut out).unwrap();
         qp.post_send(send(2, b"a"), &mut out).unwrap();
@@ -1503,7 +1618,7 @@ mod tests {
 
     #[test]
     fn timeouts_resend_then_exhaust_the_retries_and_flush() {
-        let mut qp = connected(5);
+        let mut qp = connected();
         let mut out = Vec::new();
         qp.post_send(send(1, b"a"), &mut out).unwrap();
         qp.post_send(send(2, b"b"), &mut out).unwrap();
@@ -1524,7 +1639,7 @@ mod tests {
 
     #[test]
     fn rnr_naks_wait_and_resend_until_the_rnr_retries_run_out() {
-        let mut qp = connected(5);
+        let mut qp = connected();
         let mut out = Vec::new();
         qp.post_send(send(1, b"a"), &mut out).unwrap();
         let nak = || Packet {
@@ -1546,7 +1661,7 @@ mod tests {
 
     #[test]
     fn the_responder_executes_once_and_in_order() {
-        let mut qp = connected(9);
+        let mut qp = connected();
         let mut mem = Open::default();
         let mut out = Vec::new();
         for wr_id in [1, 2] {
@@ -1598,7 +1713,7 @@ mod tests {
 
     #[test]
     fn uc_completes_on_transmission_and_its_responder_answers_nothing() {
-        let mut qp = RcQp::new(5, QpCap::default(), true).unreliable();
+        let mut qp = RcQp::new(QpCap::default(), true).unreliable();
         let mut out = Vec::new();
         assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
         qp.post_send(send(1, b"a"), &mut out).unwrap();
@@ -1609,7 +1724,7 @@ mod tests {
         qp.on_timer(&mut out);
         assert!(out.is_empty(), "no timer, nothing to resend");
 
-        let mut rx = RcQp::new(9, QpCap::default(), true).unreliable();
+        let mut rx = RcQp::new(QpCap::default(), true).unreliable();
         assert!(rx.connect(Duration::from_millis(1), PARAMS, &mut out));
         let mut mem = Open::default();
         let pkt = |psn: u32, byte: u8| Packet {

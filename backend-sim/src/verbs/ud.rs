@@ -126,10 +126,6 @@ impl UdQp {
         self
     }
 
-    pub(crate) fn qpn(&self) -> u32 {
-        self.qpn
-    }
-
     /// Made with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: it receives none of its own datagrams
     /// to a multicast group.
     pub(crate) fn block_self_multicast_loopback(&mut self) {
