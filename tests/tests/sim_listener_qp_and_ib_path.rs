@@ -20,7 +20,7 @@ const CLIENT: &str = "10.0.0.2";
 
 fn fabric(transport: Transport) -> Fabric {
     let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
-    Fabric::builder(0x0_7_3001)
+    Fabric::builder(0x0007_3001)
         .host("server", transport, &[ip(SERVER)])
         .host("client", transport, &[ip(CLIENT)])
         .build()
