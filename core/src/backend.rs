@@ -476,7 +476,9 @@ pub trait CmBackend: Send + Sync {
     fn now(&self) -> Duration;
 
     /// Sleeps for `duration` (advancing virtual time on the simulator). Never fails, except
-    /// with EPERM on the simulator as above.
+    /// on the simulator: with EPERM as above, and with EDEADLK for a sleep that never ends
+    /// (`Duration::MAX`, beyond the end of virtual time) when nothing else in the simulation
+    /// could still run.
     fn sleep(&self, duration: Duration) -> Result<()>;
 
     /// A spin of the caller (e.g. an executor whose tasks keep waking themselves while one of
