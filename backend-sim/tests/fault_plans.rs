@@ -311,6 +311,37 @@ fn a_fault_on_an_event_follows_it_at_the_same_time() {
     assert_eq!(with(&trace, "fires").len(), 1);
 }
 
+/// The active side's ESTABLISHED is made by librdmacm of the kernel's CONNECT_RESPONSE inside
+/// `rdma_get_cm_event`: a fault watching for it fires as the application fetches it (it
+/// never fired before: the kernel queues no ESTABLISHED there).
+#[test]
+fn a_fault_on_the_active_sides_established_follows_its_fetch() {
+    let plan = FaultPlan::new().scheduled(
+        Trigger::Event {
+            host: "client".into(),
+            event: EventKind::Established,
+            nth: 1,
+        },
+        FaultAction::AddressChange {
+            host: "client".into(),
+        },
+    );
+    let trace = run(3, plan);
+    assert!(with(&trace, "client   queue RDMA_CM_EVENT_ESTABLISHED").is_empty());
+    assert_eq!(
+        with(&trace, "client   deliver RDMA_CM_EVENT_ESTABLISHED"),
+        ["     0.000024693 client   deliver RDMA_CM_EVENT_ESTABLISHED status 0 on id4 ticket 4"]
+    );
+    assert_eq!(
+        with(&trace, "fires"),
+        ["     0.000024693 client   fault fault plan #1 fires: on RDMA_CM_EVENT_ESTABLISHED #1 on client: address change on client"]
+    );
+    assert_eq!(
+        with(&trace, "queue RDMA_CM_EVENT_ADDR_CHANGE"),
+        ["     0.000024693 client   queue RDMA_CM_EVENT_ADDR_CHANGE status 0 on id4 (0 bytes)"]
+    );
+}
+
 #[test]
 fn the_peer_rejects_as_planned() {
     let plan = FaultPlan::new().scheduled(

@@ -378,8 +378,9 @@ pub trait CmBackend: Send + Sync {
     /// `rdma_set_option`.
     ///
     /// * EINVAL: the option is not allowed in the id's state (REUSEADDR once listening,
-    ///   AFONLY once resolving, ACK_TIMEOUT on a UD id, IB_PATH before ADDR_RESOLVED or not a
-    ///   whole number of 72-byte records, §4.13).
+    ///   AFONLY once resolving, ACK_TIMEOUT on a UD id, IB_PATH before ADDR_RESOLVED, not a
+    ///   whole number of 72-byte records or without a record flagged
+    ///   [`crate::IB_PATH_PRIMARY_FLAGS`], §4.5, §4.13).
     /// * ENOSYS: an option this backend does not know.
     fn set_option(&self, id: IdHandle, option: &CmOption) -> Result<()>;
 
@@ -390,8 +391,12 @@ pub trait CmBackend: Send + Sync {
     ///   QP type does not suit the port space, or a capacity above the device's maximum
     ///   (`max_qp_wr` requests, `max_sge` entries of `query_device`; on the simulator 256
     ///   inline bytes; an empty queue is allowed), or a queue deeper than the device's
-    ///   `max_cqe` (librdmacm makes the QP's CQs one entry a request: on rxe 32767); on IB and RoCE also a connected QP for an id whose IB CM id gives no QP
-    ///   attributes any more (its request abandoned by the initiator, its connection over).
+    ///   `max_cqe` (librdmacm makes the QP's CQs one entry a request: on rxe 32767); a
+    ///   connected QP on a listener bound to a device (its IB or iWARP CM id is in LISTEN,
+    ///   where `rdma_init_qp_attr` fails; create the QPs on the ids of the requests, or
+    ///   before `listen`); on IB and RoCE also a connected QP for an id whose IB CM id gives
+    ///   no QP attributes any more (its request abandoned by the initiator, its connection
+    ///   over).
     /// * EOPNOTSUPP: a QP type the transport lacks (UD on iWARP).
     fn create_qp(&self, id: IdHandle, attr: &QpInitAttr) -> Result<u32>;
 
@@ -471,7 +476,9 @@ pub trait CmBackend: Send + Sync {
     fn now(&self) -> Duration;
 
     /// Sleeps for `duration` (advancing virtual time on the simulator). Never fails, except
-    /// with EPERM on the simulator as above.
+    /// on the simulator: with EPERM as above, and with EDEADLK for a sleep that never ends
+    /// (`Duration::MAX`, beyond the end of virtual time) when nothing else in the simulation
+    /// could still run.
     fn sleep(&self, duration: Duration) -> Result<()>;
 
     /// A spin of the caller (e.g. an executor whose tasks keep waking themselves while one of

@@ -65,7 +65,7 @@ pub use handle::{
 };
 pub use params::{
     rai, AddrInfo, AddrInfoHints, AsyncEvent, CmOption, ConnParam, JoinFlags, QpCap, QpInitAttr,
-    Wait, IB_PATH_RECORD_LEN, RDMA_MAX_RESP_RES, RDMA_UDP_QKEY,
+    Wait, IB_PATH_PRIMARY_FLAGS, IB_PATH_RECORD_LEN, RDMA_MAX_RESP_RES, RDMA_UDP_QKEY,
 };
 pub use port_space::{PortSpace, QpType};
 pub use status::{EventStatus, IbRejReason, SidrStatus};

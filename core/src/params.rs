@@ -90,12 +90,19 @@ pub enum CmOption {
     AfOnly(bool),
     /// `RDMA_OPTION_ID_ACK_TIMEOUT`: the QP ACK timeout exponent (RC only).
     AckTimeout(u8),
-    /// `RDMA_OPTION_IB_PATH`: raw `struct ibv_path_data` records (72 bytes each).
+    /// `RDMA_OPTION_IB_PATH`: raw `struct ibv_path_data` records (72 bytes each: `flags`,
+    /// a reserved word, the packed path record). The kernel installs the first record whose
+    /// `flags` (host byte order) are exactly [`IB_PATH_PRIMARY_FLAGS`]; without one the call
+    /// fails with EINVAL.
     IbPath(Vec<u8>),
 }
 
 /// Size of one `struct ibv_path_data` record, for `CmOption::IbPath`.
 pub const IB_PATH_RECORD_LEN: usize = 72;
+
+/// The `flags` of the record `CmOption::IbPath` installs: `IB_PATH_GMP | IB_PATH_PRIMARY |
+/// IB_PATH_BIDIRECTIONAL` (1 | 2 | 0x28), as in `ib_user_sa.h`.
+pub const IB_PATH_PRIMARY_FLAGS: u32 = 0x2B;
 
 /// `enum ibv_event_type` values accepted by `notify`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

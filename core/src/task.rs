@@ -256,7 +256,12 @@ impl<'a, B: CmBackend> Executor<'a, B> {
     /// Runs every task to completion. Fails with EINVAL when an executor already runs on this
     /// thread, and with the error of the backend's wait (EDEADLK on the simulator when nothing
     /// can wake any task). A channel a task awaits and another task destroys fails only the
-    /// awaiting task's future (EBADF), not the run.
+    /// awaiting task's future (EBADF), not the run. The executor waits on the channels its
+    /// tasks await through `cm`, so they must be channels of `cm`'s backend (on the
+    /// simulator, of the same host): a task awaiting another backend's channel (another host's,
+    /// whose futures wait through that host's backend) fails the run with EBADF naming the
+    /// channel, where it would otherwise keep the executor polling for ever. Give each host its
+    /// own executor, in a process of that host (`Fabric::spawn`).
     pub fn run(mut self) -> Result<()> {
         let running = INTEREST.with(|i| i.borrow().is_some());
         if running {
@@ -267,6 +272,10 @@ impl<'a, B: CmBackend> Executor<'a, B> {
             ));
         }
         let _running = Running::enter();
+        // Whether the last wait ended on a channel `cm` does not know, with no task finished
+        // or woken since: a channel another task destroyed fails its awaiting task's next
+        // poll; one of another backend never does.
+        let mut unknown_channel = false;
         loop {
             self.tasks
                 .extend(self.spawner.new.borrow_mut().drain(..).map(Some));
@@ -281,8 +290,11 @@ impl<'a, B: CmBackend> Executor<'a, B> {
             let woken = self.woken.load(Ordering::SeqCst);
             let again = finished_some || woken || !self.spawner.new.borrow().is_empty();
             if !again {
-                self.wait(interest)?;
-            } else if woken && !finished_some {
+                unknown_channel = self.wait(interest, unknown_channel)?;
+                continue;
+            }
+            unknown_channel = false;
+            if woken && !finished_some {
                 // Tasks woke themselves (a task polling memory or a CQ and yielding): a spin,
                 // which lets time move towards the earliest sleep (on the simulator, as a poll
                 // in vain does), so that the sleep ends and what the spin waits for can come.
@@ -312,11 +324,12 @@ impl<'a, B: CmBackend> Executor<'a, B> {
     }
 
     /// Waits for what the tasks wait for: their channels, bounded by the earliest sleep; or
-    /// that sleep; or a waker.
-    fn wait(&self, interest: Interest) -> Result<()> {
+    /// that sleep; or a waker. True when the wait ended on a channel `cm` does not know;
+    /// `again`: the previous wait did too, and no task has moved since.
+    fn wait(&self, interest: Interest, again: bool) -> Result<bool> {
         let left = interest.deadline.map(|d| d.saturating_sub(self.cm.now()));
         if left.is_some_and(|l| l.is_zero()) {
-            return Ok(());
+            return Ok(false);
         }
         if !interest.channels.is_empty() {
             let channels: Vec<ChannelHandle> = interest.channels.into_iter().collect();
@@ -324,13 +337,25 @@ impl<'a, B: CmBackend> Executor<'a, B> {
             return match self.cm.poll_channels(&channels, wait) {
                 // A task destroyed a channel another task awaits: that task learns it from
                 // its own next poll (EBADF, as `get_cm_event` on it would); the others go on.
-                Err(e) if e.errno == Errno::EBADF => Ok(()),
-                r => r.map(drop),
+                Err(e) if e.errno == Errno::EBADF && !again => Ok(true),
+                // The channel is still there for the task's own backend: it is another's.
+                Err(e) if e.errno == Errno::EBADF => Err(CmError::new(
+                    Call::Poll,
+                    Errno::EBADF,
+                    format!(
+                        "a task awaits a channel the executor's backend does not know ({}): \
+                         the tasks of one executor await channels of the backend it waits \
+                         through (on the simulator, one host); give each host an executor \
+                         of its own",
+                        e.detail
+                    ),
+                )),
+                r => r.map(|_| false),
             };
         }
         match left {
-            Some(left) => self.cm.sleep(left),
-            None => self.signal.acquire(),
+            Some(left) => self.cm.sleep(left).map(|()| false),
+            None => self.signal.acquire().map(|()| false),
         }
     }
 }

@@ -317,6 +317,47 @@ fn a_channel_destroyed_under_an_awaiting_task_fails_that_task_only() {
     );
 }
 
+/// One executor waiting through the client's backend, with a task awaiting a channel of the
+/// server's: the server's futures see a live channel, the client's backend knows none, and
+/// the run fails with EBADF naming it at once, where it used to poll for ever with virtual
+/// time standing still. A task of its own backend beside it has run until then.
+#[test]
+fn a_task_awaiting_another_hosts_channel_fails_the_run_instead_of_spinning() {
+    let fabric = two_hosts(1);
+    let client = fabric.backend("client");
+    let server = fabric.backend("server");
+    let foreign = server.create_event_channel().expect("a channel");
+    let own = client.create_event_channel().expect("a channel");
+    let progress: RefCell<Vec<Duration>> = RefCell::default();
+    let mut executor = Executor::new(&client);
+    executor.spawn(async {
+        let _ = server.event(foreign).await;
+        unreachable!("no event comes on the server's channel");
+    });
+    executor.spawn(async {
+        let _ = client.event(own).await;
+        unreachable!("no event comes on the client's channel");
+    });
+    executor.spawn(async {
+        client
+            .sleep_for(Duration::from_millis(2))
+            .await
+            .expect("a sleep");
+        progress.borrow_mut().push(client.now());
+    });
+    let e = executor.run().expect_err("the executor cannot wait on ch1");
+    assert_eq!((e.call, e.errno), (Call::Poll, Errno::EBADF));
+    assert!(
+        e.detail.starts_with(&format!(
+            "a task awaits a channel the executor's backend does not know ({foreign} is not an \
+             open event channel of this host)"
+        )),
+        "{e}"
+    );
+    assert_eq!(client.now(), Duration::ZERO);
+    assert!(progress.into_inner().is_empty());
+}
+
 /// The helpers outside the executor, and an executor inside another, fail with EINVAL.
 #[test]
 fn misuse_fails_with_einval() {

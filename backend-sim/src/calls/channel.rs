@@ -132,6 +132,8 @@ impl World {
             .then(|| self.kernel.ids.get(&q.owner))
             .flatten()
             .filter(|i| i.qp().is_some());
+        // ESTABLISHED or CONNECT_ERROR, made by librdmacm inside this call.
+        let made_at_fetch = with_qp.is_some();
         if let Some(owner) = with_qp {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
             let ep = owner.ep.get().expect("connected id has an endpoint");
@@ -176,6 +178,11 @@ impl World {
             ticket,
         };
         self.record(Some(host), TraceKind::Deliver, entry);
+        if made_at_fetch && self.plan.is_some() {
+            // The kernel queued a CONNECT_RESPONSE; the application sees the event librdmacm
+            // made of it now, and a fault plan watching for that kind fires now.
+            self.plan_event_queued(host, info.kind);
+        }
         Some(CmEvent::new(info, AckTicket(self.stamp(ticket))))
     }
 

@@ -1,7 +1,8 @@
 //! `rdma_set_option` (§2.4, §4.5). Produces ROUTE_RESOLVED for the IB_PATH option.
 
 use cmtwin::{
-    Call, CmError, CmOption, Errno, EventKind, EventParam, IdHandle, Result, IB_PATH_RECORD_LEN,
+    Call, CmError, CmOption, Errno, EventKind, EventParam, IdHandle, Result, IB_PATH_PRIMARY_FLAGS,
+    IB_PATH_RECORD_LEN,
 };
 
 use crate::world::{CmState, HostKey, World};
@@ -49,6 +50,11 @@ impl World {
                 if records.is_empty() || records.len() % IB_PATH_RECORD_LEN != 0 {
                     return invalid("not a whole number of path records");
                 }
+                if !records.chunks(IB_PATH_RECORD_LEN).any(is_primary_gmp_path) {
+                    return invalid(
+                        "no record flagged GMP | PRIMARY | BIDIRECTIONAL (ucma_set_ib_path)",
+                    );
+                }
                 if self.id(key).device.is_none() || state != CmState::AddrResolved {
                     return invalid("needs a resolved address");
                 }
@@ -74,4 +80,12 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// Whether a `struct ib_path_rec_data` record is the one the kernel installs: its `flags`
+/// (the first 4 bytes, in the host's byte order) exactly GMP | PRIMARY | BIDIRECTIONAL.
+fn is_primary_gmp_path(record: &[u8]) -> bool {
+    record
+        .first_chunk::<4>()
+        .is_some_and(|flags| u32::from_ne_bytes(*flags) == IB_PATH_PRIMARY_FLAGS)
 }

@@ -4,7 +4,7 @@
 
 use cmtwin::{Call, CmError, Errno, IdHandle, QpInitAttr, QpType, Result, Transport};
 
-use crate::world::{HostKey, IdKey, World};
+use crate::world::{CmState, HostKey, IdKey, World};
 
 impl World {
     /// The checks `rdma_create_qp` makes on id `key` before creating a QP of `qp_type`.
@@ -43,9 +43,18 @@ impl World {
 
     /// `rdma_init_qp_attr` of a connected id on IB and RoCE asks its IB CM id, which answers
     /// only from the REQ to the established connection (cm.c `cm_init_qp_init_attr`): EINVAL
-    /// once the request was abandoned or the connection is over. Ids without an IB CM id yet,
-    /// and iWARP ids, pass.
+    /// once the request was abandoned or the connection is over. A listener's CM id (the IB
+    /// CM's or the iWARP CM's, made by `rdma_listen` on a device) is in LISTEN, where neither
+    /// gives attributes: EINVAL on every transport. Other ids without an IB CM id yet, and
+    /// iWARP ids, pass.
     pub(crate) fn check_cm_gives_qp_attrs(&self, call: Call, key: IdKey) -> Result<()> {
+        if self.id(key).state == CmState::Listen {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "rdma_init_qp_attr: a listener's CM id gives no QP attributes (LISTEN)",
+            ));
+        }
         let Some(ep) = self.id(key).ep.get() else {
             return Ok(());
         };

@@ -98,7 +98,11 @@ pub enum Trigger {
         /// Which one (1 = the first).
         nth: u32,
     },
-    /// Right after the `nth` event of `event` is queued on `host` (same virtual time).
+    /// Right after the `nth` event of `event` is queued on `host` (same virtual time). An
+    /// active id with a QP gets no ESTABLISHED from the kernel: the kernel queues
+    /// CONNECT_RESPONSE, and librdmacm makes ESTABLISHED (or CONNECT_ERROR) of it inside
+    /// `rdma_get_cm_event`; that ESTABLISHED counts when the application fetches it (the
+    /// CONNECT_RESPONSE as it is queued).
     Event {
         /// The host whose channels are watched.
         host: String,

@@ -193,7 +193,8 @@ pub trait DataPath: CmBackend {
     /// before the connection has an iWARP CM id (before `connect` or a request); then
     /// remote write and read for INIT and RTR, and nothing more for RTS.
     ///
-    /// * EINVAL: another state, an id without device, or RTR/RTS of a connected id before
+    /// * EINVAL: another state, an id without device, a connected id listening (its CM id is
+    ///   in LISTEN), or RTR/RTS of a connected id before
     ///   the peer's QP number is known (a passive id before its request, an active id before
     ///   the REP); on IB and RoCE also any state once the connection's IB CM id has none to
     ///   give (its request abandoned by the initiator, the connection over: cm.c
