@@ -219,7 +219,8 @@ impl World {
                 }
             }
             Output::SetTimer(after) => {
-                // The pending timer, cancelled here: `cancel_ep_timer` would look it up again.
+                // The pending timer cancelled and the new one set through one lookup
+                // (`cancel_ep_timer` and `after` would each look the endpoint up again).
                 let e = self.cm.eps.get_mut(&ep).expect("live endpoint");
                 if let Some(pending) = e.timer.take() {
                     self.timeline.cancel(pending);
@@ -231,8 +232,8 @@ impl World {
                     }
                     None => after,
                 };
-                let key = self.after(after, Action::EpTimer { ep });
-                self.cm.eps.get_mut(&ep).expect("live endpoint").timer = Some(key);
+                let at = self.now.after(after);
+                e.timer = Some(self.timeline.schedule(at, Action::EpTimer { ep }));
             }
             Output::CancelTimer => self.cancel_ep_timer(ep),
             Output::Event {
