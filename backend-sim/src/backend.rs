@@ -444,6 +444,11 @@ impl SimBackend {
         let deadline = match wait {
             Wait::Timeout(d) if !d.is_zero() => w.now.deadline_after(d),
             Wait::Block => None,
+            _ if current_process(w.fabric_no).is_none() => {
+                // Outside a run the yield does nothing: a second look would find what the
+                // first found.
+                return Err(CmError::new(call, errno, detail));
+            }
             _ => {
                 let mut w = yield_now(w).map_err(|m| CmError::new(call, Errno::EDEADLK, m))?;
                 return self

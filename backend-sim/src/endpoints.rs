@@ -159,9 +159,7 @@ impl World {
         }
         if let Some((dev, qpn)) = e.remote_qpn.take() {
             let key = (e.host, dev, qpn);
-            if self.cm.by_remote_qpn.get(&key) == Some(&ep) {
-                self.cm.by_remote_qpn.remove(&key);
-            }
+            self.unhold_remote_qpn(ep, key);
         }
     }
 
@@ -219,7 +217,8 @@ impl World {
                 }
             }
             Output::SetTimer(after) => {
-                // The pending timer, cancelled here: `cancel_ep_timer` would look it up again.
+                // The pending timer cancelled and the new one set through one lookup
+                // (`cancel_ep_timer` and `after` would each look the endpoint up again).
                 let e = self.cm.eps.get_mut(&ep).expect("live endpoint");
                 if let Some(pending) = e.timer.take() {
                     self.timeline.cancel(pending);
@@ -231,8 +230,8 @@ impl World {
                     }
                     None => after,
                 };
-                let key = self.after(after, Action::EpTimer { ep });
-                self.cm.eps.get_mut(&ep).expect("live endpoint").timer = Some(key);
+                let at = self.now.after(after);
+                e.timer = Some(self.timeline.schedule(at, Action::EpTimer { ep }));
             }
             Output::CancelTimer => self.cancel_ep_timer(ep),
             Output::Event {
@@ -306,16 +305,26 @@ impl World {
 
     /// Forgets an endpoint that has nothing left to do (or whose host lost it: power-off).
     pub(crate) fn forget_endpoint(&mut self, ep: EpKey) {
-        self.cancel_ep_timer(ep);
         if let Some(e) = self.cm.eps.remove(&ep) {
+            // Its pending timer, cancelled from the record taken out (no second lookup).
+            if let Some(pending) = e.timer {
+                self.timeline.cancel(pending);
+            }
             if let (false, Some(peer)) = (e.cm.is_active(), e.cm.peer()) {
                 self.cm.passive_by_peer.remove(&(e.host, peer));
             }
             if let Some((dev, qpn)) = e.remote_qpn {
-                let key = (e.host, dev, qpn);
-                if self.cm.by_remote_qpn.get(&key) == Some(&ep) {
-                    self.cm.by_remote_qpn.remove(&key);
-                }
+                self.unhold_remote_qpn(ep, (e.host, dev, qpn));
+            }
+        }
+    }
+
+    /// Takes passive endpoint `ep` out of its CM's remote-QPN table under `key`, if it is the
+    /// one held there (one lookup when it is).
+    fn unhold_remote_qpn(&mut self, ep: EpKey, key: (HostKey, DevKey, u32)) {
+        if let Some(held) = self.cm.by_remote_qpn.remove(&key) {
+            if held != ep {
+                self.cm.by_remote_qpn.insert(key, held);
             }
         }
     }

@@ -492,7 +492,7 @@ pub(crate) struct Kernel {
     /// Bound ports per (host, port space, port): the ids holding them.
     pub ports: KeyMap<(HostKey, PortSpace, u16), PortHolders>,
     /// Fetched, unacknowledged events by ticket serial.
-    pub outstanding: Store<Outstanding>,
+    pub outstanding: crate::tickets::Tickets,
     /// The serial of the next fetched event's ticket.
     pub next_ticket: u64,
     /// SA path queries still to fail: (host, how many more, how).
@@ -505,7 +505,7 @@ impl Default for Kernel {
             channels: Store::default(),
             ids: BoxedStore::default(),
             ports: KeyMap::default(),
-            outstanding: Store::default(),
+            outstanding: Default::default(),
             // Tickets count from 1, as the trace shows them.
             next_ticket: 1,
             path_faults: Vec::new(),

@@ -140,6 +140,7 @@ mod store;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 pub mod sweep;
+mod tickets;
 mod topology;
 mod trace;
 mod verbs;

@@ -226,26 +226,13 @@ impl World {
         kind: EventKind,
         id: IdHandle,
     ) -> Option<u64> {
+        let owner = self.unstamp(id.raw());
         self.unstamp(raw).filter(|t| {
             self.kernel
                 .outstanding
                 .get(t)
-                .is_some_and(|o| self.ticket_matches(o, host, kind, id))
+                .is_some_and(|o| ticket_matches(o, host, kind, owner))
         })
-    }
-
-    /// Whether the outstanding event `o` is the one fetched on `host` (any, for `None`) as
-    /// `kind` for `id`.
-    fn ticket_matches(
-        &self,
-        o: &Outstanding,
-        host: Option<HostKey>,
-        kind: EventKind,
-        id: IdHandle,
-    ) -> bool {
-        (host.is_none() || host == Some(o.host))
-            && o.kind == kind
-            && self.unstamp(id.raw()) == Some(o.owner)
     }
 
     /// Takes the outstanding event behind ticket `raw` out when it is the one fetched on
@@ -258,11 +245,9 @@ impl World {
         id: IdHandle,
     ) -> Option<u64> {
         let ticket = self.unstamp(raw)?;
-        let o = self.kernel.outstanding.remove(&ticket)?;
-        if !self.ticket_matches(&o, Some(host), kind, id) {
-            self.kernel.outstanding.insert(ticket, o);
-            return None;
-        }
+        let owner = self.unstamp(id.raw());
+        let o = (self.kernel.outstanding)
+            .remove_if(&ticket, |o| ticket_matches(o, Some(host), kind, owner))?;
         self.released(&o);
         Some(ticket)
     }
@@ -318,4 +303,15 @@ impl World {
             .map(|(t, o)| format!("{} (ticket {t}, {})", o.kind, self.id_handle(o.owner)))
             .collect()
     }
+}
+
+/// Whether the outstanding event `o` is the one fetched on `host` (any, for `None`) as `kind`
+/// for the id of serial `owner` (`None`: a handle of another fabric, which matches nothing).
+fn ticket_matches(
+    o: &Outstanding,
+    host: Option<HostKey>,
+    kind: EventKind,
+    owner: Option<IdKey>,
+) -> bool {
+    (host.is_none() || host == Some(o.host)) && o.kind == kind && owner == Some(o.owner)
 }

@@ -72,10 +72,8 @@ impl World {
                 self.release_ticket(held.ticket);
             }
             if self.id(key).unacked > 0 {
-                for ticket in self.kernel.outstanding.keys_sorted() {
-                    if self.kernel.outstanding[&ticket].counted_against == key {
-                        self.release_ticket(ticket);
-                    }
+                for ticket in self.kernel.outstanding.counted_against(key) {
+                    self.release_ticket(ticket);
                 }
             }
             self.destroy_id_now(key);
@@ -117,10 +115,8 @@ impl World {
         self.discard_queued(key, |_| true);
         // Leftover outstanding events of a child counted against nobody else.
         if self.id(key).unacked > 0 {
-            for ticket in self.kernel.outstanding.keys_sorted() {
-                if self.kernel.outstanding[&ticket].counted_against == key {
-                    self.release_ticket(ticket);
-                }
+            for ticket in self.kernel.outstanding.counted_against(key) {
+                self.release_ticket(ticket);
             }
         }
         let id = self.kernel.ids.remove(&key).expect("live id");
