@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use super::chunked::Chunked;
 use super::near::Near;
 
 /// A point in virtual time, in nanoseconds since the fabric was built.
@@ -134,8 +135,8 @@ pub(crate) struct Timeline<A> {
     /// so that dropping stale entries and bringing a bucket in read 4 bytes a slot, 16 slots
     /// a cache line, not the whole action.
     gens: Vec<u32>,
-    /// Each slot's action (`None`: free).
-    actions: Vec<Option<A>>,
+    /// Each slot's action (`None`: free), in chunks: growing moves no action.
+    actions: Chunked<Option<A>>,
     free: Vec<u32>,
     /// The generation new slots start at: above every generation a slot given back (when the
     /// timeline emptied) ever had, so that no key of that time names a new action.
@@ -158,7 +159,7 @@ impl<A> Timeline<A> {
             spare: Vec::new(),
             clock: SimTime(0),
             gens: Vec::new(),
-            actions: Vec::new(),
+            actions: Chunked::new(),
             free: Vec::new(),
             gen_floor: 0,
             next_seq: 0,
@@ -232,7 +233,7 @@ impl<A> Timeline<A> {
         let highest = self.gens.iter().copied().max().unwrap_or(0);
         self.gen_floor = self.gen_floor.max(highest.wrapping_add(1));
         self.gens = Vec::new();
-        self.actions = Vec::new();
+        self.actions = Chunked::new();
         self.free = Vec::new();
     }
 
