@@ -302,7 +302,10 @@ mod tests {
         for block in [0u64, 1, 2, 77, 1 << 20, (1 << 36) + 5] {
             let hashes: Vec<u64> = (0..16).map(|low| serial_hash((block << 4) | low)).collect();
             let home = hashes[0] & BUCKET_BITS;
-            assert!(hashes.iter().all(|h| h & BUCKET_BITS == home), "block {block}");
+            assert!(
+                hashes.iter().all(|h| h & BUCKET_BITS == home),
+                "block {block}"
+            );
             let mut tags: Vec<u64> = hashes.iter().map(|h| h >> 57).collect();
             tags.sort_unstable();
             tags.dedup();
