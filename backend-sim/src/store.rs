@@ -10,7 +10,21 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Index;
 
+/// Keys that differ only in their low `BLOCK_BITS` bits (a block) share a home bucket.
+const BLOCK_BITS: u32 = 4;
+
 /// A multiplicative hasher for serial-number keys: fast, and the same on every run.
+///
+/// Each word written is mixed in turned right by [`BLOCK_BITS`], then multiplied by an odd
+/// constant. The bucket a table starts its search at comes from the low bits of the hash,
+/// which are a one-to-one function of the low bits of the turned word: keys of one block
+/// (objects made one after the other) start at one bucket and sit in neighbouring ones, so a
+/// sweep over them in creation order, as a burst of connections makes, reads each line of a
+/// large table's control bytes and slots once for several objects, not once per object; the
+/// blocks are scattered over the table as a multiplicative hash scatters keys. The top bits,
+/// from which the table takes its 7-bit tag, differ between the keys of a block (their low
+/// bits, turned to the top, are multiplied by an odd number there), so a lookup compares one
+/// key, not a block's.
 #[derive(Default)]
 pub(crate) struct SerialHasher(u64);
 
@@ -26,7 +40,9 @@ impl Hasher for SerialHasher {
     }
 
     fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+        self.0 = (self.0.rotate_left(5) ^ n)
+            .rotate_right(BLOCK_BITS)
+            .wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 
     fn write_u8(&mut self, n: u8) {
@@ -271,5 +287,31 @@ impl OptKey {
 impl std::fmt::Debug for OptKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.get().fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 16 keys of a block share every bucket bit of their hash (a home bucket in any
+    /// table) and differ in the 7-bit tag; neighbouring blocks start elsewhere.
+    #[test]
+    fn the_keys_of_a_block_share_a_home_and_not_a_tag() {
+        const BUCKET_BITS: u64 = (1 << 57) - 1;
+        for block in [0u64, 1, 2, 77, 1 << 20, (1 << 36) + 5] {
+            let hashes: Vec<u64> = (0..16).map(|low| serial_hash((block << 4) | low)).collect();
+            let home = hashes[0] & BUCKET_BITS;
+            assert!(
+                hashes.iter().all(|h| h & BUCKET_BITS == home),
+                "block {block}"
+            );
+            let mut tags: Vec<u64> = hashes.iter().map(|h| h >> 57).collect();
+            tags.sort_unstable();
+            tags.dedup();
+            assert_eq!(tags.len(), 16, "block {block}");
+            let next = serial_hash((block + 1) << 4) & BUCKET_BITS;
+            assert_ne!(next & 0xffff, home & 0xffff, "block {block}");
+        }
     }
 }
