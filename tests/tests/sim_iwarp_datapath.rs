@@ -225,6 +225,55 @@ fn a_silent_peer_ends_the_connection_when_tcp_gives_up() {
     assert!(drain(c, &conn.client).is_empty());
 }
 
+/// A peer that sends after TCP gave the connection up meets a reset (the other end's socket
+/// is closed): its SEND completes SUCCESS inside the post, and one round trip later it gets
+/// DISCONNECTED (status 0), its QP in ERROR and its receive flushed. Measured on siw-6.1
+/// (BEDS.md): SUCCESS, then DISCONNECTED 0 at once.
+#[test]
+fn a_peer_that_sends_after_tcp_gave_up_meets_a_reset() {
+    use cmtwin::verbs::{AccessFlags, DataPath, Payload, QpState, SendOp, SendWr, WcStatus};
+    use cmtwin::{CmBackend, EventKind, Wait};
+    use cmtwin_tests::datapath::{connect, drain, next_completion, post_recv_all, region};
+    let bed = jitterless_iwarp(45, KernelProfile::Linux612);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connect(s, c, addr(7704));
+    let rx = region(s, conn.server.pd, 16, 0, AccessFlags::LOCAL_WRITE);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    let tx = region(c, conn.client.pd, 8, 7, AccessFlags::NONE);
+    let sge = [tx.sge(0, 8)];
+    // The SEND, the loss probe and the 15 RTOs' retransmissions are lost: TCP gives up.
+    bed.fabric.drop_data_packets(17).expect("outside a run");
+    let send = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
+    ok(c.post_send(conn.client.qp, &send), "post_send");
+    let patience = Wait::Timeout(Duration::from_secs(1_000));
+    let gave_up = cmtwin::expect_event(c, conn.client.channel, EventKind::Disconnected, patience);
+    assert_eq!(gave_up.expect("the client's DISCONNECTED").status, 0);
+    assert!(
+        drain(s, &conn.server).is_empty(),
+        "the server heard nothing"
+    );
+
+    let back = region(s, conn.server.pd, 8, 9, AccessFlags::NONE);
+    let back_sge = [back.sge(0, 8)];
+    let t1 = s.now();
+    let reply = SendWr::new(3, SendOp::Send, Payload::Sges(&back_sge));
+    ok(s.post_send(conn.server.qp, &reply), "post_send");
+    let sent = next_completion(s, &conn.server);
+    assert_eq!((sent.wr_id, sent.status), (3, WcStatus::SUCCESS));
+    assert_eq!(s.now(), t1, "completed inside the post");
+    let reset = cmtwin::expect_event(s, conn.server.channel, EventKind::Disconnected, patience);
+    assert_eq!(reset.expect("the server's DISCONNECTED").status, 0);
+    assert_eq!(
+        s.now() - t1,
+        Duration::from_micros(10),
+        "the SEND there, the reset back"
+    );
+    let flushed = next_completion(s, &conn.server);
+    assert_eq!((flushed.wr_id, flushed.status), (1, WcStatus::WR_FLUSH_ERR));
+    let state = ok(s.query_qp_state(conn.server.qp), "query_qp");
+    assert_eq!(state, QpState::Error);
+}
+
 fn ok<T>(r: cmtwin::Result<T>, what: &str) -> T {
     cmtwin_tests::steps::ok(r, what)
 }

@@ -169,7 +169,7 @@ impl World {
                 }
             }
             QpOutput::Terminate => self.siw_drop_connection_of(q),
-            QpOutput::TcpGaveUp => self.siw_tcp_gave_up(q),
+            QpOutput::TcpLost => self.siw_tcp_lost(q),
             QpOutput::SetTimer(after) => self.set_qp_timer(q, self.now.after(after)),
             QpOutput::CancelTimer => self.cancel_qp_timer(q),
             QpOutput::SrqLimitReached => {

@@ -162,11 +162,12 @@ impl World {
         }
     }
 
-    /// TCP gave the connection whose QP is `q` up (`tcp_write_err`): its socket closed
-    /// without a word to the peer, and siw takes that as the connection's close
+    /// The TCP connection under QP `q` ended without a close: TCP gave it up
+    /// (`tcp_write_err`: the socket closes without a word to the peer, which meets a reset
+    /// when it next sends) or a reset came. siw takes that as the connection's close
     /// (`siw_cm_llp_state_change`, then the iWARP CM's close): DISCONNECTED here, the QP in
-    /// ERROR with its receives flushed. The peer hears nothing.
-    pub(crate) fn siw_tcp_gave_up(&mut self, q: ObjKey) {
+    /// ERROR with its receives flushed.
+    pub(crate) fn siw_tcp_lost(&mut self, q: ObjKey) {
         let ids: Vec<IdKey> = (self.kernel.ids.keys_sorted().into_iter())
             .filter(|id| self.cm_qp(*id) == Some(q))
             .collect();

@@ -70,6 +70,8 @@ pub(crate) enum Body {
     ReadResp { data: Vec<u8> },
     /// Refuses the request of the packet's PSN (acknowledging those before).
     Nak(Nak),
+    /// siw: TCP's reset, the answer to a message for a connection whose TCP gave up.
+    TcpReset,
 }
 
 /// One RC packet (the bytes of a send or write are shared with the request that carries
@@ -122,6 +124,7 @@ impl fmt::Display for Packet {
             Body::Ack => write!(f, "ACK psn {psn}"),
             Body::ReadResp { data } => write!(f, "RDMA_READ_RESP psn {psn} {} bytes", data.len()),
             Body::Nak(nak) => write!(f, "NAK psn {psn} {nak:?}"),
+            Body::TcpReset => write!(f, "TCP_RST"),
         }
     }
 }

@@ -29,7 +29,7 @@
 //! * retransmission is TCP's, on TCP's timer (`tcp_timer.rs`): a loss probe, then RTOs from
 //!   about 200 ms doubling up to 120 s, whatever the QP's `timeout` and `retry_count`; no
 //!   RETRY_EXC_ERR: once TCP gives up (924.6 s after the oldest unacknowledged message was
-//!   first sent) the connection closes under the QP ([`QpOutput::TcpGaveUp`]);
+//!   first sent) the connection closes under the QP ([`QpOutput::TcpLost`]);
 //! * the responder has no NAK: a message it cannot take (no receive posted, a bad rkey or
 //!   access, a receive with bad entries) makes it send a TERMINATE and close the connection
 //!   (`siw_init_terminate`, `siw_qp_cm_drop`): this QP enters ERROR and the world drops the
@@ -225,9 +225,10 @@ pub(crate) enum QpOutput {
     Terminate,
     /// siw's responder could not answer an RDMA READ (IBV_EVENT_QP_REQ_ERR).
     QpReqErr,
-    /// siw's TCP gave up retransmitting: its socket closed without a word to the peer, and
-    /// siw takes that as the connection's close (DISCONNECTED here, the QP in ERROR).
-    TcpGaveUp,
+    /// siw's TCP connection ended without a close: TCP gave up retransmitting (its socket
+    /// closed without a word to the peer), or the peer's TCP answered with a reset. siw takes
+    /// that as the connection's close (DISCONNECTED here, the QP in ERROR).
+    TcpLost,
     /// siw's responder met a protection error: a write under a registered key outside the
     /// region's range or access, a receive it may not write (IBV_EVENT_QP_ACCESS_ERR).
     QpAccessErr,
@@ -782,6 +783,9 @@ impl RcQp {
 
     /// A packet from the peer QP arrived.
     pub(crate) fn on_packet(&mut self, pkt: Packet, mem: &mut dyn Memory, out: &mut Vec<QpOutput>) {
+        if self.driver == Driver::Siw && self.on_tcp_segment(&pkt, out) {
+            return;
+        }
         if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
             return; // a QP that is not connected (or in ERROR) drops everything
         }
@@ -800,6 +804,7 @@ impl RcQp {
             Body::Ack => self.acknowledge(pkt.psn, out),
             Body::ReadResp { data } => self.read_response(pkt.psn, data, mem, out),
             Body::Nak(nak) => self.refused(pkt.psn, nak, out),
+            Body::TcpReset => {} // only siw's TCP sends one (`on_tcp_segment`)
             _ => unreachable!("requests were handled above"),
         }
     }
@@ -912,6 +917,27 @@ impl RcQp {
         }
     }
 
+    /// siw: what TCP does with `pkt` before siw sees it; true if it took it. A message for a
+    /// connection TCP gave up meets a reset (the socket is closed); a reset ends a connection
+    /// still up.
+    fn on_tcp_segment(&mut self, pkt: &Packet, out: &mut Vec<QpOutput>) -> bool {
+        if pkt.body == Body::TcpReset {
+            if matches!(self.state, QpState::Rtr | QpState::Rts) {
+                out.push(QpOutput::TcpLost);
+            }
+            return true;
+        }
+        if self.tcp_timer.gave_up() && pkt.is_request() {
+            let reset = Packet {
+                psn: 0,
+                body: Body::TcpReset,
+            };
+            out.push(QpOutput::Packet(reset));
+            return true;
+        }
+        false
+    }
+
     /// siw: TCP's retransmission timer fired: its loss probe sends the last request again,
     /// an RTO every unacknowledged one (go-back-N, where TCP sends the oldest and then more
     /// as acknowledgements come); once TCP gives up, the connection closes under the QP.
@@ -928,7 +954,7 @@ impl RcQp {
                     out.push(QpOutput::Packet(request_packet(e)));
                 }
             }
-            TcpTimeout::GiveUp => out.push(QpOutput::TcpGaveUp),
+            TcpTimeout::GiveUp => out.push(QpOutput::TcpLost),
         }
         match next {
             Some(t) => out.push(QpOutput::SetTimer(t)),
@@ -1536,7 +1562,7 @@ mod tests {
         loop {
             out.clear();
             qp.on_timer(&mut out);
-            if out.iter().any(|o| matches!(o, QpOutput::TcpGaveUp)) {
+            if out.iter().any(|o| matches!(o, QpOutput::TcpLost)) {
                 break;
             }
             let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();

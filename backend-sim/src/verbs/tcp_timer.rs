@@ -31,8 +31,8 @@
 //!   handshake in the emulated VM) and the kernel's timer wheel fires each 120 s timer up to
 //!   2 s late. The sender got DISCONNECTED (status 0), its receive WR_FLUSH_ERR. The peer
 //!   was told nothing until it sent: its SEND completed SUCCESS and it got DISCONNECTED
-//!   (status 0) at once, from the reset the first side's kernel answered with. The
-//!   simulator does not model that reset: a message to a connection TCP gave up is lost.
+//!   (status 0) at once, from the reset the first side's kernel answered with (the
+//!   simulator's `TcpReset`, one round trip after that SEND).
 //!
 //! The timer is sans-IO: [`TcpTimer::arm`] and [`TcpTimer::fire`] say how long until it
 //! fires next; the QP owns the timer and the world runs it (without the kernel timer
@@ -109,13 +109,14 @@ pub(crate) enum TcpTimeout {
 }
 
 /// Where one connection's retransmission timer stands since its oldest unacknowledged
-/// segment was first sent, in one byte (a QP carries it): how many RTOs fired (bits 0-5),
-/// whether the loss probe was sent (bit 6), whether it was armed with several segments
-/// outstanding (bit 7).
+/// segment was first sent, in one byte (a QP carries it): how many RTOs fired (bits 0-4),
+/// whether TCP gave up (bit 5), whether the loss probe was sent (bit 6), whether it was
+/// armed with several segments outstanding (bit 7).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TcpTimer(u8);
 
-const BACKOFFS: u8 = 0x3f;
+const BACKOFFS: u8 = 0x1f;
+const GAVE_UP: u8 = 0x20;
 const PROBED: u8 = 0x40;
 const MANY: u8 = 0x80;
 
@@ -137,12 +138,19 @@ impl TcpTimer {
         }
         let backoffs = self.backoffs();
         if backoffs > 0 && self.elapsed(path) >= GIVE_UP_AFTER {
+            self.0 |= GAVE_UP;
             return (TcpTimeout::GiveUp, None);
         }
-        // TCP gives up long before 63 RTOs (17 at most: the first is 200 ms or more).
+        // TCP gives up long before 31 RTOs (16 at most: the first is 200 ms or more).
         let backoffs = (backoffs + 1).min(BACKOFFS);
         self.0 = (self.0 & !BACKOFFS) | backoffs;
         (TcpTimeout::Retransmit, Some(path.backed_off(backoffs)))
+    }
+
+    /// Whether TCP gave the connection up (its socket is closed: a message for it meets a
+    /// reset).
+    pub(crate) fn gave_up(&self) -> bool {
+        self.0 & GAVE_UP != 0
     }
 
     fn backoffs(&self) -> u8 {
