@@ -142,6 +142,36 @@ fn jitterless_iwarp(seed: u64, kernel: KernelProfile) -> SimBed {
     SimBed::with_config(seed, Transport::Iwarp, config)
 }
 
+/// Connects the bed's client to its server on `port`, posts a 16-byte receive (wr_id 1) on
+/// the server (`rx_on_server`) or the client, lets `fault` break the wire, and posts an
+/// 8-byte SEND (wr_id 2) from the client: the connection and the time of the post.
+fn send_into_fault(
+    bed: &SimBed,
+    port: u16,
+    rx_on_server: bool,
+    fault: impl FnOnce(&cmtwin_sim::Fabric),
+) -> (cmtwin_tests::datapath::Conn, Duration) {
+    use cmtwin::verbs::{AccessFlags, DataPath, Payload, SendOp, SendWr};
+    use cmtwin::CmBackend;
+    use cmtwin_tests::datapath::{connect, post_recv_all, region};
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connect(s, c, addr(port));
+    let (rx_side, rx) = if rx_on_server {
+        (s, &conn.server)
+    } else {
+        (c, &conn.client)
+    };
+    let rx_mr = region(rx_side, rx.pd, 16, 0, AccessFlags::LOCAL_WRITE);
+    post_recv_all(rx_side, rx.qp, 1, &rx_mr);
+    let tx = region(c, conn.client.pd, 8, 7, AccessFlags::NONE);
+    let sge = [tx.sge(0, 8)];
+    fault(&bed.fabric);
+    let t0 = c.now();
+    let send = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
+    ok(c.post_send(conn.client.qp, &send), "post_send");
+    (conn, t0)
+}
+
 /// TCP carries siw's messages: a lost one is sent again on TCP's schedule (a loss probe at
 /// the RTO, then RTOs doubling from there: 204, 408, 816, 1632, 3264, 6528 ms after the
 /// post), whatever the QP's `timeout` and `retry_count`, and delivered once. The SEND
@@ -150,21 +180,14 @@ fn jitterless_iwarp(seed: u64, kernel: KernelProfile) -> SimBed {
 /// (`verbs/tcp_timer.rs`).
 #[test]
 fn a_lost_message_is_sent_again_on_tcps_schedule() {
-    use cmtwin::verbs::{AccessFlags, DataPath, Payload, SendOp, SendWr, WcOpcode, WcStatus};
+    use cmtwin::verbs::{WcOpcode, WcStatus};
     use cmtwin::CmBackend;
-    use cmtwin_tests::datapath::{connect, drain, next_completion, post_recv_all, region};
+    use cmtwin_tests::datapath::{drain, next_completion};
     let bed = jitterless_iwarp(43, KernelProfile::Linux61);
     let (s, c) = (bed.server(), bed.client());
-    let conn = connect(s, c, addr(7702));
-    let rx = region(s, conn.server.pd, 16, 0, AccessFlags::LOCAL_WRITE);
-    post_recv_all(s, conn.server.qp, 1, &rx);
-    let tx = region(c, conn.client.pd, 8, 7, AccessFlags::NONE);
-    let sge = [tx.sge(0, 8)];
     // Lose the SEND, the loss probe and the first four RTOs' retransmissions.
-    bed.fabric.drop_data_packets(6).expect("outside a run");
-    let t0 = c.now();
-    let send = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
-    ok(c.post_send(conn.client.qp, &send), "post_send");
+    let lose = |f: &cmtwin_sim::Fabric| f.drop_data_packets(6).expect("outside a run");
+    let (conn, t0) = send_into_fault(&bed, 7702, true, lose);
     let wc = drain(c, &conn.client);
     assert_eq!(
         wc.iter()
@@ -196,20 +219,13 @@ fn a_lost_message_is_sent_again_on_tcps_schedule() {
 /// its posted receive flushed; no RETRY_EXC_ERR.
 #[test]
 fn a_silent_peer_ends_the_connection_when_tcp_gives_up() {
-    use cmtwin::verbs::{AccessFlags, DataPath, Payload, QpState, SendOp, SendWr, WcStatus};
+    use cmtwin::verbs::{DataPath, QpState, WcStatus};
     use cmtwin::{CmBackend, EventKind, Wait};
-    use cmtwin_tests::datapath::{connect, drain, next_completion, post_recv_all, region};
+    use cmtwin_tests::datapath::{drain, next_completion};
     let bed = jitterless_iwarp(44, KernelProfile::Linux612);
-    let (s, c) = (bed.server(), bed.client());
-    let conn = connect(s, c, addr(7703));
-    let rx = region(c, conn.client.pd, 16, 0, AccessFlags::LOCAL_WRITE);
-    post_recv_all(c, conn.client.qp, 1, &rx);
-    let tx = region(c, conn.client.pd, 8, 7, AccessFlags::NONE);
-    let sge = [tx.sge(0, 8)];
-    bed.fabric.power_off("server").expect("outside a run");
-    let t0 = c.now();
-    let send = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
-    ok(c.post_send(conn.client.qp, &send), "post_send");
+    let c = bed.client();
+    let silence = |f: &cmtwin_sim::Fabric| f.power_off("server").expect("outside a run");
+    let (conn, t0) = send_into_fault(&bed, 7703, false, silence);
     let sent = next_completion(c, &conn.client);
     assert_eq!((sent.wr_id, sent.status), (2, WcStatus::SUCCESS));
     // Longer than the suite's usual wait: TCP takes its quarter of an hour.
@@ -233,18 +249,12 @@ fn a_silent_peer_ends_the_connection_when_tcp_gives_up() {
 fn a_peer_that_sends_after_tcp_gave_up_meets_a_reset() {
     use cmtwin::verbs::{AccessFlags, DataPath, Payload, QpState, SendOp, SendWr, WcStatus};
     use cmtwin::{CmBackend, EventKind, Wait};
-    use cmtwin_tests::datapath::{connect, drain, next_completion, post_recv_all, region};
+    use cmtwin_tests::datapath::{drain, next_completion, region};
     let bed = jitterless_iwarp(45, KernelProfile::Linux612);
     let (s, c) = (bed.server(), bed.client());
-    let conn = connect(s, c, addr(7704));
-    let rx = region(s, conn.server.pd, 16, 0, AccessFlags::LOCAL_WRITE);
-    post_recv_all(s, conn.server.qp, 1, &rx);
-    let tx = region(c, conn.client.pd, 8, 7, AccessFlags::NONE);
-    let sge = [tx.sge(0, 8)];
     // The SEND, the loss probe and the 15 RTOs' retransmissions are lost: TCP gives up.
-    bed.fabric.drop_data_packets(17).expect("outside a run");
-    let send = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
-    ok(c.post_send(conn.client.qp, &send), "post_send");
+    let lose = |f: &cmtwin_sim::Fabric| f.drop_data_packets(17).expect("outside a run");
+    let (conn, _) = send_into_fault(&bed, 7704, true, lose);
     let patience = Wait::Timeout(Duration::from_secs(1_000));
     let gave_up = cmtwin::expect_event(c, conn.client.channel, EventKind::Disconnected, patience);
     assert_eq!(gave_up.expect("the client's DISCONNECTED").status, 0);

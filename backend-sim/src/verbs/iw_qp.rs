@@ -12,6 +12,7 @@ use cmtwin::{Call, CmError, Errno, Result, Transport};
 use super::rc::RcParams;
 use super::tcp_timer::TcpPath;
 use super::ObjKey;
+use crate::cm::endpoint::{Endpoint, Output};
 use crate::config::KernelProfile;
 use crate::topology::DevKey;
 use crate::world::{CmState, HostKey, IdKey, World};
@@ -168,25 +169,23 @@ impl World {
     /// (`siw_cm_llp_state_change`, then the iWARP CM's close): DISCONNECTED here, the QP in
     /// ERROR with its receives flushed.
     pub(crate) fn siw_tcp_lost(&mut self, q: ObjKey) {
-        let ids: Vec<IdKey> = (self.kernel.ids.keys_sorted().into_iter())
-            .filter(|id| self.cm_qp(*id) == Some(q))
-            .collect();
-        for id in ids {
-            if let Some(ep) = self.id(id).ep.get() {
-                self.drive(ep, |e, out| e.iw_connection_lost(out));
-            }
-        }
+        self.drive_endpoints_of_qp(q, Endpoint::iw_connection_lost);
     }
 
     /// siw_qp_cm_drop: the connection whose QP is `q` closes (DISCONNECTED here, a FIN to
     /// the peer).
     pub(crate) fn siw_drop_connection_of(&mut self, q: ObjKey) {
+        self.drive_endpoints_of_qp(q, Endpoint::disconnect);
+    }
+
+    /// Gives `input` to the CM endpoint of every id whose QP is `q`, in the ids' order.
+    fn drive_endpoints_of_qp(&mut self, q: ObjKey, input: fn(&mut Endpoint, &mut Vec<Output>)) {
         let ids: Vec<IdKey> = (self.kernel.ids.keys_sorted().into_iter())
             .filter(|id| self.cm_qp(*id) == Some(q))
             .collect();
         for id in ids {
             if let Some(ep) = self.id(id).ep.get() {
-                self.drive(ep, |e, out| e.disconnect(out));
+                self.drive(ep, input);
             }
         }
     }
