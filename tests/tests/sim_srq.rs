@@ -84,6 +84,20 @@ fn on_linux_6_12_rxe_raises_last_wqe_reached_for_the_qp_in_error() {
     assert!(events[0].qp_num.is_some() && events[0].id.is_some());
 }
 
+/// Simulated InfiniBand: the HCA raises IBV_EVENT_QP_LAST_WQE_REACHED once, for the QP of
+/// the SRQ that entered ERROR (the IB specification's affiliated event; rxe 6.1 alone lacks
+/// it), on every kernel profile, and flushes none of the SRQ's receives.
+#[test]
+fn an_infiniband_hca_raises_last_wqe_reached_for_the_qp_in_error() {
+    let bed = bed(4, Transport::InfiniBand);
+    let (s, c) = (bed.server(), bed.client());
+    let events = shared::a_qp_in_error_leaves_the_srq_receives(s, c, [addr(7735), addr(7736)]);
+    let kinds: Vec<_> = events.iter().map(|e| (e.kind, e.srq)).collect();
+    assert_eq!(kinds, [(AsyncEvent::QP_LAST_WQE_REACHED, None)]);
+    let server_qpn = events[0].qp_num.expect("the QP's number");
+    assert!(events[0].id.is_some() && server_qpn != 0);
+}
+
 /// The Linux 6.12 profile, without jitter.
 fn linux612() -> SimConfig {
     SimConfig {

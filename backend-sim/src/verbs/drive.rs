@@ -183,8 +183,11 @@ impl World {
                 };
                 self.queue_async_event(host, event);
             }
-            // rxe on Linux 6.1 raises no LAST_WQE_REACHED (measured); 6.12's does.
-            QpOutput::LastWqeReached if self.cfg.kernel == KernelProfile::Linux61 => {}
+            // rxe on Linux 6.1 raises no LAST_WQE_REACHED (measured); 6.12's does, and so does
+            // an InfiniBand HCA on every kernel.
+            QpOutput::LastWqeReached
+                if self.cfg.kernel == KernelProfile::Linux61
+                    && self.topo.devices[dev].transport == cmtwin::Transport::Roce => {}
             QpOutput::CommEst
             | QpOutput::SqDrained
             | QpOutput::LastWqeReached

@@ -237,9 +237,10 @@ pub(crate) enum QpOutput {
     /// A receive taken from the QP's SRQ left fewer than its armed limit
     /// (IBV_EVENT_SRQ_LIMIT_REACHED; made by the world, which owns the SRQ: `drive.rs`).
     SrqLimitReached,
-    /// The QP, attached to an SRQ, entered ERROR (IBV_EVENT_QP_LAST_WQE_REACHED: rxe on Linux
-    /// 6.12 raises it as its responder flushes, `flush_recv_queue`; the world drops it on a
-    /// kernel whose rxe does not: `drive.rs`).
+    /// The QP, attached to an SRQ, entered ERROR (IBV_EVENT_QP_LAST_WQE_REACHED: an
+    /// InfiniBand HCA raises it, as the IB specification has it for a QP of an SRQ that
+    /// enters ERROR; rxe on Linux 6.12 as its responder flushes, `flush_recv_queue`; the
+    /// world drops it on a kernel whose rxe does not: `drive.rs`).
     LastWqeReached,
     /// Send this datagram (UD QPs only, `ud.rs`).
     Datagram(super::ud::Datagram),
@@ -656,7 +657,7 @@ impl RcQp {
             }
         }
         self.sent = 0;
-        if self.srq && self.driver == Driver::Rxe {
+        if self.srq && matches!(self.driver, Driver::Rxe | Driver::Hca) {
             out.push(QpOutput::LastWqeReached);
         }
         // An SRQ's receives stay for the other QPs (rxe's `check_resource` in ERROR takes

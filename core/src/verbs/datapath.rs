@@ -376,7 +376,9 @@ pub trait DataPath: CmBackend {
     /// posted receive. A QP entering ERROR leaves the SRQ's receives where they are (only
     /// one the QP had taken is flushed); rxe on Linux 6.1 raises no
     /// IBV_EVENT_QP_LAST_WQE_REACHED then, rxe on 6.12 raises it once for that QP (both
-    /// measured; the simulator follows its kernel profile); an empty SRQ answers a send with RNR NAKs, as an
+    /// measured; the simulator follows its kernel profile), an InfiniBand HCA raises it (the
+    /// IB specification's affiliated event; so does the simulated InfiniBand device on every
+    /// profile); an empty SRQ answers a send with RNR NAKs, as an
     /// empty receive queue does. A region a posted receive names cannot be deregistered
     /// (EBUSY) until its completion is polled (cmtwin-verbs) or queued (the simulator), or the
     /// SRQ is destroyed. The limit (`srq_limit`, 0: not
