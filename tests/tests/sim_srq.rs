@@ -287,3 +287,52 @@ fn a_ud_qp_takes_its_datagrams_from_an_srq_with_the_grh_space_and_src_qp() {
     ok(s.destroy_external_qp(qp), "destroy_external_qp");
     ok(s.destroy_srq(srq), "destroy_srq");
 }
+
+/// A UD QP made on an SRQ and moved to RTS with the UD id's attributes, then to ERROR: the
+/// SRQ events that follow, and the QP's number.
+fn ud_qp_of_an_srq_enters_error(
+    bed: &SimBed,
+    port: u16,
+) -> (Vec<cmtwin::verbs::VerbsAsyncEvent>, u32) {
+    use cmtwin::verbs::{QpAttr, QpInitAttrEx, QpState};
+    use cmtwin_tests::ud_datapath::ud_connect;
+    let (s, c) = (bed.server(), bed.client());
+    let pair = ud_connect(s, c, addr(port), |_| {});
+    let pd = pair.server.pd;
+    let (srq, _) = ok(s.create_srq(pd, &SrqAttr::new(4, 1)), "create_srq");
+    let mut attr = QpInitAttrEx::rc(pd, pair.server.cq, pair.server.cq);
+    attr.qp_type = cmtwin::QpType::Ud;
+    attr.srq = Some(srq);
+    let qp = ok(s.create_external_qp(&attr), "create_external_qp (UD, SRQ)");
+    let init = ok(
+        s.init_qp_attr(pair.server.id, QpState::Init),
+        "init_qp_attr",
+    );
+    ok(s.modify_qp(qp, &init), "INIT");
+    for state in [QpState::Rtr, QpState::Rts, QpState::Error] {
+        let to = QpAttr {
+            qp_state: Some(state),
+            ..QpAttr::default()
+        };
+        ok(s.modify_qp(qp, &to), "RTR, RTS, ERROR");
+    }
+    (shared::srq_events(s), ok(s.qp_number(qp), "qp_number"))
+}
+
+/// A UD QP of an SRQ entering ERROR raises IBV_EVENT_QP_LAST_WQE_REACHED as an RC one does:
+/// rxe 6.12's responder flushes every QP type's receive side the same way (`rxe_receiver`,
+/// `flush_recv_queue`: read, not measured for UD), an InfiniBand HCA by the specification;
+/// rxe 6.1 raises none.
+#[test]
+fn a_ud_qp_of_an_srq_raises_last_wqe_reached_where_an_rc_one_does() {
+    let roce_6_1 = SimBed::jitterless(13, Transport::Roce);
+    let (events, _) = ud_qp_of_an_srq_enters_error(&roce_6_1, 7801);
+    assert_eq!(events, []);
+    let roce_6_12 = SimBed::with_config(13, Transport::Roce, linux612());
+    let ib = SimBed::jitterless(13, Transport::InfiniBand);
+    for bed in [roce_6_12, ib] {
+        let (events, qpn) = ud_qp_of_an_srq_enters_error(&bed, 7802);
+        let seen: Vec<_> = events.iter().map(|e| (e.kind, e.qp_num, e.srq)).collect();
+        assert_eq!(seen, [(AsyncEvent::QP_LAST_WQE_REACHED, Some(qpn), None)]);
+    }
+}

@@ -224,6 +224,11 @@ impl UdQp {
         while let Some(r) = (!self.srq).then(|| self.rq.pop_front()).flatten() {
             self.complete_recv(r, WcStatus::WR_FLUSH_ERR, 0, None, Arrival::failed(0), out);
         }
+        if self.srq {
+            // As an RC QP's (`QpOutput::LastWqeReached`): rxe flushes every QP type's receive
+            // side alike; the world drops it where rxe raises none.
+            out.push(QpOutput::LastWqeReached);
+        }
     }
 
     fn check_post(&self, len: usize, depth: u32) -> Result<(), PostError> {
