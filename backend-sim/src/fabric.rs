@@ -305,12 +305,16 @@ impl Fabric {
 
     // ----- trace -------------------------------------------------------------------------
 
-    /// Every trace record so far.
+    /// Every trace record so far. During [`Fabric::run`] a process of the run reads the
+    /// trace as far as its turn (the same for the same seed); any other thread reads it as
+    /// far as the run got when it looked, which depends on the OS's thread scheduling: read
+    /// it after `run` returns.
     pub fn trace(&self) -> Vec<TraceRecord> {
         self.lock().trace.records()
     }
 
-    /// The trace as text, one record a line; byte-identical for the same seed and calls.
+    /// The trace as text, one record a line; byte-identical for the same seed and calls
+    /// (read during [`Fabric::run`] as [`Fabric::trace`] says).
     pub fn trace_text(&self) -> String {
         self.lock().trace.to_text()
     }
