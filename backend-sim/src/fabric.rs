@@ -492,7 +492,9 @@ impl Fabric {
     /// `ucma_close`), and the verbs objects it made and left (PDs, regions, CQs, completion
     /// channels, external QPs, address handles) are freed as its device files' close frees
     /// them (an object another process still uses stays), so handles it leaves behind are
-    /// stale after `run`.
+    /// stale after `run`. A process registered while a `run` is in progress (from any thread,
+    /// one of the run's processes included) waits for the next `run`; a process starts
+    /// threads of its own at once with `cmtwin::thread::spawn`.
     pub fn spawn(
         &self,
         host: &str,
