@@ -903,15 +903,16 @@ impl RcQp {
         if self.sent == 0 || self.timer != Timer::Off {
             return;
         }
-        if let Some(t) = self.transport_timeout() {
+        if let Some(t) = self.restart_transport_timer() {
             self.timer = Timer::Retransmit;
             out.push(QpOutput::SetTimer(t));
         }
     }
 
-    /// The transport timer's first wait from now, with `sent` requests unacknowledged:
-    /// the QP's `timeout` attribute, or on siw TCP's, which starts over.
-    fn transport_timeout(&mut self) -> Option<Duration> {
+    /// (Re)starts the transport timer's schedule with `sent` requests unacknowledged, and
+    /// gives its first wait from now: the QP's `timeout` attribute, or on siw TCP's loss
+    /// probe (its backoff starts over); `None`: no timer (timeout 0).
+    fn restart_transport_timer(&mut self) -> Option<Duration> {
         match self.driver {
             Driver::Siw => Some(self.tcp_timer.arm(self.tcp_path, self.sent())),
             _ => self.params.and_then(|p| p.retry_timeout()),
@@ -1001,7 +1002,7 @@ impl RcQp {
             self.rnr_left = p.rnr_retry;
         }
         let restart = if self.timer == Timer::Retransmit && self.sent > 0 {
-            self.transport_timeout()
+            self.restart_transport_timer()
         } else {
             None
         };
