@@ -45,8 +45,9 @@
 //!
 //! * Outside [`Fabric::run`], a blocking call (`Wait::Block`, a timeout, `sleep`, a call on a
 //!   synchronous id) runs the timeline inline until it is satisfied and fails with EDEADLK as
-//!   soon as the timeline is empty (or holds nothing but RC sends retrying for ever after
-//!   RNR NAKs at responders without a receive, `verbs/stuck.rs`; so does a run whose
+//!   soon as the timeline is empty (or holds nothing but RC sends retrying for ever in vain,
+//!   `verbs/stuck.rs`: after RNR NAKs at responders without a receive, or rxe's transport
+//!   retries toward a peer that cannot answer; so does a run whose
 //!   processes are all blocked): it never waits for another OS thread. An event loop can
 //!   instead drive the timeline itself with [`Fabric::step`], [`Fabric::next_event_time`] and
 //!   [`Fabric::run_until`]. Several threads may share a fabric there, but the trace then follows

@@ -34,6 +34,7 @@ use crate::rng::Stream;
 use crate::schedule::{SchedConfig, SchedPolicy};
 use crate::topology::HostKey;
 use crate::trace::TraceKind;
+use crate::verbs::EndlessRetries;
 use crate::world::{Action, ChanKey, World};
 
 /// What a blocked caller waits for: an event on any of its channels, a deadline, a wake-up
@@ -609,11 +610,11 @@ impl World {
 
     /// [`World::advance`], or, when the timeline has nothing due by `horizon` (a time still
     /// ahead), the clock to `horizon`. Whether virtual time moved.
-    /// Endless RNR retries alone (`verbs/stuck.rs`) move nothing without a horizon: a poll in
-    /// vain then counts toward the livelock, as on an empty timeline.
+    /// Endless retries in vain alone (`verbs/stuck.rs`) move nothing without a horizon: a poll
+    /// in vain then counts toward the livelock, as on an empty timeline.
     pub(crate) fn advance_until(&mut self, horizon: Option<SimTime>) -> bool {
         let Some(h) = horizon.filter(|&h| h > self.now) else {
-            return !self.only_endless_rnr_waits() && self.advance();
+            return self.only_endless_retries().is_none() && self.advance();
         };
         if self.timeline.peek_time().is_some_and(|at| at <= h) {
             return self.advance();
@@ -643,17 +644,17 @@ impl World {
                 self.sched.current = None;
                 return;
             }
-            let rnr_only = self.only_endless_rnr_waits();
-            if rnr_only || !self.advance() {
-                self.report_deadlock(rnr_only);
+            let endless = self.only_endless_retries();
+            if endless.is_some() || !self.advance() {
+                self.report_deadlock(endless);
             }
         }
     }
 
-    /// Nothing can run and the timeline is empty (`rnr_only`: holds only endless RNR retries,
-    /// `verbs/stuck.rs`): every blocked process whose condition does not hold is told so (a
+    /// Nothing can run and the timeline is empty (`endless`: holds only endless retries in
+    /// vain, `verbs/stuck.rs`): every blocked process whose condition does not hold is told so (a
     /// rare path, so a scan of every process is fine).
-    fn report_deadlock(&mut self, rnr_only: bool) {
+    fn report_deadlock(&mut self, endless: Option<EndlessRetries>) {
         let mut found = false;
         for j in 0..self.sched.procs.len() {
             let notified = self.sched.procs[j].notified;
@@ -673,14 +674,12 @@ impl World {
             self.sched.candidates.insert(j);
         }
         if found {
-            self.record_text(None, TraceKind::Sched, |_| {
-                if rnr_only {
-                    "deadlock: every process is blocked and the timeline holds only RC sends \
-                     retrying for ever after RNR NAKs at responders without a receive"
-                        .into()
-                } else {
-                    "deadlock: every process is blocked and the timeline is empty".into()
-                }
+            self.record_text(None, TraceKind::Sched, |_| match endless {
+                Some(kind) => format!(
+                    "deadlock: every process is blocked and the timeline holds only {}",
+                    kind.describe()
+                ),
+                None => "deadlock: every process is blocked and the timeline is empty".into(),
             });
         }
     }

@@ -2277,3 +2277,64 @@ fn a_ud_send_of_plain_bytes_goes_inline() {
     assert_eq!(cap.max_inline_data, 16);
     assert_eq!(after, Duration::ZERO);
 }
+
+/// rxe's endless transport retries (`retry_count` 7) toward a peer that can never answer (its
+/// device removed) change nothing by themselves: a client blocked on its send's completion is
+/// told of the deadlock (EDEADLK) as soon as the removed device has dropped the first
+/// transmission, and `run_until_idle` returns, where both used to run the retries for ever.
+#[test]
+fn endless_transport_retries_to_a_silent_peer_end_in_a_deadlock() {
+    let bed = bed(17);
+    let c = bed.client();
+    let conn = connected(&bed);
+    remove_server_device(&bed);
+    let t0 = c.now();
+    send_bytes(c, &conn.client, 1, SendOp::Send, b"hello?");
+    ok(c.req_notify_cq(conn.client.cq, false), "req_notify_cq");
+    let err = expect_errno(
+        c.get_cq_event(conn.client.comp, Wait::Block),
+        Call::GetCqEvent,
+        Errno::EDEADLK,
+    );
+    assert!(err.detail.contains("deadlock"), "{err}");
+    assert_eq!(
+        c.now() - t0,
+        5 * US,
+        "reported once the first packet is dropped"
+    );
+    bed.fabric.run_until_idle().expect("outside a run");
+    assert_eq!(c.now() - t0, 5 * US, "nothing else was pending");
+    assert_eq!(ok(c.query_qp_state(conn.client.qp), "query"), QpState::Rts);
+}
+
+/// The same inside `Fabric::run`, toward a peer whose QP was destroyed without a disconnect:
+/// rxe drops what arrives for a QP that no longer exists, so the client's send (retry count
+/// 7) is resent for ever and its process, blocked on the completion, is reported deadlocked
+/// once the first transmission is dropped, with the reason in the trace.
+#[test]
+fn endless_transport_retries_to_a_destroyed_qp_end_a_run_in_a_deadlock() {
+    let bed = bed(18);
+    let conn = connected(&bed);
+    let (client, server) = (conn.client, conn.server);
+    ok(bed.server().destroy_qp(server.id), "destroy_qp");
+    let done = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen = done.clone();
+    bed.fabric.spawn("client", "sender", move |c| {
+        send_bytes(&c, &client, 1, SendOp::Send, b"anyone?");
+        c.req_notify_cq(client.cq, false)?;
+        let err = c
+            .get_cq_event(client.comp, Wait::Block)
+            .map(drop)
+            .unwrap_err();
+        *seen.lock().unwrap() = Some((err.errno, c.now()));
+        Ok(())
+    });
+    let t0 = bed.fabric.now();
+    bed.fabric.run().expect("the process ends");
+    assert_eq!(*done.lock().unwrap(), Some((Errno::EDEADLK, t0 + 5 * US)));
+    let trace = bed.fabric.trace_text();
+    assert!(
+        trace.contains("retrying for ever (retry count 7 on rxe) toward peers that cannot answer"),
+        "the trace says why"
+    );
+}

@@ -40,8 +40,10 @@
 //!   device. Fault plans' per-kind chances apply to CM messages only.
 //! * `backend.rs`: [`cmtwin::verbs::DataPath`] for `SimBackend`; `wait.rs` its blocking
 //!   waits (CQ events, asynchronous events) through the scheduler; `stuck.rs` when the
-//!   timeline holds nothing but RC sends retrying for ever after RNR NAKs (`rnr_retry` 7) at
-//!   responders without a receive, which blocked callers take as an empty timeline (EDEADLK).
+//!   timeline holds nothing but RC sends retrying for ever in vain (after RNR NAKs with
+//!   `rnr_retry` 7 at responders without a receive, or rxe's transport retries with
+//!   `retry_count` 7 toward a peer that cannot answer), which blocked callers take as an
+//!   empty timeline (EDEADLK).
 //!
 //! InfiniBand ports have LIDs (`topology::ib_lid`: 1 + the address's last byte, the one
 //! source the CM's address handles and the completions' `slid` take them from); a UD receive
@@ -75,6 +77,7 @@ mod rc;
 mod readiness;
 mod srq;
 mod stuck;
+pub(crate) use stuck::EndlessRetries;
 mod tcp_timer;
 mod ud;
 mod ud_wire;

@@ -427,6 +427,15 @@ impl RcQp {
             && self.params.is_some_and(|p| p.rnr_retry == 7)
     }
 
+    /// Whether, as a requester on rxe, it resends on its transport timeout with retries that
+    /// never run out (`retry_count` 7): its retransmission repeats until the peer answers.
+    pub(crate) fn in_endless_transport_retry(&self) -> bool {
+        self.state == QpState::Rts
+            && self.timer == Timer::Retransmit
+            && self.driver == Driver::Rxe
+            && self.retries_left == 7
+    }
+
     /// Whether, as a responder, it answers requests (false: it drops them) and has no
     /// receive of its own posted (an SRQ's are apart).
     pub(crate) fn responds_without_receive(&self) -> bool {

@@ -91,7 +91,7 @@ fn step_inline<'a>(
             w.wake_at(d);
         }
     }
-    if w.only_endless_rnr_waits() || !w.step() {
+    if w.only_endless_retries().is_some() || !w.step() {
         return Err(CmError::new(
             call,
             Errno::EDEADLK,
