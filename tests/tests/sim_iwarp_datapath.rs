@@ -298,3 +298,52 @@ fn a_send_posted_before_rts_wedges_the_send_queue() {
     let flushed = "server wc: (10 Work Request Flushed Error (5))";
     expect_times(&runs, &[(flushed, Duration::ZERO)]);
 }
+
+/// A host back from a power-off hears from a peer of its last life: its TCP has no socket for
+/// the segment and answers with a reset, which ends the peer's connection (DISCONNECTED 0, one
+/// round trip after the post, its QP in ERROR, reported so on 6.12, and its receive flushed),
+/// as the reset of a
+/// connection whose TCP gave up does (measured on siw-6.1, above). The message used to be
+/// dropped without an answer, and the peer retransmitted it until its own TCP gave up. Both
+/// kernel profiles.
+#[test]
+fn a_host_back_from_a_power_off_resets_a_connection_of_its_last_life() {
+    use cmtwin::verbs::{AccessFlags, DataPath, Payload, QpState, SendOp, SendWr, WcStatus};
+    use cmtwin::{CmBackend, EventKind, Wait};
+    use cmtwin_tests::datapath::{connect, next_completion, post_recv_all, region};
+    for (seed, kernel) in [(46, KernelProfile::Linux61), (47, KernelProfile::Linux612)] {
+        let bed = jitterless_iwarp(seed, kernel);
+        let (s, c) = (bed.server(), bed.client());
+        let conn = connect(s, c, addr(7705));
+        let rx = region(c, conn.client.pd, 8, 0, AccessFlags::LOCAL_WRITE);
+        post_recv_all(c, conn.client.qp, 1, &rx);
+        bed.fabric.power_off("server").expect("outside a run");
+        bed.fabric.power_on("server").expect("outside a run");
+
+        let tx = region(c, conn.client.pd, 8, 7, AccessFlags::NONE);
+        let sge = [tx.sge(0, 8)];
+        let t0 = c.now();
+        let wr = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
+        ok(c.post_send(conn.client.qp, &wr), "post_send");
+        let sent = next_completion(c, &conn.client);
+        assert_eq!((sent.wr_id, sent.status), (2, WcStatus::SUCCESS));
+        assert_eq!(c.now(), t0, "completed inside the post");
+        let patience = Wait::Timeout(Duration::from_secs(1));
+        let reset = cmtwin::expect_event(c, conn.client.channel, EventKind::Disconnected, patience);
+        assert_eq!(reset.expect("the client's DISCONNECTED").status, 0);
+        assert_eq!(
+            c.now() - t0,
+            Duration::from_micros(10),
+            "the SEND there, the reset back ({kernel:?})"
+        );
+        let flushed = next_completion(c, &conn.client);
+        assert_eq!((flushed.wr_id, flushed.status), (1, WcStatus::WR_FLUSH_ERR));
+        // siw on Linux 6.1 reports RESET whatever its QP's state (measured).
+        let reported = match kernel {
+            KernelProfile::Linux61 => QpState::Reset,
+            _ => QpState::Error,
+        };
+        let state = ok(c.query_qp_state(conn.client.qp), "query_qp");
+        assert_eq!(state, reported, "{kernel:?}");
+    }
+}

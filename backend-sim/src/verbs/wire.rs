@@ -12,6 +12,7 @@ use crate::rng::Stream;
 use crate::trace::TraceKind;
 use crate::world::{Action, HostKey, World};
 
+use super::packet::Body;
 use super::{ObjKey, Packet, VerbsAction};
 
 impl World {
@@ -94,10 +95,40 @@ impl World {
         };
         let Some((q, _)) = target.filter(|_| why.is_empty()) else {
             self.trace_packet(to.0, TraceKind::Drop, from, to, &pkt, why);
+            if why != "device removed" {
+                self.reset_stale_tcp_segment(from, to, &pkt);
+            }
             return;
         };
         self.trace_packet(to.0, TraceKind::Recv, from, to, &pkt, "");
         self.drive_qp(q, |m, mem, out| m.on_packet(pkt, mem, out));
+    }
+
+    /// siw: a request from QP `from` reached a host whose device is up but has no connection
+    /// for it (`to` gone, or another connection's since the host came back from a power-off):
+    /// the host's TCP has no socket for the segment and answers with a reset, which ends the
+    /// sender's connection ([`Body::TcpReset`]). An InfiniBand or RoCE packet is dropped
+    /// without an answer.
+    fn reset_stale_tcp_segment(&mut self, from: (HostKey, u32), to: (HostKey, u32), pkt: &Packet) {
+        let sender_is_siw =
+            (self.verbs.qp_by_num.get(&from)).is_some_and(|q| self.verbs.qps[q].machine.is_siw());
+        let host_is_up =
+            (self.topo.hosts[to.0].devices.iter()).any(|&d| self.topo.devices[d].present);
+        if !(sender_is_siw && host_is_up && pkt.is_request()) {
+            return;
+        }
+        let reset = Packet {
+            psn: 0,
+            body: Body::TcpReset,
+        };
+        if let Some(at) = self.wire_arrival(to, from, &reset) {
+            let action = VerbsAction::Deliver {
+                from: to,
+                to: from,
+                packet: reset,
+            };
+            self.timeline.schedule(at, Action::Verbs(action));
+        }
     }
 
     /// Traces a data packet from QP `from` to QP `to` (only when tracing is on).
