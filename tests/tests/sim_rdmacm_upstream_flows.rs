@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use cmtwin::sync::{channel, Receiver, Sender};
 use cmtwin::verbs::{
-    DataPath, MemoryRegion, Payload, QpInitAttrEx, QpState, RecvWr, SendOp, SendWr, SendFlags,
+    DataPath, MemoryRegion, Payload, QpInitAttrEx, QpState, RecvWr, SendFlags, SendOp, SendWr,
     WcStatus, WorkCompletion, GRH_LEN, MULTICAST_QPN,
 };
 use cmtwin::{
-    AddrInfo, ChannelHandle, CmBackend, JoinFlags, CmOption, ConnData, ConnParam, EventInfo, EventParam, EventKind, IdHandle,
-    PortSpace, QpInitAttr, QpType, Result, Transport, Wait,
+    AddrInfo, ChannelHandle, CmBackend, CmOption, ConnData, ConnParam, EventInfo, EventKind,
+    EventParam, IdHandle, JoinFlags, PortSpace, QpInitAttr, QpType, Result, Transport, Wait,
 };
 use cmtwin_sim::{Fabric, SimBackend, SimConfig};
 
@@ -165,7 +165,12 @@ fn message(fill: u8, len: usize) -> Vec<u8> {
 /// Checks that `bytes` are all `fill`, naming the first that is not.
 fn assert_filled(bytes: &[u8], fill: u8) {
     if let Some(at) = bytes.iter().position(|&b| b != fill) {
-        panic!("byte {at} of {} is {:?}, not {:?}", bytes.len(), bytes[at] as char, fill as char);
+        panic!(
+            "byte {at} of {} is {:?}, not {:?}",
+            bytes.len(),
+            bytes[at] as char,
+            fill as char
+        );
     }
 }
 
@@ -258,7 +263,10 @@ fn async_rc_client(cm: &SimBackend, sync: &Sync2, log: &Log) -> Result<()> {
     let server_qpn = exchange_qp_numbers(cm, sync, id, false)?;
     assert_eq!(
         established.param,
-        EventParam::Conn(ConnData { qp_num: server_qpn, ..conn_of(&established) }),
+        EventParam::Conn(ConnData {
+            qp_num: server_qpn,
+            ..conn_of(&established)
+        }),
         "ESTABLISHED names the server's QP"
     );
     let timeout = cm.init_qp_attr(id, QpState::Rts)?.timeout;
@@ -289,8 +297,22 @@ fn async_rc_client(cm: &SimBackend, sync: &Sync2, log: &Log) -> Result<()> {
 fn async_traffic_ten_messages_over_a_qp_of_the_cm() {
     let fabric = fabric(1, Transport::Roce);
     let (s, c) = run_pair(&fabric, async_rc_server, async_rc_client);
-    assert_eq!(s, ["1.025ms established", "1.225ms traffic done", "1.275ms disconnected"]);
-    assert_eq!(c, ["1.02ms established", "1.225ms traffic done", "1.27ms disconnected"]);
+    assert_eq!(
+        s,
+        [
+            "1.025ms established",
+            "1.225ms traffic done",
+            "1.275ms disconnected"
+        ]
+    );
+    assert_eq!(
+        c,
+        [
+            "1.02ms established",
+            "1.225ms traffic done",
+            "1.27ms disconnected"
+        ]
+    );
 }
 
 // ----- test_rdmacm_async_reject_traffic --------------------------------------------------
@@ -378,7 +400,13 @@ fn poll_one(cm: &SimBackend, cq: cmtwin::CqHandle) -> Result<WorkCompletion> {
 
 fn ext_post_recv(cm: &SimBackend, qp: &ExtQp, mr: &MemoryRegion) -> Result<()> {
     let sge = [mr.sge(0, MSG_SIZE as u32)];
-    cm.post_recv(qp.qp, &RecvWr { wr_id: 1, sg_list: &sge })
+    cm.post_recv(
+        qp.qp,
+        &RecvWr {
+            wr_id: 1,
+            sg_list: &sge,
+        },
+    )
 }
 
 fn ext_post_send(cm: &SimBackend, qp: &ExtQp, mr: &MemoryRegion) -> Result<()> {
@@ -395,9 +423,13 @@ fn async_traffic_over_an_external_qp_moved_by_init_qp_attr() {
         cm.bind_addr(listen, server_addr())?;
         cm.listen(listen, 0)?;
         sync.wait()?;
-        let child = expect(cm, channel, EventKind::ConnectRequest)?.id;
+        let request = expect(cm, channel, EventKind::ConnectRequest)?;
+        let child = request.id;
         let qp = ext_qp(cm, child)?;
-        let param = ConnParam { qp_num: qp.num, ..ConnParam::default() };
+        let param = ConnParam {
+            qp_num: qp.num,
+            ..ConnParam::default()
+        };
         cm.accept(child, Some(&param))?;
         modify_ext_qp_to_rts(cm, child, &qp)?;
         expect(cm, channel, EventKind::Established)?;
@@ -407,6 +439,8 @@ fn async_traffic_over_an_external_qp_moved_by_init_qp_attr() {
         sync.put(u64::from(qp.num))?;
         sync.wait()?;
         let peer = sync.get()? as u32;
+        let named = conn_of(&request).qp_num;
+        assert_eq!(named, peer, "CONNECT_REQUEST names the client's QP");
         ext_post_recv(cm, &qp, &mr)?;
         sync.wait()?;
         for _ in 0..NUM_MSGS {
@@ -432,7 +466,10 @@ fn async_traffic_over_an_external_qp_moved_by_init_qp_attr() {
         cm.resolve_route(id, Duration::from_millis(2000))?;
         expect(cm, channel, EventKind::RouteResolved)?;
         let qp = ext_qp(cm, id)?;
-        let param = ConnParam { qp_num: qp.num, ..ConnParam::default() };
+        let param = ConnParam {
+            qp_num: qp.num,
+            ..ConnParam::default()
+        };
         cm.connect(id, Some(&param))?;
         let response = expect(cm, channel, EventKind::ConnectResponse)?;
         modify_ext_qp_to_rts(cm, id, &qp)?;
@@ -441,7 +478,11 @@ fn async_traffic_over_an_external_qp_moved_by_init_qp_attr() {
         let mr = cm.reg_msgs(id, vec![0; MSG_SIZE + GRH])?;
         sync.wait()?;
         let peer = sync.get()? as u32;
-        assert_eq!(conn_of(&response).qp_num, peer, "CONNECT_RESPONSE names the server's QP");
+        assert_eq!(
+            conn_of(&response).qp_num,
+            peer,
+            "CONNECT_RESPONSE names the server's QP"
+        );
         sync.put(u64::from(qp.num))?;
         sync.wait()?;
         sync.wait()?;
@@ -465,8 +506,22 @@ fn async_traffic_over_an_external_qp_moved_by_init_qp_attr() {
     // posts it after its send completes, as upstream's does): the kernel CM's RTR attributes
     // carry min_rnr_timer 0, which is 655.36 ms (cm.c cm_init_qp_rtr_attr), so each of the
     // ten answers waits one RNR NAK timer. rdma_disconnect leaves the external QP alone.
-    assert_eq!(s, ["1.025ms established", "6.554875s traffic done", "6.554875s qp Rts"]);
-    assert_eq!(c, ["1.02ms established", "6.554875s traffic done", "6.55488s disconnected"]);
+    assert_eq!(
+        s,
+        [
+            "1.025ms established",
+            "6.554875s traffic done",
+            "6.554875s qp Rts"
+        ]
+    );
+    assert_eq!(
+        c,
+        [
+            "1.02ms established",
+            "6.554875s traffic done",
+            "6.55488s disconnected"
+        ]
+    );
 }
 
 // ----- test_rdmacm_async_udp_traffic -----------------------------------------------------
@@ -497,7 +552,16 @@ fn async_udp_traffic_answers_through_an_address_handle_from_the_receive() {
             let grh: [u8; GRH] = read(cm, &mr, 0, GRH)?.try_into().unwrap();
             let ah = cm.create_ah_from_wc(pd, &wc, &grh)?;
             cm.mr_write(mr.handle, 0, &message(b's', MSG_SIZE + GRH))?;
-            cm.post_ud_send(child, 2, &mr, 0, MSG_SIZE as u32, SendFlags::SIGNALED, ah, peer)?;
+            cm.post_ud_send(
+                child,
+                2,
+                &mr,
+                0,
+                MSG_SIZE as u32,
+                SendFlags::SIGNALED,
+                ah,
+                peer,
+            )?;
             cm.get_send_comp(child)?;
             cm.destroy_ah(ah)?;
             sync.wait()?;
@@ -527,7 +591,16 @@ fn async_udp_traffic_answers_through_an_address_handle_from_the_receive() {
         for _ in 0..NUM_MSGS {
             cm.mr_write(mr.handle, 0, &message(b'c', MSG_SIZE + GRH))?;
             sync.wait()?;
-            cm.post_ud_send(id, 3, &mr, 0, MSG_SIZE as u32, SendFlags::SIGNALED, ah, ud.qp_num)?;
+            cm.post_ud_send(
+                id,
+                3,
+                &mr,
+                0,
+                MSG_SIZE as u32,
+                SendFlags::SIGNALED,
+                ah,
+                ud.qp_num,
+            )?;
             cm.get_send_comp(id)?;
             cm.post_recv_msg(id, 4, &mr, 0, (MSG_SIZE + GRH) as u32)?;
             sync.wait()?;
@@ -561,7 +634,12 @@ fn join_group(
 ) -> Result<(IdHandle, cmtwin::UdData)> {
     let id = cm.create_id(Some(channel), 0, PortSpace::UDP)?;
     cm.bind_addr(id, src)?;
-    cm.resolve_addr(id, Some(SocketAddr::new(src.ip(), 0)), group(), Duration::from_millis(2000))?;
+    cm.resolve_addr(
+        id,
+        Some(SocketAddr::new(src.ip(), 0)),
+        group(),
+        Duration::from_millis(2000),
+    )?;
     expect(cm, channel, EventKind::AddrResolved)?;
     cm.create_qp(id, &qp_init(QpType::Ud))?;
     if extended {
@@ -593,7 +671,16 @@ fn multicast_flow(seed: u64, extended: bool) -> (Vec<String>, Vec<String>) {
             cm.get_recv_comp(id)?;
             assert_filled(&read(cm, &mr, GRH, MSG_SIZE)?, b'c');
             cm.mr_write(mr.handle, 0, &message(b's', MSG_SIZE + GRH))?;
-            cm.post_ud_send(id, 2, &mr, 0, MSG_SIZE as u32, SendFlags::SIGNALED, ah, MULTICAST_QPN)?;
+            cm.post_ud_send(
+                id,
+                2,
+                &mr,
+                0,
+                MSG_SIZE as u32,
+                SendFlags::SIGNALED,
+                ah,
+                MULTICAST_QPN,
+            )?;
             cm.get_send_comp(id)?;
             sync.wait()?;
         }
@@ -611,7 +698,16 @@ fn multicast_flow(seed: u64, extended: bool) -> (Vec<String>, Vec<String>) {
         for _ in 0..NUM_MSGS {
             cm.mr_write(mr.handle, 0, &message(b'c', MSG_SIZE + GRH))?;
             sync.wait()?;
-            cm.post_ud_send(id, 3, &mr, 0, MSG_SIZE as u32, SendFlags::SIGNALED, ah, MULTICAST_QPN)?;
+            cm.post_ud_send(
+                id,
+                3,
+                &mr,
+                0,
+                MSG_SIZE as u32,
+                SendFlags::SIGNALED,
+                ah,
+                MULTICAST_QPN,
+            )?;
             cm.get_send_comp(id)?;
             cm.post_recv_msg(id, 4, &mr, 0, (MSG_SIZE + GRH) as u32)?;
             sync.wait()?;
@@ -672,7 +768,16 @@ fn async_ex_leave_multicast_stops_the_groups_datagrams() {
         sync.wait()?;
         cm.post_recv_msg(id, 4, &mr, MSG_SIZE + GRH, (MSG_SIZE + GRH) as u32)?;
         cm.mr_write(mr.handle, 0, &message(b'c', MSG_SIZE))?;
-        cm.post_ud_send(id, 3, &mr, 0, MSG_SIZE as u32, SendFlags::SIGNALED, ah, MULTICAST_QPN)?;
+        cm.post_ud_send(
+            id,
+            3,
+            &mr,
+            0,
+            MSG_SIZE as u32,
+            SendFlags::SIGNALED,
+            ah,
+            MULTICAST_QPN,
+        )?;
         let own = cm.get_recv_comp(id)?;
         note(log, cm, &format!("own copy of {} bytes", own.byte_len));
         cm.get_send_comp(id)?;
@@ -683,8 +788,446 @@ fn async_ex_leave_multicast_stops_the_groups_datagrams() {
     let (s, c) = run_pair(&fabric, server, client);
     assert_eq!(
         s,
-        ["0ns left", "11ms ibv_get_cq_event: ETIMEDOUT (110): no event within the timeout"]
+        [
+            "0ns left",
+            "11ms ibv_get_cq_event: ETIMEDOUT (110): no event within the timeout"
+        ]
     );
     // The client's own copy is taken as it posts the send: no time passes.
     assert_eq!(c, ["1ms own copy of 1064 bytes"]);
+}
+
+// ----- test_rdmacm_async_read / test_rdmacm_async_write ------------------------------------
+
+/// The connected pair of the asynchronous flow, for the remote-access tests: each side's
+/// id, channel and (server) listener.
+fn connect_rc(cm: &SimBackend, sync: &Sync2, passive: bool) -> Result<(ChannelHandle, IdHandle)> {
+    let channel = cm.create_event_channel()?;
+    let id = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+    if passive {
+        cm.bind_addr(id, server_addr())?;
+        cm.listen(id, 0)?;
+        sync.wait()?;
+        let child = expect(cm, channel, EventKind::ConnectRequest)?.id;
+        cm.create_qp(child, &qp_init(QpType::Rc))?;
+        cm.accept(child, Some(&ConnParam::default()))?;
+        expect(cm, channel, EventKind::Established)?;
+        return Ok((channel, child));
+    }
+    cm.resolve_addr(id, None, server_addr(), Duration::from_millis(2000))?;
+    expect(cm, channel, EventKind::AddrResolved)?;
+    sync.wait()?;
+    cm.resolve_route(id, Duration::from_millis(2000))?;
+    expect(cm, channel, EventKind::RouteResolved)?;
+    cm.create_qp(id, &qp_init(QpType::Rc))?;
+    cm.connect(id, Some(&ConnParam::default()))?;
+    expect(cm, channel, EventKind::Established)?;
+    Ok((channel, id))
+}
+
+/// The server's region (`reg_read` or `reg_write`), advertised to the client by address and
+/// key; the client reads it or writes into it ten times.
+fn remote_flow(seed: u64, write: bool) -> (Vec<String>, Vec<String>) {
+    let fabric = fabric(seed, Transport::Roce);
+    let server = move |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
+        let (_, child) = connect_rc(cm, sync, true)?;
+        let buffer = message(b's', MSG_SIZE + GRH);
+        let mr = match write {
+            true => cm.reg_write(child, buffer)?,
+            false => cm.reg_read(child, buffer)?,
+        };
+        sync.put(mr.addr)?;
+        sync.put(u64::from(mr.rkey))?;
+        for _ in 0..NUM_MSGS {
+            sync.wait()?;
+        }
+        if write {
+            assert_filled(&read(cm, &mr, 0, MSG_SIZE)?, b'c');
+            assert_filled(&read(cm, &mr, MSG_SIZE, GRH)?, b's');
+        }
+        note(log, cm, "done");
+        Ok(())
+    };
+    let client = move |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
+        let (_, id) = connect_rc(cm, sync, false)?;
+        let (addr, rkey) = (sync.get()?, sync.get()? as u32);
+        let mr = cm.reg_msgs(id, message(b'c', MSG_SIZE + GRH))?;
+        for i in 0..NUM_MSGS as u64 {
+            let flags = SendFlags::SIGNALED;
+            match write {
+                true => cm.post_write(id, i, &mr, 0, MSG_SIZE as u32, flags, addr, rkey)?,
+                false => cm.post_read(id, i, &mr, 0, MSG_SIZE as u32, flags, addr, rkey)?,
+            }
+            let wc = cm.get_send_comp(id)?;
+            assert_eq!((wc.wr_id, wc.status), (i, WcStatus::SUCCESS));
+            sync.wait()?;
+        }
+        if !write {
+            assert_filled(&read(cm, &mr, 0, MSG_SIZE)?, b's');
+        }
+        note(log, cm, "done");
+        Ok(())
+    };
+    run_pair(&fabric, server, client)
+}
+
+#[test]
+fn async_rdma_read_of_the_servers_region() {
+    // Each read is one request and its response: 10 µs, as each write and its ACK.
+    let (s, c) = remote_flow(8, false);
+    assert_eq!(s, ["1.125ms done"]);
+    assert_eq!(c, ["1.125ms done"]);
+}
+
+#[test]
+fn async_rdma_write_into_the_servers_region() {
+    let (s, c) = remote_flow(9, true);
+    assert_eq!(s, ["1.125ms done"]);
+    assert_eq!(c, ["1.125ms done"]);
+}
+
+// ----- test_rdmacm_sync_traffic -------------------------------------------------------------
+
+/// CMSyncConnection: `rdma_create_ep` on both sides (a QP of one receive each), the server's
+/// `rdma_get_request` and `rdma_accept(id, NULL)`, the client's `rdma_connect(id, NULL)`,
+/// then the ten messages of the asynchronous flow.
+#[test]
+fn sync_traffic_over_endpoints_made_by_create_ep() {
+    let fabric = fabric(10, Transport::Roce);
+    let server = |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
+        let info = AddrInfo::new(
+            cmtwin::rai::PASSIVE,
+            PortSpace::TCP,
+            QpType::Rc,
+            Some(server_addr()),
+            None,
+        );
+        let mut init = qp_init(QpType::Rc);
+        let listen = cm.create_ep(&info, Some(&mut init))?;
+        cm.listen(listen, 0)?;
+        sync.wait()?;
+        let child = cm.get_request(listen)?;
+        note(log, cm, "request");
+        cm.accept(child, None)?;
+        note(log, cm, "accepted");
+        let mr = cm.reg_msgs(child, vec![0; MSG_SIZE + GRH])?;
+        for _ in 0..NUM_MSGS {
+            cm.post_recv_msg(child, 1, &mr, 0, MSG_SIZE as u32)?;
+            sync.wait()?;
+            sync.wait()?;
+            cm.get_recv_comp(child)?;
+            assert_filled(&read(cm, &mr, 0, MSG_SIZE)?, b'c');
+            cm.mr_write(mr.handle, 0, &message(b's', MSG_SIZE))?;
+            cm.post_send_msg(child, 2, &mr, 0, MSG_SIZE as u32, SendFlags::SIGNALED)?;
+            cm.get_send_comp(child)?;
+            sync.wait()?;
+        }
+        cm.disconnect(child)?;
+        note(log, cm, "disconnected");
+        cm.dereg_mr(mr.handle)?;
+        cm.destroy_ep(child)?;
+        cm.destroy_ep(listen)
+    };
+    let client = |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
+        let info = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, Some(server_addr()));
+        let mut init = qp_init(QpType::Rc);
+        let id = cm.create_ep(&info, Some(&mut init))?;
+        note(
+            log,
+            cm,
+            &format!("endpoint, {} receive", init.cap.max_recv_wr),
+        );
+        sync.wait()?;
+        cm.connect(id, None)?;
+        note(log, cm, "connected");
+        let mr = cm.reg_msgs(id, vec![0; MSG_SIZE + GRH])?;
+        for _ in 0..NUM_MSGS {
+            cm.mr_write(mr.handle, 0, &message(b'c', MSG_SIZE))?;
+            sync.wait()?;
+            cm.post_send_msg(id, 3, &mr, 0, MSG_SIZE as u32, SendFlags::SIGNALED)?;
+            cm.get_send_comp(id)?;
+            cm.post_recv_msg(id, 4, &mr, 0, MSG_SIZE as u32)?;
+            sync.wait()?;
+            sync.wait()?;
+            cm.get_recv_comp(id)?;
+            assert_filled(&read(cm, &mr, 0, MSG_SIZE)?, b's');
+        }
+        cm.disconnect(id)?;
+        note(log, cm, "disconnected");
+        cm.dereg_mr(mr.handle)?;
+        cm.destroy_ep(id)
+    };
+    let (s, c) = run_pair(&fabric, server, client);
+    // A synchronous accept returns with ESTABLISHED, when the RTU arrives.
+    assert_eq!(
+        s,
+        ["1.015ms request", "1.025ms accepted", "1.25ms disconnected"]
+    );
+    assert_eq!(
+        c,
+        [
+            "1.01ms endpoint, 1 receive",
+            "1.02ms connected",
+            "1.25ms disconnected"
+        ]
+    );
+}
+
+// ----- librdmacm/examples/cmtime.c -------------------------------------------------------
+
+/// cmtime's connections per run (its default).
+const CMTIME_CONNS: usize = 100;
+
+/// cmtime's verbs resources: one PD and one CQ of one entry for all its QPs (no traffic).
+struct CmtimeVerbs {
+    pd: cmtwin::PdHandle,
+    cq: cmtwin::CqHandle,
+}
+
+/// cmtime's `create_qp`: an external RC QP of one entry each way, or none (its "no QPs"
+/// run, where the connection parameters carry made-up QP numbers from 1000).
+fn cmtime_qp(
+    cm: &SimBackend,
+    id: IdHandle,
+    verbs: &mut Option<CmtimeVerbs>,
+    with_qps: bool,
+) -> Result<Option<cmtwin::QpHandle>> {
+    if !with_qps {
+        return Ok(None);
+    }
+    if verbs.is_none() {
+        let pd = cm.alloc_pd(id)?;
+        let cq = cm.create_cq(id, 1, None)?;
+        *verbs = Some(CmtimeVerbs { pd, cq });
+    }
+    let v = verbs.as_ref().expect("made above");
+    let mut attr = QpInitAttrEx::rc(v.pd, v.cq, v.cq);
+    attr.cap = cmtwin::QpCap {
+        max_send_wr: 1,
+        max_recv_wr: 1,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    Ok(Some(cm.create_external_qp(&attr)?))
+}
+
+/// cmtime's `modify_qp`: the id's attributes for `state`, applied to the QP if there is one.
+fn cmtime_modify(
+    cm: &SimBackend,
+    id: IdHandle,
+    qp: Option<cmtwin::QpHandle>,
+    state: QpState,
+) -> Result<()> {
+    let attr = cm.init_qp_attr(id, state)?;
+    match qp {
+        Some(qp) => cm.modify_qp(qp, &attr),
+        None => Ok(()),
+    }
+}
+
+/// cmtime's `init_conn_param`.
+fn cmtime_param(cm: &SimBackend, qp: Option<cmtwin::QpHandle>, fake_qpn: u32) -> Result<ConnParam> {
+    Ok(ConnParam {
+        responder_resources: 1,
+        initiator_depth: 1,
+        retry_count: 0,
+        rnr_retry_count: 0,
+        qp_num: match qp {
+            Some(qp) => cm.qp_number(qp)?,
+            None => fake_qpn,
+        },
+        ..ConnParam::default()
+    })
+}
+
+/// Fetches events until `count` of `kind` came, handing each to `on` (cmtime's event thread).
+fn cmtime_events(
+    cm: &SimBackend,
+    channel: ChannelHandle,
+    kind: EventKind,
+    count: usize,
+    mut on: impl FnMut(&EventInfo) -> Result<()>,
+) -> Result<()> {
+    let mut seen = 0;
+    while seen < count {
+        let event = cm.get_cm_event(channel, WAIT)?;
+        let info = event.info().clone();
+        cm.ack_cm_event(event)?;
+        match info.kind {
+            k if k == kind => seen += 1,
+            EventKind::TimewaitExit | EventKind::Disconnected => {}
+            other => panic!("cmtime: unexpected {other} (status {})", info.status),
+        }
+        on(&info)?;
+    }
+    Ok(())
+}
+
+/// cmtime's `client_connect`: each step over every connection, the time each step ends.
+fn cmtime_client(cm: &SimBackend, sync: &Sync2, log: &Log, with_qps: bool) -> Result<()> {
+    let channel = cm.create_event_channel()?;
+    let src = SocketAddr::new(CLIENT_IP, 0);
+    let ids = (0..CMTIME_CONNS)
+        .map(|i| cm.create_id(Some(channel), i as u64, PortSpace::TCP))
+        .collect::<Result<Vec<_>>>()?;
+    for &id in &ids {
+        cm.bind_addr(id, src)?;
+    }
+    for &id in &ids {
+        cm.resolve_addr(id, Some(src), server_addr(), Duration::from_millis(2000))?;
+    }
+    cmtime_events(cm, channel, EventKind::AddrResolved, CMTIME_CONNS, |_| {
+        Ok(())
+    })?;
+    note(log, cm, "resolve addr");
+    for &id in &ids {
+        cm.resolve_route(id, Duration::from_millis(2000))?;
+    }
+    cmtime_events(cm, channel, EventKind::RouteResolved, CMTIME_CONNS, |_| {
+        Ok(())
+    })?;
+    note(log, cm, "resolve route");
+    let mut verbs = None;
+    let qps = ids
+        .iter()
+        .map(|&id| cmtime_qp(cm, id, &mut verbs, with_qps))
+        .collect::<Result<Vec<_>>>()?;
+    for (&id, &qp) in ids.iter().zip(&qps) {
+        cmtime_modify(cm, id, qp, QpState::Init)?;
+    }
+    for (i, (&id, &qp)) in ids.iter().zip(&qps).enumerate() {
+        cm.connect(id, Some(&cmtime_param(cm, qp, 1000 + i as u32)?))?;
+    }
+    cmtime_events(cm, channel, EventKind::ConnectResponse, CMTIME_CONNS, |e| {
+        let qp = qps[cm.context(e.id)? as usize];
+        cmtime_modify(cm, e.id, qp, QpState::Rtr)?;
+        cmtime_modify(cm, e.id, qp, QpState::Rts)?;
+        cm.establish(e.id)
+    })?;
+    note(log, cm, "connect");
+    sync.wait()?;
+    for &id in &ids {
+        cm.disconnect(id)?;
+    }
+    note(log, cm, "disconnect");
+    cmtime_events(cm, channel, EventKind::Disconnected, CMTIME_CONNS, |e| {
+        cm.disconnect(e.id)
+    })?;
+    note(log, cm, "disconnected");
+    sync.wait()?;
+    for qp in qps.into_iter().flatten() {
+        cm.destroy_external_qp(qp)?;
+    }
+    for id in ids {
+        cm.destroy_id(id)?;
+    }
+    if let Some(v) = verbs {
+        cm.destroy_cq(v.cq)?;
+        cm.dealloc_pd(v.pd)?;
+    }
+    cm.destroy_event_channel(channel)
+}
+
+/// cmtime's server: QPs moved to RTS before the accept, a disconnect for each DISCONNECTED.
+fn cmtime_server(cm: &SimBackend, sync: &Sync2, log: &Log, with_qps: bool) -> Result<()> {
+    let channel = cm.create_event_channel()?;
+    let listen = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+    cm.bind_addr(listen, server_addr())?;
+    cm.listen(listen, 0)?;
+    let (mut ids, mut qps, mut verbs) = (Vec::new(), Vec::new(), None);
+    let mut on_request = |e: &EventInfo| -> Result<()> {
+        let qp = cmtime_qp(cm, e.id, &mut verbs, with_qps)?;
+        for state in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            cmtime_modify(cm, e.id, qp, state)?;
+        }
+        cm.accept(e.id, Some(&cmtime_param(cm, qp, 5000 + ids.len() as u32)?))?;
+        ids.push(e.id);
+        qps.push(qp);
+        Ok(())
+    };
+    cmtime_events(
+        cm,
+        channel,
+        EventKind::ConnectRequest,
+        CMTIME_CONNS,
+        &mut on_request,
+    )?;
+    note(log, cm, "requests");
+    cmtime_events(
+        cm,
+        channel,
+        EventKind::Established,
+        CMTIME_CONNS,
+        |_| Ok(()),
+    )?;
+    note(log, cm, "established");
+    sync.wait()?;
+    cmtime_events(cm, channel, EventKind::Disconnected, CMTIME_CONNS, |e| {
+        cm.disconnect(e.id)
+    })?;
+    note(log, cm, "disconnected");
+    sync.wait()?;
+    for qp in qps.into_iter().flatten() {
+        cm.destroy_external_qp(qp)?;
+    }
+    for id in ids {
+        cm.destroy_id(id)?;
+    }
+    if let Some(v) = verbs {
+        cm.destroy_cq(v.cq)?;
+        cm.dealloc_pd(v.pd)?;
+    }
+    cm.destroy_id(listen)?;
+    cm.destroy_event_channel(channel)
+}
+
+/// The client's steps, each ending for all hundred connections at once: the simulator
+/// charges no time to a call, so every step costs its messages' latency (5 µs a message,
+/// 10 µs for the address, the route at once on RoCE) and nothing per connection. The
+/// disconnect is the client's DREQ and the server's DREP after its own rdma_disconnect.
+const CMTIME_CLIENT_STEPS: [&str; 5] = [
+    "1.01ms resolve addr",
+    "1.01ms resolve route",
+    "1.02ms connect",
+    "1.025ms disconnect",
+    "1.035ms disconnected",
+];
+
+#[test]
+fn cmtime_connects_and_disconnects_a_hundred_qps() {
+    let fabric = fabric(11, Transport::Roce);
+    let (s, c) = run_pair(
+        &fabric,
+        |cm, sync, log| cmtime_server(cm, sync, log, true),
+        |cm, sync, log| cmtime_client(cm, sync, log, true),
+    );
+    assert_eq!(
+        s,
+        [
+            "1.015ms requests",
+            "1.025ms established",
+            "1.03ms disconnected"
+        ]
+    );
+    assert_eq!(c, CMTIME_CLIENT_STEPS);
+}
+
+#[test]
+fn cmtime_connects_and_disconnects_a_hundred_ids_without_qps() {
+    let fabric = fabric(12, Transport::Roce);
+    let (s, c) = run_pair(
+        &fabric,
+        |cm, sync, log| cmtime_server(cm, sync, log, false),
+        |cm, sync, log| cmtime_client(cm, sync, log, false),
+    );
+    assert_eq!(
+        s,
+        [
+            "1.015ms requests",
+            "1.025ms established",
+            "1.03ms disconnected"
+        ]
+    );
+    assert_eq!(c, CMTIME_CLIENT_STEPS);
 }
