@@ -1231,3 +1231,104 @@ fn cmtime_connects_and_disconnects_a_hundred_ids_without_qps() {
     );
     assert_eq!(c, CMTIME_CLIENT_STEPS);
 }
+
+// ----- rdma_init_qp_attr's values, as cmtime and the external-QP flow take them -------------
+
+/// What `init_qp_attr` gives for INIT (access), RTR (max_dest_rd_atomic) and RTS
+/// (max_rd_atomic) on each side of a connection whose both sides offer `resources`
+/// responder resources and initiator depth, as rxe-6.1 gave them (measured: access 0x0 before
+/// rdma_connect, 0xe with resources, 0x2 without; the resources in RTR and RTS).
+fn qp_attrs_seen(seed: u64, resources: u8) -> (Vec<String>, Vec<String>) {
+    let fabric = fabric(seed, Transport::Roce);
+    let param = ConnParam {
+        responder_resources: resources,
+        initiator_depth: resources,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        qp_num: 1234,
+        ..ConnParam::default()
+    };
+    let server_param = ConnParam {
+        qp_num: 4321,
+        ..param.clone()
+    };
+    let show = |cm: &SimBackend, log: &Log, what: &str, id: IdHandle| -> Result<()> {
+        let init = cm.init_qp_attr(id, QpState::Init)?.access;
+        let rtr = cm
+            .init_qp_attr(id, QpState::Rtr)
+            .map(|a| a.max_dest_rd_atomic);
+        let rts = cm.init_qp_attr(id, QpState::Rts).map(|a| a.max_rd_atomic);
+        let (rtr, rts) = (rtr.ok(), rts.ok());
+        note(
+            log,
+            cm,
+            &format!("{what}: access {:#x} rtr {rtr:?} rts {rts:?}", init.0),
+        );
+        Ok(())
+    };
+    let server = move |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
+        let channel = cm.create_event_channel()?;
+        let listen = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+        cm.bind_addr(listen, server_addr())?;
+        cm.listen(listen, 0)?;
+        sync.wait()?;
+        let child = expect(cm, channel, EventKind::ConnectRequest)?.id;
+        show(cm, log, "request", child)?;
+        cm.accept(child, Some(&server_param))?;
+        show(cm, log, "accepted", child)?;
+        sync.wait()
+    };
+    let client = move |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
+        let channel = cm.create_event_channel()?;
+        let id = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
+        cm.resolve_addr(id, None, server_addr(), Duration::from_millis(2000))?;
+        expect(cm, channel, EventKind::AddrResolved)?;
+        cm.resolve_route(id, Duration::from_millis(2000))?;
+        expect(cm, channel, EventKind::RouteResolved)?;
+        show(cm, log, "route", id)?;
+        sync.wait()?;
+        cm.connect(id, Some(&param))?;
+        show(cm, log, "req sent", id)?;
+        expect(cm, channel, EventKind::ConnectResponse)?;
+        show(cm, log, "response", id)?;
+        sync.wait()
+    };
+    run_pair(&fabric, server, client)
+}
+
+#[test]
+fn init_qp_attr_gives_the_cms_access_and_read_depths() {
+    let (s, c) = qp_attrs_seen(13, 1);
+    assert_eq!(
+        s,
+        [
+            "1.015ms request: access 0xe rtr Some(1) rts Some(1)",
+            "1.015ms accepted: access 0xe rtr Some(1) rts Some(1)"
+        ]
+    );
+    // Before a REP the active id has no RTR or RTS attributes (EINVAL, cm.c REQ_SENT).
+    assert_eq!(
+        c,
+        [
+            "1.01ms route: access 0x0 rtr None rts None",
+            "1.01ms req sent: access 0xe rtr None rts None",
+            "1.02ms response: access 0xe rtr Some(1) rts Some(1)"
+        ]
+    );
+    let (s, c) = qp_attrs_seen(14, 0);
+    assert_eq!(
+        s,
+        [
+            "1.015ms request: access 0x2 rtr Some(0) rts Some(0)",
+            "1.015ms accepted: access 0x2 rtr Some(0) rts Some(0)"
+        ]
+    );
+    assert_eq!(
+        c,
+        [
+            "1.01ms route: access 0x0 rtr None rts None",
+            "1.01ms req sent: access 0x2 rtr None rts None",
+            "1.02ms response: access 0x2 rtr Some(0) rts Some(0)"
+        ]
+    );
+}
