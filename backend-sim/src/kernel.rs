@@ -180,7 +180,8 @@ pub(crate) struct Id {
     pub req_conn: Option<cmtwin::ConnData>,
     /// The REP's connection data of an active id, once librdmacm processed its
     /// CONNECT_RESPONSE (what `rdma_init_qp_attr` takes the peer's QP number and RNR retry
-    /// count from); on iWARP, as its MPA reply arrives, with the acceptor's QP number.
+    /// count from); on iWARP, as its MPA reply arrives, with the acceptor's QP number. For a
+    /// passive id, the reply its `rdma_accept` sent.
     pub rep_conn: Option<cmtwin::ConnData>,
 }
 

@@ -621,7 +621,14 @@ fn a_multicast_sender_that_joined_with_a_receive_gets_its_own_datagram_and_a_non
     assert_ud_sent(&got[1], &sender.side, 2, 4);
     let from = (1, sender.side.qpn, &sender.group.ah_attr);
     assert_ud_receive(c, &got[0], from, &sender.rx, b"echo");
-    assert_eq!(c.now() - t0, 5 * US, "the loopback copy takes the wire too");
+    // The loopback copy never crosses the wire: it is taken before the send completes
+    // (measured on rxe-6.1: a receive posted right after the send's completion never
+    // catches it, one posted before always does).
+    assert_eq!(
+        c.now() - t0,
+        Duration::ZERO,
+        "the loopback copy is taken at once"
+    );
     assert_ud_receive(
         s,
         &next_completion(s, &member.side),

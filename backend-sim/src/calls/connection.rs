@@ -483,6 +483,7 @@ impl World {
     /// Answers the request `ep` holds for `key` (REP on IB and RoCE, MPA reply on iWARP)
     /// with `conn` and `data`; the id then owns the connection.
     fn send_rep(&mut self, key: IdKey, ep: u64, conn: ConnData, data: Vec<u8>) {
+        self.id_mut(key).rep_conn = Some(conn);
         let plt = self.cm.eps[&ep].cm.plt();
         let ack = ack_timeout(self.cfg.ca_ack_delay, plt);
         self.id_mut(key).owned = true;

@@ -68,6 +68,21 @@ impl World {
         })
     }
 
+    /// The responder resources and initiator depth the id's IB CM id holds (cm.c's
+    /// `cm_id_priv`), seen from this side: none before a REQ; the REQ's (swapped on the
+    /// passive side) until the REP, then the REP's (swapped on the active side).
+    fn cm_resources(&self, id: IdKey) -> Option<(u8, u8)> {
+        let i = self.id(id);
+        let req = i.req_conn?;
+        let active = self.cm.eps.get(&i.ep.get()?)?.cm.is_active();
+        Some(match (active, i.rep_conn) {
+            (true, Some(rep)) => (rep.initiator_depth, rep.responder_resources),
+            (true, None) => (req.responder_resources, req.initiator_depth),
+            (false, Some(rep)) => (rep.responder_resources, rep.initiator_depth),
+            (false, None) => (req.initiator_depth, req.responder_resources),
+        })
+    }
+
     /// `ibv_create_qp`: an RC or UD QP of `attr`'s PD and CQs, in RESET, on no id.
     pub(crate) fn create_external_qp(
         &mut self,
@@ -169,8 +184,19 @@ impl World {
         }
         match state {
             QpState::Init => {
-                attr.access =
-                    AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE;
+                // cm_init_qp_init_attr: remote write, and remote read and atomics when the
+                // CM holds responder resources; before a REQ the id has no IB CM id and
+                // cma_ib_init_qp_attr gives none (measured on rxe-6.1: 0x0 before
+                // rdma_connect, 0xe with resources, 0x2 without).
+                attr.access = match self.cm_resources(key) {
+                    None => AccessFlags::NONE,
+                    Some((0, _)) => AccessFlags::REMOTE_WRITE,
+                    Some(_) => {
+                        AccessFlags::REMOTE_WRITE
+                            | AccessFlags::REMOTE_READ
+                            | AccessFlags::REMOTE_ATOMIC
+                    }
+                };
                 return Ok(attr);
             }
             QpState::Rtr | QpState::Rts => {}
@@ -191,10 +217,15 @@ impl World {
         })?;
         // Each state gets what cm.c sets for it (cm_init_qp_rtr_attr, cm_init_qp_rts_attr);
         // ucma zeroes the rest.
+        // The CM's responder resources bound the incoming reads and atomics (RTR), its
+        // initiator depth the outgoing ones (RTS), as cm.c sets them (measured on rxe-6.1).
+        let (responder_resources, initiator_depth) = self.cm_resources(key).unwrap_or_default();
         if state == QpState::Rtr {
             attr.dest_qp_num = c.peer.1;
             attr.ah_attr = self.path_ah_attr(key, dev);
+            attr.max_dest_rd_atomic = responder_resources;
         } else {
+            attr.max_rd_atomic = initiator_depth;
             attr.timeout = c.params.timeout;
             attr.retry_cnt = c.params.retry_count;
             attr.rnr_retry = c.params.rnr_retry;
