@@ -402,6 +402,19 @@ impl std::fmt::Debug for OptKey {
 mod tests {
     use super::*;
 
+    /// A slab's place costs the object, its key and, for an object with no spare value to
+    /// mark an empty place (a completion channel), one word more (the heap per connected id
+    /// counts these places).
+    #[test]
+    fn a_place_of_a_cq_or_a_completion_channel_keeps_its_size() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<Option<Place<crate::verbs::Cq>>>(), 48 + 8);
+        assert_eq!(
+            size_of::<Option<Place<crate::verbs::CompChannel>>>(),
+            24 + 8 + 8
+        );
+    }
+
     /// The 16 keys of a block share every bucket bit of their hash (a home bucket in any
     /// table) and differ in the 7-bit tag; neighbouring blocks start elsewhere.
     #[test]
