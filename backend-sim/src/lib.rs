@@ -137,6 +137,7 @@ mod run;
 pub mod scenarios;
 mod schedule;
 mod sim_runtime;
+mod slab;
 mod store;
 #[cfg(feature = "proptest")]
 pub mod strategies;

@@ -90,7 +90,7 @@ use std::collections::{BTreeMap, VecDeque};
 use cmtwin::verbs::{AccessFlags, VerbsAsyncEvent, WorkCompletion};
 
 use crate::engine::timeline::{SimTime, TimerKey};
-use crate::store::{BoxedStore, KeyMap, Store};
+use crate::store::{BoxedStore, KeyMap, SlabStore, Store};
 use crate::topology::{DevKey, HostKey};
 use crate::world::IdKey;
 
@@ -239,8 +239,8 @@ pub(crate) struct Verbs {
     pub mr_by_key: BTreeMap<(DevKey, u32), ObjKey>,
     /// Each in an allocation of its own (as are channels and QPs): the tables hold one
     /// pointer per bucket, and growing them moves pointers, not objects.
-    pub cqs: BoxedStore<Cq>,
-    pub channels: BoxedStore<CompChannel>,
+    pub cqs: SlabStore<Cq>,
+    pub channels: SlabStore<CompChannel>,
     pub qps: BoxedStore<Qp>,
     pub ahs: Store<Ah>,
     pub srqs: Store<Srq>,
@@ -275,8 +275,8 @@ impl Default for Verbs {
             pds: Store::default(),
             mrs: Store::default(),
             mr_by_key: BTreeMap::new(),
-            cqs: BoxedStore::default(),
-            channels: BoxedStore::default(),
+            cqs: SlabStore::default(),
+            channels: SlabStore::default(),
             qps: BoxedStore::default(),
             ahs: Store::default(),
             srqs: Store::default(),
