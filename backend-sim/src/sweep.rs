@@ -393,6 +393,7 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
                 },
             ),
         };
+        let result = result.map_err(|e| without_fabric_replay(&e));
         let trace = result.is_err().then(|| ctx.trace()).flatten();
         (result, trace)
     }
@@ -568,4 +569,37 @@ impl<F: Fn(&RunContext) -> Outcome + Sync> Sweep<F> {
         std::fs::write(&path, sequence_diagram(trace)).ok()?;
         Some(path)
     }
+}
+
+/// How [`SimError::Failed`](crate::SimError::Failed) opens its text, up to its replay line.
+const FABRIC_REPLAY_OPENS: &str = "simulation failed (replay: ";
+/// How the fabric's replay line closes in that text.
+const FABRIC_REPLAY_CLOSES: &str = "):";
+
+/// A run's error text with the replay line of every failed fabric run in it taken out
+/// (`simulation failed (replay: ...):` becomes `simulation failed:`): that line reruns the
+/// fabric under a bare `cargo test` with the plan before reduction, while the sweep's own
+/// replay line, printed beside the error, reruns the reduced plan with the test's command.
+/// One replay instruction per failure, then.
+fn without_fabric_replay(error: &str) -> String {
+    let mut out = String::with_capacity(error.len());
+    let mut rest = error;
+    while let Some(at) = rest.find(FABRIC_REPLAY_OPENS) {
+        let line = &rest[at + FABRIC_REPLAY_OPENS.len()..];
+        // The close is the first `):` that ends the line: before a line break, an escaped
+        // one (a panic's `{:?}` of the text) or the end.
+        let end = line
+            .match_indices(FABRIC_REPLAY_CLOSES)
+            .find_map(|(i, close)| {
+                let after = &line[i + close.len()..];
+                let ends = after.is_empty() || after.starts_with('\n') || after.starts_with("\\n");
+                ends.then_some(i)
+            });
+        let Some(end) = end else { break };
+        out.push_str(&rest[..at]);
+        out.push_str("simulation failed:");
+        rest = &line[end + FABRIC_REPLAY_CLOSES.len()..];
+    }
+    out.push_str(rest);
+    out
 }

@@ -199,6 +199,72 @@ fn replay_lines_name_the_calling_test() {
     );
 }
 
+/// A scenario whose fabric run fails (returned, or unwrapped into a panic) is reported with
+/// one replay instruction, the sweep's: the fabric's own line (a bare `cargo test` with the
+/// plan before reduction) is taken out of the error, which keeps the processes' failures.
+#[test]
+fn a_failed_fabric_run_leaves_the_sweep_one_replay_line() {
+    let fails = |ctx: &RunContext| -> Result<(), cmtwin_sim::SimError> {
+        let fabric = ctx
+            .build(
+                ctx.builder()
+                    .host("a", Transport::Roce, &["10.0.0.1".parse().unwrap()]),
+            )
+            .unwrap();
+        fabric.spawn("a", "fails", |_| {
+            Err(cmtwin::CmError::new(
+                cmtwin::Call::Connect,
+                cmtwin::Errno::EINVAL,
+                "on purpose",
+            ))
+        });
+        fabric.run()
+    };
+    let report = Sweep::new("fabric-replay", |ctx: &RunContext| -> Outcome {
+        match ctx.seed() {
+            1 => Ok(fails(ctx)?),
+            _ => {
+                fails(ctx)
+                    .map_err(|e| e.to_string())
+                    .expect("seed 2 panics");
+                Ok(())
+            }
+        }
+    })
+    .seeds(1..3)
+    .replay_command("cargo test -p demo --test t -- t --exact")
+    .quiet()
+    .run();
+    let failed: Vec<(u64, &str, &str)> = report
+        .failures
+        .iter()
+        .map(|f| (f.seed, f.error.as_str(), f.replay.as_str()))
+        .collect();
+    let why = "simulation failed:\nprocess fails failed: rdma_connect: EINVAL (22): on purpose";
+    let panicked = format!("panicked: seed 2 panics: \"{}\"", why.replace('\n', "\\n"));
+    assert_eq!(
+        failed,
+        [
+            (
+                1,
+                why,
+                "CMTWIN_SEED=1 cargo test -p demo --test t -- t --exact"
+            ),
+            (
+                2,
+                panicked.as_str(),
+                "CMTWIN_SEED=2 cargo test -p demo --test t -- t --exact"
+            ),
+        ]
+    );
+    assert_eq!(
+        report.summary().matches("CMTWIN_SEED=").count(),
+        2,
+        "{}",
+        report.summary()
+    );
+}
+
 /// Only the first failures are reduced and drawn; the rest keep their plan and error.
 #[test]
 fn only_the_first_failures_are_reduced() {

@@ -113,7 +113,9 @@ pub fn with_verbs_attr(
 /// [`EP_RESOLVE_TIMEOUT`]) and given a QP of `qp_init`, if any, by `make_qp`, which returns
 /// the capacities the device granted: they and `info`'s QP type are written back into
 /// `qp_init`, as `rdma_create_ep` writes them back into C's `qp_init_attr`. A failure
-/// destroys what was made and returns the error of the step that failed.
+/// destroys what was made and fails `rdma_create_ep` with the errno of the step that failed
+/// (librdmacm returns the step's own -1 and errno), its detail naming that step: see
+/// [`step_failed`].
 pub fn create_ep_with<B: CmBackend + ?Sized>(
     cm: &B,
     info: &AddrInfo,
@@ -129,7 +131,9 @@ pub fn create_ep_with<B: CmBackend + ?Sized>(
         (true, None, _) => return refuse("a passive addrinfo without a source address"),
         (false, _, None) => return refuse("an active addrinfo without a destination address"),
     };
-    let id = cm.create_id(None, 0, info.port_space)?;
+    let id = cm
+        .create_id(None, 0, info.port_space)
+        .map_err(step_failed)?;
     let made = match end {
         End::Passive(src) => {
             let kept = qp_init.map(|a| {
@@ -146,9 +150,22 @@ pub fn create_ep_with<B: CmBackend + ?Sized>(
         Err(e) => {
             // As librdmacm: whatever was made goes, and the step's error is the call's.
             let _ = destroy_ep(cm, id);
-            Err(e)
+            Err(step_failed(e))
         }
     }
+}
+
+/// The error of `rdma_create_ep` whose inner call failed with `e`: the call is
+/// `rdma_create_ep`, the errno the inner call's (as librdmacm leaves it in `errno`), and the
+/// detail names the inner call, its errno and its own detail, e.g. `rdma_create_ep: ENETUNREACH
+/// (101): rdma_resolve_addr failed with ENETUNREACH (101): ...`. An error already of
+/// `rdma_create_ep` (its own checks) is returned as it is.
+pub fn step_failed(e: CmError) -> CmError {
+    if e.call == Call::CreateEp {
+        return e;
+    }
+    let detail = format!("{} failed with {}: {}", e.call, e.errno, e.detail);
+    CmError::new(Call::CreateEp, e.errno, detail)
 }
 
 fn passive_ep<B: CmBackend + ?Sized>(

@@ -1041,3 +1041,187 @@ fn a_wait_on_an_exiting_processs_channel_ends_with_ebadf() {
     });
     bed.fabric.run().expect("both succeed");
 }
+
+/// `ibv_modify_qp` with IBV_QP_CUR_STATE naming a state other than the QP's own: rxe (6.1 and
+/// 6.12, measured; tests/BEDS.md) checks the transition from the named state and takes it,
+/// the QP ending in RTS whatever its own state; a QP so moved from INIT never had a path, and
+/// its first send fails (LOC_QP_OP_ERR on 6.1, flushed on 6.12) and moves it to ERROR. The
+/// table still refuses a named state it does not allow (SQE on RC). An InfiniBand HCA's
+/// firmware runs the named transition's command against the QP's own state and fails it
+/// (EINVAL); siw ignores IBV_QP_CUR_STATE and cannot reach RTS without its connection
+/// (EINVAL, measured).
+#[test]
+fn a_named_current_state_is_taken_by_rxe_only() {
+    use cmtwin::verbs::{Payload, QpInitAttrEx, SendOp, SendWr, WcStatus, WorkCompletion};
+    use cmtwin_sim::{KernelProfile, SimConfig};
+    let rc_rts = M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC;
+    let to = |state: QpState| QpAttr {
+        qp_state: Some(state),
+        ah_attr: cmtwin::AhAttr {
+            port_num: 1,
+            ..cmtwin::AhAttr::default()
+        },
+        ..QpAttr::default()
+    };
+    let named = |cur: QpState| QpAttr {
+        cur_qp_state: Some(cur),
+        timeout: 14,
+        retry_cnt: 1,
+        rnr_retry: 1,
+        max_rd_atomic: 1,
+        ..to(QpState::Rts)
+    };
+    let e = Err(Errno::EINVAL);
+    let cases = [
+        (
+            Transport::Roce,
+            KernelProfile::Linux61,
+            Ok(()),
+            Some(WcStatus::LOC_QP_OP_ERR),
+        ),
+        (
+            Transport::Roce,
+            KernelProfile::Linux612,
+            Ok(()),
+            Some(WcStatus::WR_FLUSH_ERR),
+        ),
+        (Transport::InfiniBand, KernelProfile::Linux612, e, None),
+        (Transport::Iwarp, KernelProfile::Linux61, e, None),
+    ];
+    for (transport, kernel, taken, first_send) in cases {
+        let bed = SimBed::with_config(8, transport, SimConfig::for_kernel(kernel));
+        let (s, c) = (bed.server(), bed.client());
+        let conn = connect(s, c, addr(7805));
+        let side = &conn.client;
+        let cq = ok(c.create_cq(side.id, 16, None), "cq");
+        let what = format!("{transport:?} {kernel:?}");
+        let qp = ok(
+            c.create_external_qp(&QpInitAttrEx::rc(side.pd, cq, cq)),
+            "qp",
+        );
+        let to_init = QpAttr {
+            access: AccessFlags::LOCAL_WRITE,
+            ..to(QpState::Init)
+        };
+        let init_mask = M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS;
+        ok(
+            c.modify_qp_with_mask(qp, &to_init, init_mask),
+            "RESET -> INIT",
+        );
+        let sqe = c.modify_qp_with_mask(qp, &named(QpState::Sqe), M::STATE | M::CUR_STATE);
+        assert_eq!(sqe.map_err(|e| e.errno), e, "{what}: SQE named on RC");
+        let rtr = c.modify_qp_with_mask(qp, &named(QpState::Rtr), M::STATE | M::CUR_STATE | rc_rts);
+        assert_eq!(
+            rtr.as_ref().map(|_| ()).map_err(|e| e.errno),
+            taken,
+            "{what}: {rtr:?}"
+        );
+        let state = ok(c.query_qp_state(qp), "state");
+        // siw reports its IDLE, INIT's state, as RESET (measured).
+        let want = match (taken, transport) {
+            (Ok(()), _) => QpState::Rts,
+            (_, Transport::Iwarp) => QpState::Reset,
+            _ => QpState::Init,
+        };
+        assert_eq!(state, want, "{what}: INIT, RTR named, -> RTS");
+        let reset_qp = ok(
+            c.create_external_qp(&QpInitAttrEx::rc(side.pd, cq, cq)),
+            "qp",
+        );
+        let sqd = c.modify_qp_with_mask(reset_qp, &named(QpState::Sqd), M::STATE | M::CUR_STATE);
+        let want = if taken.is_ok() {
+            QpState::Rts
+        } else {
+            QpState::Reset
+        };
+        assert_eq!(sqd.map_err(|e| e.errno), taken, "{what}: RESET, SQD named");
+        assert_eq!(ok(c.query_qp_state(reset_qp), "state"), want, "{what}");
+        if let Some(status) = first_send {
+            let wr = SendWr::new(7, SendOp::Send, Payload::Inline(b"pathless"));
+            ok(c.post_send(qp, &wr), "post_send on the pathless QP");
+            bed.fabric.run_until_idle().expect("idle");
+            let mut wc = [WorkCompletion::default(); 4];
+            let n = ok(c.poll_cq(cq, &mut wc), "poll_cq");
+            let got: Vec<(u64, WcStatus)> = wc[..n].iter().map(|w| (w.wr_id, w.status)).collect();
+            assert_eq!(got, [(7, status)], "{what}");
+            assert_eq!(ok(c.query_qp_state(qp), "state"), QpState::Error, "{what}");
+        }
+        ok(c.destroy_external_qp(qp), "destroy");
+        ok(c.destroy_external_qp(reset_qp), "destroy");
+        if first_send.is_some() {
+            connected_qp_named_out_of_error(&bed, &conn, kernel);
+        }
+    }
+}
+
+/// The client's connected QP moved to ERROR, then to RTS naming RTS: it sends again (the
+/// server receives, the client's send succeeds); the server's send back is answered on 6.12
+/// and not on 6.1, whose responder stays in error (measured with timeout 14 and two
+/// retries: the server's send failed RETRY_EXC_ERR at ~200 ms; here the server's request is
+/// still unanswered after a second of the CM's longer timeout).
+fn connected_qp_named_out_of_error(
+    bed: &SimBed,
+    conn: &cmtwin_tests::datapath::Conn,
+    kernel: cmtwin_sim::KernelProfile,
+) {
+    use cmtwin::verbs::{Payload, SendOp, SendWr, WcStatus};
+    use cmtwin_tests::datapath::{drain, post_recv_all, region};
+    let (s, c) = (bed.server(), bed.client());
+    let to_error = QpAttr {
+        qp_state: Some(QpState::Error),
+        ..QpAttr::default()
+    };
+    ok(
+        c.modify_qp_with_mask(conn.client.qp, &to_error, M::STATE),
+        "-> ERROR",
+    );
+    bed.fabric.run_until_idle().expect("idle");
+    drain(c, &conn.client);
+    let back = QpAttr {
+        qp_state: Some(QpState::Rts),
+        cur_qp_state: Some(QpState::Rts),
+        ..QpAttr::default()
+    };
+    ok(
+        c.modify_qp_with_mask(conn.client.qp, &back, M::STATE | M::CUR_STATE),
+        "RTS named",
+    );
+    let smr = region(s, conn.server.pd, 64, 0, AccessFlags::LOCAL_WRITE);
+    let cmr = region(c, conn.client.pd, 64, 0, AccessFlags::LOCAL_WRITE);
+    post_recv_all(s, conn.server.qp, 21, &smr);
+    let hello = SendWr::new(13, SendOp::Send, Payload::Inline(b"again"));
+    ok(c.post_send(conn.client.qp, &hello), "send out of ERROR");
+    bed.fabric.run_until_idle().expect("idle");
+    let statuses = |v: Vec<cmtwin::verbs::WorkCompletion>| -> Vec<(u64, WcStatus)> {
+        v.iter().map(|w| (w.wr_id, w.status)).collect()
+    };
+    assert_eq!(
+        statuses(drain(s, &conn.server)),
+        [(21, WcStatus::SUCCESS)],
+        "{kernel:?}"
+    );
+    assert_eq!(
+        statuses(drain(c, &conn.client)),
+        [(13, WcStatus::SUCCESS)],
+        "{kernel:?}"
+    );
+    post_recv_all(c, conn.client.qp, 14, &cmr);
+    let reply = SendWr::new(23, SendOp::Send, Payload::Inline(b"reply"));
+    ok(s.post_send(conn.server.qp, &reply), "send back");
+    let (server_wc, client_wc, server_state) = match kernel {
+        // Unanswered: the server's request waits on its retries (of the CM's timeout).
+        cmtwin_sim::KernelProfile::Linux61 => (vec![], vec![], QpState::Rts),
+        _ => (
+            vec![(23, WcStatus::SUCCESS)],
+            vec![(14, WcStatus::SUCCESS)],
+            QpState::Rts,
+        ),
+    };
+    bed.fabric
+        .run_for(Duration::from_secs(1))
+        .expect("a second");
+    assert_eq!(statuses(drain(s, &conn.server)), server_wc, "{kernel:?}");
+    assert_eq!(statuses(drain(c, &conn.client)), client_wc, "{kernel:?}");
+    assert_eq!(ok(s.query_qp_state(conn.server.qp), "state"), server_state);
+    assert_eq!(ok(c.query_qp_state(conn.client.qp), "state"), QpState::Rts);
+}

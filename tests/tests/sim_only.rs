@@ -2540,6 +2540,37 @@ fn create_qp_refuses_capacities_above_the_devices() {
     teardown(cm, &[client.id], client.channel);
 }
 
+/// `rdma_create_ep` whose QP the device refuses fails as librdmacm's does: -1 with
+/// `rdma_create_qp`'s errno (EINVAL, `rxe_qp_chk_cap`), naming `rdma_create_ep` and, in its
+/// detail, the inner call that failed with that errno; the id it made is destroyed, and the
+/// same call with capacities the device has succeeds.
+#[test]
+fn create_ep_names_the_inner_call_that_failed_and_its_errno() {
+    use cmtwin::AddrInfo;
+    let bed = SimBed::new(SEED);
+    let cm = bed.client();
+    let listener = listen_on(&bed, PortSpace::TCP, 1);
+    let info = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, Some(listener.addr));
+    let mut too_many = QpInitAttr::new(QpType::Rc);
+    too_many.cap.max_send_sge = 33;
+    let e = cm
+        .create_ep(&info, Some(&mut too_many))
+        .expect_err("33 send entries are above rxe's 32");
+    assert_eq!((e.call, e.errno), (Call::CreateEp, Errno::EINVAL), "{e}");
+    let shown = e.to_string();
+    assert!(
+        shown.starts_with("rdma_create_ep: EINVAL (22): rdma_create_qp failed with EINVAL (22): "),
+        "{shown}"
+    );
+    let mut fits = QpInitAttr::new(QpType::Rc);
+    let id = ok(cm.create_ep(&info, Some(&mut fits)), "create_ep that fits");
+    assert!(
+        ok(cm.qp_num(id), "qp_num").is_some(),
+        "the endpoint has its QP"
+    );
+    ok(cm.destroy_ep(id), "destroy_ep");
+}
+
 /// rxe_qp_init_req sizes a send request for `max_send_sge` entries of 16 bytes or
 /// `max_inline_data` bytes, whichever is larger, and gives the QP both capacities of that
 /// size (libibverbs returns them in `attr->cap`). rdma_xclient asks for one entry and no

@@ -8,7 +8,7 @@ use cmtwin::verbs::{QpState, Sge};
 use cmtwin::{QpCap, QpType};
 
 use super::packet::Packet;
-use super::rc::{Memory, PostError, QpOutput, RcParams, RecvEntry, SendEntry};
+use super::rc::{Memory, NamedRts, PostError, QpOutput, RcParams, RecvEntry, SendEntry};
 use super::tcp_timer::TcpPath;
 use super::ud::{UdQp, UdSendEntry};
 use super::RcQp;
@@ -95,6 +95,15 @@ impl QpMachine {
         match self {
             QpMachine::Rc(m) => m.resume(out),
             QpMachine::Ud(m) => m.step_to(QpState::Rts, out),
+        }
+    }
+
+    /// Any state → RTS as rxe takes a named current state (see [`RcQp::force_rts`]);
+    /// `how` matters to RC and UC QPs only.
+    pub(crate) fn force_rts(&mut self, how: NamedRts, out: &mut Vec<QpOutput>) {
+        match self {
+            QpMachine::Rc(m) => m.force_rts(how, out),
+            QpMachine::Ud(m) => m.force_rts(out),
         }
     }
 

@@ -5,12 +5,16 @@
 //! `rxe_qp_from_attr` applies them, before the state's own effect (RESET discards, SQD
 //! drains, ERROR flushes, RTS sends what waited). On iWARP devices siw's
 //! `siw_verbs_modify_qp` consults no table: a move to the QP's own state, or none, changes
-//! nothing.
+//! nothing. The table is read from the state `IBV_QP_CUR_STATE` names, if any: rxe then
+//! moves the QP to RTS whatever its own state (`modify_qp_with_mask`'s
+//! `take_named_rts`), an InfiniBand HCA refuses a transition its QP's own state does not
+//! lead to, siw ignores the named state (tests/BEDS.md).
 
 use cmtwin::verbs::{modify_qp_is_ok, QpAttr, QpAttrMask as M, QpState};
 use cmtwin::{Call, CmError, Errno, QpHandle, QpType, Result, Transport};
 
 use super::modify::{dgid_ip, rnr_timer};
+use super::rc::{NamedRts, PathlessFailure};
 use super::ObjKey;
 use crate::config::KernelProfile;
 use crate::world::{HostKey, World};
@@ -66,18 +70,42 @@ impl World {
             let why = "the QP is still draining in SQD (requests sent are unacknowledged)";
             return Err(refuse(Errno::EINVAL, why.into()));
         }
-        if mask.contains(M::STATE) && !movable(actual, next) {
+        let named = mask.contains(M::STATE) && !movable(actual, next);
+        // rxe takes the transition from the state IBV_QP_CUR_STATE names (the table allows
+        // it only into RTS); an InfiniBand HCA's firmware runs the command of that
+        // transition against the QP's own state and fails it.
+        if named && (transport != Transport::Roce || next != QpState::Rts) {
             let why = format!(
-                "the QP is in {actual:?}, and the simulator moves it to {next:?} only from a \
-                 state that leads there (IBV_QP_CUR_STATE named {cur:?})"
+                "the QP is in {actual:?}, and an InfiniBand HCA moves it to {next:?} only from \
+                 a state that leads there (IBV_QP_CUR_STATE named {cur:?})"
             );
             return Err(refuse(Errno::EINVAL, why));
         }
         self.apply_qp_attrs(q, attr, mask)?;
-        if mask.contains(M::STATE) {
-            self.move_qp(q, next);
+        match (mask.contains(M::STATE), named) {
+            (true, false) => self.move_qp(q, next),
+            (true, true) => self.take_named_rts(q),
+            (false, _) => {}
         }
         Ok(())
+    }
+
+    /// rxe's move of QP `q` to RTS from a state IBV_QP_CUR_STATE named, whatever the QP's own
+    /// (RESET, INIT or ERROR here): `rxe_qp_from_attr` sets the state and readies the
+    /// requester, nothing else. A QP never given a path (no RTR's address vector) fails the
+    /// first request its requester takes and enters ERROR: with LOC_QP_OP_ERR on rxe 6.1,
+    /// flushed on 6.12. One connected before its ERROR sends again; on 6.1 its responder
+    /// stays in error and answers nothing, on 6.12 it answers (measured; tests/BEDS.md).
+    fn take_named_rts(&mut self, q: ObjKey) {
+        let linux61 = self.cfg.kernel == KernelProfile::Linux61;
+        let qp = &self.verbs.qps[&q];
+        let how = match (qp.peer.is_none(), linux61) {
+            (true, true) => NamedRts::Pathless(PathlessFailure::LocalQpError),
+            (true, false) => NamedRts::Pathless(PathlessFailure::Flushed),
+            (false, true) if qp.machine.state() == QpState::Error => NamedRts::DeafResponder,
+            (false, _) => NamedRts::No,
+        };
+        self.drive_qp(q, |m, _, out| m.force_rts(how, out));
     }
 
     /// The attributes of `mask` that the simulator models, applied to QP `q`.

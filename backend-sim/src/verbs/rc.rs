@@ -318,6 +318,10 @@ pub(crate) struct RcQp {
     /// next post's doorbell, not when the QP reaches RTS; siw never (see
     /// [`RcQp::post_send`]).
     unannounced: bool,
+    /// How rxe left it when it took an `IBV_QP_CUR_STATE` naming a state that leads to RTS
+    /// while the QP was in RESET, INIT or ERROR (see [`RcQp::force_rts`]; one byte, as the
+    /// machine's size is watched).
+    named_rts: NamedRts,
     /// siw: the TCP path's retransmission timing, from RTS on.
     tcp_path: TcpPath,
     /// siw: where TCP's retransmission timer stands.
@@ -362,6 +366,7 @@ impl RcQp {
             srq: false,
             dropped_by_send: false,
             unannounced: false,
+            named_rts: NamedRts::No,
             tcp_path: TcpPath::default(),
             tcp_timer: TcpTimer::default(),
         }
@@ -646,6 +651,18 @@ impl RcQp {
         ok
     }
 
+    /// Any state → RTS, as rxe moves a QP whose `ibv_modify_qp` named, with
+    /// `IBV_QP_CUR_STATE`, a state the kernel's table leads to RTS from, whatever the QP's
+    /// own state: only the state changes, leaving the QP as `how` says (a path it was
+    /// never given outweighs a responder left in error).
+    pub(crate) fn force_rts(&mut self, how: NamedRts, out: &mut Vec<QpOutput>) {
+        self.state = QpState::Rts;
+        if !matches!(self.named_rts, NamedRts::Pathless(_)) {
+            self.named_rts = how;
+        }
+        self.pump(out);
+    }
+
     /// Any state → ERROR, flushing every outstanding request (RESET has none: it moves to
     /// ERROR all the same, as the kernel allows RESET → ERR).
     pub(crate) fn enter_error(&mut self, out: &mut Vec<QpOutput>) {
@@ -800,6 +817,9 @@ impl RcQp {
             return; // a QP that is not connected (or in ERROR) drops everything
         }
         if pkt.is_request() {
+            if self.named_rts == NamedRts::DeafResponder {
+                return;
+            }
             if self.reliable {
                 self.respond(pkt, mem, out);
             } else {
@@ -825,6 +845,12 @@ impl RcQp {
     /// once everything before it is), and starts the timer.
     fn pump(&mut self, out: &mut Vec<QpOutput>) {
         if self.state != QpState::Rts || self.timer == Timer::RnrWait || self.unannounced {
+            return;
+        }
+        if let NamedRts::Pathless(status) = self.named_rts {
+            if !self.sq.is_empty() {
+                self.fail_head(status.status(), out); // no address vector to send with
+            }
             return;
         }
         if !self.reliable {
@@ -1791,5 +1817,37 @@ mod tests {
         assert_eq!(statuses(&out), [(7, WcStatus::SUCCESS)]);
         assert_eq!(mem.written, b"y");
         assert_eq!(rx.state(), QpState::Rts);
+    }
+}
+
+/// What rxe left of an RC or UC QP it moved to RTS from a state `IBV_QP_CUR_STATE` named
+/// (measured; tests/BEDS.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NamedRts {
+    /// Nothing of the kind: the QP came to its state the ordinary way.
+    No,
+    /// It was never given a path (no RTR's address vector): its requester fails the first
+    /// request it takes with this status and moves the QP to ERROR.
+    Pathless(PathlessFailure),
+    /// rxe 6.1 from ERROR: the responder stays in error and drops every request unanswered.
+    DeafResponder,
+}
+
+/// The status a pathless QP's first request fails with (one byte, unlike [`WcStatus`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PathlessFailure {
+    /// rxe 6.1: the requester reports LOC_QP_OP_ERR.
+    LocalQpError,
+    /// rxe 6.12: the request is flushed.
+    Flushed,
+}
+
+impl PathlessFailure {
+    /// The completion status.
+    pub(crate) fn status(self) -> WcStatus {
+        match self {
+            PathlessFailure::LocalQpError => WcStatus::LOC_QP_OP_ERR,
+            PathlessFailure::Flushed => WcStatus::WR_FLUSH_ERR,
+        }
     }
 }

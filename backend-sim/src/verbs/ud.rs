@@ -203,6 +203,16 @@ impl UdQp {
         true
     }
 
+    /// Any state → RTS, as rxe moves a QP whose `ibv_modify_qp` named, with
+    /// `IBV_QP_CUR_STATE`, a state the kernel's table leads to RTS from (measured from RESET
+    /// and INIT): only the state changes; a datagram names its own path.
+    pub(crate) fn force_rts(&mut self, out: &mut Vec<QpOutput>) {
+        self.state = QpState::Rts;
+        if !self.unannounced {
+            self.send_queued(out);
+        }
+    }
+
     /// Sends every request the send queue holds, in order.
     fn send_queued(&mut self, out: &mut Vec<QpOutput>) {
         while let Some(e) = self.sq.pop_front() {

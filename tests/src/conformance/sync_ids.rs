@@ -358,8 +358,9 @@ pub fn create_ep_listens_and_connects_with_the_qps_it_made<T: TestBed>(bed: &T) 
     ok(server_cm.destroy_ep(listener), "destroy_ep (listener)");
 }
 
-/// §11.4: `rdma_create_ep` fails with the error of the step that failed: a destination
-/// without a route is `rdma_resolve_addr`'s ENETUNREACH. A passive result without a source or
+/// §11.4: `rdma_create_ep` fails with the errno of the step that failed, naming that step: a
+/// destination without a route is `rdma_resolve_addr`'s ENETUNREACH (librdmacm's
+/// `rdma_create_ep` returns the step's -1 with its errno). A passive result without a source or
 /// an active one without a destination is EINVAL.
 pub fn create_ep_fails_with_the_failed_steps_error<T: TestBed>(bed: &T) {
     let cm = bed.client();
@@ -369,10 +370,15 @@ pub fn create_ep_fails_with_the_failed_steps_error<T: TestBed>(bed: &T) {
     let nowhere = SocketAddr::new(unroutable, 7471);
     let active = AddrInfo::new(0, PortSpace::TCP, QpType::Rc, None, Some(nowhere));
     let mut attr = QpInitAttr::new(QpType::Rc);
-    expect_errno(
+    let e = expect_errno(
         cm.create_ep(&active, Some(&mut attr)),
-        Call::ResolveAddr,
+        Call::CreateEp,
         Errno::ENETUNREACH,
+    );
+    assert!(
+        e.detail
+            .starts_with("rdma_resolve_addr failed with ENETUNREACH (101): "),
+        "the step is not named: {e}"
     );
     let no_source = AddrInfo::new(rai::PASSIVE, PortSpace::TCP, QpType::Rc, None, None);
     expect_errno(
