@@ -1217,9 +1217,9 @@ fn connected_qp_named_out_of_error(
             QpState::Rts,
         ),
     };
-    bed.fabric
-        .run_for(Duration::from_secs(1))
-        .expect("a second");
+    // On 6.1 the server's retries (retry count 7: endless on rxe) at a responder left in
+    // error change nothing: the fabric is idle once the first transmission was dropped.
+    bed.fabric.run_until_idle().expect("idle");
     assert_eq!(statuses(drain(s, &conn.server)), server_wc, "{kernel:?}");
     assert_eq!(statuses(drain(c, &conn.client)), client_wc, "{kernel:?}");
     assert_eq!(ok(s.query_qp_state(conn.server.qp), "state"), server_state);

@@ -441,6 +441,14 @@ impl RcQp {
             && self.retries_left == 7
     }
 
+    /// Whether a packet from its peer would be dropped unseen: it is not connected (or is in
+    /// ERROR), or, for a `request`, its responder stayed in error (rxe 6.1 out of ERROR by a
+    /// named state, [`NamedRts::DeafResponder`]).
+    pub(crate) fn drops_from_peer(&self, request: bool) -> bool {
+        !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd)
+            || (request && self.named_rts == NamedRts::DeafResponder)
+    }
+
     /// Whether, as a responder, it answers requests (false: it drops them) and has no
     /// receive of its own posted (an SRQ's are apart).
     pub(crate) fn responds_without_receive(&self) -> bool {
@@ -813,13 +821,10 @@ impl RcQp {
         if self.driver == Driver::Siw && self.on_tcp_segment(&pkt, out) {
             return;
         }
-        if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
-            return; // a QP that is not connected (or in ERROR) drops everything
+        if self.drops_from_peer(pkt.is_request()) {
+            return; // not connected, in ERROR, or a responder left in error
         }
         if pkt.is_request() {
-            if self.named_rts == NamedRts::DeafResponder {
-                return;
-            }
             if self.reliable {
                 self.respond(pkt, mem, out);
             } else {

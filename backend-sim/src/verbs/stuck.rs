@@ -5,7 +5,8 @@
 //!   same NAK;
 //! * one on rxe whose `retry_count` is 7 resends on its transport timeout without limit
 //!   (rxe_comp.c counts down only below 7): toward a peer that can never answer (its device
-//!   gone, its QP gone, in another state or connected elsewhere, or every packet lost), each
+//!   gone, its QP gone, in another state, connected elsewhere or with a responder left in
+//!   error, or every packet lost), each
 //!   resend is lost the same way.
 //!
 //! Only a process can change either (post that receive, restore or re-create the peer); so
@@ -16,7 +17,6 @@
 
 use super::{Qp, QpMachine, VerbsAction};
 use crate::world::{Action, HostKey, World};
-use cmtwin::verbs::QpState;
 
 /// What keeps a stuck timeline going, for the deadlock's report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,8 +60,8 @@ impl World {
                         kind = EndlessRetries::Transport;
                     }
                 }
-                Action::Verbs(VerbsAction::Deliver { from, to, .. })
-                    if self.dropped_on_arrival(*from, *to) => {}
+                Action::Verbs(VerbsAction::Deliver { from, to, packet })
+                    if self.dropped_on_arrival(*from, *to, packet.is_request()) => {}
                 _ => return None,
             }
         }
@@ -93,20 +93,21 @@ impl World {
             return true;
         }
         qp.peer
-            .is_none_or(|to| self.dropped_on_arrival((qp.host, qp.qpn), to))
+            .is_none_or(|to| self.dropped_on_arrival((qp.host, qp.qpn), to, true))
     }
 
-    /// Whether a data packet from QP `from` would be dropped by QP `to` on arrival: no such
-    /// QP, its device removed, connected to another QP, or in a state that takes nothing.
-    fn dropped_on_arrival(&self, from: (HostKey, u32), to: (HostKey, u32)) -> bool {
+    /// Whether a data packet (a `request` or an answer) from QP `from` would be dropped by QP
+    /// `to` on arrival: no such QP, its device removed, connected to another QP, or in a
+    /// state that takes nothing (or no request).
+    fn dropped_on_arrival(&self, from: (HostKey, u32), to: (HostKey, u32), request: bool) -> bool {
         let Some(target) = self.verbs.qp_by_num.get(&to).map(|k| &self.verbs.qps[k]) else {
             return true;
         };
-        let takes_packets = match &target.machine {
-            QpMachine::Rc(r) => matches!(r.state(), QpState::Rtr | QpState::Rts | QpState::Sqd),
-            _ => true,
+        let drops = match &target.machine {
+            QpMachine::Rc(r) => r.drops_from_peer(request),
+            _ => false,
         };
-        !self.topo.devices[target.dev].present || target.peer != Some(from) || !takes_packets
+        !self.topo.devices[target.dev].present || target.peer != Some(from) || drops
     }
 
     /// Whether requester `qp`, waiting out an RNR NAK for ever, meets a responder that has no
