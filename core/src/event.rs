@@ -155,6 +155,31 @@ impl EventInfo {
             Some(&self.private_data)
         }
     }
+
+    /// The connection data, if this event carries it (what [`CmEvent::conn`] gives, for
+    /// the copy a call such as `expect_event` returns after the acknowledgement).
+    pub fn conn(&self) -> Option<&ConnData> {
+        match &self.param {
+            EventParam::Conn(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The datagram data, if this event carries it (UD or multicast events).
+    pub fn ud(&self) -> Option<&UdData> {
+        match &self.param {
+            EventParam::Ud(u) | EventParam::Multicast { ud: u, .. } => Some(u),
+            _ => None,
+        }
+    }
+
+    /// The argument of a USER event.
+    pub fn user_arg(&self) -> Option<u64> {
+        match self.param {
+            EventParam::User(arg) => Some(arg),
+            _ => None,
+        }
+    }
 }
 
 /// A ticket that the issuing backend uses to recognise the event when it is acknowledged.
@@ -276,26 +301,17 @@ impl CmEvent {
 
     /// The connection data, if this event carries it.
     pub fn conn(&self) -> Option<&ConnData> {
-        match &self.info.param {
-            EventParam::Conn(c) => Some(c),
-            _ => None,
-        }
+        self.info.conn()
     }
 
     /// The datagram data, if this event carries it (UD or multicast events).
     pub fn ud(&self) -> Option<&UdData> {
-        match &self.info.param {
-            EventParam::Ud(u) | EventParam::Multicast { ud: u, .. } => Some(u),
-            _ => None,
-        }
+        self.info.ud()
     }
 
     /// The argument of a USER event.
     pub fn user_arg(&self) -> Option<u64> {
-        match self.info.param {
-            EventParam::User(arg) => Some(arg),
-            _ => None,
-        }
+        self.info.user_arg()
     }
 
     /// Private data as delivered (empty when the event carries none).

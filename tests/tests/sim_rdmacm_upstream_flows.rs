@@ -112,9 +112,12 @@ fn expect(cm: &SimBackend, channel: ChannelHandle, kind: EventKind) -> Result<Ev
 
 /// The connection data of a connection event.
 fn conn_of(info: &EventInfo) -> ConnData {
-    match info.param {
-        EventParam::Conn(conn) => conn,
-        other => panic!("{} carries {other:?}, not connection data", info.kind),
+    match info.conn() {
+        Some(conn) => *conn,
+        None => panic!(
+            "{} carries {:?}, not connection data",
+            info.kind, info.param
+        ),
     }
 }
 
@@ -581,7 +584,7 @@ fn async_udp_traffic_answers_through_an_address_handle_from_the_receive() {
         cm.connect(id, Some(&ConnParam::default()))?;
         let established = expect(cm, channel, EventKind::Established)?;
         note(log, cm, "established");
-        let EventParam::Ud(ud) = established.param else {
+        let Some(&ud) = established.ud() else {
             panic!("ESTABLISHED of a UD id carries {:?}", established.param)
         };
         let mr = cm.reg_msgs(id, vec![0; MSG_SIZE + GRH])?;
@@ -648,7 +651,7 @@ fn join_group(
         cm.join_multicast(id, group(), 0)?;
     }
     let joined = expect(cm, channel, EventKind::MulticastJoin)?;
-    let EventParam::Multicast { ud, .. } = joined.param else {
+    let Some(&ud) = joined.ud() else {
         panic!("MULTICAST_JOIN carries {:?}", joined.param)
     };
     Ok((id, ud))
