@@ -176,6 +176,7 @@ mod storage_sizes {
     fn per_connection_objects_keep_their_size() {
         assert_eq!(size_of::<crate::kernel::Id>(), 224, "rdma_cm id");
         assert_eq!(size_of::<crate::verbs::Qp>(), 184, "QP");
+        assert_eq!(size_of::<crate::verbs::RcQp>(), 80, "RC machine");
         assert_eq!(size_of::<crate::endpoints::EpRecord>(), 120, "CM endpoint");
         assert_eq!(size_of::<crate::verbs::Cq>(), 48, "CQ");
         assert_eq!(

@@ -19,8 +19,8 @@ use cmtwin::verbs::{
     SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use cmtwin::{
-    AsyncEvent, Call, CmBackend, CmError, ConnParam, Errno, EventKind, PortSpace, QpCap, QpHandle,
-    QpInitAttr, QpType, Transport, Wait,
+    AsyncEvent, Call, CmBackend, CmError, ConnParam, CqHandle, Errno, EventKind, PdHandle,
+    PortSpace, QpCap, QpHandle, QpInitAttr, QpType, Transport, Wait,
 };
 use cmtwin_sim::{KernelProfile, MessageKind, SimBackend, SimConfig};
 use cmtwin_tests::datapath::{
@@ -323,6 +323,182 @@ fn rdma_write_to_a_bad_rkey_is_refused_and_flushes_the_responder() {
         next_completion(c, &conn.client).status,
         WcStatus::REM_ACCESS_ERR
     );
+}
+
+/// rxe's responder checks the QP's own rights before any region's (`check_op_valid`, then
+/// `check_resource`): a READ to a QP accepted with no responder resources is refused with an
+/// invalid-request NAK, which the requester completes REM_INV_REQ_ERR a round trip later;
+/// both QPs enter ERROR (the responder's receive flushed as it refused, at 5 µs). The
+/// region allows the read: only the QP refuses it. A WRITE to such a QP is taken.
+#[test]
+fn an_rdma_read_to_a_qp_accepted_without_responder_resources_is_an_invalid_request() {
+    let bed = bed(41);
+    let (s, c) = (bed.server(), bed.client());
+    let setup = Setup {
+        accept: ConnParam {
+            responder_resources: 0,
+            ..ConnParam::default()
+        },
+        ..Setup::default()
+    };
+    let conn = connect_with(s, c, addr(7521), &setup);
+    let source = region(s, conn.server.pd, 8, b'r', AccessFlags::REMOTE_READ);
+    let target = region(s, conn.server.pd, 8, 0, LW | AccessFlags::REMOTE_WRITE);
+    let t0 = c.now();
+    let write = SendOp::RdmaWrite {
+        remote_addr: target.addr,
+        rkey: target.rkey,
+    };
+    send_bytes(c, &conn.client, 1, write, b"written!");
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t0, 10 * US, "the write is acknowledged");
+    assert_wc(wc, &conn.client, 1, WcStatus::SUCCESS, WcOpcode::RdmaWrite);
+
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 9, &rx);
+    let sink = region(c, conn.client.pd, 8, b'.', LW);
+    let sge = [sink.sge(0, 8)];
+    let op = SendOp::RdmaRead {
+        remote_addr: source.addr,
+        rkey: source.rkey,
+    };
+    let t1 = c.now();
+    ok(
+        c.post_send(conn.client.qp, &SendWr::new(2, op, Payload::Sges(&sge))),
+        "read",
+    );
+    let wc = next_completion(c, &conn.client);
+    assert_eq!(c.now() - t1, 10 * US);
+    assert_wc(
+        wc,
+        &conn.client,
+        2,
+        WcStatus::REM_INV_REQ_ERR,
+        WcOpcode::RdmaRead,
+    );
+    let wc = next_completion(s, &conn.server);
+    assert_wc(wc, &conn.server, 9, WcStatus::WR_FLUSH_ERR, WcOpcode::Recv);
+    let mut got = [0u8; 8];
+    ok(c.mr_read(sink.handle, 0, &mut got), "mr_read");
+    assert_eq!(&got, b"........", "nothing was read");
+    assert_both_in_error(&conn, s, c);
+}
+
+/// An external QP moved to INIT with access flags 0 (and on to RTS with the CM's attributes)
+/// refuses an RDMA WRITE into a region that allows it: an invalid-request NAK, the
+/// requester's REM_INV_REQ_ERR a round trip later, both QPs in ERROR, nothing written (rxe's
+/// `check_op_valid`). A write with immediate data is refused the same way before it
+/// consumes the receive posted for it (flushed as the responder enters ERROR, at 5 µs).
+#[test]
+fn an_rdma_write_to_an_external_qp_without_remote_write_is_an_invalid_request() {
+    for (seed, port, imm) in [(42, 7522, None), (43, 7523, Some(7))] {
+        let bed = bed(seed);
+        let (s, c) = (bed.server(), bed.client());
+        let ((spd, scq, sqp), (cpd, ccq, cqp)) = external_pair_without_access(&bed, port);
+        let target = region(s, spd, 8, 0, LW | AccessFlags::REMOTE_WRITE);
+        let rx = region(s, spd, 8, 0, LW);
+        post_recv_all(s, sqp, 9, &rx);
+        let (remote_addr, rkey) = (target.addr, target.rkey);
+        let write = match imm {
+            None => SendOp::RdmaWrite { remote_addr, rkey },
+            Some(imm) => SendOp::RdmaWriteWithImm {
+                remote_addr,
+                rkey,
+                imm,
+            },
+        };
+        let tx = ok(c.reg_mr(cpd, b"nope".to_vec(), AccessFlags::NONE), "reg_mr");
+        let sge = [tx.sge(0, 4)];
+        ok(
+            c.post_send(cqp, &SendWr::new(1, write, Payload::Sges(&sge))),
+            "post_send",
+        );
+        let mut wc = [WorkCompletion::default()];
+        ok(s.sleep(5 * US), "sleep");
+        assert_eq!(ok(s.poll_cq(scq, &mut wc), "poll"), 1, "flushed at 5 µs");
+        assert_eq!((wc[0].wr_id, wc[0].status), (9, WcStatus::WR_FLUSH_ERR));
+        assert_eq!(
+            ok(c.poll_cq(ccq, &mut wc), "poll"),
+            0,
+            "the NAK is on its way"
+        );
+        ok(c.sleep(5 * US), "sleep");
+        assert_eq!(ok(c.poll_cq(ccq, &mut wc), "poll"), 1, "the NAK at 10 µs");
+        assert_eq!((wc[0].wr_id, wc[0].status), (1, WcStatus::REM_INV_REQ_ERR));
+        let mut got = [1u8; 4];
+        ok(s.mr_read(target.handle, 0, &mut got), "mr_read");
+        assert_eq!(got, [0; 4], "nothing was written");
+        assert_eq!(ok(s.query_qp_state(sqp), "query"), QpState::Error);
+        assert_eq!(ok(c.query_qp_state(cqp), "query"), QpState::Error);
+    }
+}
+
+/// An external QP with its PD and its one CQ.
+type External = (PdHandle, CqHandle, QpHandle);
+
+/// Two external QPs (the server's, then the client's) connected through ids and driven by
+/// `rdma_init_qp_attr`, except that the server's is moved to INIT with access flags 0 where
+/// the CM gives remote write, read and atomics.
+fn external_pair_without_access(bed: &SimBed, port: u16) -> (External, External) {
+    let (s, c) = (bed.server(), bed.client());
+    let lch = ok(s.create_event_channel(), "channel");
+    let lid = ok(s.create_id(Some(lch), 0, PortSpace::TCP), "listener");
+    ok(s.bind_addr(lid, addr(port)), "bind");
+    ok(s.listen(lid, 1), "listen");
+    let cch = ok(c.create_event_channel(), "channel");
+    let cid = ok(c.create_id(Some(cch), 0, PortSpace::TCP), "id");
+    let two_s = Duration::from_secs(2);
+    ok(c.resolve_addr(cid, None, addr(port), two_s), "resolve_addr");
+    expect_event_for(c, cch, EventKind::AddrResolved, cid, 0);
+    ok(c.resolve_route(cid, two_s), "resolve_route");
+    expect_event_for(c, cch, EventKind::RouteResolved, cid, 0);
+    let external = |cm: &SimBackend, id| {
+        let pd = ok(cm.alloc_pd(id), "alloc_pd");
+        let cq = ok(cm.create_cq(id, 16, None), "create_cq");
+        let qp = ok(
+            cm.create_external_qp(&QpInitAttrEx::rc(pd, cq, cq)),
+            "ibv_create_qp",
+        );
+        (pd, cq, qp)
+    };
+    let client = external(c, cid);
+    let with_qp = |qp| ConnParam {
+        qp_num: qp,
+        ..ConnParam::default()
+    };
+    ok(
+        c.connect(cid, Some(&with_qp(ok(c.qp_number(client.2), "qp_num")))),
+        "connect",
+    );
+    let request = ok(s.get_cm_event(lch, Wait::Block), "request");
+    assert_eq!(request.kind(), EventKind::ConnectRequest);
+    let sid = request.id();
+    ok(s.ack_cm_event(request), "ack");
+    let server = external(s, sid);
+    let move_to = |cm: &SimBackend, id, qp, state, access: Option<AccessFlags>| {
+        let mut attr = ok(cm.init_qp_attr(id, state), "init_qp_attr");
+        if let Some(access) = access {
+            let all =
+                AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+            assert_eq!(attr.access, all, "the CM's");
+            attr.access = access;
+        }
+        ok(cm.modify_qp(qp, &attr), "modify_qp");
+    };
+    move_to(s, sid, server.2, QpState::Init, Some(AccessFlags::NONE));
+    move_to(s, sid, server.2, QpState::Rtr, None);
+    move_to(s, sid, server.2, QpState::Rts, None);
+    ok(
+        s.accept(sid, Some(&with_qp(ok(s.qp_number(server.2), "qp_num")))),
+        "accept",
+    );
+    expect_event_for(c, cch, EventKind::ConnectResponse, cid, 0);
+    for state in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        move_to(c, cid, client.2, state, None);
+    }
+    ok(c.establish(cid), "establish");
+    expect_event_for(s, lch, EventKind::Established, sid, 0);
+    (server, client)
 }
 
 #[test]

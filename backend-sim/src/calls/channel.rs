@@ -137,7 +137,7 @@ impl World {
         if let Some(owner) = with_qp {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
             let ep = owner.ep.get().expect("connected id has an endpoint");
-            if self.connect_qp(q.owner) && self.drive(ep, |e, out| e.send_rtu(out)) {
+            if self.connect_qp(q.owner, None) && self.drive(ep, |e, out| e.send_rtu(out)) {
                 info.kind = EventKind::Established;
             } else {
                 info.kind = EventKind::ConnectError;

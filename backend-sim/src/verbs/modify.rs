@@ -83,6 +83,25 @@ impl World {
         })
     }
 
+    /// The access flags `rdma_init_qp_attr` gives for INIT. cm_init_qp_init_attr: remote
+    /// write, and remote read and atomics when the CM holds responder resources; before a
+    /// REQ the id has no IB CM id and cma_ib_init_qp_attr gives none (measured on rxe-6.1:
+    /// 0x0 before rdma_connect, 0xe with resources, 0x2 without).
+    pub(super) fn cm_access(&self, id: IdKey) -> AccessFlags {
+        match self.cm_resources(id) {
+            None => AccessFlags::NONE,
+            Some((0, _)) => AccessFlags::REMOTE_WRITE,
+            Some(_) => {
+                AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
+            }
+        }
+    }
+
+    /// The responder resources `rdma_init_qp_attr` gives for RTR (`max_dest_rd_atomic`).
+    pub(super) fn cm_responder_resources(&self, id: IdKey) -> u8 {
+        self.cm_resources(id).unwrap_or_default().0
+    }
+
     /// `ibv_create_qp`: an RC or UD QP of `attr`'s PD and CQs, in RESET, on no id.
     pub(crate) fn create_external_qp(
         &mut self,
@@ -184,19 +203,7 @@ impl World {
         }
         match state {
             QpState::Init => {
-                // cm_init_qp_init_attr: remote write, and remote read and atomics when the
-                // CM holds responder resources; before a REQ the id has no IB CM id and
-                // cma_ib_init_qp_attr gives none (measured on rxe-6.1: 0x0 before
-                // rdma_connect, 0xe with resources, 0x2 without).
-                attr.access = match self.cm_resources(key) {
-                    None => AccessFlags::NONE,
-                    Some((0, _)) => AccessFlags::REMOTE_WRITE,
-                    Some(_) => {
-                        AccessFlags::REMOTE_WRITE
-                            | AccessFlags::REMOTE_READ
-                            | AccessFlags::REMOTE_ATOMIC
-                    }
-                };
+                attr.access = self.cm_access(key);
                 return Ok(attr);
             }
             QpState::Rtr | QpState::Rts => {}

@@ -151,6 +151,12 @@ impl World {
                 given(M::RNR_RETRY, attr.rnr_retry),
             );
         }
+        if mask.contains(M::ACCESS_FLAGS) {
+            rc.set_access(attr.access.0);
+        }
+        if mask.contains(M::MAX_DEST_RD_ATOMIC) {
+            rc.set_responder_resources(attr.max_dest_rd_atomic);
+        }
         if mask.contains(M::SQ_PSN) {
             rc.set_sq_psn(attr.sq_psn);
         }

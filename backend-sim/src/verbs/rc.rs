@@ -19,7 +19,12 @@
 //! such event (nor siw, below). Any error
 //! completion moves the QP to ERROR, which flushes every outstanding request with
 //! WR_FLUSH_ERR (signaled or not); a responder that refuses a request for a remote access or
-//! invalid request moves to ERROR too.
+//! invalid request moves to ERROR too. Before any memory region's access, the responder checks
+//! the QP's own ([`Rights`], read from rxe's `check_op_valid` and `check_resource`): an RDMA
+//! WRITE without the QP's remote write, or a READ without its remote read or without
+//! responder resources, is an invalid request (REM_INV_REQ_ERR at the requester). The CM's
+//! QPs get the CM's access flags (`rdma_init_qp_attr`'s) as librdmacm moves them; siw checks
+//! no QP access.
 //!
 //! siw (iWARP) runs RDMAP over TCP, so the same machine differs there ([`Driver::Siw`]):
 //! * a SEND or RDMA WRITE completes SUCCESS as soon as it is transmitted (`siw_qp_sq_process`
@@ -326,6 +331,54 @@ pub(crate) struct RcQp {
     tcp_path: TcpPath,
     /// siw: where TCP's retransmission timer stands.
     tcp_timer: TcpTimer,
+    /// The remote operations the responder takes (see [`Rights`]).
+    rights: Rights,
+}
+
+/// What a QP's own attributes let a peer do to it, apart from any memory region's access:
+/// its access flags (`IBV_QP_ACCESS_FLAGS`: remote write, remote read, remote atomic; set
+/// at INIT and after) and whether it holds responder resources for incoming reads
+/// (`IBV_QP_MAX_DEST_RD_ATOMIC` above 0, set at RTR). A QP starts with none of them, as
+/// rxe's attributes start zeroed.
+///
+/// rxe's responder checks them before anything but the PSN (`check_op_valid`, then
+/// `check_resource`, Linux 6.1 and 6.12): an RDMA WRITE (with or without immediate data)
+/// without remote write, or a READ without remote read, is an unsupported opcode, and a READ
+/// with no responder resources too many reads (`RESPST_ERR_TOO_MANY_RDMA_ATM_REQ`); both
+/// are class C, answered with an invalid-request NAK that the requester completes with
+/// REM_INV_REQ_ERR, each QP then in ERROR. So a write-with-immediate so refused consumes no
+/// receive and earns no RNR NAK, and the check applies to a zero-length request too; a
+/// duplicate (an earlier PSN) is not checked again. A UC QP drops a write it has no right
+/// to, without a trace. An InfiniBand HCA answers the same by the specification (an invalid
+/// request NAK, class C). siw checks no QP access on receipt (it keeps the flags but only
+/// the memory's access is checked, `siw_check_mem`), so a siw QP takes everything.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Rights(u8);
+
+impl Rights {
+    /// Remote write (`IBV_ACCESS_REMOTE_WRITE`'s bit).
+    const WRITE: u8 = 0x2;
+    /// Remote read (`IBV_ACCESS_REMOTE_READ`'s bit).
+    const READ: u8 = 0x4;
+    /// Remote atomic (`IBV_ACCESS_REMOTE_ATOMIC`'s bit).
+    const ATOMIC: u8 = 0x8;
+    /// Responder resources above 0 (a bit no access flag uses).
+    const READ_DEPTH: u8 = 0x80;
+
+    /// Every right: what a test QP connected without the CM gets.
+    #[cfg(test)]
+    const ALL: Rights = Rights(Self::WRITE | Self::READ | Self::ATOMIC | Self::READ_DEPTH);
+
+    /// Whether the responder takes a request carrying `body`.
+    fn allow(self, body: &Body) -> bool {
+        match body {
+            Body::Write { .. } => self.0 & Self::WRITE != 0,
+            Body::ReadReq { .. } => {
+                self.0 & (Self::READ | Self::READ_DEPTH) == Self::READ | Self::READ_DEPTH
+            }
+            _ => true,
+        }
+    }
 }
 
 /// The driver running an RC QP, where the model differs between them.
@@ -369,7 +422,22 @@ impl RcQp {
             named_rts: NamedRts::No,
             tcp_path: TcpPath::default(),
             tcp_timer: TcpTimer::default(),
+            rights: Rights::default(),
         }
+    }
+
+    /// Sets the QP's access flags (`IBV_QP_ACCESS_FLAGS`'s value; only the remote write,
+    /// read and atomic bits count, see [`Rights`]).
+    pub(crate) fn set_access(&mut self, access: u32) {
+        let bits = (access as u8) & (Rights::WRITE | Rights::READ | Rights::ATOMIC);
+        self.rights = Rights(self.rights.0 & Rights::READ_DEPTH | bits);
+    }
+
+    /// Sets the responder resources (`IBV_QP_MAX_DEST_RD_ATOMIC`): only whether there are
+    /// any counts (see [`Rights`]).
+    pub(crate) fn set_responder_resources(&mut self, depth: u8) {
+        let others = self.rights.0 & !Rights::READ_DEPTH;
+        self.rights = Rights(others | if depth > 0 { Rights::READ_DEPTH } else { 0 });
     }
 
     /// The same QP taking its receives from an SRQ (see [`RcQp::rq_mut`]), from its creation.
@@ -492,9 +560,10 @@ impl RcQp {
                 sges.extend_from_slice(&r.sges);
             }
         }
-        let (reliable, driver, srq) = (self.reliable, self.driver, self.srq);
+        // The attributes outlive RESET (rxe keeps `qp->attr`).
+        let (reliable, driver, srq, rights) = (self.reliable, self.driver, self.srq, self.rights);
         *self = RcQp::new(self.cap, self.sq_sig_all).in_reset();
-        (self.reliable, self.driver, self.srq) = (reliable, driver, srq);
+        (self.reliable, self.driver, self.srq, self.rights) = (reliable, driver, srq, rights);
         sges
     }
 
@@ -1185,6 +1254,14 @@ impl RcQp {
             std::cmp::Ordering::Equal => {}
         }
         self.note_first_request(out);
+        if self.driver != Driver::Siw && !self.rights.allow(&pkt.body) {
+            out.push(QpOutput::Packet(Packet {
+                psn,
+                body: Body::Nak(Nak::InvalidRequest),
+            }));
+            self.enter_error(out);
+            return;
+        }
         let read = matches!(pkt.body, Body::ReadReq { .. });
         let write_key = match pkt.body {
             Body::Write { rkey, .. } => Some(rkey),
@@ -1247,6 +1324,9 @@ impl RcQp {
     fn receive_unreliably(&mut self, pkt: Packet, mem: &mut dyn Memory, out: &mut Vec<QpOutput>) {
         self.note_first_request(out);
         self.epsn = psn_next(pkt.psn);
+        if !self.rights.allow(&pkt.body) {
+            return; // rxe's check_op_valid: a write without remote write is dropped
+        }
         // A UC requester never sends a read (it fails the read itself).
         let Some(taken) = self.receive_data(pkt.body, mem, out) else {
             return;
@@ -1486,6 +1566,7 @@ mod tests {
 
     fn connected() -> RcQp {
         let mut qp = RcQp::new(QpCap::default(), true);
+        qp.rights = Rights::ALL;
         let mut out = Vec::new();
         assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
         assert!(out.is_empty());
