@@ -282,6 +282,26 @@ pub(crate) enum PostError {
     NotReady { state: QpState, siw: bool },
 }
 
+/// One-time facts of an RC QP's life, one bit each (one byte: the machine's size is watched,
+/// `storage_sizes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Marks(u8);
+
+impl Marks {
+    /// An InfiniBand HCA raised COMM_EST for it (once per QP).
+    const COMM_EST: u8 = 0x1;
+    /// siw dropped the connection from the send side (see [`RcQp::siw_dropped_by_send`]).
+    const DROPPED_BY_SEND: u8 = 0x2;
+
+    fn has(self, mark: u8) -> bool {
+        self.0 & mark != 0
+    }
+
+    fn set(&mut self, mark: u8) {
+        self.0 |= mark;
+    }
+}
+
 /// The requester's timer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Timer {
@@ -308,7 +328,8 @@ pub(crate) struct RcQp {
     rq: LazyDeque<RecvEntry>,
     /// The PSN the responder expects next.
     epsn: u32,
-    comm_est: bool,
+    /// One-time facts of its life (COMM_EST raised, siw's drop from the send side).
+    marks: Marks,
     /// How long a requester waits after this QP's RNR NAK (`min_rnr_timer`, set at RTR).
     rnr_timer_ns: u32,
     /// Which driver runs it, where they differ.
@@ -316,8 +337,6 @@ pub(crate) struct RcQp {
     /// Takes its receives from an SRQ: `rq` is the SRQ's, lent for each input (`drive.rs`),
     /// and neither flushed nor discarded with the QP.
     srq: bool,
-    /// siw dropped the connection from the send side (see [`RcQp::siw_dropped_by_send`]).
-    dropped_by_send: bool,
     /// Requests sit in the send queue that the device was never told of: posted before RTS,
     /// their post failed its doorbell ([`PostError::NotReady`]). rxe sends them with the
     /// next post's doorbell, not when the QP reaches RTS; siw never (see
@@ -413,11 +432,10 @@ impl RcQp {
             timer: Timer::Off,
             rq: LazyDeque::default(),
             epsn: 0,
-            comm_est: false,
+            marks: Marks::default(),
             rnr_timer_ns: 0,
             driver: Driver::Hca,
             srq: false,
-            dropped_by_send: false,
             unannounced: false,
             named_rts: NamedRts::No,
             tcp_path: TcpPath::default(),
@@ -467,7 +485,7 @@ impl RcQp {
     /// (`siw_qp_sq_process` → `siw_qp_cm_drop`, which detaches the QP from its endpoint, so
     /// the close does not move it to ERROR: it reads RTS after, measured on 6.12).
     pub(crate) fn siw_dropped_by_send(&self) -> bool {
-        self.dropped_by_send
+        self.marks.has(Marks::DROPPED_BY_SEND)
     }
 
     /// Whether siw made it (see [`RcQp::on_siw`]).
@@ -1295,7 +1313,7 @@ impl RcQp {
                     _ => false,
                 };
                 if read {
-                    self.dropped_by_send = true;
+                    self.marks.set(Marks::DROPPED_BY_SEND);
                     out.push(QpOutput::QpReqErr);
                 } else {
                     if protection {
@@ -1341,8 +1359,8 @@ impl RcQp {
     /// and 6.12), and none came on the rxe and siw beds (`early_send`, the early send of
     /// backend-verbs/tests/datapath.rs).
     fn note_first_request(&mut self, out: &mut Vec<QpOutput>) {
-        if !self.comm_est && self.driver == Driver::Hca {
-            self.comm_est = true;
+        if !self.marks.has(Marks::COMM_EST) && self.driver == Driver::Hca {
+            self.marks.set(Marks::COMM_EST);
             out.push(QpOutput::CommEst);
         }
     }
