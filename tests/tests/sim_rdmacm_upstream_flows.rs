@@ -121,6 +121,16 @@ fn conn_of(info: &EventInfo) -> ConnData {
     }
 }
 
+/// A listener of port space `ps` on the server's address, with its own event channel (the
+/// server side of every flow here).
+fn listener(cm: &SimBackend, ps: PortSpace) -> Result<(ChannelHandle, IdHandle)> {
+    let channel = cm.create_event_channel()?;
+    let listen = cm.create_id(Some(channel), 0, ps)?;
+    cm.bind_addr(listen, server_addr())?;
+    cm.listen(listen, 0)?;
+    Ok((channel, listen))
+}
+
 /// Times and facts a side records, checked after the run.
 type Log = Arc<Mutex<Vec<String>>>;
 
@@ -189,10 +199,7 @@ fn read(cm: &SimBackend, mr: &MemoryRegion, offset: usize, len: usize) -> Result
 /// The passive side of CMAsyncConnection on RDMA_PS_TCP: listen, accept the request with a
 /// QP of the CM, then ten messages received and answered through the id's helpers.
 fn async_rc_server(cm: &SimBackend, sync: &Sync2, log: &Log) -> Result<()> {
-    let channel = cm.create_event_channel()?;
-    let listen = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
-    cm.bind_addr(listen, server_addr())?;
-    cm.listen(listen, 0)?;
+    let (channel, listen) = listener(cm, PortSpace::TCP)?;
     sync.wait()?;
     let request = expect(cm, channel, EventKind::ConnectRequest)?;
     let child = request.id;
@@ -324,10 +331,7 @@ fn async_traffic_ten_messages_over_a_qp_of_the_cm() {
 fn async_reject_reaches_the_client_with_its_message() {
     let fabric = fabric(2, Transport::Roce);
     let server = |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
-        let channel = cm.create_event_channel()?;
-        let listen = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
-        cm.bind_addr(listen, server_addr())?;
-        cm.listen(listen, 0)?;
+        let (channel, listen) = listener(cm, PortSpace::TCP)?;
         sync.wait()?;
         let child = expect(cm, channel, EventKind::ConnectRequest)?.id;
         cm.reject(child, REJECT_MSG)?;
@@ -421,10 +425,7 @@ fn ext_post_send(cm: &SimBackend, qp: &ExtQp, mr: &MemoryRegion) -> Result<()> {
 fn async_traffic_over_an_external_qp_moved_by_init_qp_attr() {
     let fabric = fabric(3, Transport::Roce);
     let server = |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
-        let channel = cm.create_event_channel()?;
-        let listen = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
-        cm.bind_addr(listen, server_addr())?;
-        cm.listen(listen, 0)?;
+        let (channel, _listen) = listener(cm, PortSpace::TCP)?;
         sync.wait()?;
         let request = expect(cm, channel, EventKind::ConnectRequest)?;
         let child = request.id;
@@ -533,10 +534,7 @@ fn async_traffic_over_an_external_qp_moved_by_init_qp_attr() {
 fn async_udp_traffic_answers_through_an_address_handle_from_the_receive() {
     let fabric = fabric(4, Transport::Roce);
     let server = |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
-        let channel = cm.create_event_channel()?;
-        let listen = cm.create_id(Some(channel), 0, PortSpace::UDP)?;
-        cm.bind_addr(listen, server_addr())?;
-        cm.listen(listen, 0)?;
+        let (channel, _listen) = listener(cm, PortSpace::UDP)?;
         sync.wait()?;
         let child = expect(cm, channel, EventKind::ConnectRequest)?.id;
         cm.create_qp(child, &qp_init(QpType::Ud))?;
@@ -1134,10 +1132,7 @@ fn cmtime_client(cm: &SimBackend, sync: &Sync2, log: &Log, with_qps: bool) -> Re
 
 /// cmtime's server: QPs moved to RTS before the accept, a disconnect for each DISCONNECTED.
 fn cmtime_server(cm: &SimBackend, sync: &Sync2, log: &Log, with_qps: bool) -> Result<()> {
-    let channel = cm.create_event_channel()?;
-    let listen = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
-    cm.bind_addr(listen, server_addr())?;
-    cm.listen(listen, 0)?;
+    let (channel, listen) = listener(cm, PortSpace::TCP)?;
     let (mut ids, mut qps, mut verbs) = (Vec::new(), Vec::new(), None);
     let mut on_request = |e: &EventInfo| -> Result<()> {
         let qp = cmtime_qp(cm, e.id, &mut verbs, with_qps)?;
@@ -1270,10 +1265,7 @@ fn qp_attrs_seen(seed: u64, resources: u8) -> (Vec<String>, Vec<String>) {
         Ok(())
     };
     let server = move |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
-        let channel = cm.create_event_channel()?;
-        let listen = cm.create_id(Some(channel), 0, PortSpace::TCP)?;
-        cm.bind_addr(listen, server_addr())?;
-        cm.listen(listen, 0)?;
+        let (channel, listen) = listener(cm, PortSpace::TCP)?;
         sync.wait()?;
         let child = expect(cm, channel, EventKind::ConnectRequest)?.id;
         show(cm, log, "request", child)?;
