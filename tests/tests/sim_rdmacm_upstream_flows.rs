@@ -1265,7 +1265,7 @@ fn qp_attrs_seen(seed: u64, resources: u8) -> (Vec<String>, Vec<String>) {
         Ok(())
     };
     let server = move |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
-        let (channel, listen) = listener(cm, PortSpace::TCP)?;
+        let (channel, _listen) = listener(cm, PortSpace::TCP)?;
         sync.wait()?;
         let child = expect(cm, channel, EventKind::ConnectRequest)?.id;
         show(cm, log, "request", child)?;
