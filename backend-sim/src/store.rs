@@ -254,9 +254,7 @@ impl<'a, T> IntoIterator for &'a BoxedStore<T> {
     type IntoIter = std::vec::IntoIter<(&'a u64, &'a T)>;
 
     fn into_iter(self) -> Self::IntoIter {
-        let mut all: Vec<(&u64, &T)> = self.iter_unordered().collect();
-        all.sort_unstable_by_key(|(k, _)| **k);
-        all.into_iter()
+        in_key_order(self.iter_unordered())
     }
 }
 
@@ -360,9 +358,7 @@ impl<'a, T> IntoIterator for &'a SlabStore<T> {
     type IntoIter = std::vec::IntoIter<(&'a u64, &'a T)>;
 
     fn into_iter(self) -> Self::IntoIter {
-        let mut all: Vec<(&u64, &T)> = self.iter_unordered().collect();
-        all.sort_unstable_by_key(|(k, _)| **k);
-        all.into_iter()
+        in_key_order(self.iter_unordered())
     }
 }
 
@@ -396,6 +392,15 @@ impl std::fmt::Debug for OptKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.get().fmt(f)
     }
+}
+
+/// A store's entries in key order (what iterating a store by reference gives).
+fn in_key_order<'a, T>(
+    entries: impl Iterator<Item = (&'a u64, &'a T)>,
+) -> std::vec::IntoIter<(&'a u64, &'a T)> {
+    let mut all: Vec<(&u64, &T)> = entries.collect();
+    all.sort_unstable_by_key(|(k, _)| **k);
+    all.into_iter()
 }
 
 #[cfg(test)]

@@ -725,6 +725,22 @@ fn receive_on_the_first_retry(bed: &SimBed, conn: &Conn, t0: Duration) {
 /// completion wait only a receive could end is then a deadlock (EDEADLK) once the first NAK
 /// is back, where it used to run the retries for ever (a hang); `run_until_idle` stops there
 /// too; and a receive posted afterwards still takes the next retry.
+/// The client of `conn`, waiting for its send's completion, is told of the deadlock
+/// (EDEADLK) at exactly `at`, and `run_until_idle` then finds nothing pending.
+fn expect_deadlock_on_the_completion(bed: &SimBed, conn: &Conn, at: Duration) {
+    let c = bed.client();
+    ok(c.req_notify_cq(conn.client.cq, false), "req_notify_cq");
+    let err = expect_errno(
+        c.get_cq_event(conn.client.comp, Wait::Block),
+        Call::GetCqEvent,
+        Errno::EDEADLK,
+    );
+    assert!(err.detail.contains("deadlock"), "{err}");
+    assert_eq!(c.now(), at, "reported when nothing can change any more");
+    bed.fabric.run_until_idle().expect("outside a run");
+    assert_eq!(c.now(), at, "nothing else was pending");
+}
+
 #[test]
 fn endless_rnr_retries_at_a_responder_without_receives_are_a_deadlock() {
     let bed = bed(14);
@@ -732,20 +748,8 @@ fn endless_rnr_retries_at_a_responder_without_receives_are_a_deadlock() {
     let conn = connected(&bed);
     let t0 = c.now();
     send_bytes(c, &conn.client, 1, SendOp::Send, b"anyone?");
-    ok(c.req_notify_cq(conn.client.cq, false), "arm");
-    let err = expect_errno(
-        c.get_cq_event(conn.client.comp, Wait::Block),
-        Call::GetCqEvent,
-        Errno::EDEADLK,
-    );
-    assert!(err.detail.contains("deadlock"), "{err}");
-    assert_eq!(
-        c.now() - t0,
-        10 * US,
-        "reported once the first RNR NAK is back"
-    );
-    bed.fabric.run_until_idle().expect("outside a run");
-    assert_eq!(c.now() - t0, 10 * US, "nothing else was pending");
+    // Reported once the first RNR NAK is back.
+    expect_deadlock_on_the_completion(&bed, &conn, t0 + 10 * US);
     receive_on_the_first_retry(&bed, &conn, t0);
 }
 
@@ -2466,20 +2470,8 @@ fn endless_transport_retries_to_a_silent_peer_end_in_a_deadlock() {
     remove_server_device(&bed);
     let t0 = c.now();
     send_bytes(c, &conn.client, 1, SendOp::Send, b"hello?");
-    ok(c.req_notify_cq(conn.client.cq, false), "req_notify_cq");
-    let err = expect_errno(
-        c.get_cq_event(conn.client.comp, Wait::Block),
-        Call::GetCqEvent,
-        Errno::EDEADLK,
-    );
-    assert!(err.detail.contains("deadlock"), "{err}");
-    assert_eq!(
-        c.now() - t0,
-        5 * US,
-        "reported once the first packet is dropped"
-    );
-    bed.fabric.run_until_idle().expect("outside a run");
-    assert_eq!(c.now() - t0, 5 * US, "nothing else was pending");
+    // Reported once the first packet is dropped.
+    expect_deadlock_on_the_completion(&bed, &conn, t0 + 5 * US);
     assert_eq!(ok(c.query_qp_state(conn.client.qp), "query"), QpState::Rts);
 }
 

@@ -247,9 +247,9 @@ fn a_silent_peer_ends_the_connection_when_tcp_gives_up() {
 /// (BEDS.md): SUCCESS, then DISCONNECTED 0 at once.
 #[test]
 fn a_peer_that_sends_after_tcp_gave_up_meets_a_reset() {
-    use cmtwin::verbs::{AccessFlags, DataPath, Payload, QpState, SendOp, SendWr, WcStatus};
-    use cmtwin::{CmBackend, EventKind, Wait};
-    use cmtwin_tests::datapath::{drain, next_completion, region};
+    use cmtwin::verbs::{AccessFlags, DataPath, Payload, QpState, SendOp, SendWr};
+    use cmtwin::{EventKind, Wait};
+    use cmtwin_tests::datapath::{drain, region};
     let bed = jitterless_iwarp(45, KernelProfile::Linux612);
     let (s, c) = (bed.server(), bed.client());
     // The SEND, the loss probe and the 15 RTOs' retransmissions are lost: TCP gives up.
@@ -265,23 +265,38 @@ fn a_peer_that_sends_after_tcp_gave_up_meets_a_reset() {
 
     let back = region(s, conn.server.pd, 8, 9, AccessFlags::NONE);
     let back_sge = [back.sge(0, 8)];
-    let t1 = s.now();
     let reply = SendWr::new(3, SendOp::Send, Payload::Sges(&back_sge));
-    ok(s.post_send(conn.server.qp, &reply), "post_send");
-    let sent = next_completion(s, &conn.server);
-    assert_eq!((sent.wr_id, sent.status), (3, WcStatus::SUCCESS));
-    assert_eq!(s.now(), t1, "completed inside the post");
-    let reset = cmtwin::expect_event(s, conn.server.channel, EventKind::Disconnected, patience);
-    assert_eq!(reset.expect("the server's DISCONNECTED").status, 0);
+    send_into_a_reset(s, &conn.server, &reply);
+    let state = ok(s.query_qp_state(conn.server.qp), "query_qp");
+    assert_eq!(state, QpState::Error);
+}
+
+/// Posts `wr` on `side`, whose receive wr_id 1 is posted, toward a peer whose TCP has no
+/// socket for it: the SEND completes SUCCESS inside the post, the reset ends the connection
+/// one round trip later (DISCONNECTED, status 0) and the receive is flushed.
+fn send_into_a_reset(
+    cm: &cmtwin_sim::SimBackend,
+    side: &cmtwin_tests::datapath::Side,
+    wr: &cmtwin::verbs::SendWr,
+) {
+    use cmtwin::verbs::{DataPath, WcStatus};
+    use cmtwin::{CmBackend, EventKind, Wait};
+    use cmtwin_tests::datapath::next_completion;
+    let t0 = cm.now();
+    ok(cm.post_send(side.qp, wr), "post_send");
+    let sent = next_completion(cm, side);
+    assert_eq!((sent.wr_id, sent.status), (wr.wr_id, WcStatus::SUCCESS));
+    assert_eq!(cm.now(), t0, "completed inside the post");
+    let patience = Wait::Timeout(Duration::from_secs(1));
+    let reset = cmtwin::expect_event(cm, side.channel, EventKind::Disconnected, patience);
+    assert_eq!(reset.expect("DISCONNECTED").status, 0);
     assert_eq!(
-        s.now() - t1,
+        cm.now() - t0,
         Duration::from_micros(10),
         "the SEND there, the reset back"
     );
-    let flushed = next_completion(s, &conn.server);
+    let flushed = next_completion(cm, side);
     assert_eq!((flushed.wr_id, flushed.status), (1, WcStatus::WR_FLUSH_ERR));
-    let state = ok(s.query_qp_state(conn.server.qp), "query_qp");
-    assert_eq!(state, QpState::Error);
 }
 
 fn ok<T>(r: cmtwin::Result<T>, what: &str) -> T {
@@ -308,9 +323,8 @@ fn a_send_posted_before_rts_wedges_the_send_queue() {
 /// kernel profiles.
 #[test]
 fn a_host_back_from_a_power_off_resets_a_connection_of_its_last_life() {
-    use cmtwin::verbs::{AccessFlags, DataPath, Payload, QpState, SendOp, SendWr, WcStatus};
-    use cmtwin::{CmBackend, EventKind, Wait};
-    use cmtwin_tests::datapath::{connect, next_completion, post_recv_all, region};
+    use cmtwin::verbs::{AccessFlags, DataPath, Payload, QpState, SendOp, SendWr};
+    use cmtwin_tests::datapath::{connect, post_recv_all, region};
     for (seed, kernel) in [(46, KernelProfile::Linux61), (47, KernelProfile::Linux612)] {
         let bed = jitterless_iwarp(seed, kernel);
         let (s, c) = (bed.server(), bed.client());
@@ -322,22 +336,8 @@ fn a_host_back_from_a_power_off_resets_a_connection_of_its_last_life() {
 
         let tx = region(c, conn.client.pd, 8, 7, AccessFlags::NONE);
         let sge = [tx.sge(0, 8)];
-        let t0 = c.now();
         let wr = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
-        ok(c.post_send(conn.client.qp, &wr), "post_send");
-        let sent = next_completion(c, &conn.client);
-        assert_eq!((sent.wr_id, sent.status), (2, WcStatus::SUCCESS));
-        assert_eq!(c.now(), t0, "completed inside the post");
-        let patience = Wait::Timeout(Duration::from_secs(1));
-        let reset = cmtwin::expect_event(c, conn.client.channel, EventKind::Disconnected, patience);
-        assert_eq!(reset.expect("the client's DISCONNECTED").status, 0);
-        assert_eq!(
-            c.now() - t0,
-            Duration::from_micros(10),
-            "the SEND there, the reset back ({kernel:?})"
-        );
-        let flushed = next_completion(c, &conn.client);
-        assert_eq!((flushed.wr_id, flushed.status), (1, WcStatus::WR_FLUSH_ERR));
+        send_into_a_reset(c, &conn.client, &wr);
         // siw on Linux 6.1 reports RESET whatever its QP's state (measured).
         let reported = match kernel {
             KernelProfile::Linux61 => QpState::Reset,

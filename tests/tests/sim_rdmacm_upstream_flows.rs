@@ -1192,42 +1192,34 @@ const CMTIME_CLIENT_STEPS: [&str; 5] = [
     "1.035ms disconnected",
 ];
 
-#[test]
-fn cmtime_connects_and_disconnects_a_hundred_qps() {
-    let fabric = fabric(11, Transport::Roce);
+/// The server's steps of both cmtime runs.
+const CMTIME_SERVER_STEPS: [&str; 3] = [
+    "1.015ms requests",
+    "1.025ms established",
+    "1.03ms disconnected",
+];
+
+/// Runs cmtime's server and client on a fresh fabric of `seed`, with QPs or without, and
+/// checks both sides' steps.
+fn cmtime_takes_its_steps(seed: u64, with_qps: bool) {
+    let fabric = fabric(seed, Transport::Roce);
     let (s, c) = run_pair(
         &fabric,
-        |cm, sync, log| cmtime_server(cm, sync, log, true),
-        |cm, sync, log| cmtime_client(cm, sync, log, true),
+        move |cm, sync, log| cmtime_server(cm, sync, log, with_qps),
+        move |cm, sync, log| cmtime_client(cm, sync, log, with_qps),
     );
-    assert_eq!(
-        s,
-        [
-            "1.015ms requests",
-            "1.025ms established",
-            "1.03ms disconnected"
-        ]
-    );
+    assert_eq!(s, CMTIME_SERVER_STEPS);
     assert_eq!(c, CMTIME_CLIENT_STEPS);
 }
 
 #[test]
+fn cmtime_connects_and_disconnects_a_hundred_qps() {
+    cmtime_takes_its_steps(11, true);
+}
+
+#[test]
 fn cmtime_connects_and_disconnects_a_hundred_ids_without_qps() {
-    let fabric = fabric(12, Transport::Roce);
-    let (s, c) = run_pair(
-        &fabric,
-        |cm, sync, log| cmtime_server(cm, sync, log, false),
-        |cm, sync, log| cmtime_client(cm, sync, log, false),
-    );
-    assert_eq!(
-        s,
-        [
-            "1.015ms requests",
-            "1.025ms established",
-            "1.03ms disconnected"
-        ]
-    );
-    assert_eq!(c, CMTIME_CLIENT_STEPS);
+    cmtime_takes_its_steps(12, false);
 }
 
 // ----- rdma_init_qp_attr's values, as cmtime and the external-QP flow take them -------------
