@@ -15,8 +15,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpInitAttrEx, QpState, RecvWr, SendFlags,
-    SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
+    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpAttrMask, QpInitAttrEx, QpState,
+    RecvWr, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use cmtwin::{
     AsyncEvent, Call, CmBackend, CmError, ConnParam, CqHandle, Errno, EventKind, PdHandle,
@@ -325,14 +325,16 @@ fn rdma_write_to_a_bad_rkey_is_refused_and_flushes_the_responder() {
     );
 }
 
-/// rxe's responder checks the QP's own rights before any region's (`check_op_valid`, then
-/// `check_resource`): a READ to a QP accepted with no responder resources is refused with an
-/// invalid-request NAK, which the requester completes REM_INV_REQ_ERR a round trip later;
-/// both QPs enter ERROR (the responder's receive flushed as it refused, at 5 µs). The
-/// region allows the read: only the QP refuses it. A WRITE to such a QP is taken.
-#[test]
-fn an_rdma_read_to_a_qp_accepted_without_responder_resources_is_an_invalid_request() {
-    let bed = bed(41);
+/// A connection whose passive side accepted with no responder resources: the REP's 0 is the
+/// active QP's initiator depth (`max_rd_atomic` 0, measured on rxe-6.1 and 6.12), so rxe's
+/// requester never sends a read (`check_init_depth`) and it never completes; the write
+/// before it goes through. Returns the bed, the connection and when the read was posted.
+fn read_behind_no_initiator_depth(kernel: KernelProfile, seed: u64) -> (SimBed, Conn, Duration) {
+    let config = SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..SimConfig::for_kernel(kernel)
+    };
+    let bed = SimBed::with_config(seed, Transport::Roce, config);
     let (s, c) = (bed.server(), bed.client());
     let setup = Setup {
         accept: ConnParam {
@@ -342,7 +344,6 @@ fn an_rdma_read_to_a_qp_accepted_without_responder_resources_is_an_invalid_reque
         ..Setup::default()
     };
     let conn = connect_with(s, c, addr(7521), &setup);
-    let source = region(s, conn.server.pd, 8, b'r', AccessFlags::REMOTE_READ);
     let target = region(s, conn.server.pd, 8, 0, LW | AccessFlags::REMOTE_WRITE);
     let t0 = c.now();
     let write = SendOp::RdmaWrite {
@@ -353,20 +354,81 @@ fn an_rdma_read_to_a_qp_accepted_without_responder_resources_is_an_invalid_reque
     let wc = next_completion(c, &conn.client);
     assert_eq!(c.now() - t0, 10 * US, "the write is acknowledged");
     assert_wc(wc, &conn.client, 1, WcStatus::SUCCESS, WcOpcode::RdmaWrite);
+    let acknowledged = c.now();
+    (bed, conn, acknowledged)
+}
 
-    let rx = region(s, conn.server.pd, 8, 0, LW);
-    post_recv_all(s, conn.server.qp, 9, &rx);
-    let sink = region(c, conn.client.pd, 8, b'.', LW);
+/// The read the active side of such a connection posts, of an 8-byte region of the server
+/// that allows it, into `sink`.
+fn post_read(bed: &SimBed, conn: &Conn, sink: &MemoryRegion) {
+    let (s, c) = (bed.server(), bed.client());
+    let source = region(s, conn.server.pd, 8, b'r', AccessFlags::REMOTE_READ);
     let sge = [sink.sge(0, 8)];
     let op = SendOp::RdmaRead {
         remote_addr: source.addr,
         rkey: source.rkey,
     };
-    let t1 = c.now();
     ok(
         c.post_send(conn.client.qp, &SendWr::new(2, op, Payload::Sges(&sge))),
         "read",
     );
+}
+
+/// The active QP of a connection accepted with `responder_resources` 0 has initiator depth
+/// 0: its read never leaves and a wait for its completion is a deadlock (a real program waits
+/// for ever: measured on rxe-6.1 and 6.12, no completion in 0.3 s, both QPs still in RTS).
+/// On 6.1 the depth cannot be raised in RTS (RTS to RTS takes no `max_rd_atomic`: EINVAL,
+/// measured).
+#[test]
+fn a_read_from_a_qp_whose_peer_accepted_without_responder_resources_never_leaves() {
+    for (kernel, seed) in [(KernelProfile::Linux61, 41), (KernelProfile::Linux612, 44)] {
+        let (bed, conn, t1) = read_behind_no_initiator_depth(kernel, seed);
+        let (s, c) = (bed.server(), bed.client());
+        let sink = region(c, conn.client.pd, 8, b'.', LW);
+        post_read(&bed, &conn, &sink);
+        expect_deadlock_on_the_completion(&bed, &conn, t1);
+        let mut got = [0u8; 8];
+        ok(c.mr_read(sink.handle, 0, &mut got), "mr_read");
+        assert_eq!(&got, b"........", "nothing was read");
+        assert_eq!(ok(s.query_qp_state(conn.server.qp), "query"), QpState::Rts);
+        assert_eq!(ok(c.query_qp_state(conn.client.qp), "query"), QpState::Rts);
+    }
+    let (bed, conn, _) = read_behind_no_initiator_depth(KernelProfile::Linux61, 45);
+    let depth = QpAttr {
+        max_rd_atomic: 1,
+        ..QpAttr::default()
+    };
+    expect_errno(
+        bed.client()
+            .modify_qp_with_mask(conn.client.qp, &depth, QpAttrMask::MAX_QP_RD_ATOMIC),
+        Call::ModifyQp,
+        Errno::EINVAL,
+    );
+}
+
+/// rxe's responder checks the QP's own rights before any region's (`check_op_valid`, then
+/// `check_resource`): a READ reaching a QP that has no responder resources is refused with
+/// an invalid-request NAK, which the requester completes REM_INV_REQ_ERR a round trip later;
+/// both QPs enter ERROR (the responder's receive flushed as it refused). The region allows
+/// the read: only the QP refuses it. Measured on rxe-6.12, where the active side's initiator
+/// depth can be raised in RTS (rxe 6.12 consults no transition table without a state).
+#[test]
+fn an_rdma_read_to_a_qp_without_responder_resources_is_an_invalid_request() {
+    let (bed, conn, _) = read_behind_no_initiator_depth(KernelProfile::Linux612, 46);
+    let (s, c) = (bed.server(), bed.client());
+    let depth = QpAttr {
+        max_rd_atomic: 1,
+        ..QpAttr::default()
+    };
+    ok(
+        c.modify_qp_with_mask(conn.client.qp, &depth, QpAttrMask::MAX_QP_RD_ATOMIC),
+        "modify_qp",
+    );
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 9, &rx);
+    let sink = region(c, conn.client.pd, 8, b'.', LW);
+    let t1 = c.now();
+    post_read(&bed, &conn, &sink);
     let wc = next_completion(c, &conn.client);
     assert_eq!(c.now() - t1, 10 * US);
     assert_wc(

@@ -446,7 +446,7 @@ impl World {
             return self.iw_accept(key, ep, conn, data);
         }
         // librdmacm moves the QP to RTR and RTS before the kernel sends the REP.
-        if !self.connect_qp(key, Some(conn.responder_resources)) {
+        if !self.connect_qp(key, Some((conn.responder_resources, conn.initiator_depth))) {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,

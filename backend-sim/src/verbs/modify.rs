@@ -70,13 +70,18 @@ impl World {
 
     /// The responder resources and initiator depth the id's IB CM id holds (cm.c's
     /// `cm_id_priv`), seen from this side: none before a REQ; the REQ's (swapped on the
-    /// passive side) until the REP, then the REP's (swapped on the active side).
-    fn cm_resources(&self, id: IdKey) -> Option<(u8, u8)> {
+    /// passive side: `req_conn` holds the REQ as sent) until the REP, then the REP's (on the
+    /// active side `rep_conn` holds the CONNECT_RESPONSE's values, already swapped to its
+    /// side: the REP's responder resources are its initiator depth). Measured on rxe-6.1
+    /// and 6.12: a passive side accepting with `responder_resources` 0 and the device's
+    /// initiator depth leaves the active QP `max_rd_atomic` 0 and `max_dest_rd_atomic`
+    /// 128.
+    pub(super) fn cm_resources(&self, id: IdKey) -> Option<(u8, u8)> {
         let i = self.id(id);
         let req = i.req_conn?;
         let active = self.cm.eps.get(&i.ep.get()?)?.cm.is_active();
         Some(match (active, i.rep_conn) {
-            (true, Some(rep)) => (rep.initiator_depth, rep.responder_resources),
+            (true, Some(rep)) => (rep.responder_resources, rep.initiator_depth),
             (true, None) => (req.responder_resources, req.initiator_depth),
             (false, Some(rep)) => (rep.responder_resources, rep.initiator_depth),
             (false, None) => (req.initiator_depth, req.responder_resources),
@@ -95,11 +100,6 @@ impl World {
                 AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
             }
         }
-    }
-
-    /// The responder resources `rdma_init_qp_attr` gives for RTR (`max_dest_rd_atomic`).
-    pub(super) fn cm_responder_resources(&self, id: IdKey) -> u8 {
-        self.cm_resources(id).unwrap_or_default().0
     }
 
     /// `ibv_create_qp`: an RC or UD QP of `attr`'s PD and CQs, in RESET, on no id.

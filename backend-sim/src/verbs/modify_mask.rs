@@ -157,6 +157,9 @@ impl World {
         if mask.contains(M::MAX_DEST_RD_ATOMIC) {
             rc.set_responder_resources(attr.max_dest_rd_atomic);
         }
+        if mask.contains(M::MAX_QP_RD_ATOMIC) {
+            rc.set_initiator_depth(attr.max_rd_atomic);
+        }
         if mask.contains(M::SQ_PSN) {
             rc.set_sq_psn(attr.sq_psn);
         }

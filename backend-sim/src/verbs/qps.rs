@@ -343,11 +343,12 @@ impl World {
     // ----- the CM's transitions ----------------------------------------------------------
 
     /// INIT → RTR → RTS of id `id`'s QP with the attributes `rdma_init_qp_attr` gives (see
-    /// [`World::connection_attrs`]), as librdmacm's `ucma_modify_qp_rtr` moves it: INIT
-    /// again with the CM's access flags of the moment, then RTR with `responder_resources`
-    /// (`rdma_accept`'s, on the passive side) or else the CM's. Returns false when the QP
+    /// [`World::connection_attrs`]), as librdmacm's `ucma_modify_qp_rtr` and
+    /// `ucma_modify_qp_rts` move it: INIT again with the CM's access flags of the moment,
+    /// then RTR and RTS with `resources` (the responder resources and initiator depth of
+    /// `rdma_accept`'s REP, on the passive side) or else the CM's. Returns false when the QP
     /// could not be moved.
-    pub(crate) fn connect_qp(&mut self, id: IdKey, responder_resources: Option<u8>) -> bool {
+    pub(crate) fn connect_qp(&mut self, id: IdKey, resources: Option<(u8, u8)>) -> bool {
         let Some(q) = self.qp_of(id) else {
             return true; // no QP (the application drives its own)
         };
@@ -355,12 +356,14 @@ impl World {
             return false;
         };
         let access = self.cm_access(id);
-        let depth = responder_resources.unwrap_or_else(|| self.cm_responder_resources(id));
+        let (responder_resources, initiator_depth) =
+            resources.unwrap_or_else(|| self.cm_resources(id).unwrap_or_default());
         let qp = self.verbs.qps.get_mut(&q).expect("indexed QP");
         qp.peer = Some(c.peer);
         if let Some(rc) = qp.machine.as_rc() {
             rc.set_access(access.0);
-            rc.set_responder_resources(depth);
+            rc.set_responder_resources(responder_resources);
+            rc.set_initiator_depth(initiator_depth);
         }
         self.drive_qp(q, |m, _, out| m.connect(MIN_RNR_TIMER_0, c.params, out))
     }

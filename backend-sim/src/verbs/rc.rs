@@ -302,6 +302,29 @@ impl Marks {
     }
 }
 
+/// What an RC QP was made as, one bit each (one byte: the machine's size is watched,
+/// `storage_sizes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Traits(u8);
+
+impl Traits {
+    /// RC; without it UC (no acknowledgements, retries, RNR NAKs or RDMA reads).
+    const RELIABLE: u8 = 0x1;
+    /// Every send request is signalled (`sq_sig_all`).
+    const SIGNAL_ALL: u8 = 0x2;
+    /// Takes its receives from an SRQ: `rq` is the SRQ's, lent for each input
+    /// (`drive.rs`), and neither flushed nor discarded with the QP.
+    const SRQ: u8 = 0x4;
+
+    fn has(self, t: u8) -> bool {
+        self.0 & t != 0
+    }
+
+    fn with(self, t: u8, on: bool) -> Traits {
+        Traits(if on { self.0 | t } else { self.0 & !t })
+    }
+}
+
 /// The requester's timer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Timer {
@@ -313,10 +336,9 @@ enum Timer {
 /// One RC QP (or UC: `reliable` false).
 pub(crate) struct RcQp {
     state: QpState,
-    /// RC; false for UC (no acknowledgements, retries, RNR NAKs or RDMA reads).
-    reliable: bool,
+    /// What it was made as (RC or UC, every send signalled, an SRQ's).
+    traits: Traits,
     cap: QpCap,
-    sq_sig_all: bool,
     params: Option<RcParams>,
     sq: LazyDeque<SendEntry>,
     /// How many requests at the head of `sq` were transmitted.
@@ -334,9 +356,6 @@ pub(crate) struct RcQp {
     rnr_timer_ns: u32,
     /// Which driver runs it, where they differ.
     driver: Driver,
-    /// Takes its receives from an SRQ: `rq` is the SRQ's, lent for each input (`drive.rs`),
-    /// and neither flushed nor discarded with the QP.
-    srq: bool,
     /// Requests sit in the send queue that the device was never told of: posted before RTS,
     /// their post failed its doorbell ([`PostError::NotReady`]). rxe sends them with the
     /// next post's doorbell, not when the QP reaches RTS; siw never (see
@@ -352,6 +371,8 @@ pub(crate) struct RcQp {
     tcp_timer: TcpTimer,
     /// The remote operations the responder takes (see [`Rights`]).
     rights: Rights,
+    /// The initiator depth (`max_rd_atomic`, see [`RcQp::set_initiator_depth`]).
+    init_depth: u8,
 }
 
 /// What a QP's own attributes let a peer do to it, apart from any memory region's access:
@@ -420,9 +441,8 @@ impl RcQp {
     pub(crate) fn new(cap: QpCap, sq_sig_all: bool) -> Self {
         RcQp {
             state: QpState::Init,
-            reliable: true,
+            traits: Traits(Traits::RELIABLE).with(Traits::SIGNAL_ALL, sq_sig_all),
             cap,
-            sq_sig_all,
             params: None,
             sq: LazyDeque::default(),
             sent: 0,
@@ -435,12 +455,12 @@ impl RcQp {
             marks: Marks::default(),
             rnr_timer_ns: 0,
             driver: Driver::Hca,
-            srq: false,
             unannounced: false,
             named_rts: NamedRts::No,
             tcp_path: TcpPath::default(),
             tcp_timer: TcpTimer::default(),
             rights: Rights::default(),
+            init_depth: 0,
         }
     }
 
@@ -458,9 +478,26 @@ impl RcQp {
         self.rights = Rights(others | if depth > 0 { Rights::READ_DEPTH } else { 0 });
     }
 
+    /// Sets the initiator depth (`IBV_QP_MAX_QP_RD_ATOMIC`): how many RDMA reads the
+    /// requester has outstanding at once. rxe rounds it up to a power of two, 0 staying 0
+    /// (`rxe_qp_from_attr`), takes one credit as it first transmits a read and gives it back
+    /// as the read completes (`check_init_depth`, `rxe_comp.c`); with none left the send
+    /// queue waits at the read, everything behind it too. So a QP of depth 0 never sends a
+    /// read: it waits for ever, no completion (measured on rxe-6.1 and 6.12: the active side
+    /// of a connection the passive side accepted with `responder_resources` 0 gets
+    /// `max_rd_atomic` 0, and its read never completes). An InfiniBand HCA keeps the same
+    /// bound (IBA's initiator depth). siw bounds its reads by the ORD the MPA exchange
+    /// negotiated, not by this attribute: not modelled.
+    pub(crate) fn set_initiator_depth(&mut self, depth: u8) {
+        self.init_depth = match depth {
+            0 => 0,
+            d => d.checked_next_power_of_two().unwrap_or(u8::MAX),
+        };
+    }
+
     /// The same QP taking its receives from an SRQ (see [`RcQp::rq_mut`]), from its creation.
     pub(crate) fn use_srq(&mut self) {
-        self.srq = true;
+        self.traits = self.traits.with(Traits::SRQ, true);
     }
 
     /// The receive queue: on a QP with an SRQ, the world swaps the SRQ's receives in before
@@ -495,7 +532,7 @@ impl RcQp {
 
     /// The same QP as a UC one: unreliable (see the module's documentation).
     pub(crate) fn unreliable(mut self) -> Self {
-        self.reliable = false;
+        self.traits = self.traits.with(Traits::RELIABLE, false);
         self
     }
 
@@ -538,14 +575,19 @@ impl RcQp {
     /// Whether, as a responder, it answers requests (false: it drops them) and has no
     /// receive of its own posted (an SRQ's are apart).
     pub(crate) fn responds_without_receive(&self) -> bool {
-        self.reliable
+        self.is_reliable()
             && matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd)
             && self.rq.is_empty()
     }
 
     /// Whether it is RC (false: UC).
     pub(crate) fn is_reliable(&self) -> bool {
-        self.reliable
+        self.traits.has(Traits::RELIABLE)
+    }
+
+    /// Whether it takes its receives from an SRQ.
+    fn srq(&self) -> bool {
+        self.traits.has(Traits::SRQ)
     }
 
     /// The QP's capacities.
@@ -557,7 +599,7 @@ impl RcQp {
     #[cfg_attr(not(debug_assertions), allow(dead_code))]
     pub(crate) fn posted_sges(&self) -> impl Iterator<Item = &Sge> {
         let sends = self.sq.iter().flat_map(|e| e.sges.iter());
-        let own = (!self.srq).then_some(&self.rq);
+        let own = (!self.srq()).then_some(&self.rq);
         sends.chain(
             own.into_iter()
                 .flat_map(|rq| rq.iter().flat_map(|r| r.sges.iter())),
@@ -573,15 +615,16 @@ impl RcQp {
         for e in self.sq.drain(..) {
             sges.extend_from_slice(&e.sges);
         }
-        if !self.srq {
+        if !self.srq() {
             for r in self.rq.drain(..) {
                 sges.extend_from_slice(&r.sges);
             }
         }
         // The attributes outlive RESET (rxe keeps `qp->attr`).
-        let (reliable, driver, srq, rights) = (self.reliable, self.driver, self.srq, self.rights);
-        *self = RcQp::new(self.cap, self.sq_sig_all).in_reset();
-        (self.reliable, self.driver, self.srq, self.rights) = (reliable, driver, srq, rights);
+        let (traits, driver, rights, depth) =
+            (self.traits, self.driver, self.rights, self.init_depth);
+        *self = RcQp::new(self.cap, self.traits.has(Traits::SIGNAL_ALL)).in_reset();
+        (self.traits, self.driver, self.rights, self.init_depth) = (traits, driver, rights, depth);
         sges
     }
 
@@ -778,12 +821,12 @@ impl RcQp {
             }
         }
         self.sent = 0;
-        if self.srq && matches!(self.driver, Driver::Rxe | Driver::Hca) {
+        if self.srq() && matches!(self.driver, Driver::Rxe | Driver::Hca) {
             out.push(QpOutput::LastWqeReached);
         }
         // An SRQ's receives stay for the other QPs (rxe's `check_resource` in ERROR takes
         // none from an SRQ).
-        while let Some(r) = (!self.srq).then(|| self.rq.pop_front()).flatten() {
+        while let Some(r) = (!self.srq()).then(|| self.rq.pop_front()).flatten() {
             self.complete_recv(
                 r,
                 WcStatus::WR_FLUSH_ERR,
@@ -840,7 +883,7 @@ impl RcQp {
             self.complete_send(entry, WcStatus::WR_FLUSH_ERR, out);
             return Ok(());
         }
-        entry.signaled |= self.sq_sig_all;
+        entry.signaled |= self.traits.has(Traits::SIGNAL_ALL);
         self.sq.push_back(entry);
         if matches!(self.state, QpState::Reset | QpState::Init | QpState::Rtr) {
             self.unannounced = true;
@@ -912,14 +955,14 @@ impl RcQp {
             return; // not connected, in ERROR, or a responder left in error
         }
         if pkt.is_request() {
-            if self.reliable {
+            if self.is_reliable() {
                 self.respond(pkt, mem, out);
             } else {
                 self.receive_unreliably(pkt, mem, out);
             }
             return;
         }
-        if !self.reliable {
+        if !self.is_reliable() {
             return; // UC has no responses
         }
         match pkt.body {
@@ -945,7 +988,7 @@ impl RcQp {
             }
             return;
         }
-        if !self.reliable {
+        if !self.is_reliable() {
             self.pump_unreliable(out);
             return;
         }
@@ -958,6 +1001,9 @@ impl RcQp {
             }
             if self.sq[self.sent()].fence && self.read_outstanding() {
                 break; // a read's response lets it go (`acknowledge` pumps again)
+            }
+            if self.waits_for_read_credit(self.sent()) {
+                break; // an earlier read's completion lets it go (`acknowledge` pumps again)
             }
             let psn = self.next_psn;
             self.next_psn = psn_next(psn);
@@ -984,6 +1030,23 @@ impl RcQp {
         let unanswered =
             |e: &SendEntry| matches!(e.kind, SendKind::Read { .. }) && e.read.is_none();
         self.sq.iter().take(self.sent()).any(unanswered)
+    }
+
+    /// Whether the request at `i` is an RDMA read that finds the initiator depth used up by
+    /// the reads transmitted before it and not yet completed (see
+    /// [`RcQp::set_initiator_depth`]; siw's reads are not bounded here).
+    fn waits_for_read_credit(&self, i: usize) -> bool {
+        let is_read = |e: &SendEntry| matches!(e.kind, SendKind::Read { .. });
+        if self.driver == Driver::Siw || !is_read(&self.sq[i]) {
+            return false;
+        }
+        let holding = self
+            .sq
+            .iter()
+            .take(self.sent())
+            .filter(|e| is_read(e))
+            .count();
+        holding >= usize::from(self.init_depth)
     }
 
     /// UC's requester: transmits each request and completes it at once (nothing is ever
@@ -1419,7 +1482,7 @@ impl RcQp {
             return Err(self.rnr());
         };
         if data.len() as u64 > r.capacity() {
-            if !self.reliable {
+            if !self.is_reliable() {
                 return Err(Nak::InvalidRequest); // UC: dropped, the receive stays posted
             }
             let r = self.rq.pop_front().expect("checked");
@@ -1585,6 +1648,7 @@ mod tests {
     fn connected() -> RcQp {
         let mut qp = RcQp::new(QpCap::default(), true);
         qp.rights = Rights::ALL;
+        qp.set_initiator_depth(16);
         let mut out = Vec::new();
         assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
         assert!(out.is_empty());
@@ -1741,18 +1805,26 @@ mod tests {
         assert_eq!(statuses(&out), [(10, WcStatus::WR_FLUSH_ERR)]);
     }
 
+    fn read(wr_id: u64) -> SendEntry {
+        let kind = SendKind::Read {
+            addr: 0,
+            rkey: 1,
+            len: 4,
+        };
+        SendEntry::new(wr_id, kind, Arc::from(&[][..]), Sges::Many(Vec::new()))
+    }
+
+    fn read_response(psn: u32) -> Packet {
+        Packet {
+            psn,
+            body: Body::ReadResp { data: vec![7; 4] },
+        }
+    }
+
     /// A request behind a read leaves at once; a fenced one only once the read's response is
     /// in, and a fenced one behind no read at once.
     #[test]
     fn a_fenced_request_waits_for_the_reads_before_it() {
-        let read = |wr_id| {
-            let kind = SendKind::Read {
-                addr: 0,
-                rkey: 1,
-                len: 4,
-            };
-            SendEntry::new(wr_id, kind, Arc::from(&[][..]), Sges::Many(Vec::new()))
-        };
         let fenced = |wr_id| SendEntry {
             fence: true,
             ..send(wr_id, b"f")
@@ -1765,11 +1837,7 @@ mod tests {
         let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
         assert_eq!(psns, [0, 1], "the fenced request waits behind the read");
         out.clear();
-        let response = Packet {
-            psn: 0,
-            body: Body::ReadResp { data: vec![7; 4] },
-        };
-        qp.on_packet(response, &mut Open::default(), &mut out);
+        qp.on_packet(read_response(0), &mut Open::default(), &mut out);
         assert_eq!(statuses(&out), [(1, WcStatus::SUCCESS)]);
         let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
         assert_eq!(psns, [2], "the read's response lets it go");
@@ -1781,6 +1849,45 @@ mod tests {
             [3],
             "no read outstanding: no wait, sends unacknowledged or not"
         );
+    }
+
+    /// An initiator depth of 3 is rxe's 4: the fifth read, and the send behind it, wait
+    /// until the first read completes; a depth of 0 sends no read, nor anything behind it.
+    #[test]
+    fn reads_beyond_the_initiator_depth_wait_for_an_earlier_ones_completion() {
+        let mut qp = connected();
+        qp.set_initiator_depth(3);
+        let mut out = Vec::new();
+        for wr_id in 1..=5 {
+            qp.post_send(read(wr_id), &mut out).unwrap();
+        }
+        qp.post_send(send(6, b"a"), &mut out).unwrap();
+        let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+        assert_eq!(psns, [0, 1, 2, 3], "four reads hold the four credits");
+        out.clear();
+        qp.on_packet(read_response(0), &mut Open::default(), &mut out);
+        assert_eq!(statuses(&out), [(1, WcStatus::SUCCESS)]);
+        let psns: Vec<u32> = packets(&out).iter().map(|p| p.psn).collect();
+        assert_eq!(
+            psns,
+            [4, 5],
+            "the first read's credit sends the fifth, then the send"
+        );
+
+        let mut qp = connected();
+        qp.set_initiator_depth(0);
+        out.clear();
+        qp.post_send(read(1), &mut out).unwrap();
+        qp.post_send(send(2, b"a"), &mut out).unwrap();
+        assert!(packets(&out).is_empty(), "{out:?}");
+        let siw = |depth| {
+            let mut qp = siw_connected();
+            qp.set_initiator_depth(depth);
+            let mut out = Vec::new();
+            qp.post_send(read(1), &mut out).unwrap();
+            packets(&out).len()
+        };
+        assert_eq!(siw(0), 1, "siw's reads are not bounded by this attribute");
     }
 
     #[test]
