@@ -92,7 +92,7 @@ impl World {
         let mut queued: KeyMap<u64, u32> = KeyMap::default();
         let mut requests: KeyMap<u64, u64> = KeyMap::default();
         for (ck, c) in self.kernel.channels.iter_unordered() {
-            for q in &c.queue {
+            for q in c.queue.iter() {
                 *queued.entry(q.owner).or_default() += 1;
                 if q.info.kind == EventKind::ConnectRequest {
                     requests.insert(q.owner, *ck);

@@ -3,12 +3,13 @@
 //! The calls that change it are in `calls/`; the world ties it to the wire, the CM endpoints
 //! and the clock.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroU32;
 
 use cmtwin::{EventInfo, EventKind, PortSpace, QpType};
 
+use crate::chunked_queue::ChunkedQueue;
 use crate::store::{BoxedStore, KeyMap, OptKey, Store};
 use crate::topology::{DevKey, HostKey};
 
@@ -63,25 +64,17 @@ pub(crate) struct Channel {
     /// The simulated process (its group: a top-level process and the threads it spawned) that
     /// made the channel, which a crash of that process closes (`None`: made outside a run).
     pub owner: Option<usize>,
-    pub queue: VecDeque<Queued>,
+    pub queue: ChunkedQueue<Queued>,
     /// For the private channel of a synchronous id: that id.
     pub private_for: Option<IdKey>,
 }
 
 impl Channel {
-    /// A queue's capacity below which it is never shrunk.
-    const KEPT_CAPACITY: usize = 16;
-
-    /// Takes the oldest queued event. A queue drained below a quarter of its capacity gives
-    /// half of it back, so that the memory of a burst of events is not held once the burst
-    /// is fetched (each shrink moves fewer events than were fetched since the last one).
+    /// Takes the oldest queued event. The queue frees its chunks as they are fetched, so the
+    /// memory of a burst of events is not held once the burst is fetched.
+    #[inline]
     pub(crate) fn pop(&mut self) -> Option<Queued> {
-        let event = self.queue.pop_front()?;
-        let capacity = self.queue.capacity();
-        if capacity > Self::KEPT_CAPACITY && self.queue.len() < capacity / 4 {
-            self.queue.shrink_to(capacity / 2);
-        }
-        Some(event)
+        self.queue.pop_front()
     }
 }
 

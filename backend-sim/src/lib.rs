@@ -115,6 +115,7 @@
 
 mod backend;
 mod calls;
+mod chunked_queue;
 mod cm;
 mod config;
 mod diagram;

@@ -7,6 +7,7 @@
 
 pub mod cpu;
 pub mod lifecycle;
+mod lifecycle_tables;
 pub mod messages;
 pub mod switch;
 pub mod topology;

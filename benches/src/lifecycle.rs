@@ -14,9 +14,8 @@
 //! backlog, not the engine. The window is a few microseconds of virtual time long, timewait two
 //! seconds, so all `n` connections still exist at once.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Duration;
 
 use cmtwin::{
@@ -25,6 +24,7 @@ use cmtwin::{
 };
 use cmtwin_sim::{Fabric, SimBackend};
 
+use crate::lifecycle_tables::{ByHost, Owners};
 use crate::topology::{client_name, server_addr, CLIENT_HOSTS};
 
 /// Connect requests in flight (sent, not yet taken by the server) at most.
@@ -150,35 +150,6 @@ impl From<CmError> for LifecycleError {
     }
 }
 
-/// Hashes an (endpoint, id) key in one multiply: the driver's lookups must cost next to nothing
-/// beside the engine's work.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(u64::from(*b));
-        }
-    }
-
-    fn write_u8(&mut self, v: u8) {
-        self.write_u64(u64::from(v));
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-/// Ids to connection numbers, keyed by (endpoint, id): endpoint 0 is the server, `k + 1` client
-/// host `k`.
-type Owners = HashMap<(u8, IdHandle), u32, BuildHasherDefault<KeyHasher>>;
-
 /// Bits of `Conn::established` and `Conn::destroyed`.
 const CLIENT: u8 = 1;
 const SERVER: u8 = 2;
@@ -205,7 +176,9 @@ struct Driver<'f, 'p> {
     server: Endpoint,
     listener: IdHandle,
     clients: Vec<Endpoint>,
-    conns: Vec<Conn>,
+    conns: ByHost<Conn>,
+    /// Ids to connection numbers, by (endpoint, id): endpoint 0 is the server, `k + 1` client
+    /// host `k`.
     owners: Owners,
     /// Connections whose route is resolved, waiting for a window slot to connect.
     to_connect: VecDeque<u32>,
@@ -267,8 +240,14 @@ impl<'f, 'p> Driver<'f, 'p> {
             server,
             listener,
             clients,
-            conns: vec![Conn::default(); n],
-            owners: Owners::with_capacity_and_hasher(2 * n, Default::default()),
+            conns: ByHost::new(n, CLIENT_HOSTS),
+            owners: Owners::new(CLIENT_HOSTS + 1, |endpoint| {
+                if endpoint == 0 {
+                    n
+                } else {
+                    n.div_ceil(CLIENT_HOSTS)
+                }
+            }),
             to_connect: VecDeque::with_capacity(n),
             connects_in_flight: 0,
             parked,
@@ -290,7 +269,7 @@ impl<'f, 'p> Driver<'f, 'p> {
             c.cm.create_id(Some(c.channel), conn as u64, PortSpace::TCP)?;
         c.cm.resolve_addr(id, None, server_addr(), RESOLVE_TIMEOUT)?;
         self.conns[conn].client = Some(id);
-        self.owners.insert((k as u8 + 1, id), conn as u32);
+        self.owners.insert(k as u8 + 1, id, conn as u32);
         Ok(())
     }
 
@@ -359,8 +338,8 @@ impl<'f, 'p> Driver<'f, 'p> {
             let endpoint = client.map_or(0, |k| k as u8 + 1);
             let conn = match conn_from_request {
                 Some(conn) if conn < self.conns.len() => conn,
-                _ => match self.owners.get(&(endpoint, id)) {
-                    Some(conn) => *conn as usize,
+                _ => match self.owners.get(endpoint, id) {
+                    Some(conn) => conn as usize,
                     None => return Err(LifecycleError::UnknownId { side, id, kind }),
                 },
             };
@@ -411,7 +390,7 @@ impl<'f, 'p> Driver<'f, 'p> {
                 }
                 self.connects_in_flight -= 1;
                 self.conns[conn].child = Some(id);
-                self.owners.insert((0, id), conn as u32);
+                self.owners.insert(0, id, conn as u32);
                 cm.create_qp(id, &QpInitAttr::new(QpType::Rc))?;
                 cm.accept(id, Some(&ConnParam::default()))?;
             }

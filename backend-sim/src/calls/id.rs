@@ -180,17 +180,14 @@ impl World {
         }
         let old = self.id(key).channel;
         // The id's queued events move with it, appended in order (§12.4).
-        let mut moved = Vec::new();
-        let q = &mut self.kernel.channels.get_mut(&old).expect("channel").queue;
-        let mut i = 0;
-        while i < q.len() {
-            // The id's own events and, for a listener, the requests counted against it.
-            if q[i].counted_against == key {
-                moved.push(q.remove(i).expect("index in range"));
-            } else {
-                i += 1;
-            }
-        }
+        // The id's own events and, for a listener, the requests counted against it.
+        let moved = self
+            .kernel
+            .channels
+            .get_mut(&old)
+            .expect("channel")
+            .queue
+            .take_where(|q| q.counted_against == key);
         for q in &moved {
             if q.info.kind == cmtwin::EventKind::ConnectRequest {
                 self.id_mut(q.owner).request_queued_on = OptKey::some(target);
