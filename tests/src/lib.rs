@@ -44,6 +44,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod atomics;
 pub mod bed;
 pub mod bed_id;
 pub mod bed_verbs;
