@@ -216,3 +216,32 @@ fn a_fenced_request_waits_for_the_atomic_before_it() {
         assert_eq!(c.now() - t0, done, "fence {fence}");
     }
 }
+
+/// rxe's requester leaves an atomic's entries alone until its completer writes the value
+/// before into them (`do_atomic`): an entry the QP may not write (a region without
+/// LOCAL_WRITE) fails only then, LOC_PROT_ERR a round trip after the post and the QP in
+/// ERROR, while the peer has executed the atomic (read in rxe_comp.c, not measured).
+#[test]
+fn an_entry_that_cannot_take_the_value_before_fails_after_the_peer_executed() {
+    let bed = bed(10, Transport::Roce);
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connect(s, c, addr(7609));
+    let target = words_region(s, conn.server.pd, &[5], atomic_target());
+    let sink = region(c, conn.client.pd, 8, b'.', AccessFlags::NONE);
+    let t0 = c.now();
+    let wc = post_atomic(
+        c,
+        &conn,
+        1,
+        fetch_add(target.addr, target.rkey, 3),
+        sink.sge(0, 8),
+    );
+    assert_eq!(c.now() - t0, 10 * US);
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::LOC_PROT_ERR));
+    assert_eq!(word_at(s, &target, 0), 8, "executed at the peer");
+    assert_eq!(word_at(c, &sink, 0), u64::from_ne_bytes([b'.'; 8]));
+    assert_eq!(
+        ok(c.query_qp_state(conn.client.qp), "query"),
+        QpState::Error
+    );
+}

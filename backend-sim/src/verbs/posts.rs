@@ -135,7 +135,8 @@ impl World {
     }
 
     /// The machine's request for `wr` on a QP of `dev`, `pd` and capacities `cap`: its bytes
-    /// gathered (a read's target checked), a bad key or range noted as its LOC_PROT_ERR;
+    /// gathered (a read's target checked; an atomic's only when its response lands), a bad
+    /// key or range noted as its LOC_PROT_ERR;
     /// EINVAL for what the QP cannot take at all.
     fn send_entry(
         &self,
@@ -179,10 +180,10 @@ impl World {
             check_atomic(addr, total_len(sges))?;
         }
         let (kind, data, fault) = match kind {
-            SendKind::Atomic { .. } => {
-                let ok = self.sges_valid(dev, pd, sges, AccessFlags::LOCAL_WRITE);
-                (kind, Vec::new(), !ok)
-            }
+            // rxe's requester does not touch an atomic's entries: its completer writes the
+            // value before into them once the response is in, so a bad entry is found only
+            // then (LOC_PROT_ERR, after the peer executed it: `RcQp::atomic_response`).
+            SendKind::Atomic { .. } => (kind, Vec::new(), false),
             SendKind::Read { addr, rkey, .. } => {
                 let len = total_len(sges) as u32;
                 let ok = self.sges_valid(dev, pd, sges, AccessFlags::LOCAL_WRITE);
