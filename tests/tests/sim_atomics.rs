@@ -82,16 +82,6 @@ fn a_region_without_remote_atomic_refuses_with_a_remote_access_error() {
     );
 }
 
-#[test]
-fn a_qp_accepted_without_responder_resources_refuses_atomics() {
-    let bed = bed(5, Transport::Roce);
-    an_atomic_to_a_qp_without_atomic_rights_is_an_invalid_request(
-        bed.server(),
-        bed.client(),
-        addr(7604),
-    );
-}
-
 /// The simulator's iWARP devices are siw: EINVAL at post, as libsiw answers.
 #[test]
 fn siw_refuses_atomics_at_post_time() {
