@@ -1674,3 +1674,17 @@ mod vec_helpers_ud {
         assert!(after < STEP);
     }
 }
+
+/// The shared atomics scenarios (tests/src/atomics.rs) on rxe: compare and swap and fetch and
+/// add with their values before, librxe's EINVAL for short entries and a misaligned address,
+/// REM_ACCESS_ERR for a region without REMOTE_ATOMIC.
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-RoCE VM"]
+fn atomics_follow_the_shared_scenarios() {
+    use cmtwin_tests::atomics;
+    let (s, c) = backends();
+    let conn = atomics::compare_swap_and_fetch_add_return_the_value_before(&s, &c, addr());
+    teardown(&s, &c, conn);
+    atomics::short_or_misaligned_atomics_are_einval(&s, &c, addr());
+    atomics::an_atomic_on_a_region_without_remote_atomic_is_a_remote_access_error(&s, &c, addr());
+}

@@ -175,3 +175,12 @@ fn siw_data_path_a_send_posted_before_rts_wedges_the_send_queue() {
     let o = send_posted_before_rts(&s, &c, addr());
     check_data_path("send posted before RTS", &o, EARLY_SEND_ON_SIW_6_12);
 }
+
+/// siw has no atomics: libsiw refuses both with EINVAL at post time, queuing nothing (the
+/// shared scenario of tests/src/atomics.rs).
+#[test]
+#[ignore = "needs RDMA: run inside the Soft-iWARP VM"]
+fn siw_refuses_atomics_at_post_time() {
+    let (s, c) = (VerbsBackend::new(), VerbsBackend::new());
+    cmtwin_tests::atomics::siw_refuses_atomics(&s, &c, addr());
+}

@@ -39,11 +39,14 @@
 //!   `tests/sim_model.rs` and `tests/verbs_model.rs`: the CM model on the simulator (RoCE,
 //!   InfiniBand, iWARP) and on real librdmacm;
 //!   `tests/sim_datapath.rs`: the verbs data path on the simulator;
+//!   `tests/sim_atomics.rs`: RDMA atomics on the simulator (the shared scenarios of
+//!   [`atomics`], which the rxe and siw beds run in backend-verbs' data path tests);
 //!   `tests/sim_rpc.rs`: the key-value RPC under seeded faults, 1000 seeds (example:
 //!   `tests/examples/request_response.rs`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod atomics;
 pub mod bed;
 pub mod bed_id;
 pub mod bed_verbs;

@@ -1225,22 +1225,29 @@ fn cmtime_connects_and_disconnects_a_hundred_ids_without_qps() {
 // ----- rdma_init_qp_attr's values, as cmtime and the external-QP flow take them -------------
 
 /// What `init_qp_attr` gives for INIT (access), RTR (max_dest_rd_atomic) and RTS
-/// (max_rd_atomic) on each side of a connection whose both sides offer `resources`
-/// responder resources and initiator depth, as rxe-6.1 gave them (measured: access 0x0 before
+/// (max_rd_atomic) on each side of a connection whose client offers `client` and server
+/// `server` (responder resources, initiator depth), with the resources the CONNECT_REQUEST
+/// and CONNECT_RESPONSE show, as rxe-6.1 gave them (measured: access 0x0 before
 /// rdma_connect, 0xe with resources, 0x2 without; the resources in RTR and RTS).
-fn qp_attrs_seen(seed: u64, resources: u8) -> (Vec<String>, Vec<String>) {
+fn qp_attrs_seen(seed: u64, client: (u8, u8), server: (u8, u8)) -> (Vec<String>, Vec<String>) {
     let fabric = fabric(seed, Transport::Roce);
     let param = ConnParam {
-        responder_resources: resources,
-        initiator_depth: resources,
+        responder_resources: client.0,
+        initiator_depth: client.1,
         retry_count: 7,
         rnr_retry_count: 7,
         qp_num: 1234,
         ..ConnParam::default()
     };
     let server_param = ConnParam {
+        responder_resources: server.0,
+        initiator_depth: server.1,
         qp_num: 4321,
         ..param.clone()
+    };
+    let resources = |e: &EventInfo| {
+        let c = e.conn().expect("a connection's event");
+        format!("(rr {} id {})", c.responder_resources, c.initiator_depth)
     };
     let show = |cm: &SimBackend, log: &Log, what: &str, id: IdHandle| -> Result<()> {
         let init = cm.init_qp_attr(id, QpState::Init)?.access;
@@ -1259,8 +1266,9 @@ fn qp_attrs_seen(seed: u64, resources: u8) -> (Vec<String>, Vec<String>) {
     let server = move |cm: &SimBackend, sync: &Sync2, log: &Log| -> Result<()> {
         let (channel, _listen) = listener(cm, PortSpace::TCP)?;
         sync.wait()?;
-        let child = expect(cm, channel, EventKind::ConnectRequest)?.id;
-        show(cm, log, "request", child)?;
+        let request = expect(cm, channel, EventKind::ConnectRequest)?;
+        let child = request.id;
+        show(cm, log, &format!("request {}", resources(&request)), child)?;
         cm.accept(child, Some(&server_param))?;
         show(cm, log, "accepted", child)?;
         sync.wait()
@@ -1276,8 +1284,8 @@ fn qp_attrs_seen(seed: u64, resources: u8) -> (Vec<String>, Vec<String>) {
         sync.wait()?;
         cm.connect(id, Some(&param))?;
         show(cm, log, "req sent", id)?;
-        expect(cm, channel, EventKind::ConnectResponse)?;
-        show(cm, log, "response", id)?;
+        let response = expect(cm, channel, EventKind::ConnectResponse)?;
+        show(cm, log, &format!("response {}", resources(&response)), id)?;
         sync.wait()
     };
     run_pair(&fabric, server, client)
@@ -1285,11 +1293,11 @@ fn qp_attrs_seen(seed: u64, resources: u8) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn init_qp_attr_gives_the_cms_access_and_read_depths() {
-    let (s, c) = qp_attrs_seen(13, 1);
+    let (s, c) = qp_attrs_seen(13, (1, 1), (1, 1));
     assert_eq!(
         s,
         [
-            "1.015ms request: access 0xe rtr Some(1) rts Some(1)",
+            "1.015ms request (rr 1 id 1): access 0xe rtr Some(1) rts Some(1)",
             "1.015ms accepted: access 0xe rtr Some(1) rts Some(1)"
         ]
     );
@@ -1299,14 +1307,14 @@ fn init_qp_attr_gives_the_cms_access_and_read_depths() {
         [
             "1.01ms route: access 0x0 rtr None rts None",
             "1.01ms req sent: access 0xe rtr None rts None",
-            "1.02ms response: access 0xe rtr Some(1) rts Some(1)"
+            "1.02ms response (rr 1 id 1): access 0xe rtr Some(1) rts Some(1)"
         ]
     );
-    let (s, c) = qp_attrs_seen(14, 0);
+    let (s, c) = qp_attrs_seen(14, (0, 0), (0, 0));
     assert_eq!(
         s,
         [
-            "1.015ms request: access 0x2 rtr Some(0) rts Some(0)",
+            "1.015ms request (rr 0 id 0): access 0x2 rtr Some(0) rts Some(0)",
             "1.015ms accepted: access 0x2 rtr Some(0) rts Some(0)"
         ]
     );
@@ -1315,7 +1323,69 @@ fn init_qp_attr_gives_the_cms_access_and_read_depths() {
         [
             "1.01ms route: access 0x0 rtr None rts None",
             "1.01ms req sent: access 0x2 rtr None rts None",
-            "1.02ms response: access 0x2 rtr Some(0) rts Some(0)"
+            "1.02ms response (rr 0 id 0): access 0x2 rtr Some(0) rts Some(0)"
         ]
     );
+}
+
+/// Responder resources and initiator depth, as a side offers them.
+type Offer = (u8, u8);
+
+/// Each side's QP takes its own responder resources (RTR) and initiator depth (RTS), the
+/// active side's from the REP as the CONNECT_RESPONSE shows them (already its own side's:
+/// the peer's responder resources are its initiator depth), an accept's explicit values not
+/// bounded by the request's, RDMA_MAX_RESP_RES the request's (or the device's 128).
+/// Measured on rxe-6.1 with a C probe (every RTR and RTS value after the response and after
+/// the accept, the RTR value on the request, and the events' resources, for these four
+/// offers); the passive RTS value before the accept is read (cm.c's `initiator_depth`).
+#[test]
+fn init_qp_attr_gives_each_side_its_own_resources_when_the_offers_differ() {
+    let max = cmtwin::RDMA_MAX_RESP_RES;
+    let cases: [(Offer, Offer, [&str; 2], &str); 4] = [
+        (
+            (3, 5),
+            (2, 1),
+            [
+                "1.015ms request (rr 5 id 3): access 0xe rtr Some(5) rts Some(3)",
+                "1.015ms accepted: access 0xe rtr Some(2) rts Some(1)",
+            ],
+            "1.02ms response (rr 1 id 2): access 0xe rtr Some(1) rts Some(2)",
+        ),
+        (
+            (max, max),
+            (0, max),
+            [
+                "1.015ms request (rr 128 id 128): access 0xe rtr Some(128) rts Some(128)",
+                "1.015ms accepted: access 0x2 rtr Some(0) rts Some(128)",
+            ],
+            "1.02ms response (rr 128 id 0): access 0xe rtr Some(128) rts Some(0)",
+        ),
+        (
+            (4, 2),
+            (max, max),
+            [
+                "1.015ms request (rr 2 id 4): access 0xe rtr Some(2) rts Some(4)",
+                "1.015ms accepted: access 0xe rtr Some(2) rts Some(4)",
+            ],
+            "1.02ms response (rr 4 id 2): access 0xe rtr Some(4) rts Some(2)",
+        ),
+        (
+            (1, 6),
+            (7, 2),
+            [
+                "1.015ms request (rr 6 id 1): access 0xe rtr Some(6) rts Some(1)",
+                "1.015ms accepted: access 0xe rtr Some(7) rts Some(2)",
+            ],
+            "1.02ms response (rr 2 id 7): access 0xe rtr Some(2) rts Some(7)",
+        ),
+    ];
+    for (seed, (client, server, want_server, want_client)) in (20..).zip(cases) {
+        let (s, c) = qp_attrs_seen(seed, client, server);
+        assert_eq!(s, want_server, "{client:?} {server:?}");
+        assert_eq!(
+            c.last().map(String::as_str),
+            Some(want_client),
+            "{client:?} {server:?}"
+        );
+    }
 }

@@ -5,6 +5,9 @@
 use cmtwin::verbs::{AccessFlags, Sge, WcStatus, WorkCompletion};
 use cmtwin::AsyncEvent;
 
+use std::collections::VecDeque;
+
+use super::packet::{AtomicOp, Nak};
 use super::rc::{Memory, QpOutput, Queue};
 use super::{Mr, ObjKey, QpMachine, Verbs, VerbsAction, VerbsAsyncEvent};
 use crate::config::KernelProfile;
@@ -12,12 +15,20 @@ use crate::engine::timeline::SimTime;
 use crate::store::Store;
 use crate::world::{Action, DevKey, World};
 
-/// The regions of one device and PD, as an RC machine reaches them.
+/// How many atomic results a responder keeps for duplicates: rxe keeps one per responder
+/// resource (`max_dest_rd_atomic`, at most its `max_qp_rd_atom`, 128, shared with reads);
+/// the model keeps the last 128 whatever the QP's resources.
+const KEPT_ATOMIC_RESULTS: usize = 128;
+
+/// The regions of one device and PD, as an RC machine reaches them, and the QP's kept atomic
+/// results.
 struct RegionMemory<'a> {
     mrs: &'a mut Store<Mr>,
     by_key: &'a std::collections::BTreeMap<(DevKey, u32), ObjKey>,
     dev: DevKey,
     pd: ObjKey,
+    results: &'a mut std::collections::BTreeMap<ObjKey, VecDeque<(u32, u64)>>,
+    qp: ObjKey,
 }
 
 impl RegionMemory<'_> {
@@ -76,6 +87,33 @@ impl Memory for RegionMemory<'_> {
     fn has_key(&self, key: u32) -> bool {
         self.by_key.contains_key(&(self.dev, key))
     }
+
+    fn remote_atomic(&mut self, rkey: u32, addr: u64, op: AtomicOp) -> Result<u64, Nak> {
+        let (mr, off) = self
+            .find(rkey, addr, 8, AccessFlags::REMOTE_ATOMIC)
+            .ok_or(Nak::RemoteAccess)?;
+        if addr % 8 != 0 {
+            return Err(Nak::InvalidRequest);
+        }
+        let word: &mut [u8; 8] = (&mut mr.buf[off..off + 8]).try_into().expect("8 bytes");
+        let old = u64::from_ne_bytes(*word);
+        *word = op.apply(old).to_ne_bytes();
+        Ok(old)
+    }
+
+    fn keep_atomic_result(&mut self, psn: u32, orig: u64) {
+        let kept = self.results.entry(self.qp).or_default();
+        kept.retain(|k| k.0 != psn);
+        if kept.len() == KEPT_ATOMIC_RESULTS {
+            kept.pop_front();
+        }
+        kept.push_back((psn, orig));
+    }
+
+    fn atomic_result(&self, psn: u32) -> Option<u64> {
+        let kept = self.results.get(&self.qp)?;
+        kept.iter().rev().find(|k| k.0 == psn).map(|k| k.1)
+    }
 }
 
 impl World {
@@ -95,6 +133,7 @@ impl World {
                 mr_by_key,
                 srqs,
                 srq_of_qp,
+                atomic_results,
                 ..
             } = &mut self.verbs;
             let qp = qps.get_mut(&q).expect("live QP");
@@ -103,6 +142,8 @@ impl World {
                 by_key: mr_by_key,
                 dev: qp.dev,
                 pd: qp.pd,
+                results: atomic_results,
+                qp: q,
             };
             let srq = srq_of_qp
                 .get(&q)

@@ -45,6 +45,27 @@ pub(crate) enum Nak {
     RemoteOp,
 }
 
+/// The operation of an atomic request, on the responder's 8 bytes taken as a native-endian
+/// u64 (rxe's `rxe_mr_do_atomic_op` works on the page's u64 in CPU order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AtomicOp {
+    /// Compare and swap: the value becomes `swap` if it equals `compare`.
+    CmpSwap { compare: u64, swap: u64 },
+    /// Fetch and add: `add` is added, wrapping.
+    FetchAdd { add: u64 },
+}
+
+impl AtomicOp {
+    /// The value `old` becomes.
+    pub(crate) fn apply(self, old: u64) -> u64 {
+        match self {
+            AtomicOp::CmpSwap { compare, swap } if old == compare => swap,
+            AtomicOp::CmpSwap { .. } => old,
+            AtomicOp::FetchAdd { add } => old.wrapping_add(add),
+        }
+    }
+}
+
 /// What a packet carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Body {
@@ -64,8 +85,13 @@ pub(crate) enum Body {
     },
     /// An RDMA read request.
     ReadReq { addr: u64, rkey: u32, len: u32 },
+    /// An atomic request on the 8 bytes at `addr`.
+    AtomicReq { addr: u64, rkey: u32, op: AtomicOp },
     /// Acknowledges every request up to the packet's PSN.
     Ack,
+    /// The value before of the atomic of the packet's PSN (acknowledging it and those
+    /// before: InfiniBand's ATOMIC ACKNOWLEDGE).
+    AtomicResp { orig: u64 },
     /// The bytes of the RDMA read of the packet's PSN (acknowledging it and those before).
     ReadResp { data: Vec<u8> },
     /// Refuses the request of the packet's PSN (acknowledging those before).
@@ -87,7 +113,7 @@ impl Packet {
     pub(crate) fn is_request(&self) -> bool {
         matches!(
             self.body,
-            Body::Send { .. } | Body::Write { .. } | Body::ReadReq { .. }
+            Body::Send { .. } | Body::Write { .. } | Body::ReadReq { .. } | Body::AtomicReq { .. }
         )
     }
 }
@@ -121,7 +147,19 @@ impl fmt::Display for Packet {
                 f,
                 "RDMA_READ_REQ psn {psn} {len} bytes at {addr:#x} rkey {rkey:#x}"
             ),
+            Body::AtomicReq { addr, rkey, op } => match op {
+                AtomicOp::CmpSwap { compare, swap } => write!(
+                    f,
+                    "CMP_SWAP psn {psn} at {addr:#x} rkey {rkey:#x} compare {compare:#x} \
+                     swap {swap:#x}"
+                ),
+                AtomicOp::FetchAdd { add } => write!(
+                    f,
+                    "FETCH_ADD psn {psn} at {addr:#x} rkey {rkey:#x} add {add:#x}"
+                ),
+            },
             Body::Ack => write!(f, "ACK psn {psn}"),
+            Body::AtomicResp { orig } => write!(f, "ATOMIC_ACK psn {psn} orig {orig:#x}"),
             Body::ReadResp { data } => write!(f, "RDMA_READ_RESP psn {psn} {} bytes", data.len()),
             Body::Nak(nak) => write!(f, "NAK psn {psn} {nak:?}"),
             Body::TcpReset => write!(f, "TCP_RST"),
@@ -133,6 +171,17 @@ impl fmt::Display for Packet {
 mod tests {
     use super::*;
     use std::cmp::Ordering;
+
+    #[test]
+    fn atomics_compare_swap_or_add_wrapping() {
+        let cas = AtomicOp::CmpSwap {
+            compare: 5,
+            swap: 9,
+        };
+        assert_eq!((cas.apply(5), cas.apply(6)), (9, 6));
+        let faa = AtomicOp::FetchAdd { add: 3 };
+        assert_eq!((faa.apply(4), faa.apply(u64::MAX)), (7, 2));
+    }
 
     #[test]
     fn psns_compare_across_the_wrap() {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use cmtwin::verbs::{AccessFlags, Payload, RecvWr, SendOp, SendWr, Sge, UdDest, WcStatus};
 use cmtwin::{Call, CmError, Errno, QpHandle, Result};
 
+use super::packet::AtomicOp;
 use super::rc::{PostError, RecvEntry, SendEntry, SendKind, Sges};
 use super::ud::{UdSendEntry, UdTarget};
 use super::{Mr, ObjKey};
@@ -50,6 +51,12 @@ impl World {
                 return Err(CmError::new(call, Errno::EINVAL, why));
             }
             (false, None) => {}
+        }
+        if wr.op.is_atomic() && qp.machine.is_siw() {
+            // libsiw maps neither atomic opcode to one of siw's and refuses the request
+            // before it reaches the ring (siw's query_device reports atomic_cap NONE).
+            let why = format!("{:?}: siw has no atomic operations", wr.op);
+            return Err(CmError::new(call, Errno::EINVAL, why));
         }
         let mut entry = self.send_entry(wr, dev, pd, &cap)?;
         entry.signaled = wr.signaled;
@@ -128,7 +135,8 @@ impl World {
     }
 
     /// The machine's request for `wr` on a QP of `dev`, `pd` and capacities `cap`: its bytes
-    /// gathered (a read's target checked), a bad key or range noted as its LOC_PROT_ERR;
+    /// gathered (a read's target checked; an atomic's only when its response lands), a bad
+    /// key or range noted as its LOC_PROT_ERR;
     /// EINVAL for what the QP cannot take at all.
     fn send_entry(
         &self,
@@ -142,6 +150,9 @@ impl World {
         let read = matches!(kind, SendKind::Read { .. });
         let sges = match wr.payload {
             Payload::Inline(_) if read => return refuse("an RDMA read cannot be inline".into()),
+            Payload::Inline(_) if kind.awaits_response() => {
+                return refuse("an atomic cannot be inline".into())
+            }
             Payload::Inline(bytes) if bytes.len() > cap.max_inline_data as usize => {
                 let max = cap.max_inline_data;
                 return refuse(format!(
@@ -165,7 +176,14 @@ impl World {
             }
             Payload::Sges(sges) => sges,
         };
+        if let SendKind::Atomic { addr, .. } = kind {
+            check_atomic(addr, total_len(sges))?;
+        }
         let (kind, data, fault) = match kind {
+            // rxe's requester does not touch an atomic's entries: its completer writes the
+            // value before into them once the response is in, so a bad entry is found only
+            // then (LOC_PROT_ERR, after the peer executed it: `RcQp::atomic_response`).
+            SendKind::Atomic { .. } => (kind, Vec::new(), false),
             SendKind::Read { addr, rkey, .. } => {
                 let len = total_len(sges) as u32;
                 let ok = self.sges_valid(dev, pd, sges, AccessFlags::LOCAL_WRITE);
@@ -351,7 +369,44 @@ fn send_kind(wr: &SendWr<'_>) -> SendKind {
             rkey,
             len: 0,
         },
+        SendOp::AtomicCmpAndSwp {
+            remote_addr,
+            rkey,
+            compare_add,
+            swap,
+        } => SendKind::Atomic {
+            addr: remote_addr,
+            rkey,
+            op: AtomicOp::CmpSwap {
+                compare: compare_add,
+                swap,
+            },
+        },
+        SendOp::AtomicFetchAndAdd {
+            remote_addr,
+            rkey,
+            compare_add,
+        } => SendKind::Atomic {
+            addr: remote_addr,
+            rkey,
+            op: AtomicOp::FetchAdd { add: compare_add },
+        },
     }
+}
+
+/// librxe's post-time checks of an atomic at `remote_addr` into entries of `len` bytes
+/// together: EINVAL below 8 bytes or for an address not 8-byte aligned (its
+/// `validate_send_wr`; longer entries are taken, the value before landing in their first 8
+/// bytes).
+fn check_atomic(remote_addr: u64, len: u64) -> Result<()> {
+    let why = if len < 8 {
+        format!("an atomic's entries hold {len} bytes, fewer than its 8")
+    } else if remote_addr % 8 != 0 {
+        format!("an atomic's remote_addr {remote_addr:#x} is not 8-byte aligned")
+    } else {
+        return Ok(());
+    };
+    Err(CmError::new(Call::PostSend, Errno::EINVAL, why))
 }
 
 /// The errno of a refused post.

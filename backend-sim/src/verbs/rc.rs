@@ -6,7 +6,8 @@
 //!
 //! The model of InfiniBand RC: requests carry PSNs (from 0, 24-bit, wrapping) and are
 //! executed by the responder exactly once and in order; a duplicate is acknowledged again (a
-//! duplicate read is executed again); a request beyond the expected PSN is dropped and
+//! duplicate read is executed again, a duplicate atomic answered with the value before the
+//! responder kept when it executed it, [`Memory::keep_atomic_result`]); a request beyond the expected PSN is dropped and
 //! recovered by the requester's retransmission. The requester keeps one timer: a transport
 //! timeout of 4.096 µs × 2^timeout (0: never), on which it resends everything unacknowledged
 //! (go-back-N) up to `retry_count` times before completing the oldest request with
@@ -48,10 +49,10 @@
 //! * no COMM_EST: siw moves the QP to RTS itself as MPA completes.
 //!
 //! UC (`IBV_QPT_UC`) is the same machine without the reliability, as rxe runs it:
-//! * the requester has no UC opcode for an RDMA read (`next_opcode` in rxe_req.c knows UC
-//!   sends and writes only; rxe_opcode.c gives reads and atomics no UC mask): the post is
-//!   taken (librxe checks no opcode against the QP type), and when the requester reaches
-//!   the read it completes it with LOC_QP_OP_ERR and moves the QP to ERROR (`rxe_requester`'s
+//! * the requester has no UC opcode for an RDMA read or atomic (`next_opcode` in rxe_req.c
+//!   knows UC sends and writes only; rxe_opcode.c gives reads and atomics no UC mask): the
+//!   post is taken (librxe checks no opcode against the QP type), and when the requester
+//!   reaches the read or atomic it completes it with LOC_QP_OP_ERR and moves the QP to ERROR (`rxe_requester`'s
 //!   error path), flushing what follows;
 //! * a request completes SUCCESS as soon as it is transmitted (`rxe_xmit_packet` marks a
 //!   non-RC request done when its last packet is sent): no ACK, no timer, no retry, so a
@@ -73,7 +74,7 @@ use std::time::Duration;
 use cmtwin::verbs::{QpState, Sge, WcOpcode, WcStatus, WorkCompletion};
 use cmtwin::QpCap;
 
-use super::packet::{psn_cmp, psn_next, psn_prev, Body, Nak, Packet, PSN_MASK};
+use super::packet::{psn_cmp, psn_next, psn_prev, AtomicOp, Body, Nak, Packet, PSN_MASK};
 
 /// The memory a responder and a completing read place bytes in (the world's regions).
 pub(crate) trait Memory {
@@ -85,6 +86,17 @@ pub(crate) trait Memory {
     fn remote_read(&mut self, rkey: u32, addr: u64, len: u32) -> Option<Vec<u8>>;
     /// Whether `key` names a region of the device (whatever its range, access or PD).
     fn has_key(&self, key: u32) -> bool;
+    /// A peer's atomic `op` on the 8 bytes at `addr` under `rkey`: their value before, or
+    /// the refusal: a bad rkey, range or access (no `REMOTE_ATOMIC`) is a remote access
+    /// error, checked first (rxe's `check_rkey`); an address not 8-byte aligned then an
+    /// invalid request (rxe's `RESPST_ERR_MISALIGNED_ATOMIC`, class C).
+    fn remote_atomic(&mut self, rkey: u32, addr: u64, op: AtomicOp) -> Result<u64, Nak>;
+    /// Keeps the value before of the atomic this QP's responder executed at `psn`, for a
+    /// duplicate of it to be answered with (rxe's responder resources). The world holds them,
+    /// not the machine, whose size is watched (`storage_sizes`).
+    fn keep_atomic_result(&mut self, psn: u32, orig: u64);
+    /// The value kept for the atomic executed at `psn`, if still kept.
+    fn atomic_result(&self, psn: u32) -> Option<u64>;
 }
 
 /// A request's scatter/gather entries, without an allocation for the usual single one.
@@ -130,6 +142,11 @@ pub(crate) enum SendKind {
         rkey: u32,
         len: u32,
     },
+    Atomic {
+        addr: u64,
+        rkey: u32,
+        op: AtomicOp,
+    },
 }
 
 impl SendKind {
@@ -138,7 +155,21 @@ impl SendKind {
             SendKind::Send { .. } => WcOpcode::Send,
             SendKind::Write { .. } => WcOpcode::RdmaWrite,
             SendKind::Read { .. } => WcOpcode::RdmaRead,
+            SendKind::Atomic {
+                op: AtomicOp::CmpSwap { .. },
+                ..
+            } => WcOpcode::CompSwap,
+            SendKind::Atomic {
+                op: AtomicOp::FetchAdd { .. },
+                ..
+            } => WcOpcode::FetchAdd,
         }
+    }
+
+    /// Whether it waits for a response carrying data (an RDMA read or an atomic): neither
+    /// UC (no opcode for it) nor an acknowledgement alone completes it.
+    pub(crate) fn awaits_response(self) -> bool {
+        matches!(self, SendKind::Read { .. } | SendKind::Atomic { .. })
     }
 }
 
@@ -160,7 +191,8 @@ pub(crate) struct SendEntry {
     pub fault: Option<WcStatus>,
     /// Its PSN, once transmitted.
     psn: u32,
-    /// The bytes an RDMA read brought back, once its response arrived.
+    /// The bytes an RDMA read brought back (an atomic: its entries' length), once its
+    /// response arrived.
     read: Option<u32>,
     /// Completed when transmitted (siw), still kept for retransmission.
     completed: bool,
@@ -383,8 +415,9 @@ pub(crate) struct RcQp {
 ///
 /// rxe's responder checks them before anything but the PSN (`check_op_valid`, then
 /// `check_resource`, Linux 6.1 and 6.12): an RDMA WRITE (with or without immediate data)
-/// without remote write, or a READ without remote read, is an unsupported opcode, and a READ
-/// with no responder resources too many reads (`RESPST_ERR_TOO_MANY_RDMA_ATM_REQ`); both
+/// without remote write, a READ without remote read, or an atomic without remote atomic, is
+/// an unsupported opcode, and a READ or atomic with no responder resources too many reads
+/// (`RESPST_ERR_TOO_MANY_RDMA_ATM_REQ`); both
 /// are class C, answered with an invalid-request NAK that the requester completes with
 /// REM_INV_REQ_ERR, each QP then in ERROR. So a write-with-immediate so refused consumes no
 /// receive and earns no RNR NAK, and the check applies to a zero-length request too; a
@@ -415,6 +448,9 @@ impl Rights {
             Body::Write { .. } => self.0 & Self::WRITE != 0,
             Body::ReadReq { .. } => {
                 self.0 & (Self::READ | Self::READ_DEPTH) == Self::READ | Self::READ_DEPTH
+            }
+            Body::AtomicReq { .. } => {
+                self.0 & (Self::ATOMIC | Self::READ_DEPTH) == Self::ATOMIC | Self::READ_DEPTH
             }
             _ => true,
         }
@@ -478,15 +514,15 @@ impl RcQp {
         self.rights = Rights(others | if depth > 0 { Rights::READ_DEPTH } else { 0 });
     }
 
-    /// Sets the initiator depth (`IBV_QP_MAX_QP_RD_ATOMIC`): how many RDMA reads the
-    /// requester has outstanding at once. rxe rounds it up to a power of two, 0 staying 0
-    /// (`rxe_qp_from_attr`), takes one credit as it first transmits a read and gives it back
-    /// as the read completes (`check_init_depth`, `rxe_comp.c`); with none left the send
-    /// queue waits at the read, everything behind it too. So a QP of depth 0 never sends a
-    /// read: it waits for ever, no completion (measured on rxe-6.1 and 6.12: the active side
-    /// of a connection the passive side accepted with `responder_resources` 0 gets
-    /// `max_rd_atomic` 0, and its read never completes). An InfiniBand HCA keeps the same
-    /// bound (IBA's initiator depth). siw bounds its reads by the ORD the MPA exchange
+    /// Sets the initiator depth (`IBV_QP_MAX_QP_RD_ATOMIC`): how many RDMA reads and
+    /// atomics the requester has outstanding at once. rxe rounds it up to a power of two, 0
+    /// staying 0 (`rxe_qp_from_attr`), takes one credit as it first transmits a read or
+    /// atomic and gives it back as that completes (`check_init_depth`, `rxe_comp.c`); with
+    /// none left the send queue waits there, everything behind it too. So a QP of depth 0
+    /// never sends a read: it waits for ever, no completion (measured on rxe-6.1 and 6.12:
+    /// the active side of a connection the passive side accepted with `responder_resources`
+    /// 0 gets `max_rd_atomic` 0, and its read never completes). An InfiniBand HCA keeps the
+    /// same bound (IBA's initiator depth). siw bounds its reads by the ORD the MPA exchange
     /// negotiated, not by this attribute: not modelled.
     pub(crate) fn set_initiator_depth(&mut self, depth: u8) {
         self.init_depth = match depth {
@@ -968,6 +1004,7 @@ impl RcQp {
         match pkt.body {
             Body::Ack => self.acknowledge(pkt.psn, out),
             Body::ReadResp { data } => self.read_response(pkt.psn, data, mem, out),
+            Body::AtomicResp { orig } => self.atomic_response(pkt.psn, orig, mem, out),
             Body::Nak(nak) => self.refused(pkt.psn, nak, out),
             Body::TcpReset => {} // only siw's TCP sends one (`on_tcp_segment`)
             _ => unreachable!("requests were handled above"),
@@ -999,8 +1036,8 @@ impl RcQp {
                 }
                 return;
             }
-            if self.sq[self.sent()].fence && self.read_outstanding() {
-                break; // a read's response lets it go (`acknowledge` pumps again)
+            if self.sq[self.sent()].fence && self.response_outstanding() {
+                break; // a response lets it go (`acknowledge` pumps again)
             }
             if self.waits_for_read_credit(self.sent()) {
                 break; // an earlier read's completion lets it go (`acknowledge` pumps again)
@@ -1024,41 +1061,36 @@ impl RcQp {
         self.sent as usize
     }
 
-    /// Whether a transmitted RDMA read still awaits its response (what a fenced request
-    /// waits for: rxe's `rxe_wqe_is_fenced`, IBA 10.8.3.3).
-    fn read_outstanding(&self) -> bool {
-        let unanswered =
-            |e: &SendEntry| matches!(e.kind, SendKind::Read { .. }) && e.read.is_none();
+    /// Whether a transmitted RDMA read or atomic still awaits its response (what a fenced
+    /// request waits for: rxe's `rxe_wqe_is_fenced` waits for every read and atomic, IBA
+    /// 10.8.3.3).
+    fn response_outstanding(&self) -> bool {
+        let unanswered = |e: &SendEntry| e.kind.awaits_response() && e.read.is_none();
         self.sq.iter().take(self.sent()).any(unanswered)
     }
 
-    /// Whether the request at `i` is an RDMA read that finds the initiator depth used up by
-    /// the reads transmitted before it and not yet completed (see
+    /// Whether the request at `i` is an RDMA read or atomic that finds the initiator depth
+    /// used up by the reads and atomics transmitted before it and not yet completed (see
     /// [`RcQp::set_initiator_depth`]; siw's reads are not bounded here).
     fn waits_for_read_credit(&self, i: usize) -> bool {
-        let is_read = |e: &SendEntry| matches!(e.kind, SendKind::Read { .. });
-        if self.driver == Driver::Siw || !is_read(&self.sq[i]) {
+        let needs_credit = |e: &SendEntry| e.kind.awaits_response();
+        if self.driver == Driver::Siw || !needs_credit(&self.sq[i]) {
             return false;
         }
-        let holding = self
-            .sq
-            .iter()
-            .take(self.sent())
-            .filter(|e| is_read(e))
-            .count();
-        holding >= usize::from(self.init_depth)
+        let sent = self.sq.iter().take(self.sent());
+        sent.filter(|e| needs_credit(e)).count() >= usize::from(self.init_depth)
     }
 
     /// UC's requester: transmits each request and completes it at once (nothing is ever
-    /// outstanding: `sent` stays 0); a request with a local fault, or an RDMA read (no UC
-    /// opcode: LOC_QP_OP_ERR), fails and moves the QP to ERROR.
+    /// outstanding: `sent` stays 0); a request with a local fault, or an RDMA read or atomic
+    /// (no UC opcode: LOC_QP_OP_ERR), fails and moves the QP to ERROR.
     fn pump_unreliable(&mut self, out: &mut Vec<QpOutput>) {
         while self.state == QpState::Rts {
             let Some(e) = self.sq.front() else {
                 return;
             };
             let fault = match e.kind {
-                SendKind::Read { .. } => Some(WcStatus::LOC_QP_OP_ERR),
+                k if k.awaits_response() => Some(WcStatus::LOC_QP_OP_ERR),
                 _ => e.fault,
             };
             if let Some(status) = fault {
@@ -1077,7 +1109,7 @@ impl RcQp {
     /// stays for TCP's retransmission, of the bytes gathered at post time).
     fn complete_when_sent(&mut self, i: usize, out: &mut Vec<QpOutput>) {
         let e = &mut self.sq[i];
-        if matches!(e.kind, SendKind::Read { .. }) || e.completed {
+        if e.kind.awaits_response() || e.completed {
             return;
         }
         e.completed = true;
@@ -1162,8 +1194,8 @@ impl RcQp {
         self.arm_retransmit(out);
     }
 
-    /// Completes every transmitted request up to `psn` (stopping at a read whose response is
-    /// missing); progress resets the retry counters and restarts the timer.
+    /// Completes every transmitted request up to `psn` (stopping at a read or atomic whose
+    /// response is missing); progress resets the retry counters and restarts the timer.
     fn acknowledge(&mut self, psn: u32, out: &mut Vec<QpOutput>) {
         let mut progress = false;
         while self.sent > 0 {
@@ -1171,7 +1203,7 @@ impl RcQp {
             if psn_cmp(head.psn, psn) == std::cmp::Ordering::Greater {
                 break;
             }
-            if matches!(head.kind, SendKind::Read { .. }) && head.read.is_none() {
+            if head.kind.awaits_response() && head.read.is_none() {
                 break;
             }
             let e = self.sq.pop_front().expect("sent > 0");
@@ -1252,6 +1284,34 @@ impl RcQp {
         self.acknowledge(psn, out);
     }
 
+    /// The response of the atomic of `psn` arrived: its value before lands, native-endian,
+    /// in the first 8 bytes of the local entries (rxe's completer copies the u64 as the CPU
+    /// holds it; a bad entry there is a LOC_PROT_ERR), and the request completes with its
+    /// entries' length.
+    fn atomic_response(
+        &mut self,
+        psn: u32,
+        orig: u64,
+        mem: &mut dyn Memory,
+        out: &mut Vec<QpOutput>,
+    ) {
+        let Some(i) = self.sq.iter().take(self.sent()).position(|e| e.psn == psn) else {
+            return; // a duplicate of a response already taken
+        };
+        let e = &mut self.sq[i];
+        if !matches!(e.kind, SendKind::Atomic { .. }) || e.read.is_some() {
+            return; // stale: a response to a request made before a reset
+        }
+        if let Err(status) = mem.scatter(&e.sges, &orig.to_ne_bytes()) {
+            if i == 0 {
+                self.fail_head(status, out);
+            }
+            return;
+        }
+        e.read = Some(e.sges.iter().map(|s| s.length).sum());
+        self.acknowledge(psn, out);
+    }
+
     /// The responder refused the request of `psn`.
     fn refused(&mut self, psn: u32, nak: Nak, out: &mut Vec<QpOutput>) {
         self.acknowledge(psn_prev(psn), out);
@@ -1303,7 +1363,7 @@ impl RcQp {
         }
         let byte_len = match e.kind {
             _ if !ok => 0,
-            SendKind::Read { .. } => e.read.unwrap_or(0),
+            k if k.awaits_response() => e.read.unwrap_or(0),
             _ => e.data.len() as u32,
         };
         let wc = WorkCompletion {
@@ -1353,6 +1413,10 @@ impl RcQp {
                 Some(data) => Ok(Body::ReadResp { data }),
                 None => Err(Nak::RemoteAccess),
             },
+            Body::AtomicReq { addr, rkey, op } => mem.remote_atomic(rkey, addr, op).map(|orig| {
+                mem.keep_atomic_result(psn, orig);
+                Body::AtomicResp { orig }
+            }),
             body => self
                 .receive_data(body, mem, out)
                 .expect("only requests reach the responder"),
@@ -1453,11 +1517,17 @@ impl RcQp {
         }
     }
 
-    /// A request already executed: acknowledged again (a read is executed again).
+    /// A request already executed: acknowledged again (a read is executed again; an atomic
+    /// is not: its kept value before is sent again, as rxe replays it from its responder
+    /// resources; one no longer kept is dropped, rxe's class D).
     fn duplicate(&mut self, pkt: Packet, mem: &mut dyn Memory, out: &mut Vec<QpOutput>) {
         let body = match pkt.body {
             Body::ReadReq { addr, rkey, len } => match Self::read_for_peer(mem, rkey, addr, len) {
                 Some(data) => Body::ReadResp { data },
+                None => return,
+            },
+            Body::AtomicReq { .. } => match mem.atomic_result(pkt.psn) {
+                Some(orig) => Body::AtomicResp { orig },
                 None => return,
             },
             _ => Body::Ack,
@@ -1608,6 +1678,7 @@ fn request_packet(e: &SendEntry) -> Packet {
             solicited: e.solicited,
         },
         SendKind::Read { addr, rkey, len } => Body::ReadReq { addr, rkey, len },
+        SendKind::Atomic { addr, rkey, op } => Body::AtomicReq { addr, rkey, op },
     };
     Packet { psn: e.psn, body }
 }
@@ -1616,10 +1687,13 @@ fn request_packet(e: &SendEntry) -> Packet {
 mod tests {
     use super::*;
 
-    /// Memory where every access succeeds and writes are recorded.
+    /// Memory where every access succeeds and writes are recorded; atomics work on one
+    /// 8-byte word (refusing an address not 8-byte aligned) and their results are kept.
     #[derive(Default)]
     struct Open {
         written: Vec<u8>,
+        word: u64,
+        kept: Vec<(u32, u64)>,
     }
 
     impl Memory for Open {
@@ -1636,6 +1710,20 @@ mod tests {
         }
         fn remote_read(&mut self, _: u32, _: u64, len: u32) -> Option<Vec<u8>> {
             Some(vec![7; len as usize])
+        }
+        fn remote_atomic(&mut self, _: u32, addr: u64, op: AtomicOp) -> Result<u64, Nak> {
+            if addr % 8 != 0 {
+                return Err(Nak::InvalidRequest);
+            }
+            let old = self.word;
+            self.word = op.apply(old);
+            Ok(old)
+        }
+        fn keep_atomic_result(&mut self, psn: u32, orig: u64) {
+            self.kept.push((psn, orig));
+        }
+        fn atomic_result(&self, psn: u32) -> Option<u64> {
+            self.kept.iter().find(|k| k.0 == psn).map(|k| k.1)
         }
     }
 
@@ -1888,6 +1976,92 @@ mod tests {
             packets(&out).len()
         };
         assert_eq!(siw(0), 1, "siw's reads are not bounded by this attribute");
+    }
+
+    fn fetch_add(wr_id: u64, addr: u64, add: u64) -> SendEntry {
+        let kind = SendKind::Atomic {
+            addr,
+            rkey: 1,
+            op: AtomicOp::FetchAdd { add },
+        };
+        let sge = Sge {
+            addr: 0,
+            length: 8,
+            lkey: 1,
+        };
+        SendEntry::new(wr_id, kind, Arc::from(&[][..]), Sges::One(sge))
+    }
+
+    /// The responder adds once: a duplicate of the request (its ATOMIC ACK lost) is answered
+    /// with the kept value before, not added again; the requester places the value before
+    /// and completes FETCH_ADD with its entries' 8 bytes.
+    #[test]
+    fn a_duplicate_atomic_replays_its_result_and_adds_once() {
+        let (mut req, mut resp) = (connected(), connected());
+        let (mut out, mut mem) = (Vec::new(), Open::default());
+        mem.word = 40;
+        req.post_send(fetch_add(1, 0x1000, 2), &mut out).unwrap();
+        let first = packets(&out).remove(0);
+        out.clear();
+        resp.on_packet(first.clone(), &mut mem, &mut out);
+        let answer = Body::AtomicResp { orig: 40 };
+        assert_eq!(packets(&out)[0].body, answer);
+        out.clear();
+        resp.on_packet(first, &mut mem, &mut out); // the requester's retransmission
+        assert_eq!((packets(&out)[0].psn, &packets(&out)[0].body), (0, &answer));
+        assert_eq!(mem.word, 42, "added once");
+        out.clear();
+        let mut local = Open::default();
+        let ack = Packet {
+            psn: 0,
+            body: answer,
+        };
+        req.on_packet(ack, &mut local, &mut out);
+        assert_eq!(local.written, 40u64.to_ne_bytes());
+        let wc = out.iter().find_map(|o| match o {
+            QpOutput::Complete { wc: Some(wc), .. } => Some(*wc),
+            _ => None,
+        });
+        let wc = wc.expect("completed");
+        assert_eq!((wc.opcode, wc.byte_len), (WcOpcode::FetchAdd, 8));
+    }
+
+    /// An atomic at an address not 8-byte aligned (librxe refuses it at post; another
+    /// requester may send it) is an invalid request: REM_INV_REQ_ERR, both QPs in ERROR. A
+    /// responder without remote atomic access, or without responder resources, answers the
+    /// same before touching memory.
+    #[test]
+    fn misaligned_or_unpermitted_atomics_are_invalid_requests() {
+        let take_all = Rights::ALL;
+        let no_atomic = Rights(Rights::ALL.0 & !Rights::ATOMIC);
+        let no_depth = Rights(Rights::ALL.0 & !Rights::READ_DEPTH);
+        for (addr, rights) in [(0x1004, take_all), (0x1000, no_atomic), (0x1000, no_depth)] {
+            let (mut req, mut resp) = (connected(), connected());
+            resp.rights = rights;
+            let (mut out, mut mem) = (Vec::new(), Open::default());
+            req.post_send(fetch_add(1, addr, 2), &mut out).unwrap();
+            let request = packets(&out).remove(0);
+            out.clear();
+            resp.on_packet(request, &mut mem, &mut out);
+            let nak = packets(&out).remove(0);
+            assert_eq!(nak.body, Body::Nak(Nak::InvalidRequest));
+            assert_eq!((resp.state(), mem.word), (QpState::Error, 0));
+            out.clear();
+            req.on_packet(nak, &mut mem, &mut out);
+            assert_eq!(statuses(&out), [(1, WcStatus::REM_INV_REQ_ERR)]);
+        }
+    }
+
+    /// UC has no atomic opcode: the requester fails it with LOC_QP_OP_ERR, sending nothing.
+    #[test]
+    fn uc_fails_an_atomic_locally() {
+        let mut qp = RcQp::new(QpCap::default(), true).unreliable();
+        let mut out = Vec::new();
+        assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
+        qp.post_send(fetch_add(1, 0x1000, 2), &mut out).unwrap();
+        assert!(packets(&out).is_empty());
+        assert_eq!(statuses(&out), [(1, WcStatus::LOC_QP_OP_ERR)]);
+        assert_eq!(qp.state(), QpState::Error);
     }
 
     #[test]

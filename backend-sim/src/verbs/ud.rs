@@ -486,6 +486,8 @@ fn skip(sges: &[Sge], mut n: u32) -> Vec<Sge> {
 mod tests {
     use super::*;
 
+    use crate::verbs::packet::{AtomicOp, Nak};
+
     /// Memory that records what is scattered where.
     #[derive(Default)]
     struct Recorder(Vec<(Vec<Sge>, Vec<u8>)>);
@@ -502,6 +504,13 @@ mod tests {
             false
         }
         fn remote_read(&mut self, _: u32, _: u64, _: u32) -> Option<Vec<u8>> {
+            None
+        }
+        fn remote_atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, Nak> {
+            Err(Nak::RemoteAccess)
+        }
+        fn keep_atomic_result(&mut self, _: u32, _: u64) {}
+        fn atomic_result(&self, _: u32) -> Option<u64> {
             None
         }
     }

@@ -590,7 +590,10 @@ pub(crate) struct SendReq<'a> {
     /// `IBV_SEND_*`.
     pub flags: u32,
     pub imm: Option<u32>,
+    /// The peer's address and key (`wr.rdma`; `wr.atomic`'s with `atomic`).
     pub remote: Option<(u64, u32)>,
+    /// An atomic's `compare_add` and `swap` (`wr.atomic`, with `remote`).
+    pub atomic: Option<(u64, u64)>,
     /// A UD send's destination: address handle, remote QP number, remote qkey.
     pub ud: Option<(&'a RawAh, u32, u32)>,
     pub sges: &'a [RawSge],
@@ -606,6 +609,10 @@ pub(crate) const WR_SEND: u32 = sys::ibv_wr_opcode::IBV_WR_SEND;
 pub(crate) const WR_SEND_WITH_IMM: u32 = sys::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
 /// `IBV_WR_RDMA_READ`.
 pub(crate) const WR_RDMA_READ: u32 = sys::ibv_wr_opcode::IBV_WR_RDMA_READ;
+/// `IBV_WR_ATOMIC_CMP_AND_SWP`.
+pub(crate) const WR_ATOMIC_CMP_AND_SWP: u32 = sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP;
+/// `IBV_WR_ATOMIC_FETCH_AND_ADD`.
+pub(crate) const WR_ATOMIC_FETCH_AND_ADD: u32 = sys::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD;
 /// `IBV_SEND_SIGNALED`.
 pub(crate) const SEND_SIGNALED: u32 = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
 /// `IBV_SEND_SOLICITED`.
@@ -681,8 +688,17 @@ impl RawQp {
         if let Some(imm) = req.imm {
             wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
         }
-        if let Some((remote_addr, rkey)) = req.remote {
-            wr.wr.rdma = sys::rdma_t { remote_addr, rkey };
+        match (req.remote, req.atomic) {
+            (Some((remote_addr, rkey)), Some((compare_add, swap))) => {
+                wr.wr.atomic = sys::atomic_t {
+                    remote_addr,
+                    compare_add,
+                    swap,
+                    rkey,
+                };
+            }
+            (Some((remote_addr, rkey)), None) => wr.wr.rdma = sys::rdma_t { remote_addr, rkey },
+            _ => {}
         }
         if let Some((ah, remote_qpn, remote_qkey)) = req.ud {
             wr.wr.ud = sys::ud_t {

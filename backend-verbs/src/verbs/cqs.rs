@@ -354,6 +354,8 @@ fn hw_opcode(op: u32) -> WcOpcode {
     match op {
         1 => WcOpcode::RdmaWrite,
         2 => WcOpcode::RdmaRead,
+        3 => WcOpcode::CompSwap,
+        4 => WcOpcode::FetchAdd,
         128 => WcOpcode::Recv,
         129 => WcOpcode::RecvRdmaWithImm,
         _ => WcOpcode::Send,

@@ -16,8 +16,10 @@
 //!   `ibv_modify_qp`, and their retirement before librdmacm or libibverbs frees them.
 //! * `qp_modify.rs`: `ibv_modify_qp` with the application's attribute mask.
 //! * `address_handles.rs`: `ibv_create_ah`, `ibv_create_ah_from_wc` and `ibv_destroy_ah`.
-//! * `posts.rs`: `ibv_post_send` (with a UD send's destination) and `ibv_post_recv`, each
-//!   request under a token of the backend's that the completion brings back.
+//! * `posts.rs`: `ibv_post_send` (with a UD send's destination; the atomics in `wr.atomic`,
+//!   an inline one refused with EINVAL as the simulator refuses it, where librxe would take
+//!   it; the other atomic refusals are the provider's own) and `ibv_post_recv`, each request
+//!   under a token of the backend's that the completion brings back.
 //! * `srqs.rs`: shared receive queues (`ibv_create_srq` and its kin, `id->srq`), their
 //!   receives under tokens of their own.
 //! * `async_events.rs`: the devices' asynchronous events, routed to the backend value whose

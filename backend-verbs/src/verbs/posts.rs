@@ -21,8 +21,9 @@ use cmtwin::{Call, QpHandle, Result};
 use super::objects::{AhObj, Posted, QpObj};
 use super::regions::{keys_for_post, release_all, KeyTable, Region};
 use crate::ffi::{
-    RawSge, SendReq, SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED, WR_RDMA_READ,
-    WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM,
+    RawSge, SendReq, SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED, WR_ATOMIC_CMP_AND_SWP,
+    WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND,
+    WR_SEND_WITH_IMM,
 };
 use crate::registry::lock;
 use crate::{c_err, err, VerbsBackend};
@@ -87,6 +88,7 @@ impl VerbsBackend {
         let call = Call::PostSend;
         let qp = self.qp_obj(call, h)?;
         let ud = self.ud_destination(h, &qp, wr)?;
+        let mut atomic = None;
         let (opcode, imm, remote, completes_as) = match wr.op {
             SendOp::Send => (WR_SEND, None, None, WcOpcode::Send),
             SendOp::SendWithImm(i) => (WR_SEND_WITH_IMM, Some(i), None, WcOpcode::Send),
@@ -112,6 +114,25 @@ impl VerbsBackend {
                 Some((remote_addr, rkey)),
                 WcOpcode::RdmaRead,
             ),
+            SendOp::AtomicCmpAndSwp {
+                remote_addr,
+                rkey,
+                compare_add,
+                swap,
+            } => {
+                atomic = Some((compare_add, swap));
+                let remote = Some((remote_addr, rkey));
+                (WR_ATOMIC_CMP_AND_SWP, None, remote, WcOpcode::CompSwap)
+            }
+            SendOp::AtomicFetchAndAdd {
+                remote_addr,
+                rkey,
+                compare_add,
+            } => {
+                atomic = Some((compare_add, 0));
+                let remote = Some((remote_addr, rkey));
+                (WR_ATOMIC_FETCH_AND_ADD, None, remote, WcOpcode::FetchAdd)
+            }
         };
         let mut flags = 0;
         if wr.signaled {
@@ -126,6 +147,9 @@ impl VerbsBackend {
         let (sges, entries): (Vec<RawSge>, &[Sge]) = match wr.payload {
             Payload::Inline(_) if opcode == WR_RDMA_READ => {
                 return Err(err(call, libc::EINVAL, "an RDMA read cannot be inline"))
+            }
+            Payload::Inline(_) if atomic.is_some() => {
+                return Err(err(call, libc::EINVAL, "an atomic cannot be inline"))
             }
             Payload::Inline(bytes) if bytes.len() > qp.cap.max_inline_data as usize => {
                 return Err(err(
@@ -183,6 +207,7 @@ impl VerbsBackend {
             flags,
             imm,
             remote,
+            atomic,
             ud: ud.as_ref().map(|(ah, qpn, qkey)| (&ah.raw, *qpn, *qkey)),
             sges: &sges,
         };

@@ -73,6 +73,10 @@ pub enum WcOpcode {
     RdmaWrite = 1,
     /// `IBV_WC_RDMA_READ` (2).
     RdmaRead = 2,
+    /// `IBV_WC_COMP_SWAP` (3): an atomic compare and swap.
+    CompSwap = 3,
+    /// `IBV_WC_FETCH_ADD` (4): an atomic fetch and add.
+    FetchAdd = 4,
     /// `IBV_WC_RECV` (128): a receive consumed by a send.
     Recv = 128,
     /// `IBV_WC_RECV_RDMA_WITH_IMM` (129): a receive consumed by an RDMA write with immediate.
@@ -93,7 +97,8 @@ pub struct WorkCompletion {
     pub status: WcStatus,
     /// What completed.
     pub opcode: WcOpcode,
-    /// Bytes received (receives) or read (RDMA reads); bytes sent for sends and writes.
+    /// Bytes received (receives) or read (RDMA reads); bytes sent for sends and writes; for
+    /// an atomic the local entries' length (rxe: at least 8, the value before in the first 8).
     pub byte_len: u32,
     /// Immediate data (`IBV_WC_WITH_IMM`), in host order.
     pub imm: Option<u32>,

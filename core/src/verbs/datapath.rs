@@ -331,6 +331,22 @@ pub trait DataPath: CmBackend {
     /// qkey differs, drops it, and a receive smaller than [`super::GRH_LEN`] + the payload
     /// completes with LOC_LEN_ERR.
     ///
+    /// The atomics ([`super::SendOp::AtomicCmpAndSwp`], [`super::SendOp::AtomicFetchAndAdd`])
+    /// have no librdmacm helper (rdma_verbs.h has none): this is their entry point. On RC
+    /// (rxe, the simulator's RoCE and InfiniBand devices) the responder operates on its 8
+    /// bytes exactly once, a lost acknowledgement replaying the saved value before rather
+    /// than operating again; the value before lands in the local entries. A region without
+    /// `IBV_ACCESS_REMOTE_ATOMIC` is a REM_ACCESS_ERR; a responder QP without remote atomic
+    /// access or without responder resources (`max_dest_rd_atomic` 0) a REM_INV_REQ_ERR. On
+    /// UC the post is taken and the request completes with LOC_QP_OP_ERR (as a read does).
+    /// rxe's requester sends reads and atomics only within the QP's `max_rd_atomic`: a QP
+    /// whose peer accepted with no responder resources gets 0 from the CM and never sends
+    /// them (measured; the simulator does not limit them, tests/BEDS.md).
+    ///
+    /// * EINVAL for an atomic: entries shorter than 8 bytes together, a `remote_addr` not
+    ///   8-byte aligned (librxe's checks), inline (the simulator's and this crate's choice:
+    ///   the value before needs registered memory), on a UD QP, or on siw (libsiw has no
+    ///   opcode for it; its devices report `atomic_cap` NONE).
     /// * EINVAL: the QP is in RESET, more entries than `max_send_sge`, entries longer than
     ///   2^31 bytes together (the largest message, as rxe checks it), inline bytes above
     ///   `max_inline_data` or for an RDMA read; both capacities as the device sized the send

@@ -43,6 +43,42 @@ pub enum SendOp {
         /// The peer region's remote key.
         rkey: u32,
     },
+    /// `IBV_WR_ATOMIC_CMP_AND_SWP` (`wr.atomic`): the peer's 8 bytes at `remote_addr`
+    /// (8-byte aligned; the region registered with `IBV_ACCESS_REMOTE_ATOMIC`) become `swap`
+    /// if they equal `compare_add`; their value before lands in the first 8 bytes of the
+    /// local entries (at least 8 bytes in all), and the completion is `IBV_WC_COMP_SWAP`.
+    /// RC only; siw has no atomics (EINVAL at post).
+    AtomicCmpAndSwp {
+        /// The peer's device address (`wr.atomic.remote_addr`).
+        remote_addr: u64,
+        /// The peer region's remote key (`wr.atomic.rkey`).
+        rkey: u32,
+        /// The value compared with (`wr.atomic.compare_add`).
+        compare_add: u64,
+        /// The value written on a match (`wr.atomic.swap`).
+        swap: u64,
+    },
+    /// `IBV_WR_ATOMIC_FETCH_AND_ADD` (`wr.atomic`): `compare_add` is added (wrapping) to the
+    /// peer's 8 bytes at `remote_addr`; as [`SendOp::AtomicCmpAndSwp`] otherwise, completing
+    /// as `IBV_WC_FETCH_ADD`. C's `swap` is unused by it.
+    AtomicFetchAndAdd {
+        /// The peer's device address (`wr.atomic.remote_addr`).
+        remote_addr: u64,
+        /// The peer region's remote key (`wr.atomic.rkey`).
+        rkey: u32,
+        /// The value added (`wr.atomic.compare_add`).
+        compare_add: u64,
+    },
+}
+
+impl SendOp {
+    /// Whether it is one of the two atomic operations.
+    pub fn is_atomic(&self) -> bool {
+        matches!(
+            self,
+            SendOp::AtomicCmpAndSwp { .. } | SendOp::AtomicFetchAndAdd { .. }
+        )
+    }
 }
 
 /// Where a send-queue request's local bytes are.
@@ -78,7 +114,7 @@ pub struct SendWr<'a> {
     pub wr_id: u64,
     /// What to do.
     pub op: SendOp,
-    /// The local bytes: sent, written, or (RDMA read) the target.
+    /// The local bytes: sent, written, or (RDMA read, atomic) the target.
     pub payload: Payload<'a>,
     /// `IBV_SEND_SIGNALED`: a successful completion is reported even when the QP does not
     /// signal every request (errors are always reported).

@@ -32,6 +32,8 @@ fn opcode_of(op: &SendOp) -> WcOpcode {
         SendOp::Send | SendOp::SendWithImm(_) => WcOpcode::Send,
         SendOp::RdmaWrite { .. } | SendOp::RdmaWriteWithImm { .. } => WcOpcode::RdmaWrite,
         SendOp::RdmaRead { .. } => WcOpcode::RdmaRead,
+        SendOp::AtomicCmpAndSwp { .. } => WcOpcode::CompSwap,
+        SendOp::AtomicFetchAndAdd { .. } => WcOpcode::FetchAdd,
     }
 }
 
