@@ -73,7 +73,9 @@ pub enum SimError {
     Failed {
         /// One line per process that returned an error, panicked or deadlocked.
         failures: Vec<String>,
-        /// The command line that replays the run.
+        /// The command line that replays the run
+        /// ([`Fabric::replay_line`](crate::Fabric::replay_line): it sets `CMTWIN_SEED`, which
+        /// only a test that reads it obeys).
         replay: String,
     },
     /// The run was refused (called from a process, or while another run is in progress); no

@@ -514,7 +514,13 @@ impl Fabric {
     }
 
     /// The command line that replays this run with the same seed (and the applied fault
-    /// plans, if any).
+    /// plans, if any): `CMTWIN_SEED` (and `CMTWIN_PLAN`) before `cargo test`. Those variables
+    /// reach a run only through the test: [`seeded_test!`](crate::seeded_test),
+    /// [`replay::run_seeded`](crate::replay::run_seeded) and [`Sweep`](crate::sweep::Sweep)
+    /// read them, as does a test that builds with
+    /// `Fabric::builder(replay::seed_from_env()?.unwrap_or(7))`. A fabric built from a seed of
+    /// the test's own (`Fabric::builder(7)`, a loop over seeds) ignores them: rerun the test
+    /// with the seed the line names.
     pub fn replay_line(&self) -> String {
         let plan = self.applied_plan();
         crate::replay::replay_line("cargo test", self.seed, &plan)

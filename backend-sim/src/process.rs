@@ -82,6 +82,9 @@ pub(crate) fn mpa_reply_key(id: crate::kernel::IdKey) -> u64 {
     (1 << 62) | id
 }
 
+/// How many other processes of a deadlock each one's report names.
+const DEADLOCK_OTHERS_NAMED: usize = 3;
+
 impl Cond {
     /// What the caller waits in, for a deadlock report.
     fn describe(&self, w: &World) -> String {
@@ -655,25 +658,28 @@ impl World {
     /// vain, `verbs/stuck.rs`): every blocked process whose condition does not hold is told so (a
     /// rare path, so a scan of every process is fine).
     fn report_deadlock(&mut self, endless: Option<EndlessRetries>) {
-        let mut found = false;
+        // (process, what it waits in), for every process nothing can wake.
+        let mut stuck: Vec<(usize, String)> = Vec::new();
         for j in 0..self.sched.procs.len() {
             let notified = self.sched.procs[j].notified;
             let ProcState::Blocked(c) = &self.sched.procs[j].state else {
                 continue;
             };
             if !c.satisfied(self, notified) {
-                let msg = format!(
-                    "deadlock: process {} blocked in {} and nothing left can wake it",
-                    self.sched.procs[j].name,
-                    c.describe(self)
-                );
-                self.sched.unregister_wait(j);
-                self.sched.procs[j].state = ProcState::Deadlocked(msg);
-                found = true;
+                stuck.push((j, c.describe(self)));
             }
             self.sched.candidates.insert(j);
         }
-        if found {
+        for (j, waits_in) in &stuck {
+            let msg = format!(
+                "deadlock: process {} blocked in {waits_in} and nothing left can wake it{}",
+                self.sched.procs[*j].name,
+                self.deadlocked_with(*j, &stuck)
+            );
+            self.sched.unregister_wait(*j);
+            self.sched.procs[*j].state = ProcState::Deadlocked(msg);
+        }
+        if !stuck.is_empty() {
             self.record_text(None, TraceKind::Sched, |_| match endless {
                 Some(kind) => format!(
                     "deadlock: every process is blocked and the timeline holds only {}",
@@ -682,6 +688,26 @@ impl World {
                 None => "deadlock: every process is blocked and the timeline is empty".into(),
             });
         }
+    }
+
+    /// The others of a deadlock, for process `me`'s report: each one's own report may never be
+    /// read (a thread whose handle nobody joins once `me` gave up), so that `me`'s names the
+    /// whole cycle. At most [`DEADLOCK_OTHERS_NAMED`] are named, then how many more.
+    fn deadlocked_with(&self, me: usize, stuck: &[(usize, String)]) -> String {
+        let others: Vec<String> = stuck
+            .iter()
+            .filter(|(j, _)| *j != me)
+            .map(|(j, waits_in)| format!("process {} in {waits_in}", self.sched.procs[*j].name))
+            .collect();
+        if others.is_empty() {
+            return String::new();
+        }
+        let named = others.len().min(DEADLOCK_OTHERS_NAMED);
+        let more = match others.len() - named {
+            0 => String::new(),
+            n => format!(", and {n} more"),
+        };
+        format!("; also blocked: {}{more}", others[..named].join("; "))
     }
 
     /// Schedules a wake-up at `deadline`, so that time can advance to it.

@@ -213,7 +213,10 @@ pub trait CmBackend: Send + Sync {
     ///
     /// * EISCONN: COMM_EST on a connection already established (§9).
     /// * EINVAL: the id has no connection, the event does not apply in the CM's state, or an
-    ///   event other than COMM_EST and PATH_MIG.
+    ///   event other than COMM_EST and PATH_MIG; on IB and RoCE also a listener (its IB CM id
+    ///   is in LISTEN).
+    /// * On iWARP the kernel returns 0 for any event once the id has an iWARP CM id: a
+    ///   connection (requested, established or ended), or a listener bound to a device.
     fn notify(&self, id: IdHandle, event: AsyncEvent) -> Result<()>;
 
     /// `rdma_establish`: on an active id without QP, after CONNECT_RESPONSE, sends the RTU.

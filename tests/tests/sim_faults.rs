@@ -603,3 +603,51 @@ fn unregistering_a_device_rejects_the_requests_it_holds() {
         SimConfig::default().wire_latency
     );
 }
+
+/// The client's device is unregistered while its CONNECT_RESPONSE waits unfetched (found by an
+/// outside user's property test, where it panicked the simulator: "connected id has an
+/// endpoint"). ucma's teardown destroys the client's kernel id in REP_RCVD, which rejects the
+/// connection (the server's REJECTED 28 one wire latency later, as `cm_destroy_id` sends a
+/// consumer REJ there); librdmacm's processing of the queued CONNECT_RESPONSE then fails
+/// (`rdma_init_qp_attr`: ENXIO), so the client fetches CONNECT_ERROR with status -1, then its
+/// DEVICE_REMOVAL, both at the moment of the unregistration.
+#[test]
+fn a_connect_response_fetched_after_its_device_was_unregistered_is_a_connect_error() {
+    let bed = SimBed::jitterless(44, Transport::Roce);
+    let (server, client) = accepted_not_established(&bed);
+    // The REP reaches the client one wire latency after the accept.
+    bed.fabric
+        .run_for(SimConfig::default().wire_latency)
+        .expect("not during a run");
+    let unregistered_at = bed.fabric.now();
+    bed.fabric
+        .unregister_device("client")
+        .expect("the host has a device");
+    expect_event_for(
+        bed.client(),
+        client.channel,
+        EventKind::ConnectError,
+        client.id,
+        -1,
+    );
+    expect_event_for(
+        bed.client(),
+        client.channel,
+        EventKind::DeviceRemoval,
+        client.id,
+        0,
+    );
+    assert_eq!(bed.client().now(), unregistered_at);
+    expect_no_event(bed.client(), client.channel);
+    expect_event_for(
+        bed.server(),
+        server.channel,
+        EventKind::Rejected,
+        server.id,
+        28,
+    );
+    assert_eq!(
+        bed.server().now() - unregistered_at,
+        SimConfig::default().wire_latency
+    );
+}

@@ -3,15 +3,18 @@
 //! moves the QP to INIT with `rdma_init_qp_attr`, which the listener's IB or iWARP CM id,
 //! in LISTEN, refuses: cm.c `cm_init_qp_init_attr`, iwcm.c `iwcm_init_qp_init_attr`), and
 //! `RDMA_OPTION_IB_PATH` records none of which is flagged GMP | PRIMARY | BIDIRECTIONAL
-//! (ucma.c `ucma_set_ib_path`; CM-SEMANTICS.md §4.5).
+//! (ucma.c `ucma_set_ib_path`; CM-SEMANTICS.md §4.5). And `rdma_notify` on a listener bound to
+//! a device, which the kernel hands to the listener's own CM id: on iWARP cma.c `rdma_notify`
+//! returns 0 for any event, where the simulator said EINVAL (found by an outside user's
+//! notify calls; unmeasured on siw); on IB and RoCE the IB CM refuses it in LISTEN (EINVAL).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use cmtwin::verbs::{DataPath, QpState};
 use cmtwin::{
-    Call, CmBackend, CmOption, Errno, EventKind, PortSpace, QpInitAttr, QpType, Transport, Wait,
-    IB_PATH_PRIMARY_FLAGS, IB_PATH_RECORD_LEN,
+    AsyncEvent, Call, CmBackend, CmOption, Errno, EventKind, PortSpace, QpInitAttr, QpType,
+    Transport, Wait, IB_PATH_PRIMARY_FLAGS, IB_PATH_RECORD_LEN,
 };
 use cmtwin_sim::{Fabric, SimBackend};
 
@@ -180,4 +183,34 @@ fn an_ib_path_with_a_primary_record_anywhere_resolves_the_route_at_once() {
     client.ack_cm_event(event).unwrap();
     client.destroy_id(id).unwrap();
     client.destroy_event_channel(channel).unwrap();
+}
+
+/// `rdma_notify` on listeners: one bound to the device's address has a CM id (iWARP: 0 for
+/// COMM_EST, PATH_MIG or any other event; IB and RoCE: EINVAL naming the listener); a wildcard
+/// listener has no device (EINVAL, as for any id without one, §9.2).
+#[test]
+fn notify_on_a_listener_is_zero_on_iwarp_and_einval_on_ib_and_roce() {
+    for transport in [Transport::Iwarp, Transport::Roce, Transport::InfiniBand] {
+        let fabric = fabric(transport);
+        let server = fabric.backend("server");
+        let channel = server.create_event_channel().unwrap();
+        let bound = server.create_id(Some(channel), 0, PortSpace::TCP).unwrap();
+        server.bind_addr(bound, addr(SERVER, 7471)).unwrap();
+        server.listen(bound, 8).unwrap();
+        let wildcard = server.create_id(Some(channel), 0, PortSpace::TCP).unwrap();
+        server.bind_addr(wildcard, addr("0.0.0.0", 7472)).unwrap();
+        server.listen(wildcard, 8).unwrap();
+        for event in [AsyncEvent::COMM_EST, AsyncEvent::PATH_MIG, AsyncEvent(99)] {
+            let on_bound = server.notify(bound, event);
+            if transport == Transport::Iwarp {
+                assert_eq!(on_bound, Ok(()), "{event:?}");
+            } else {
+                assert_einval(on_bound, Call::Notify, "on a listener (IB CM state Listen)");
+            }
+            assert_einval(server.notify(wildcard, event), Call::Notify, "no device");
+        }
+        server.destroy_id(bound).unwrap();
+        server.destroy_id(wildcard).unwrap();
+        server.destroy_event_channel(channel).unwrap();
+    }
 }

@@ -60,11 +60,53 @@ fn a_deadlock_on_two_mutexes_names_both_processes_and_what_each_holds() {
         got,
         [
             "process alice failed: Mutex::lock: EDEADLK (35): deadlock: process alice blocked \
-             in Mutex::lock of the mutex 'm2', held by process bob and nothing left can wake it",
+             in Mutex::lock of the mutex 'm2', held by process bob and nothing left can wake \
+             it; also blocked: process bob in Mutex::lock of the mutex 'm1', held by process \
+             alice",
             "process bob failed: Mutex::lock: EDEADLK (35): deadlock: process bob blocked in \
-             Mutex::lock of the mutex 'm1', held by process alice and nothing left can wake it",
+             Mutex::lock of the mutex 'm1', held by process alice and nothing left can wake it; \
+             also blocked: process alice in Mutex::lock of the mutex 'm2', held by process bob",
         ]
     );
+}
+
+/// A lock-order inversion between a process and a thread it spawned: the process gives up at
+/// its EDEADLK (`?`) without joining the thread, so the thread's own report is never read;
+/// the process's report names the thread's wait as well, so the whole cycle shows. Both take
+/// their first mutex at 0 and want the other's after a 10 µs sleep: the deadlock is at 10 µs.
+/// (Found by an outside user's program, whose report named only half of the cycle.)
+#[test]
+fn a_deadlock_report_names_the_other_waits_of_the_cycle() {
+    let f = fabric(3, SchedConfig::default());
+    let gave_up_at = Arc::new(std::sync::Mutex::new(None));
+    let at = Arc::clone(&gave_up_at);
+    f.spawn("a", "main", move |cm| {
+        let accounts = Arc::new(Mutex::named("accounts", 0));
+        let ledger = Arc::new(Mutex::named("ledger", 0));
+        let (a, l, worker_cm) = (Arc::clone(&accounts), Arc::clone(&ledger), cm.clone());
+        let _unjoined = thread::spawn("worker", move || -> Result<(), CmError> {
+            let _l = l.lock()?;
+            worker_cm.sleep(Duration::from_micros(10))?;
+            let _a = a.lock()?;
+            Ok(())
+        })?;
+        let _a = accounts.lock()?;
+        cm.sleep(Duration::from_micros(10))?;
+        let _l = ledger
+            .lock()
+            .inspect_err(|_| *at.lock().unwrap() = Some(cm.now()))?;
+        Ok(())
+    });
+    assert_eq!(
+        failures(f.run()),
+        [
+            "process main failed: Mutex::lock: EDEADLK (35): deadlock: process main blocked in \
+             Mutex::lock of the mutex 'ledger', held by process worker and nothing left can \
+             wake it; also blocked: process worker in Mutex::lock of the mutex 'accounts', held \
+             by process main"
+        ]
+    );
+    assert_eq!(*gave_up_at.lock().unwrap(), Some(Duration::from_micros(10)));
 }
 
 /// A condition variable nobody will notify, a semaphore nobody will post, a join of a thread

@@ -136,8 +136,14 @@ impl World {
         let made_at_fetch = with_qp.is_some();
         if let Some(owner) = with_qp {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
-            let ep = owner.ep.get().expect("connected id has an endpoint");
-            if self.connect_qp(q.owner, None) && self.drive(ep, |e, out| e.send_rtu(out)) {
+            // An id whose kernel side is gone (its device unregistered since the event was
+            // queued: ucma's teardown destroyed it) fails librdmacm's rdma_init_qp_attr with
+            // ENXIO, and the event becomes CONNECT_ERROR.
+            let ep = owner.ep.get();
+            let connected = ep.is_some_and(|ep| {
+                self.connect_qp(q.owner, None) && self.drive(ep, |e, out| e.send_rtu(out))
+            });
+            if connected {
                 info.kind = EventKind::Established;
             } else {
                 info.kind = EventKind::ConnectError;

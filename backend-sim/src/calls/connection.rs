@@ -661,7 +661,21 @@ impl World {
         let call = Call::Notify;
         let key = self.id_key(host, call, h)?;
         let transport = self.need_device(call, key)?;
-        let Some(ep) = self.id(key).ep.get() else {
+        let id = self.id(key);
+        if id.state == CmState::Listen {
+            // A listener bound to a device has a CM id of its own (cma_ib_listen,
+            // cma_iw_listen): cma.c rdma_notify returns 0 for any event on an iWARP device,
+            // and the IB CM refuses every notify in LISTEN (cm_establish, cm_migrate: EINVAL).
+            return match transport {
+                Transport::Iwarp => Ok(()),
+                _ => Err(CmError::new(
+                    call,
+                    Errno::EINVAL,
+                    format!("event {} on a listener (IB CM state Listen)", event.0),
+                )),
+            };
+        }
+        let Some(ep) = id.ep.get() else {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,

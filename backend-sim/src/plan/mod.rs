@@ -205,7 +205,8 @@ pub enum FaultAction {
         delay_ms: u64,
     },
     /// The next `count` data packets put on the wire anywhere (requests, acknowledgements and
-    /// responses alike) are lost: the RC transport retransmits or, out of retries, fails.
+    /// responses alike) are lost: the RC transport retransmits or, out of retries, fails. On
+    /// iWARP only while the QP lives: see [`crate::Fabric::drop_data_packets`].
     DropDataPackets {
         /// How many.
         count: u32,
