@@ -17,7 +17,7 @@ use cmtwin::verbs::{
 };
 use cmtwin::{Call, Errno, Wait};
 
-use crate::datapath::{connect, post_recv_all, region, Conn, Side};
+use crate::datapath::{completion_through_channel, connect, post_recv_all, region, Conn, Side};
 use crate::steps::{expect_errno, ok, WAIT};
 
 const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
@@ -68,21 +68,8 @@ pub fn post_atomic<B: DataPath>(
 /// The next completion of `side`'s CQ, waiting through its channel at most
 /// [`crate::steps::WAIT`] (a panic naming `wr_id` past that, not a hang).
 pub fn completion_within<B: DataPath>(cm: &B, side: &Side, wr_id: u64) -> WorkCompletion {
-    let mut wc = [WorkCompletion::default()];
-    loop {
-        if ok(cm.poll_cq(side.cq, &mut wc), "poll_cq") == 1 {
-            return wc[0];
-        }
-        ok(cm.req_notify_cq(side.cq, false), "req_notify_cq");
-        if ok(cm.poll_cq(side.cq, &mut wc), "poll_cq") == 1 {
-            return wc[0];
-        }
-        let cq = match cm.get_cq_event(side.comp, Wait::Timeout(WAIT)) {
-            Ok(cq) => cq,
-            Err(e) => panic!("no completion for request {wr_id} within {WAIT:?}: {e}"),
-        };
-        ok(cm.ack_cq_events(cq, 1), "ack_cq_events");
-    }
+    completion_through_channel(cm, side, Wait::Timeout(WAIT))
+        .unwrap_or_else(|e| panic!("no completion for request {wr_id} within {WAIT:?}: {e}"))
 }
 
 /// A fetch and add of `add` at `remote_addr` under `rkey`.

@@ -210,16 +210,29 @@ pub fn post_recv_all<B: DataPath>(cm: &B, qp: QpHandle, wr_id: u64, mr: &MemoryR
 /// arm, poll again (a completion may have come in between), wait for the CQ event,
 /// acknowledge it.
 pub fn next_completion<B: DataPath>(cm: &B, side: &Side) -> WorkCompletion {
+    ok(
+        completion_through_channel(cm, side, Wait::Block),
+        "get_cq_event",
+    )
+}
+
+/// The next completion of `side`'s CQ as [`next_completion`] waits for it, each wait for a
+/// CQ event bounded by `wait`: the error of the wait that found none.
+pub fn completion_through_channel<B: DataPath>(
+    cm: &B,
+    side: &Side,
+    wait: Wait,
+) -> cmtwin::Result<WorkCompletion> {
     let mut wc = [WorkCompletion::default()];
     loop {
         if ok(cm.poll_cq(side.cq, &mut wc), "poll_cq") == 1 {
-            return wc[0];
+            return Ok(wc[0]);
         }
         ok(cm.req_notify_cq(side.cq, false), "req_notify_cq");
         if ok(cm.poll_cq(side.cq, &mut wc), "poll_cq") == 1 {
-            return wc[0];
+            return Ok(wc[0]);
         }
-        let cq = ok(cm.get_cq_event(side.comp, Wait::Block), "get_cq_event");
+        let cq = cm.get_cq_event(side.comp, wait)?;
         assert_eq!(cq, side.cq, "the CQ event names the CQ");
         ok(cm.ack_cq_events(cq, 1), "ack_cq_events");
     }

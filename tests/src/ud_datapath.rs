@@ -22,7 +22,7 @@ use cmtwin::{
     PortSpace, QpType, UdData, Wait,
 };
 
-use crate::datapath::{post_recv_all, region, Side};
+use crate::datapath::{completion_through_channel, post_recv_all, region, Side};
 use crate::steps::{expect_errno, expect_event_for, ok};
 
 const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
@@ -38,21 +38,8 @@ pub const STEP: Duration = Duration::from_secs(10);
 /// poll again, wait for the CQ event, acknowledge it); fails after [`STEP`] without one.
 #[track_caller]
 pub fn next_completion<B: DataPath>(cm: &B, side: &Side) -> WorkCompletion {
-    let mut wc = [WorkCompletion::default()];
-    loop {
-        if ok(cm.poll_cq(side.cq, &mut wc), "poll_cq") == 1 {
-            return wc[0];
-        }
-        ok(cm.req_notify_cq(side.cq, false), "req_notify_cq");
-        if ok(cm.poll_cq(side.cq, &mut wc), "poll_cq") == 1 {
-            return wc[0];
-        }
-        let cq = cm
-            .get_cq_event(side.comp, Wait::Timeout(STEP))
-            .unwrap_or_else(|e| panic!("no completion on {} within {STEP:?}: {e}", side.cq));
-        assert_eq!(cq, side.cq, "the CQ event names the CQ");
-        ok(cm.ack_cq_events(cq, 1), "ack_cq_events");
-    }
+    completion_through_channel(cm, side, Wait::Timeout(STEP))
+        .unwrap_or_else(|e| panic!("no completion on {} within {STEP:?}: {e}", side.cq))
 }
 
 /// Gives `id` a PD, a completion channel, one CQ of 64 entries for both queues and a UD QP.
