@@ -339,9 +339,11 @@ pub trait DataPath: CmBackend {
     /// `IBV_ACCESS_REMOTE_ATOMIC` is a REM_ACCESS_ERR; a responder QP without remote atomic
     /// access or without responder resources (`max_dest_rd_atomic` 0) a REM_INV_REQ_ERR. On
     /// UC the post is taken and the request completes with LOC_QP_OP_ERR (as a read does).
-    /// rxe's requester sends reads and atomics only within the QP's `max_rd_atomic`: a QP
+    /// rxe's requester sends reads and atomics only within the QP's `max_rd_atomic`
+    /// (rounded up to a power of two), the rest of the send queue waiting behind them: a QP
     /// whose peer accepted with no responder resources gets 0 from the CM and never sends
-    /// them (measured; the simulator does not limit them, tests/BEDS.md).
+    /// them (measured; the simulator keeps the same bound on RoCE and InfiniBand, and a
+    /// blocked wait for such a completion is a deadlock there, tests/BEDS.md).
     ///
     /// * EINVAL for an atomic: entries shorter than 8 bytes together, a `remote_addr` not
     ///   8-byte aligned (librxe's checks), inline (the simulator's and this crate's choice:
