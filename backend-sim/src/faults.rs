@@ -122,6 +122,7 @@ impl World {
             self.topo.devices[dev].present = false;
             self.topo.devices[dev].qpns.restart();
         }
+        self.drop_orphans_of_host(host);
         let ids: Vec<_> = (self.kernel.ids.keys_sorted().into_iter())
             .filter(|k| self.id(*k).host == host)
             .collect();

@@ -278,6 +278,9 @@ impl World {
                 }
                 self.record_wire(Some(host), TraceKind::Recv, &msg, WireNote::None);
                 let from = msg.from;
+                if self.fin_held_for_missing_bytes(ep, from, &msg.body) {
+                    return; // TCP delivers it behind the bytes sent before it
+                }
                 self.drive(ep, |e, out| e.on_message(from, msg.body, out));
             }
         }

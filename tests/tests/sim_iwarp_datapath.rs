@@ -347,3 +347,162 @@ fn a_host_back_from_a_power_off_resets_a_connection_of_its_last_life() {
         assert_eq!(state, reported, "{kernel:?}");
     }
 }
+
+/// How the client drops its connection right after its SEND completed.
+#[derive(Clone, Copy, Debug)]
+enum Close {
+    /// `rdma_disconnect` (siw's CLOSING).
+    Disconnect,
+    /// `rdma_destroy_qp` (siw moves the QP to ERROR, which drops the connection).
+    DestroyQp,
+    /// `rdma_destroy_id` with the QP still on the id.
+    DestroyId,
+}
+
+fn close_client(c: &cmtwin_sim::SimBackend, side: &cmtwin_tests::datapath::Side, how: Close) {
+    use cmtwin::CmBackend;
+    match how {
+        Close::Disconnect => ok(c.disconnect(side.id), "rdma_disconnect"),
+        Close::DestroyQp => ok(c.destroy_qp(side.id), "rdma_destroy_qp"),
+        Close::DestroyId => ok(c.destroy_id(side.id), "rdma_destroy_id"),
+    }
+}
+
+/// TCP's first retransmission of a lost 8-byte SEND, on the loopback path of these beds: the
+/// loss probe at the RTO (204 ms after the post), then the wire's 5 µs.
+const PROBE_ARRIVES: Duration = Duration::from_micros(204_005);
+
+/// The client's SEND (which completed inside the post) is lost on the wire and the client
+/// drops the connection at once, as `how` says: siw releases its socket with a plain close
+/// (`siw_qp_cm_drop`, `sock_release`, `tcp_close` without SO_LINGER or unread data), so TCP
+/// keeps retransmitting the bytes and its FIN follows them; the server's TCP holds the FIN that
+/// overtook the lost bytes until they come. The server's receive completes SUCCESS with the
+/// 8 bytes at the loss probe's arrival, 204.005 ms after the post, and only then does the
+/// server get DISCONNECTED (status 0), at the same instant; nothing is flushed or delivered
+/// twice. (The FIN used to arrive 5 µs after the post with the receive flushed, the bytes
+/// never retransmitted.) Both kernel profiles.
+fn lost_bytes_reach_the_peer_before_the_close(how: Close, port: u16) {
+    use cmtwin::verbs::{WcOpcode, WcStatus};
+    use cmtwin::{CmBackend, EventKind, Wait};
+    use cmtwin_tests::datapath::{drain, next_completion};
+    for (seed, kernel) in [(48, KernelProfile::Linux61), (49, KernelProfile::Linux612)] {
+        let bed = jitterless_iwarp(seed, kernel);
+        let (s, c) = (bed.server(), bed.client());
+        let lose = |f: &cmtwin_sim::Fabric| f.drop_data_packets(1).expect("outside a run");
+        let (conn, t0) = send_into_fault(&bed, port, true, lose);
+        let sent: Vec<_> = drain(c, &conn.client)
+            .iter()
+            .map(|w| (w.wr_id, w.status, w.opcode))
+            .collect();
+        assert_eq!(sent, [(2, WcStatus::SUCCESS, WcOpcode::Send)], "{kernel:?}");
+        let closed = c.now();
+        close_client(c, &conn.client, how);
+        if let Close::Disconnect = how {
+            let patience = Wait::Timeout(Duration::from_secs(1));
+            let ev =
+                cmtwin::expect_event(c, conn.client.channel, EventKind::Disconnected, patience);
+            assert_eq!(ev.expect("the client's DISCONNECTED").status, 0);
+            // At once: the call's own 20 µs.
+            assert_eq!(
+                c.now() - closed,
+                20 * US,
+                "{kernel:?}: the client's own close"
+            );
+        }
+
+        let got = next_completion(s, &conn.server);
+        assert_eq!(
+            (got.wr_id, got.status, got.opcode, got.byte_len),
+            (1, WcStatus::SUCCESS, WcOpcode::Recv, 8),
+            "{kernel:?} {how:?}"
+        );
+        assert_eq!(
+            s.now() - t0,
+            PROBE_ARRIVES,
+            "{kernel:?} {how:?}: the receive"
+        );
+        let patience = Wait::Timeout(Duration::from_secs(1));
+        let ev = cmtwin::expect_event(s, conn.server.channel, EventKind::Disconnected, patience);
+        assert_eq!(ev.expect("the server's DISCONNECTED").status, 0);
+        assert_eq!(s.now() - t0, PROBE_ARRIVES, "{kernel:?} {how:?}: the close");
+        ok(s.sleep(Duration::from_secs(60)), "sleep");
+        assert!(
+            drain(s, &conn.server).is_empty(),
+            "{kernel:?} {how:?}: once"
+        );
+    }
+}
+
+#[test]
+fn bytes_lost_before_a_disconnect_reach_the_peer_before_its_close() {
+    lost_bytes_reach_the_peer_before_the_close(Close::Disconnect, 7710);
+}
+
+#[test]
+fn bytes_lost_before_the_qp_is_destroyed_reach_the_peer_before_its_close() {
+    lost_bytes_reach_the_peer_before_the_close(Close::DestroyQp, 7711);
+}
+
+#[test]
+fn bytes_lost_before_the_id_is_destroyed_reach_the_peer_before_its_close() {
+    lost_bytes_reach_the_peer_before_the_close(Close::DestroyId, 7712);
+}
+
+/// The lost SEND is for a server with no receive posted: its retransmission, after the client
+/// disconnected, is what the server's siw refuses (a DDP untagged message without a receive:
+/// TERMINATE and its own close, `siw_proc_send`, `siw_qp_cm_drop`): the server gets
+/// DISCONNECTED (status 0) at the loss probe's arrival, 204.005 ms after the post, not as the
+/// FIN that overtook the bytes arrived (5 µs); nothing completes there. Both kernel
+/// profiles.
+#[test]
+fn bytes_lost_before_a_disconnect_for_a_peer_without_a_receive_terminate_there() {
+    use cmtwin::{CmBackend, EventKind, Wait};
+    use cmtwin_tests::datapath::drain;
+    for (seed, kernel) in [(50, KernelProfile::Linux61), (51, KernelProfile::Linux612)] {
+        let bed = jitterless_iwarp(seed, kernel);
+        let (s, c) = (bed.server(), bed.client());
+        let lose = |f: &cmtwin_sim::Fabric| f.drop_data_packets(1).expect("outside a run");
+        let (conn, t0) = send_into_fault(&bed, 7713, false, lose);
+        close_client(c, &conn.client, Close::Disconnect);
+        let patience = Wait::Timeout(Duration::from_secs(1));
+        let ev = cmtwin::expect_event(s, conn.server.channel, EventKind::Disconnected, patience);
+        assert_eq!(ev.expect("the server's DISCONNECTED").status, 0);
+        assert_eq!(s.now() - t0, PROBE_ARRIVES, "{kernel:?}");
+        ok(s.sleep(Duration::from_secs(60)), "sleep");
+        assert!(drain(s, &conn.server).is_empty(), "{kernel:?}");
+    }
+}
+
+/// The server closes before the lost bytes come (100 ms after the post, while its TCP holds
+/// the client's FIN behind the gap): its own close gives it DISCONNECTED (status 0) and flushes
+/// its receive then; the retransmission that comes at 204 ms meets a closed socket, whose TCP
+/// answers with a reset (tcp_input.c `tcp_rcv_state_process`: data after the close), which ends
+/// the client's orphaned socket: the server hears nothing more. Both kernel profiles.
+#[test]
+fn bytes_lost_before_a_disconnect_are_refused_by_a_peer_that_closed_meanwhile() {
+    use cmtwin::verbs::WcStatus;
+    use cmtwin::{CmBackend, EventKind, Wait};
+    use cmtwin_tests::datapath::{drain, next_completion};
+    for (seed, kernel) in [(52, KernelProfile::Linux61), (53, KernelProfile::Linux612)] {
+        let bed = jitterless_iwarp(seed, kernel);
+        let (s, c) = (bed.server(), bed.client());
+        let lose = |f: &cmtwin_sim::Fabric| f.drop_data_packets(1).expect("outside a run");
+        let (conn, _) = send_into_fault(&bed, 7714, true, lose);
+        close_client(c, &conn.client, Close::Disconnect);
+        ok(s.sleep(Duration::from_millis(100)), "sleep");
+        assert!(drain(s, &conn.server).is_empty(), "{kernel:?}: nothing yet");
+        let closing = s.now();
+        ok(s.disconnect(conn.server.id), "rdma_disconnect");
+        let patience = Wait::Timeout(Duration::from_secs(1));
+        let ev = cmtwin::expect_event(s, conn.server.channel, EventKind::Disconnected, patience);
+        assert_eq!(ev.expect("the server's DISCONNECTED").status, 0);
+        // At once (the call's own 20 µs), long before the retransmission.
+        assert_eq!(s.now() - closing, 20 * US, "{kernel:?}");
+        let flushed = next_completion(s, &conn.server);
+        assert_eq!((flushed.wr_id, flushed.status), (1, WcStatus::WR_FLUSH_ERR));
+        ok(s.sleep(Duration::from_secs(60)), "sleep");
+        assert!(drain(s, &conn.server).is_empty(), "{kernel:?}");
+        let more = s.get_cm_event(conn.server.channel, Wait::Timeout(Duration::ZERO));
+        assert!(more.is_err(), "{kernel:?}: one DISCONNECTED");
+    }
+}

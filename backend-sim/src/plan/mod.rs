@@ -206,7 +206,8 @@ pub enum FaultAction {
     },
     /// The next `count` data packets put on the wire anywhere (requests, acknowledgements and
     /// responses alike) are lost: the RC transport retransmits or, out of retries, fails. On
-    /// iWARP only while the QP lives: see [`crate::Fabric::drop_data_packets`].
+    /// iWARP TCP retransmits, also after the connection's close: see
+    /// [`crate::Fabric::drop_data_packets`].
     DropDataPackets {
         /// How many.
         count: u32,

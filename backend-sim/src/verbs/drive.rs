@@ -292,6 +292,7 @@ impl World {
                 }
                 self.drive_qp(qp, |m, _, out| m.on_timer(out));
             }
+            VerbsAction::OrphanTimer { stream } => self.orphan_timer(stream),
             VerbsAction::DeliverDatagram {
                 from,
                 to,

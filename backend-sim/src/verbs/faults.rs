@@ -10,11 +10,11 @@ impl Fabric {
     /// Loses the next `count` data packets put on the wire anywhere on the fabric (requests,
     /// acknowledgements and responses alike, in the order they are sent).
     ///
-    /// On iWARP a lost segment is TCP's to retransmit, which the simulator does only while the
-    /// QP lives: an `rdma_disconnect` or a destroy before it is acknowledged ends the
-    /// retransmission, and the peer gets the close without the lost bytes (its receives are
-    /// flushed), where TCP never delivers a FIN ahead of bytes sent before it (it keeps
-    /// retransmitting them after the close). Not modelled yet.
+    /// On iWARP a lost segment is TCP's to retransmit, on TCP's timer, and TCP keeps doing so
+    /// after siw dropped the connection (`rdma_disconnect`, a move to ERROR, a QP or id
+    /// destroyed: siw's plain socket close): the peer's QP, if still in RTS, takes the bytes
+    /// before the close reaches it (the FIN that overtook them waits in its TCP), and a peer
+    /// that closed meanwhile answers them with a reset. Until TCP gives up, as for a live QP.
     pub fn drop_data_packets(&self, count: u32) -> Result<(), FabricError> {
         if count > 0 {
             let fault = DataFault { count, delay: None };

@@ -145,6 +145,7 @@ impl World {
                 Ok(())
             }
             (QpState::Rts, QpState::Error) => {
+                self.siw_orphan_stream(q);
                 self.drive_qp(q, |m, _, out| m.enter_error(out));
                 self.siw_drop_connection_of(q);
                 Ok(())
@@ -207,6 +208,7 @@ impl World {
     pub(crate) fn cm_qp_close(&mut self, id: IdKey) {
         if let Some(q) = self.cm_qp(id) {
             if self.verbs.qps[&q].machine.state() == QpState::Rts {
+                self.siw_orphan_stream(q);
                 self.drive_qp(q, |m, _, out| m.siw_close(out));
             }
         }
@@ -237,6 +239,7 @@ impl World {
         if qp.machine.state() != QpState::Rts {
             return false;
         }
+        self.siw_orphan_stream(q);
         self.drive_qp(q, |m, _, out| m.enter_error(out));
         self.siw_drop_connection_of(q);
         true

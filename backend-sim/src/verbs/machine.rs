@@ -46,6 +46,22 @@ impl QpMachine {
         matches!(self, QpMachine::Rc(m) if m.siw_dropped_by_send())
     }
 
+    /// siw: what TCP still holds of the QP's stream (see [`RcQp::tcp_backlog`]).
+    pub(crate) fn tcp_backlog(&self) -> Option<super::rc::TcpBacklog> {
+        match self {
+            QpMachine::Rc(m) => m.tcp_backlog(),
+            QpMachine::Ud(_) => None,
+        }
+    }
+
+    /// The PSN an RC responder expects next (`None` for UD).
+    pub(crate) fn expected_psn(&self) -> Option<u32> {
+        match self {
+            QpMachine::Rc(m) => Some(m.expected_psn()),
+            QpMachine::Ud(_) => None,
+        }
+    }
+
     /// Whether it is a UD QP.
     pub(crate) fn is_ud(&self) -> bool {
         matches!(self, QpMachine::Ud(_))

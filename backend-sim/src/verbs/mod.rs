@@ -29,7 +29,9 @@
 //!   the CM's attributes for them (`rdma_init_qp_attr`) and explicit transitions
 //!   (`ibv_modify_qp`).
 //! * `iw_qp.rs`: the QP an iWARP connection's CM drives, the id's own or the external one its
-//!   `connect` or `accept` named (`iw_get_qp`), and siw's moves of it.
+//!   `connect` or `accept` named (`iw_get_qp`), and siw's moves of it; `tcp_timer.rs` TCP's
+//!   retransmission timer under a siw QP; `tcp_orphan.rs` the socket a dropped siw connection
+//!   leaves retransmitting its unacknowledged bytes, and the peer's FIN held behind them.
 //! * `modify_mask.rs`: `ibv_modify_qp` with an attribute mask: the kernel's transition table,
 //!   the kernel's, rxe's and siw's checks of values, the attributes applied, SQD.
 //! * `wire.rs`: data packets between QPs, a path parallel to the CM's messages: the same
@@ -78,6 +80,7 @@ mod readiness;
 mod srq;
 mod stuck;
 pub(crate) use stuck::EndlessRetries;
+mod tcp_orphan;
 mod tcp_timer;
 mod ud;
 mod ud_wire;
@@ -217,6 +220,9 @@ pub(crate) enum VerbsAction {
     },
     /// QP `qp`'s timer fires.
     QpTimer { qp: ObjKey },
+    /// The retransmission timer of the orphaned siw socket of (host, QP number) `stream`
+    /// fires (`tcp_orphan.rs`).
+    OrphanTimer { stream: (HostKey, u32) },
     /// A datagram arrives at host `to.0`'s QP `to.1`, from QP `from.1` of host `from.0`
     /// whose GID is `sgid`.
     DeliverDatagram {
@@ -264,6 +270,9 @@ pub(crate) struct Verbs {
     pub link_clock: BTreeMap<(HostKey, HostKey), SimTime>,
     /// Targeted faults on the next data packets.
     pub faults: VecDeque<DataFault>,
+    /// The sockets of dropped siw connections still retransmitting, by the closed QP's
+    /// (host, number) (`tcp_orphan.rs`).
+    pub orphans: BTreeMap<(HostKey, u32), tcp_orphan::TcpOrphan>,
     /// Reused buffer for a QP's outputs.
     pub outputs: Vec<rc::QpOutput>,
     /// The objects each process group made explicitly, freed at its exit (`process_exit.rs`).
@@ -292,6 +301,7 @@ impl Default for Verbs {
             async_events: BTreeMap::new(),
             link_clock: BTreeMap::new(),
             faults: VecDeque::new(),
+            orphans: BTreeMap::new(),
             outputs: Vec::new(),
             owned: BTreeMap::new(),
         }

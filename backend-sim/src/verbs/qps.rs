@@ -254,6 +254,8 @@ impl World {
     /// Destroys QP `key`: its outstanding requests are discarded without completions, and
     /// the CQs made for it go with it.
     pub(crate) fn remove_qp(&mut self, key: ObjKey) {
+        // siw: a connection still up drops with the QP; TCP keeps its unacknowledged bytes.
+        self.siw_orphan_stream(key);
         let Some(mut qp) = self.verbs.qps.remove(&key) else {
             return;
         };

@@ -35,7 +35,9 @@
 //! * retransmission is TCP's, on TCP's timer (`tcp_timer.rs`): a loss probe, then RTOs from
 //!   about 200 ms doubling up to 120 s, whatever the QP's `timeout` and `retry_count`; no
 //!   RETRY_EXC_ERR: once TCP gives up (924.6 s after the oldest unacknowledged message was
-//!   first sent) the connection closes under the QP ([`QpOutput::TcpLost`]);
+//!   first sent) the connection closes under the QP ([`QpOutput::TcpLost`]); what is
+//!   unacknowledged when this side drops the connection goes on with TCP's socket
+//!   ([`RcQp::tcp_backlog`], `tcp_orphan.rs`);
 //! * the responder has no NAK: a message it cannot take (no receive posted, a bad rkey or
 //!   access, a receive with bad entries) makes it send a TERMINATE and close the connection
 //!   (`siw_init_terminate`, `siw_qp_cm_drop`): this QP enters ERROR and the world drops the
@@ -365,6 +367,17 @@ enum Timer {
     RnrWait,
 }
 
+/// What TCP still holds of a siw QP's stream when its connection is dropped (see
+/// [`RcQp::tcp_backlog`]).
+pub(crate) struct TcpBacklog {
+    /// The requests sent and not yet acknowledged, oldest first.
+    pub unacked: std::collections::VecDeque<Packet>,
+    /// The path's retransmission timing.
+    pub path: TcpPath,
+    /// Where the retransmission timer stands.
+    pub timer: TcpTimer,
+}
+
 /// One RC QP (or UC: `reliable` false).
 pub(crate) struct RcQp {
     state: QpState,
@@ -690,6 +703,33 @@ impl RcQp {
         self.rnr_timer_ns = 0;
         self.state = QpState::Rtr;
         self.rts(params, out)
+    }
+
+    /// siw: what TCP still holds of this QP's stream as the connection is dropped under an
+    /// RTS QP: the requests handed to TCP and not yet acknowledged, with the path's timing and
+    /// where the retransmission timer stands (`None` when nothing is outstanding). siw's
+    /// close releases the socket without an abort (`siw_qp_cm_drop`, `sock_release`,
+    /// `tcp_close`): the orphaned socket keeps retransmitting them ([`super::tcp_orphan`]).
+    pub(crate) fn tcp_backlog(&self) -> Option<TcpBacklog> {
+        let pending = self.is_siw()
+            && self.state == QpState::Rts
+            && self.sent > 0
+            && self.timer == Timer::Retransmit;
+        pending.then(|| TcpBacklog {
+            unacked: self
+                .sq
+                .iter()
+                .take(self.sent())
+                .map(request_packet)
+                .collect(),
+            path: self.tcp_path,
+            timer: self.tcp_timer,
+        })
+    }
+
+    /// The PSN the responder expects next (every message before it was taken).
+    pub(crate) fn expected_psn(&self) -> u32 {
+        self.epsn
     }
 
     /// siw's CLOSING (a graceful close, what SQD moves an RTS QP to): every outstanding

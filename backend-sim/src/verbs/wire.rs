@@ -93,15 +93,32 @@ impl World {
             Some((_, qp)) if qp.peer != Some(from) => "not connected to the sender",
             Some(_) => "",
         };
-        let Some((q, _)) = target.filter(|_| why.is_empty()) else {
-            self.trace_packet(to.0, TraceKind::Drop, from, to, &pkt, why);
-            if why != "device removed" {
-                self.reset_stale_tcp_segment(from, to, &pkt);
-            }
-            return;
+        // What an orphaned siw socket at either end makes of it (`tcp_orphan.rs`), once the
+        // QP there had it.
+        let (request, response) = match self.verbs.orphans.is_empty() {
+            true => (false, None),
+            false => (
+                pkt.is_request(),
+                Some(pkt.clone()).filter(|p| !p.is_request()),
+            ),
         };
-        self.trace_packet(to.0, TraceKind::Recv, from, to, &pkt, "");
-        self.drive_qp(q, |m, mem, out| m.on_packet(pkt, mem, out));
+        match target.filter(|_| why.is_empty()) {
+            Some((q, _)) => {
+                self.trace_packet(to.0, TraceKind::Recv, from, to, &pkt, "");
+                self.drive_qp(q, |m, mem, out| m.on_packet(pkt, mem, out));
+            }
+            None => {
+                self.trace_packet(to.0, TraceKind::Drop, from, to, &pkt, why);
+                if why != "device removed" {
+                    self.reset_stale_tcp_segment(from, to, &pkt);
+                }
+            }
+        }
+        if let Some(response) = response {
+            self.orphan_on_response(from, to, &response);
+        } else if request {
+            self.orphan_request_arrived(from, to);
+        }
     }
 
     /// siw: a request from QP `from` reached a host whose device is up but has no connection
@@ -110,24 +127,30 @@ impl World {
     /// sender's connection ([`Body::TcpReset`]). An InfiniBand or RoCE packet is dropped
     /// without an answer.
     fn reset_stale_tcp_segment(&mut self, from: (HostKey, u32), to: (HostKey, u32), pkt: &Packet) {
-        let sender_is_siw =
-            (self.verbs.qp_by_num.get(&from)).is_some_and(|q| self.verbs.qps[q].machine.is_siw());
+        let sender_is_siw = (self.verbs.qp_by_num.get(&from))
+            .is_some_and(|q| self.verbs.qps[q].machine.is_siw())
+            || self.verbs.orphans.contains_key(&from);
         let host_is_up =
             (self.topo.hosts[to.0].devices.iter()).any(|&d| self.topo.devices[d].present);
-        if !(sender_is_siw && host_is_up && pkt.is_request()) {
-            return;
+        if sender_is_siw && host_is_up && pkt.is_request() {
+            self.answer_with_tcp_reset(to, from);
         }
+    }
+
+    /// The TCP of host `at.0` answers a segment that QP `sender` sent to QP `at` with a
+    /// reset.
+    pub(crate) fn answer_with_tcp_reset(&mut self, at: (HostKey, u32), sender: (HostKey, u32)) {
         let reset = Packet {
             psn: 0,
             body: Body::TcpReset,
         };
-        if let Some(at) = self.wire_arrival(to, from, &reset) {
+        if let Some(at_time) = self.wire_arrival(at, sender, &reset) {
             let action = VerbsAction::Deliver {
-                from: to,
-                to: from,
+                from: at,
+                to: sender,
                 packet: reset,
             };
-            self.timeline.schedule(at, Action::Verbs(action));
+            self.timeline.schedule(at_time, Action::Verbs(action));
         }
     }
 
