@@ -91,8 +91,9 @@ pub fn trigger(space: &SwarmSpace) -> BoxedStrategy<Trigger> {
 }
 
 /// An action within `space`: on its hosts (device removed, address change, rejects, a power
-/// cycle's half; device unregistered where `space` allows it), on its addresses and groups, or on its message kinds (lost, delayed,
-/// reordered where the network can).
+/// cycle's half; device unregistered where `space` allows it), on its addresses and groups, on
+/// its message kinds (lost, delayed, reordered where the network can), or on the next data
+/// packets (lost or delayed, where `space` allows it).
 pub fn fault_action(space: &SwarmSpace) -> BoxedStrategy<FaultAction> {
     let mut options: Vec<BoxedStrategy<FaultAction>> = Vec::new();
     if !space.hosts.is_empty() {
@@ -150,6 +151,16 @@ pub fn fault_action(space: &SwarmSpace) -> BoxedStrategy<FaultAction> {
                         count,
                         delay_ms,
                     },
+                })
+                .boxed(),
+        );
+    }
+    if space.data_packets {
+        options.push(
+            (1u32..=3, 0u64..=2000, proptest::bool::ANY)
+                .prop_map(|(count, delay_ms, lose)| match lose {
+                    true => FaultAction::DropDataPackets { count },
+                    false => FaultAction::DelayDataPackets { count, delay_ms },
                 })
                 .boxed(),
         );

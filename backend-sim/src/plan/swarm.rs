@@ -55,6 +55,11 @@ pub struct SwarmSpace {
     /// [`FaultAction::UnregisterDevice`]) and restore it. Off by default; when off, plans are
     /// drawn exactly as before the option existed.
     pub unregisters: bool,
+    /// Whether plans may lose or delay data packets (RC requests, acknowledgements and
+    /// responses, datagrams: [`FaultAction::DropDataPackets`],
+    /// [`FaultAction::DelayDataPackets`]), armed at a host's ESTABLISHED or at a drawn time.
+    /// Off by default; when off, plans are drawn exactly as before the option existed.
+    pub data_packets: bool,
 }
 
 impl SwarmSpace {
@@ -78,6 +83,7 @@ impl SwarmSpace {
             path_queries: false,
             reorders: false,
             unregisters: false,
+            data_packets: false,
         }
     }
 
@@ -122,6 +128,12 @@ impl SwarmSpace {
         self.unregisters = on;
         self
     }
+
+    /// Lets plans lose or delay data packets (see [`SwarmSpace::data_packets`]).
+    pub fn data_packets(mut self, on: bool) -> Self {
+        self.data_packets = on;
+        self
+    }
 }
 
 /// Draws from one seed's swarm stream.
@@ -152,6 +164,28 @@ impl Draw {
                 None => FaultAction::AddressChange { host },
             },
         }
+    }
+
+    /// A loss or delay of the next one to three data packets, armed as a host's connection is
+    /// established (its first data) or at a time within the horizon.
+    fn data_fault(&mut self, space: &SwarmSpace) -> (Trigger, FaultAction) {
+        let host = self.pick(&space.hosts).filter(|_| self.coin(0.6));
+        let when = match host {
+            Some(host) => Trigger::Event {
+                host,
+                event: EventKind::Established,
+                nth: if self.coin(0.8) { 1 } else { 2 },
+            },
+            None => self.time(space.horizon),
+        };
+        let count = self.0.gen_range(1..=3);
+        let action = if self.coin(0.6) {
+            FaultAction::DropDataPackets { count }
+        } else {
+            let delay_ms = DELAYS_MS[self.0.gen_range(0..DELAYS_MS.len())];
+            FaultAction::DelayDataPackets { count, delay_ms }
+        };
+        (when, action)
     }
 
     fn time(&mut self, horizon: Duration) -> Trigger {
@@ -266,6 +300,10 @@ impl FaultPlan {
                     plan = plan.scheduled(when, FaultAction::RestoreDevice { host });
                 }
             }
+        }
+        if space.data_packets && d.coin(0.5) {
+            let (when, action) = d.data_fault(space);
+            plan = plan.scheduled(when, action);
         }
         plan
     }
