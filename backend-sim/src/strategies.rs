@@ -243,4 +243,23 @@ mod tests {
             s.validate().expect("valid");
         }
     }
+
+    #[test]
+    fn plans_with_data_packet_faults_are_valid_and_survive_json() {
+        let space = SwarmSpace::new(&["client", "server"]).data_packets(true);
+        let mut runner = TestRunner::deterministic();
+        let plans = fault_plan(&space, 6);
+        let mut with_data = 0;
+        for _ in 0..300 {
+            let plan = plans.new_tree(&mut runner).expect("a plan").current();
+            plan.validate().expect("valid");
+            let json = plan.to_json();
+            assert_eq!(FaultPlan::from_json(&json).expect("parses"), plan);
+            with_data += usize::from(json.contains("data_packets"));
+        }
+        assert!(
+            with_data > 30,
+            "only {with_data} of 300 plans touch data packets"
+        );
+    }
 }

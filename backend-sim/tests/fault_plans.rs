@@ -732,3 +732,40 @@ fn a_failed_run_names_its_plan_in_the_replay_line() {
     let plain = Fabric::builder(2).build().unwrap();
     assert_eq!(plain.replay_line(), "CMTWIN_SEED=2 cargo test");
 }
+
+#[test]
+fn data_packet_faults_are_drawn_only_when_asked_for_and_leave_the_rest_unchanged() {
+    let with = space().data_packets(true);
+    let (mut lost, mut delayed, mut at_established) = (0, 0, 0);
+    for seed in 0..200 {
+        let plain = FaultPlan::swarm(seed, &space());
+        assert!(!plain.to_json().contains("data_packets"), "seed {seed}");
+        let plan = FaultPlan::swarm(seed, &with);
+        plan.validate().expect("valid");
+        // The same faults, then at most one loss or delay of the next data packets.
+        assert_eq!(plan.faults[..plain.faults.len()], plain.faults[..]);
+        match &plan.faults[plain.faults.len()..] {
+            [] => {}
+            [Fault::Scheduled { when, action }] => {
+                match action {
+                    FaultAction::DropDataPackets { count } if (1..=3).contains(count) => lost += 1,
+                    FaultAction::DelayDataPackets { count, .. } if (1..=3).contains(count) => {
+                        delayed += 1
+                    }
+                    other => panic!("seed {seed}: unexpected {other:?}"),
+                }
+                if let Trigger::Event { event, .. } = when {
+                    assert_eq!(*event, EventKind::Established);
+                    at_established += 1;
+                }
+            }
+            more => panic!("seed {seed}: unexpected faults {more:?}"),
+        }
+    }
+    // Drawn with probability 0.5, a loss with 0.6 of those: seeds 0..200 give these counts.
+    assert_eq!(
+        (lost, delayed, at_established),
+        (60, 41, 57),
+        "of 200 plans"
+    );
+}
