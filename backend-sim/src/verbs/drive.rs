@@ -200,7 +200,10 @@ impl World {
                 };
                 // An RC machine does not know its number (`rc.rs`).
                 let wc = wc.map(|wc| WorkCompletion { qp_num: qpn, ..wc });
-                let lost = wc.is_some_and(|wc| !self.push_completion(cq, wc, solicited));
+                let lost = wc.is_some_and(|wc| {
+                    let wakes = self.wakes_solicited_only(dev, queue, &wc, solicited);
+                    !self.push_completion(cq, wc, wakes)
+                });
                 if lost && queue == Queue::Recv && wc.is_some_and(|wc| wc.status.0 == 0) {
                     // rxe's responder takes a receive completion its CQ cannot hold for a
                     // class G error (RESPST_ERR_CQ_OVERFLOW): the QP enters ERROR. (The
@@ -255,6 +258,33 @@ impl World {
     }
 
     /// Makes QP `q`'s timer due at `due`, keeping its timeline entry if that runs no later.
+    /// Whether a completion of `queue` on device `dev` wakes a CQ armed for solicited
+    /// completions only (`solicited`: the request or packet carried the solicited-event
+    /// bit). An InfiniBand HCA follows the specification: a solicited receive or any failed
+    /// completion. rxe (`rxe_cq_post`) wakes it only for a receive completed from a packet
+    /// with the bit, failed or not, or one flushed without a packet on Linux 6.1 (6.12's
+    /// `flush_recv_wqe` posts the flush unsolicited); never for a send-queue completion,
+    /// which its completer posts unsolicited whatever its status. siw keeps the
+    /// specification's rule here (not measured).
+    fn wakes_solicited_only(
+        &self,
+        dev: DevKey,
+        queue: Queue,
+        wc: &WorkCompletion,
+        solicited: bool,
+    ) -> bool {
+        if self.topo.devices[dev].transport != cmtwin::Transport::Roce {
+            return solicited || wc.status != WcStatus::SUCCESS;
+        }
+        match queue {
+            Queue::Send => false,
+            Queue::Recv if wc.status == WcStatus::WR_FLUSH_ERR => {
+                self.cfg.kernel == KernelProfile::Linux61
+            }
+            Queue::Recv => solicited,
+        }
+    }
+
     fn set_qp_timer(&mut self, q: ObjKey, due: SimTime) {
         let qp = self.verbs.qps.get_mut(&q).expect("live QP");
         qp.timer_due = due;

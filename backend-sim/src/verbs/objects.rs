@@ -477,14 +477,15 @@ impl World {
         Ok(n)
     }
 
-    /// Adds `wc` to CQ `key` and, if the CQ is armed for it, queues a CQ event on its channel;
-    /// false if the CQ is full: it loses the completion and reports CQ_ERR, as an overrun CQ
-    /// does (rxe's `rxe_cq_post`).
+    /// Adds `wc` to CQ `key` and, if the CQ is armed for it, queues a CQ event on its channel
+    /// (`wakes_solicited`: whether it wakes a CQ armed for solicited completions only, the
+    /// driver's rule); false if the CQ is full: it loses the completion and reports CQ_ERR, as
+    /// an overrun CQ does (rxe's `rxe_cq_post`).
     pub(crate) fn push_completion(
         &mut self,
         key: ObjKey,
         wc: WorkCompletion,
-        solicited: bool,
+        wakes_solicited: bool,
     ) -> bool {
         let Some(cq) = self.verbs.cqs.get_mut(&key) else {
             return false;
@@ -511,7 +512,7 @@ impl World {
         cq.entries.push_back(wc);
         let fires = cq
             .armed
-            .is_some_and(|only| !only || solicited || wc.status.0 != 0);
+            .is_some_and(|only| !only || wakes_solicited);
         if self.trace.is_on() {
             let h = self.cq_handle(key);
             self.record_text(Some(host), TraceKind::Queue, |_| {

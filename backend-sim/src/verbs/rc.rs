@@ -1562,7 +1562,7 @@ impl RcQp {
                 WcOpcode::Recv,
                 0,
                 None,
-                false,
+                solicited,
                 out,
             );
             return Err(Nak::InvalidRequest);
@@ -1574,7 +1574,7 @@ impl RcQp {
                 Driver::Siw => WcStatus::GENERAL_ERR,
                 _ => status,
             };
-            self.complete_recv(r, status, WcOpcode::Recv, 0, None, false, out);
+            self.complete_recv(r, status, WcOpcode::Recv, 0, None, solicited, out);
             return Err(Nak::RemoteOp);
         }
         let len = data.len() as u32;

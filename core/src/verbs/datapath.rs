@@ -98,7 +98,12 @@ pub trait DataPath: CmBackend {
     fn destroy_cq(&self, cq: CqHandle) -> Result<()>;
 
     /// `ibv_req_notify_cq`: arms the CQ once: its next completion (with `solicited_only`, the
-    /// next solicited receive or error) queues one CQ event on its channel.
+    /// next one the driver takes as solicited) queues one CQ event on its channel. Which
+    /// those are is the driver's: by the InfiniBand specification (the simulator's InfiniBand
+    /// and iWARP devices) a receive of a solicited message or any failed completion; on rxe
+    /// only a receive completed from a packet with the solicited-event bit, failed or not,
+    /// and on Linux 6.1 a receive flushed (6.12 flushes unsolicited), never a send-queue
+    /// completion, even a failed one.
     ///
     /// * EINVAL: the CQ has no completion channel.
     fn req_notify_cq(&self, cq: CqHandle, solicited_only: bool) -> Result<()>;

@@ -1,0 +1,179 @@
+//! An outside user's sixth trial: a C program's completion-channel loop ported as it stands,
+//! each CQ armed for solicited completions only (`ibv_req_notify_cq(cq, 1)`), as a server
+//! that wakes only for its peer's solicited messages writes it. Which completions wake such
+//! a CQ is the driver's choice: rxe (Linux 6.1 `rxe_cq_post`) wakes it only for a receive
+//! whose packet carried the solicited-event bit, or one flushed without a packet; never for
+//! a send-queue completion, failed or not, and not for a receive failed by an unsolicited
+//! packet. Each test pins the exact outcome on the simulated RoCE bed without jitter.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use cmtwin::verbs::{
+    AccessFlags, DataPath, Payload, QpAttr, QpState, SendOp, SendWr, WcOpcode, WcStatus,
+    WorkCompletion,
+};
+use cmtwin::{CmBackend, Errno, Transport, Wait};
+use cmtwin_sim::SimConfig;
+use cmtwin_tests::datapath::{connect, drain, post_recv_all, region, Conn, Side};
+use cmtwin_tests::steps::ok;
+use cmtwin_tests::{SimBed, TestBed};
+
+const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
+const MS: Duration = Duration::from_millis(1);
+
+/// A RoCE bed of `kernel`'s profile without wire jitter.
+fn bed(seed: u64, config: SimConfig) -> SimBed {
+    let config = SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..config
+    };
+    SimBed::with_config(seed, Transport::Roce, config)
+}
+
+/// A connected RC pair on `bed`.
+fn connected(bed: &SimBed) -> Conn {
+    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 7471);
+    connect(bed.server(), bed.client(), addr)
+}
+
+/// Waits up to 1 ms for a CQ event of `side`'s channel: the CQ it names (acknowledged), or
+/// the wait's errno with the time it took.
+fn wake<B: DataPath + CmBackend>(cm: &B, side: &Side) -> Result<Duration, (Errno, Duration)> {
+    let t0 = cm.now();
+    match cm.get_cq_event(side.comp, Wait::Timeout(MS)) {
+        Ok(cq) => {
+            assert_eq!(cq, side.cq);
+            ok(cm.ack_cq_events(cq, 1), "ack_cq_events");
+            Ok(cm.now() - t0)
+        }
+        Err(e) => Err((e.errno, cm.now() - t0)),
+    }
+}
+
+/// The (wr_id, status, opcode) of each completion.
+fn summary(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus, WcOpcode)> {
+    wcs.iter().map(|w| (w.wr_id, w.status, w.opcode)).collect()
+}
+
+#[test]
+fn a_failed_write_does_not_wake_a_cq_armed_for_solicited_completions_on_rxe() {
+    let bed = bed(1, SimConfig::default());
+    let c = bed.client();
+    let conn = connected(&bed);
+    let mr = region(c, conn.client.pd, 8, 1, LW);
+    ok(c.req_notify_cq(conn.client.cq, true), "arm solicited only");
+    // A write under a key the server never gave: REM_ACCESS_ERR, the QP in ERROR. rxe's
+    // completer posts it with the solicited flag clear: the CQ stays armed and asleep.
+    let sge = [mr.sge(0, 8)];
+    let write = SendOp::RdmaWrite {
+        remote_addr: 0x1000,
+        rkey: 0xdead,
+    };
+    ok(
+        c.post_send(conn.client.qp, &SendWr::new(7, write, Payload::Sges(&sge))),
+        "post_send",
+    );
+    assert_eq!(wake(c, &conn.client), Err((Errno::ETIMEDOUT, MS)));
+    assert_eq!(
+        summary(&drain(c, &conn.client)),
+        [(7, WcStatus::REM_ACCESS_ERR, WcOpcode::RdmaWrite)]
+    );
+    // Still armed: a send posted to the QP in ERROR is flushed, silently too.
+    ok(
+        c.post_send(conn.client.qp, &SendWr::new(8, SendOp::Send, Payload::Sges(&sge))),
+        "post_send in ERROR",
+    );
+    assert_eq!(wake(c, &conn.client), Err((Errno::ETIMEDOUT, MS)));
+    assert_eq!(
+        summary(&drain(c, &conn.client)),
+        [(8, WcStatus::WR_FLUSH_ERR, WcOpcode::Send)]
+    );
+    // Armed for every completion, the next flush wakes it at once.
+    ok(c.req_notify_cq(conn.client.cq, false), "arm");
+    ok(
+        c.post_send(conn.client.qp, &SendWr::new(9, SendOp::Send, Payload::Sges(&sge))),
+        "post_send in ERROR",
+    );
+    assert_eq!(wake(c, &conn.client), Ok(Duration::ZERO));
+}
+
+#[test]
+fn a_receive_failed_by_an_unsolicited_send_does_not_wake_a_solicited_only_cq_on_rxe() {
+    let bed = bed(2, SimConfig::default());
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let small = region(s, conn.server.pd, 1, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &small);
+    ok(s.req_notify_cq(conn.server.cq, true), "arm solicited only");
+    let mr = region(c, conn.client.pd, 8, 1, LW);
+    let sge = [mr.sge(0, 8)];
+    ok(
+        c.post_send(conn.client.qp, &SendWr::new(2, SendOp::Send, Payload::Sges(&sge))),
+        "post_send",
+    );
+    // 8 bytes into a receive of 1: LOC_LEN_ERR, completed from the packet, whose
+    // solicited-event bit is clear.
+    assert_eq!(wake(s, &conn.server), Err((Errno::ETIMEDOUT, MS)));
+    assert_eq!(
+        summary(&drain(s, &conn.server)),
+        [(1, WcStatus::LOC_LEN_ERR, WcOpcode::Recv)]
+    );
+    assert_eq!(
+        summary(&drain(c, &conn.client)),
+        [(2, WcStatus::REM_INV_REQ_ERR, WcOpcode::Send)]
+    );
+}
+
+#[test]
+fn a_solicited_send_into_a_short_receive_wakes_the_cq() {
+    let bed = bed(3, SimConfig::default());
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let small = region(s, conn.server.pd, 1, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &small);
+    ok(s.req_notify_cq(conn.server.cq, true), "arm solicited only");
+    let mr = region(c, conn.client.pd, 8, 1, LW);
+    let sge = [mr.sge(0, 8)];
+    let mut wr = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
+    wr.solicited = true;
+    ok(c.post_send(conn.client.qp, &wr), "post_send");
+    assert_eq!(wake(s, &conn.server), Ok(Duration::from_micros(5)));
+    assert_eq!(
+        summary(&drain(s, &conn.server)),
+        [(1, WcStatus::LOC_LEN_ERR, WcOpcode::Recv)]
+    );
+}
+
+/// The server's receive flushed by its own move to ERROR, its CQ armed for solicited
+/// completions only: whether the flush wakes it.
+fn flush_wakes(config: SimConfig) -> Result<Duration, (Errno, Duration)> {
+    let bed = bed(4, config);
+    let s = bed.server();
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    ok(s.req_notify_cq(conn.server.cq, true), "arm solicited only");
+    let error = QpAttr {
+        qp_state: Some(QpState::Error),
+        ..QpAttr::default()
+    };
+    ok(s.modify_qp(conn.server.qp, &error), "modify_qp to ERROR");
+    let woke = wake(s, &conn.server);
+    assert_eq!(
+        summary(&drain(s, &conn.server)),
+        [(1, WcStatus::WR_FLUSH_ERR, WcOpcode::Recv)]
+    );
+    woke
+}
+
+#[test]
+fn a_flushed_receive_wakes_a_solicited_only_cq_on_linux_6_1_and_not_on_6_12() {
+    // 6.1's responder completes the flush without a packet, taken as solicited; 6.12's
+    // flush_recv_wqe posts it unsolicited.
+    assert_eq!(flush_wakes(SimConfig::default()), Ok(Duration::ZERO));
+    assert_eq!(
+        flush_wakes(SimConfig::linux612()),
+        Err((Errno::ETIMEDOUT, MS))
+    );
+}
