@@ -4,7 +4,9 @@
 //! a CQ is the driver's choice: rxe (Linux 6.1 `rxe_cq_post`) wakes it only for a receive
 //! whose packet carried the solicited-event bit, or one flushed without a packet; never for
 //! a send-queue completion, failed or not, and not for a receive failed by an unsolicited
-//! packet. Each test pins the exact outcome on the simulated RoCE bed without jitter.
+//! packet. siw (`siw_cq_notify_now`, with libsiw arming the CQ in the process's memory) wakes
+//! it for the completion of a send posted solicited, on the sender's side, and never for a
+//! receive. Each test pins the exact outcome on a simulated bed without jitter.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -22,13 +24,18 @@ use cmtwin_tests::{SimBed, TestBed};
 const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
 const MS: Duration = Duration::from_millis(1);
 
-/// A RoCE bed of `kernel`'s profile without wire jitter.
+/// A RoCE bed of `config`'s kernel profile without wire jitter.
 fn bed(seed: u64, config: SimConfig) -> SimBed {
+    bed_of(seed, Transport::Roce, config)
+}
+
+/// A bed of `transport` devices and `config`'s kernel profile without wire jitter.
+fn bed_of(seed: u64, transport: Transport, config: SimConfig) -> SimBed {
     let config = SimConfig {
         wire_jitter: Duration::ZERO,
         ..config
     };
-    SimBed::with_config(seed, Transport::Roce, config)
+    SimBed::with_config(seed, transport, config)
 }
 
 /// A connected RC pair on `bed`.
@@ -81,7 +88,10 @@ fn a_failed_write_does_not_wake_a_cq_armed_for_solicited_completions_on_rxe() {
     );
     // Still armed: a send posted to the QP in ERROR is flushed, silently too.
     ok(
-        c.post_send(conn.client.qp, &SendWr::new(8, SendOp::Send, Payload::Sges(&sge))),
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(8, SendOp::Send, Payload::Sges(&sge)),
+        ),
         "post_send in ERROR",
     );
     assert_eq!(wake(c, &conn.client), Err((Errno::ETIMEDOUT, MS)));
@@ -92,7 +102,10 @@ fn a_failed_write_does_not_wake_a_cq_armed_for_solicited_completions_on_rxe() {
     // Armed for every completion, the next flush wakes it at once.
     ok(c.req_notify_cq(conn.client.cq, false), "arm");
     ok(
-        c.post_send(conn.client.qp, &SendWr::new(9, SendOp::Send, Payload::Sges(&sge))),
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(9, SendOp::Send, Payload::Sges(&sge)),
+        ),
         "post_send in ERROR",
     );
     assert_eq!(wake(c, &conn.client), Ok(Duration::ZERO));
@@ -109,7 +122,10 @@ fn a_receive_failed_by_an_unsolicited_send_does_not_wake_a_solicited_only_cq_on_
     let mr = region(c, conn.client.pd, 8, 1, LW);
     let sge = [mr.sge(0, 8)];
     ok(
-        c.post_send(conn.client.qp, &SendWr::new(2, SendOp::Send, Payload::Sges(&sge))),
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(2, SendOp::Send, Payload::Sges(&sge)),
+        ),
         "post_send",
     );
     // 8 bytes into a receive of 1: LOC_LEN_ERR, completed from the packet, whose
@@ -175,5 +191,96 @@ fn a_flushed_receive_wakes_a_solicited_only_cq_on_linux_6_1_and_not_on_6_12() {
     assert_eq!(
         flush_wakes(SimConfig::linux612()),
         Err((Errno::ETIMEDOUT, MS))
+    );
+}
+
+/// On `transport`, a receive posted on the server, the server's CQ armed for every
+/// completion and then for solicited completions only, and an unsolicited send from the
+/// client: whether it wakes the server.
+fn rearmed_solicited_wakes(transport: Transport) -> Result<Duration, (Errno, Duration)> {
+    let bed = bed_of(5, transport, SimConfig::default());
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    ok(s.req_notify_cq(conn.server.cq, false), "arm");
+    ok(s.req_notify_cq(conn.server.cq, true), "arm solicited only");
+    let mr = region(c, conn.client.pd, 8, 1, LW);
+    let sge = [mr.sge(0, 8)];
+    ok(
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(2, SendOp::Send, Payload::Sges(&sge)),
+        ),
+        "post_send",
+    );
+    let woke = wake(s, &conn.server);
+    assert_eq!(
+        summary(&drain(s, &conn.server)),
+        [(1, WcStatus::SUCCESS, WcOpcode::Recv)]
+    );
+    woke
+}
+
+#[test]
+fn arming_for_every_completion_outlasts_a_later_solicited_arming_on_rxe_but_not_on_siw() {
+    // rxe keeps IB_CQ_NEXT_COMP until it fires; libsiw overwrites the CQ's flags.
+    assert_eq!(
+        rearmed_solicited_wakes(Transport::Roce),
+        Ok(Duration::from_micros(5))
+    );
+    assert_eq!(
+        rearmed_solicited_wakes(Transport::Iwarp),
+        Err((Errno::ETIMEDOUT, MS))
+    );
+}
+
+#[test]
+fn on_siw_a_solicited_send_wakes_the_senders_cq_and_never_the_receivers() {
+    let bed = bed_of(6, Transport::Iwarp, SimConfig::default());
+    let (s, c) = (bed.server(), bed.client());
+    let conn = connected(&bed);
+    let rx = region(s, conn.server.pd, 8, 0, LW);
+    post_recv_all(s, conn.server.qp, 1, &rx);
+    post_recv_all(s, conn.server.qp, 2, &rx);
+    ok(
+        s.req_notify_cq(conn.server.cq, true),
+        "server: arm solicited only",
+    );
+    ok(
+        c.req_notify_cq(conn.client.cq, true),
+        "client: arm solicited only",
+    );
+    let mr = region(c, conn.client.pd, 8, 1, LW);
+    let sge = [mr.sge(0, 8)];
+    // Unsolicited: neither side wakes.
+    ok(
+        c.post_send(
+            conn.client.qp,
+            &SendWr::new(3, SendOp::Send, Payload::Sges(&sge)),
+        ),
+        "unsolicited send",
+    );
+    assert_eq!(wake(c, &conn.client), Err((Errno::ETIMEDOUT, MS)));
+    assert_eq!(wake(s, &conn.server), Err((Errno::ETIMEDOUT, MS)));
+    // Solicited: the sender's completion wakes its CQ, the receive still does not.
+    let mut wr = SendWr::new(4, SendOp::Send, Payload::Sges(&sge));
+    wr.solicited = true;
+    ok(c.post_send(conn.client.qp, &wr), "solicited send");
+    assert_eq!(wake(c, &conn.client), Ok(Duration::ZERO));
+    assert_eq!(wake(s, &conn.server), Err((Errno::ETIMEDOUT, MS)));
+    assert_eq!(
+        summary(&drain(c, &conn.client)),
+        [
+            (3, WcStatus::SUCCESS, WcOpcode::Send),
+            (4, WcStatus::SUCCESS, WcOpcode::Send)
+        ]
+    );
+    assert_eq!(
+        summary(&drain(s, &conn.server)),
+        [
+            (1, WcStatus::SUCCESS, WcOpcode::Recv),
+            (2, WcStatus::SUCCESS, WcOpcode::Recv)
+        ]
     );
 }

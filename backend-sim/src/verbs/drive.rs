@@ -259,13 +259,16 @@ impl World {
 
     /// Makes QP `q`'s timer due at `due`, keeping its timeline entry if that runs no later.
     /// Whether a completion of `queue` on device `dev` wakes a CQ armed for solicited
-    /// completions only (`solicited`: the request or packet carried the solicited-event
-    /// bit). An InfiniBand HCA follows the specification: a solicited receive or any failed
-    /// completion. rxe (`rxe_cq_post`) wakes it only for a receive completed from a packet
-    /// with the bit, failed or not, or one flushed without a packet on Linux 6.1 (6.12's
-    /// `flush_recv_wqe` posts the flush unsolicited); never for a send-queue completion,
-    /// which its completer posts unsolicited whatever its status. siw keeps the
-    /// specification's rule here (not measured).
+    /// completions only (`solicited`: the send request, or the packet a receive completed
+    /// from, carried the solicited-event bit). Each driver has its rule:
+    /// * an InfiniBand HCA, the specification's: a solicited receive or a failed completion;
+    /// * rxe (`rxe_cq_post`): a receive completed from a packet with the bit, failed or not,
+    ///   or one flushed without a packet on Linux 6.1 (6.12's `flush_recv_wqe` posts the
+    ///   flush unsolicited); never a send-queue completion, which its completer posts
+    ///   unsolicited whatever its status;
+    /// * siw (`siw_cq_notify_now`): a send-queue completion of a request posted solicited,
+    ///   failed or flushed too; never a receive (`siw_rqe_complete` passes no solicited
+    ///   flag). Read from the kernel source, not measured.
     fn wakes_solicited_only(
         &self,
         dev: DevKey,
@@ -273,15 +276,17 @@ impl World {
         wc: &WorkCompletion,
         solicited: bool,
     ) -> bool {
-        if self.topo.devices[dev].transport != cmtwin::Transport::Roce {
-            return solicited || wc.status != WcStatus::SUCCESS;
-        }
-        match queue {
-            Queue::Send => false,
-            Queue::Recv if wc.status == WcStatus::WR_FLUSH_ERR => {
+        let failed = wc.status != WcStatus::SUCCESS;
+        match (self.topo.devices[dev].transport, queue) {
+            (cmtwin::Transport::Roce, Queue::Send) => false,
+            (cmtwin::Transport::Roce, Queue::Recv) if wc.status == WcStatus::WR_FLUSH_ERR => {
                 self.cfg.kernel == KernelProfile::Linux61
             }
-            Queue::Recv => solicited,
+            (cmtwin::Transport::Roce, Queue::Recv) => solicited,
+            (cmtwin::Transport::Iwarp, Queue::Send) => solicited,
+            (cmtwin::Transport::Iwarp, Queue::Recv) => false,
+            (cmtwin::Transport::InfiniBand, Queue::Send) => failed,
+            (cmtwin::Transport::InfiniBand, Queue::Recv) => solicited || failed,
         }
     }
 

@@ -421,6 +421,8 @@ impl World {
     ) -> Result<()> {
         let call = Call::ReqNotifyCq;
         let key = self.cq_key(host, call, h)?;
+        let dev = self.verbs.cqs[&key].dev;
+        let siw = self.topo.devices[dev].transport == cmtwin::Transport::Iwarp;
         let cq = self.verbs.cqs.get_mut(&key).expect("checked");
         if cq.channel.is_none() {
             return Err(CmError::new(
@@ -429,8 +431,10 @@ impl World {
                 format!("{h} has no completion channel"),
             ));
         }
-        // Arming for every completion wins over solicited-only (libibverbs: the weaker wins).
-        cq.armed = Some(solicited_only && cq.armed.unwrap_or(true));
+        // Arming for every completion wins over solicited-only (the kernel's drivers keep
+        // IB_CQ_NEXT_COMP until it fires). libsiw writes the CQ's flags in the process's
+        // memory instead: the last arming wins.
+        cq.armed = Some(solicited_only && (siw || cq.armed.unwrap_or(true)));
         Ok(())
     }
 
@@ -510,9 +514,7 @@ impl World {
             return false;
         }
         cq.entries.push_back(wc);
-        let fires = cq
-            .armed
-            .is_some_and(|only| !only || wakes_solicited);
+        let fires = cq.armed.is_some_and(|only| !only || wakes_solicited);
         if self.trace.is_on() {
             let h = self.cq_handle(key);
             self.record_text(Some(host), TraceKind::Queue, |_| {

@@ -1376,7 +1376,7 @@ impl RcQp {
         out.push(QpOutput::Complete {
             queue: Queue::Send,
             wc: Some(wc),
-            solicited: false,
+            solicited: e.solicited,
             sges: e.sges,
         });
     }

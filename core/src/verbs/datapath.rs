@@ -100,10 +100,12 @@ pub trait DataPath: CmBackend {
     /// `ibv_req_notify_cq`: arms the CQ once: its next completion (with `solicited_only`, the
     /// next one the driver takes as solicited) queues one CQ event on its channel. Which
     /// those are is the driver's: by the InfiniBand specification (the simulator's InfiniBand
-    /// and iWARP devices) a receive of a solicited message or any failed completion; on rxe
-    /// only a receive completed from a packet with the solicited-event bit, failed or not,
-    /// and on Linux 6.1 a receive flushed (6.12 flushes unsolicited), never a send-queue
-    /// completion, even a failed one.
+    /// devices) a receive of a solicited message or any failed completion; on rxe only a
+    /// receive completed from a packet with the solicited-event bit, failed or not, and on
+    /// Linux 6.1 a receive flushed (6.12 flushes unsolicited), never a send-queue completion,
+    /// even a failed one; on siw only the completion of a send posted solicited, on the
+    /// sender's CQ, never a receive. Arming for every completion outlasts a later
+    /// solicited-only arming, except on siw, where the last arming wins.
     ///
     /// * EINVAL: the CQ has no completion channel.
     fn req_notify_cq(&self, cq: CqHandle, solicited_only: bool) -> Result<()>;
