@@ -15,10 +15,12 @@ use cmtwin::verbs::{
     AccessFlags, DataPath, Payload, QpAttr, QpState, SendOp, SendWr, WcOpcode, WcStatus,
     WorkCompletion,
 };
-use cmtwin::{CmBackend, Errno, Transport, Wait};
+use cmtwin::{Call, CmBackend, Errno, EventKind, PortSpace, QpType, Transport, Wait};
 use cmtwin_sim::SimConfig;
 use cmtwin_tests::datapath::{connect, drain, post_recv_all, region, Conn, Side};
-use cmtwin_tests::steps::ok;
+use cmtwin_tests::steps::{
+    add_qp, expect_errno, expect_quiet, expect_request, listen_on, next_event, ok, resolved_client,
+};
 use cmtwin_tests::{SimBed, TestBed};
 
 const LW: AccessFlags = AccessFlags::LOCAL_WRITE;
@@ -283,4 +285,38 @@ fn on_siw_a_solicited_send_wakes_the_senders_cq_and_never_the_receivers() {
             (2, WcStatus::SUCCESS, WcOpcode::Recv)
         ]
     );
+}
+
+#[test]
+fn a_reject_right_after_the_accept_makes_the_clients_connect_response_a_connect_error() {
+    // The server accepts, then rejects before the RTU: the IB CM still allows a REJ from
+    // REP_SENT (the server's CM id enters timewait). The client's CM, in REP_RCVD, takes it
+    // and enters timewait too, so when librdmacm processes the CONNECT_RESPONSE it queued
+    // first, rdma_init_qp_attr for RTR fails: CONNECT_ERROR status -1, the REJECTED behind
+    // it swallowed (cma.c `connect_error`), the QP in ERROR. The server hears nothing more.
+    let bed = bed(7, SimConfig::default());
+    let (s, c) = (bed.server(), bed.client());
+    let listener = listen_on(&bed, PortSpace::TCP, 8);
+    let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+    add_qp(c, client.id, QpType::Rc);
+    ok(c.connect(client.id, None), "connect");
+    let req = expect_request(s, &listener);
+    add_qp(s, req.id, QpType::Rc);
+    ok(s.accept(req.id, None), "accept");
+    ok(s.reject(req.id, b"changed my mind"), "reject after accept");
+    // A second reject finds the CM id in timewait.
+    expect_errno(s.reject(req.id, b""), Call::Reject, Errno::EINVAL);
+    ok(c.sleep(MS), "let the REP and the REJ arrive");
+    let t = c.now();
+    let e = next_event(c, client.channel);
+    assert_eq!(
+        (e.kind, e.status, e.id, c.now() - t),
+        (EventKind::ConnectError, -1, client.id, Duration::ZERO)
+    );
+    let qp = ok(c.qp(client.id), "qp").expect("the client's QP");
+    assert_eq!(ok(c.query_qp_state(qp), "query_qp_state"), QpState::Error);
+    // Not even the end of either side's timewait: the ids are still in the CM's CONNECT
+    // state, where cma.c reports no TIMEWAIT_EXIT.
+    expect_quiet(c, client.channel, Duration::from_secs(30));
+    expect_quiet(s, listener.channel, Duration::from_secs(30));
 }
