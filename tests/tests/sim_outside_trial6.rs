@@ -130,16 +130,16 @@ fn a_receive_failed_by_an_unsolicited_send_does_not_wake_a_solicited_only_cq_on_
         ),
         "post_send",
     );
-    // 8 bytes into a receive of 1: LOC_LEN_ERR, completed from the packet, whose
-    // solicited-event bit is clear.
+    // 8 bytes into a receive of 1: rxe's LOC_QP_OP_ERR (a malformed receive), completed from
+    // the packet, whose solicited-event bit is clear.
     assert_eq!(wake(s, &conn.server), Err((Errno::ETIMEDOUT, MS)));
     assert_eq!(
         summary(&drain(s, &conn.server)),
-        [(1, WcStatus::LOC_LEN_ERR, WcOpcode::Recv)]
+        [(1, WcStatus::LOC_QP_OP_ERR, WcOpcode::Recv)]
     );
     assert_eq!(
         summary(&drain(c, &conn.client)),
-        [(2, WcStatus::REM_INV_REQ_ERR, WcOpcode::Send)]
+        [(2, WcStatus::REM_OP_ERR, WcOpcode::Send)]
     );
 }
 
@@ -159,7 +159,7 @@ fn a_solicited_send_into_a_short_receive_wakes_the_cq() {
     assert_eq!(wake(s, &conn.server), Ok(Duration::from_micros(5)));
     assert_eq!(
         summary(&drain(s, &conn.server)),
-        [(1, WcStatus::LOC_LEN_ERR, WcOpcode::Recv)]
+        [(1, WcStatus::LOC_QP_OP_ERR, WcOpcode::Recv)]
     );
 }
 

@@ -20,7 +20,10 @@
 //! such event (nor siw, below). Any error
 //! completion moves the QP to ERROR, which flushes every outstanding request with
 //! WR_FLUSH_ERR (signaled or not); a responder that refuses a request for a remote access or
-//! invalid request moves to ERROR too. Before any memory region's access, the responder checks
+//! invalid request moves to ERROR too (a send longer than its receive is such an invalid
+//! request on an InfiniBand HCA, LOC_LEN_ERR there; rxe finds it as it copies and takes the
+//! receive for malformed: LOC_QP_OP_ERR there, REM_OP_ERR at the requester, UC's QP to ERROR
+//! too). Before any memory region's access, the responder checks
 //! the QP's own ([`Rights`], read from rxe's `check_op_valid` and `check_resource`): an RDMA
 //! WRITE without the QP's remote write, or a READ without its remote read or without
 //! responder resources, is an invalid request (REM_INV_REQ_ERR at the requester). The CM's
@@ -1552,6 +1555,16 @@ impl RcQp {
             return Err(self.rnr());
         };
         if data.len() as u64 > r.capacity() {
+            if self.driver == Driver::Rxe {
+                // rxe (6.1 and 6.12) finds the overflow only as it copies: copy_data's
+                // EINVAL makes send_data_in report a malformed receive (class A): the receive
+                // completes LOC_QP_OP_ERR, an RC requester gets REM_OP_ERR, and the QP (UC
+                // too) enters ERROR.
+                let r = self.rq.pop_front().expect("checked");
+                let st = WcStatus::LOC_QP_OP_ERR;
+                self.complete_recv(r, st, WcOpcode::Recv, 0, None, solicited, out);
+                return Err(Nak::RemoteOp);
+            }
             if !self.is_reliable() {
                 return Err(Nak::InvalidRequest); // UC: dropped, the receive stays posted
             }

@@ -338,6 +338,11 @@ pub trait DataPath: CmBackend {
     /// qkey differs, drops it, and a receive smaller than [`super::GRH_LEN`] + the payload
     /// completes with LOC_LEN_ERR.
     ///
+    /// On RC a send longer than the receive it meets fails that receive and moves both QPs
+    /// to ERROR: LOC_LEN_ERR there and REM_INV_REQ_ERR here on an InfiniBand HCA; on rxe
+    /// (Linux 6.1 and 6.12), which finds the overflow only as it copies, LOC_QP_OP_ERR there
+    /// and REM_OP_ERR here.
+    ///
     /// The atomics ([`super::SendOp::AtomicCmpAndSwp`], [`super::SendOp::AtomicFetchAndAdd`])
     /// have no librdmacm helper (rdma_verbs.h has none): this is their entry point. On RC
     /// (rxe, the simulator's RoCE and InfiniBand devices) the responder operates on its 8
@@ -678,7 +683,8 @@ pub trait DataPath: CmBackend {
     /// `sgl` in order (each made with [`MemoryRegion::sge`]), posted to the id's SRQ if it
     /// has one (`ibv_post_srq_recv`), else to its QP, as [`post_recv_msg`](DataPath::post_recv_msg)
     /// posts. No entry is legal, as in libibverbs and rxe: such a receive takes only a
-    /// message of no bytes (a longer one completes it with LOC_LEN_ERR).
+    /// message of no bytes (a longer one fails it: LOC_LEN_ERR on an InfiniBand HCA,
+    /// LOC_QP_OP_ERR on rxe, as [`post_send`](DataPath::post_send) says).
     ///
     /// * EINVAL: the id has neither SRQ nor QP; more entries than the QP's granted
     ///   `max_recv_sge` (`query_qp_cap`) or the SRQ's `max_sge`, as rxe refuses them.
