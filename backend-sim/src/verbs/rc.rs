@@ -21,9 +21,10 @@
 //! completion moves the QP to ERROR, which flushes every outstanding request with
 //! WR_FLUSH_ERR (signaled or not); a responder that refuses a request for a remote access or
 //! invalid request moves to ERROR too (a send longer than its receive is such an invalid
-//! request on an InfiniBand HCA, LOC_LEN_ERR there; rxe finds it as it copies and takes the
-//! receive for malformed: LOC_QP_OP_ERR there, REM_OP_ERR at the requester, UC's QP to ERROR
-//! too). Before any memory region's access, the responder checks
+//! request on an InfiniBand HCA, LOC_LEN_ERR there; rxe finds it, and a receive under a bad
+//! key, only as it copies and takes the receive for malformed: LOC_QP_OP_ERR there,
+//! REM_OP_ERR at the requester, an rxe UC QP to ERROR too; UC QPs made by `create_qp` run
+//! the HCA's rules on every transport). Before any memory region's access, the responder checks
 //! the QP's own ([`Rights`], read from rxe's `check_op_valid` and `check_resource`): an RDMA
 //! WRITE without the QP's remote write, or a READ without its remote read or without
 //! responder resources, is an invalid request (REM_INV_REQ_ERR at the requester). The CM's
@@ -1582,10 +1583,13 @@ impl RcQp {
         }
         let r = self.rq.pop_front().expect("checked");
         if let Err(status) = mem.scatter(&r.sges, &data) {
-            // siw completes such a receive with GENERAL_ERR (measured on 6.12).
+            // siw completes such a receive with GENERAL_ERR (measured on 6.12); rxe with
+            // LOC_QP_OP_ERR, as copy_data fails (a key of no region or without local write,
+            // bytes outside the region) and its responder takes the receive for malformed.
             let status = match self.driver {
                 Driver::Siw => WcStatus::GENERAL_ERR,
-                _ => status,
+                Driver::Rxe => WcStatus::LOC_QP_OP_ERR,
+                Driver::Hca => status,
             };
             self.complete_recv(r, status, WcOpcode::Recv, 0, None, solicited, out);
             return Err(Nak::RemoteOp);
