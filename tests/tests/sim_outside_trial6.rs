@@ -6,7 +6,8 @@
 //! a send-queue completion, failed or not, and not for a receive failed by an unsolicited
 //! packet. siw (`siw_cq_notify_now`, with libsiw arming the CQ in the process's memory) wakes
 //! it for the completion of a send posted solicited, on the sender's side, and never for a
-//! receive. Each test pins the exact outcome on a simulated bed without jitter.
+//! receive. Then a server that rejects right after accepting (before the RTU). Each test pins
+//! the exact outcome on a simulated bed without jitter.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
