@@ -200,7 +200,10 @@ impl World {
                 };
                 // An RC machine does not know its number (`rc.rs`).
                 let wc = wc.map(|wc| WorkCompletion { qp_num: qpn, ..wc });
-                let lost = wc.is_some_and(|wc| !self.push_completion(cq, wc, solicited));
+                let lost = wc.is_some_and(|wc| {
+                    let wakes = self.wakes_solicited_only(dev, queue, &wc, solicited);
+                    !self.push_completion(cq, wc, wakes)
+                });
                 if lost && queue == Queue::Recv && wc.is_some_and(|wc| wc.status.0 == 0) {
                     // rxe's responder takes a receive completion its CQ cannot hold for a
                     // class G error (RESPST_ERR_CQ_OVERFLOW): the QP enters ERROR. (The
@@ -255,6 +258,38 @@ impl World {
     }
 
     /// Makes QP `q`'s timer due at `due`, keeping its timeline entry if that runs no later.
+    /// Whether a completion of `queue` on device `dev` wakes a CQ armed for solicited
+    /// completions only (`solicited`: the send request, or the packet a receive completed
+    /// from, carried the solicited-event bit). Each driver has its rule:
+    /// * an InfiniBand HCA, the specification's: a solicited receive or a failed completion;
+    /// * rxe (`rxe_cq_post`): a receive completed from a packet with the bit, failed or not,
+    ///   or one flushed without a packet on Linux 6.1 (6.12's `flush_recv_wqe` posts the
+    ///   flush unsolicited); never a send-queue completion, which its completer posts
+    ///   unsolicited whatever its status;
+    /// * siw (`siw_cq_notify_now`): a send-queue completion of a request posted solicited,
+    ///   failed or flushed too; never a receive (`siw_rqe_complete` passes no solicited
+    ///   flag). Each rule measured on its bed (rxe-6.1, rxe-6.12, siw-6.1; tests/BEDS.md).
+    fn wakes_solicited_only(
+        &self,
+        dev: DevKey,
+        queue: Queue,
+        wc: &WorkCompletion,
+        solicited: bool,
+    ) -> bool {
+        let failed = wc.status != WcStatus::SUCCESS;
+        match (self.topo.devices[dev].transport, queue) {
+            (cmtwin::Transport::Roce, Queue::Send) => false,
+            (cmtwin::Transport::Roce, Queue::Recv) if wc.status == WcStatus::WR_FLUSH_ERR => {
+                self.cfg.kernel == KernelProfile::Linux61
+            }
+            (cmtwin::Transport::Roce, Queue::Recv) => solicited,
+            (cmtwin::Transport::Iwarp, Queue::Send) => solicited,
+            (cmtwin::Transport::Iwarp, Queue::Recv) => false,
+            (cmtwin::Transport::InfiniBand, Queue::Send) => failed,
+            (cmtwin::Transport::InfiniBand, Queue::Recv) => solicited || failed,
+        }
+    }
+
     fn set_qp_timer(&mut self, q: ObjKey, due: SimTime) {
         let qp = self.verbs.qps.get_mut(&q).expect("live QP");
         qp.timer_due = due;

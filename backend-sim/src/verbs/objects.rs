@@ -421,6 +421,8 @@ impl World {
     ) -> Result<()> {
         let call = Call::ReqNotifyCq;
         let key = self.cq_key(host, call, h)?;
+        let dev = self.verbs.cqs[&key].dev;
+        let siw = self.topo.devices[dev].transport == cmtwin::Transport::Iwarp;
         let cq = self.verbs.cqs.get_mut(&key).expect("checked");
         if cq.channel.is_none() {
             return Err(CmError::new(
@@ -429,8 +431,10 @@ impl World {
                 format!("{h} has no completion channel"),
             ));
         }
-        // Arming for every completion wins over solicited-only (libibverbs: the weaker wins).
-        cq.armed = Some(solicited_only && cq.armed.unwrap_or(true));
+        // Arming for every completion wins over solicited-only (the kernel's drivers keep
+        // IB_CQ_NEXT_COMP until it fires). libsiw writes the CQ's flags in the process's
+        // memory instead: the last arming wins.
+        cq.armed = Some(solicited_only && (siw || cq.armed.unwrap_or(true)));
         Ok(())
     }
 
@@ -477,14 +481,15 @@ impl World {
         Ok(n)
     }
 
-    /// Adds `wc` to CQ `key` and, if the CQ is armed for it, queues a CQ event on its channel;
-    /// false if the CQ is full: it loses the completion and reports CQ_ERR, as an overrun CQ
-    /// does (rxe's `rxe_cq_post`).
+    /// Adds `wc` to CQ `key` and, if the CQ is armed for it, queues a CQ event on its channel
+    /// (`wakes_solicited`: whether it wakes a CQ armed for solicited completions only, the
+    /// driver's rule); false if the CQ is full: it loses the completion and reports CQ_ERR, as
+    /// an overrun CQ does (rxe's `rxe_cq_post`).
     pub(crate) fn push_completion(
         &mut self,
         key: ObjKey,
         wc: WorkCompletion,
-        solicited: bool,
+        wakes_solicited: bool,
     ) -> bool {
         let Some(cq) = self.verbs.cqs.get_mut(&key) else {
             return false;
@@ -509,9 +514,7 @@ impl World {
             return false;
         }
         cq.entries.push_back(wc);
-        let fires = cq
-            .armed
-            .is_some_and(|only| !only || solicited || wc.status.0 != 0);
+        let fires = cq.armed.is_some_and(|only| !only || wakes_solicited);
         if self.trace.is_on() {
             let h = self.cq_handle(key);
             self.record_text(Some(host), TraceKind::Queue, |_| {

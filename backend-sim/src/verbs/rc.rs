@@ -20,7 +20,11 @@
 //! such event (nor siw, below). Any error
 //! completion moves the QP to ERROR, which flushes every outstanding request with
 //! WR_FLUSH_ERR (signaled or not); a responder that refuses a request for a remote access or
-//! invalid request moves to ERROR too. Before any memory region's access, the responder checks
+//! invalid request moves to ERROR too (a send longer than its receive is such an invalid
+//! request on an InfiniBand HCA, LOC_LEN_ERR there; rxe finds it, and a receive under a bad
+//! key, only as it copies and takes the receive for malformed: LOC_QP_OP_ERR there,
+//! REM_OP_ERR at the requester, an rxe UC QP to ERROR too; UC QPs made by `create_qp` run
+//! the HCA's rules on every transport). Before any memory region's access, the responder checks
 //! the QP's own ([`Rights`], read from rxe's `check_op_valid` and `check_resource`): an RDMA
 //! WRITE without the QP's remote write, or a READ without its remote read or without
 //! responder resources, is an invalid request (REM_INV_REQ_ERR at the requester). The CM's
@@ -1416,7 +1420,7 @@ impl RcQp {
         out.push(QpOutput::Complete {
             queue: Queue::Send,
             wc: Some(wc),
-            solicited: false,
+            solicited: e.solicited,
             sges: e.sges,
         });
     }
@@ -1592,6 +1596,16 @@ impl RcQp {
             return Err(self.rnr());
         };
         if data.len() as u64 > r.capacity() {
+            if self.driver == Driver::Rxe {
+                // rxe (6.1 and 6.12) finds the overflow only as it copies: copy_data's
+                // EINVAL makes send_data_in report a malformed receive (class A): the receive
+                // completes LOC_QP_OP_ERR, an RC requester gets REM_OP_ERR, and the QP (UC
+                // too) enters ERROR.
+                let r = self.rq.pop_front().expect("checked");
+                let st = WcStatus::LOC_QP_OP_ERR;
+                self.complete_recv(r, st, WcOpcode::Recv, 0, None, solicited, out);
+                return Err(Nak::RemoteOp);
+            }
             if !self.is_reliable() {
                 return Err(Nak::InvalidRequest); // UC: dropped, the receive stays posted
             }
@@ -1602,19 +1616,22 @@ impl RcQp {
                 WcOpcode::Recv,
                 0,
                 None,
-                false,
+                solicited,
                 out,
             );
             return Err(Nak::InvalidRequest);
         }
         let r = self.rq.pop_front().expect("checked");
         if let Err(status) = mem.scatter(&r.sges, &data) {
-            // siw completes such a receive with GENERAL_ERR (measured on 6.12).
+            // siw completes such a receive with GENERAL_ERR (measured on 6.12); rxe with
+            // LOC_QP_OP_ERR, as copy_data fails (a key of no region or without local write,
+            // bytes outside the region) and its responder takes the receive for malformed.
             let status = match self.driver {
                 Driver::Siw => WcStatus::GENERAL_ERR,
-                _ => status,
+                Driver::Rxe => WcStatus::LOC_QP_OP_ERR,
+                Driver::Hca => status,
             };
-            self.complete_recv(r, status, WcOpcode::Recv, 0, None, false, out);
+            self.complete_recv(r, status, WcOpcode::Recv, 0, None, solicited, out);
             return Err(Nak::RemoteOp);
         }
         let len = data.len() as u32;

@@ -356,7 +356,10 @@ impl UdQp {
         let capacity: u64 = r.sges.iter().map(|s| u64::from(s.length)).sum();
         let len = GRH_LEN + d.data.len() as u32;
         if u64::from(len) > capacity {
-            let from = Arrival::failed(src_qp);
+            let from = Arrival {
+                solicited: d.solicited,
+                ..Arrival::failed(src_qp)
+            };
             self.complete_recv(r, WcStatus::LOC_LEN_ERR, 0, None, from, out);
             return Ok(());
         }
@@ -380,7 +383,11 @@ impl UdQp {
                 self.complete_recv(r, WcStatus::SUCCESS, len, d.imm, from, out);
             }
             Err(status) => {
-                self.complete_recv(r, status, 0, None, Arrival::failed(src_qp), out);
+                let from = Arrival {
+                    solicited: d.solicited,
+                    ..Arrival::failed(src_qp)
+                };
+                self.complete_recv(r, status, 0, None, from, out);
                 self.enter_error(out);
             }
         }

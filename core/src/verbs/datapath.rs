@@ -98,7 +98,14 @@ pub trait DataPath: CmBackend {
     fn destroy_cq(&self, cq: CqHandle) -> Result<()>;
 
     /// `ibv_req_notify_cq`: arms the CQ once: its next completion (with `solicited_only`, the
-    /// next solicited receive or error) queues one CQ event on its channel.
+    /// next one the driver takes as solicited) queues one CQ event on its channel. Which
+    /// those are is the driver's: by the InfiniBand specification (the simulator's InfiniBand
+    /// devices) a receive of a solicited message or any failed completion; on rxe only a
+    /// receive completed from a packet with the solicited-event bit, failed or not, and on
+    /// Linux 6.1 a receive flushed (6.12 flushes unsolicited), never a send-queue completion,
+    /// even a failed one; on siw only the completion of a send posted solicited, on the
+    /// sender's CQ, never a receive. Arming for every completion outlasts a later
+    /// solicited-only arming, except on siw, where the last arming wins.
     ///
     /// * EINVAL: the CQ has no completion channel.
     fn req_notify_cq(&self, cq: CqHandle, solicited_only: bool) -> Result<()>;
@@ -330,6 +337,11 @@ pub trait DataPath: CmBackend {
     /// whether or not a receiver takes it; a receiver without a posted receive, or whose
     /// qkey differs, drops it, and a receive smaller than [`super::GRH_LEN`] + the payload
     /// completes with LOC_LEN_ERR.
+    ///
+    /// On RC a send longer than the receive it meets fails that receive and moves both QPs
+    /// to ERROR: LOC_LEN_ERR there and REM_INV_REQ_ERR here on an InfiniBand HCA; on rxe
+    /// (Linux 6.1 and 6.12), which finds the overflow only as it copies, LOC_QP_OP_ERR there
+    /// and REM_OP_ERR here.
     ///
     /// The atomics ([`super::SendOp::AtomicCmpAndSwp`], [`super::SendOp::AtomicFetchAndAdd`])
     /// have no librdmacm helper (rdma_verbs.h has none): this is their entry point. On RC
@@ -671,7 +683,8 @@ pub trait DataPath: CmBackend {
     /// `sgl` in order (each made with [`MemoryRegion::sge`]), posted to the id's SRQ if it
     /// has one (`ibv_post_srq_recv`), else to its QP, as [`post_recv_msg`](DataPath::post_recv_msg)
     /// posts. No entry is legal, as in libibverbs and rxe: such a receive takes only a
-    /// message of no bytes (a longer one completes it with LOC_LEN_ERR).
+    /// message of no bytes (a longer one fails it: LOC_LEN_ERR on an InfiniBand HCA,
+    /// LOC_QP_OP_ERR on rxe, as [`post_send`](DataPath::post_send) says).
     ///
     /// * EINVAL: the id has neither SRQ nor QP; more entries than the QP's granted
     ///   `max_recv_sge` (`query_qp_cap`) or the SRQ's `max_sge`, as rxe refuses them.
