@@ -13,7 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, Payload, QpAttr, QpState, SendOp, SendWr, WcOpcode, WcStatus,
+    AccessFlags, DataPath, Payload, QpAttr, QpState, SendOp, SendWr, Sge, WcOpcode, WcStatus,
     WorkCompletion,
 };
 use cmtwin::{Call, CmBackend, Errno, EventKind, PortSpace, QpType, Transport, Wait};
@@ -45,6 +45,13 @@ fn bed_of(seed: u64, transport: Transport, config: SimConfig) -> SimBed {
 fn connected(bed: &SimBed) -> Conn {
     let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 7471);
     connect(bed.server(), bed.client(), addr)
+}
+
+/// Posts a SEND of `sge` with `wr_id` on `side`'s QP, with the solicited-event bit as asked.
+fn send<B: DataPath>(cm: &B, side: &Side, wr_id: u64, sge: &[Sge], solicited: bool) {
+    let mut wr = SendWr::new(wr_id, SendOp::Send, Payload::Sges(sge));
+    wr.solicited = solicited;
+    ok(cm.post_send(side.qp, &wr), "post_send");
 }
 
 /// Waits up to 1 ms for a CQ event of `side`'s channel: the CQ it names (acknowledged), or
@@ -90,13 +97,7 @@ fn a_failed_write_does_not_wake_a_cq_armed_for_solicited_completions_on_rxe() {
         [(7, WcStatus::REM_ACCESS_ERR, WcOpcode::RdmaWrite)]
     );
     // Still armed: a send posted to the QP in ERROR is flushed, silently too.
-    ok(
-        c.post_send(
-            conn.client.qp,
-            &SendWr::new(8, SendOp::Send, Payload::Sges(&sge)),
-        ),
-        "post_send in ERROR",
-    );
+    send(c, &conn.client, 8, &sge, false);
     assert_eq!(wake(c, &conn.client), Err((Errno::ETIMEDOUT, MS)));
     assert_eq!(
         summary(&drain(c, &conn.client)),
@@ -104,13 +105,7 @@ fn a_failed_write_does_not_wake_a_cq_armed_for_solicited_completions_on_rxe() {
     );
     // Armed for every completion, the next flush wakes it at once.
     ok(c.req_notify_cq(conn.client.cq, false), "arm");
-    ok(
-        c.post_send(
-            conn.client.qp,
-            &SendWr::new(9, SendOp::Send, Payload::Sges(&sge)),
-        ),
-        "post_send in ERROR",
-    );
+    send(c, &conn.client, 9, &sge, false);
     assert_eq!(wake(c, &conn.client), Ok(Duration::ZERO));
 }
 
@@ -124,13 +119,7 @@ fn a_receive_failed_by_an_unsolicited_send_does_not_wake_a_solicited_only_cq_on_
     ok(s.req_notify_cq(conn.server.cq, true), "arm solicited only");
     let mr = region(c, conn.client.pd, 8, 1, LW);
     let sge = [mr.sge(0, 8)];
-    ok(
-        c.post_send(
-            conn.client.qp,
-            &SendWr::new(2, SendOp::Send, Payload::Sges(&sge)),
-        ),
-        "post_send",
-    );
+    send(c, &conn.client, 2, &sge, false);
     // 8 bytes into a receive of 1: rxe's LOC_QP_OP_ERR (a malformed receive), completed from
     // the packet, whose solicited-event bit is clear.
     assert_eq!(wake(s, &conn.server), Err((Errno::ETIMEDOUT, MS)));
@@ -154,9 +143,7 @@ fn a_solicited_send_into_a_short_receive_wakes_the_cq() {
     ok(s.req_notify_cq(conn.server.cq, true), "arm solicited only");
     let mr = region(c, conn.client.pd, 8, 1, LW);
     let sge = [mr.sge(0, 8)];
-    let mut wr = SendWr::new(2, SendOp::Send, Payload::Sges(&sge));
-    wr.solicited = true;
-    ok(c.post_send(conn.client.qp, &wr), "post_send");
+    send(c, &conn.client, 2, &sge, true);
     assert_eq!(wake(s, &conn.server), Ok(Duration::from_micros(5)));
     assert_eq!(
         summary(&drain(s, &conn.server)),
@@ -210,13 +197,7 @@ fn rearmed_solicited_wakes(transport: Transport) -> Result<Duration, (Errno, Dur
     ok(s.req_notify_cq(conn.server.cq, true), "arm solicited only");
     let mr = region(c, conn.client.pd, 8, 1, LW);
     let sge = [mr.sge(0, 8)];
-    ok(
-        c.post_send(
-            conn.client.qp,
-            &SendWr::new(2, SendOp::Send, Payload::Sges(&sge)),
-        ),
-        "post_send",
-    );
+    send(c, &conn.client, 2, &sge, false);
     let woke = wake(s, &conn.server);
     assert_eq!(
         summary(&drain(s, &conn.server)),
@@ -257,19 +238,11 @@ fn on_siw_a_solicited_send_wakes_the_senders_cq_and_never_the_receivers() {
     let mr = region(c, conn.client.pd, 8, 1, LW);
     let sge = [mr.sge(0, 8)];
     // Unsolicited: neither side wakes.
-    ok(
-        c.post_send(
-            conn.client.qp,
-            &SendWr::new(3, SendOp::Send, Payload::Sges(&sge)),
-        ),
-        "unsolicited send",
-    );
+    send(c, &conn.client, 3, &sge, false);
     assert_eq!(wake(c, &conn.client), Err((Errno::ETIMEDOUT, MS)));
     assert_eq!(wake(s, &conn.server), Err((Errno::ETIMEDOUT, MS)));
     // Solicited: the sender's completion wakes its CQ, the receive still does not.
-    let mut wr = SendWr::new(4, SendOp::Send, Payload::Sges(&sge));
-    wr.solicited = true;
-    ok(c.post_send(conn.client.qp, &wr), "solicited send");
+    send(c, &conn.client, 4, &sge, true);
     assert_eq!(wake(c, &conn.client), Ok(Duration::ZERO));
     assert_eq!(wake(s, &conn.server), Err((Errno::ETIMEDOUT, MS)));
     assert_eq!(
