@@ -1280,7 +1280,7 @@ mod ud {
         let (s, c) = backends();
         // rxe 6.1 fails its copy into the receive with EINVAL and takes it for a malformed
         // receive: LOC_QP_OP_ERR, the QP in ERROR; rxe 6.12 reports nothing (both
-        // measured); hardware reports LOC_LEN_ERR, as the simulator does.
+        // measured; the simulator does the same on each profile); hardware reports LOC_LEN_ERR.
         let bed = if super::rxe_on_6_12() {
             shared::ShortReceive::Dropped
         } else if super::rxe() {

@@ -617,8 +617,8 @@ pub fn a_qkey_mismatch_is_dropped<B: DataPath>(server: &B, client: &B, addr: Soc
 /// What a bed does with a datagram longer than the receive at the head of the queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShortReceive {
-    /// The receive completes with LOC_LEN_ERR and the QP stays usable (the simulator, as
-    /// the specification's UD class D error with a completion).
+    /// The receive completes with LOC_LEN_ERR and the QP stays usable (the specification's UD
+    /// class D error with a completion: an InfiniBand HCA, as the simulator's InfiniBand devices).
     LengthError,
     /// The receive completes with LOC_QP_OP_ERR and the QP enters ERROR (rxe on Linux 6.1,
     /// measured: its copy into the receive fails with EINVAL, which its responder takes for a

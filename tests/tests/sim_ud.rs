@@ -533,11 +533,33 @@ fn a_qkey_mismatch_is_dropped_silently() {
     assert!(text.contains("(qkey mismatch)"), "the drop is traced");
 }
 
+/// A receive too small for the GRH space and the payload is the driver's: an InfiniBand HCA
+/// completes it with LOC_LEN_ERR and the QP stays usable; rxe on Linux 6.1 completes it with
+/// LOC_QP_OP_ERR and the QP enters ERROR; rxe on 6.12 drops the datagram and keeps the
+/// receive (both rxe outcomes measured: the shared scenario's real-bed run).
 #[test]
-fn a_receive_too_small_for_grh_and_payload_completes_with_a_length_error() {
-    let bed = bed(6, Transport::Roce);
-    let (s, c) = (bed.server(), bed.client());
+fn a_receive_too_small_for_grh_and_payload_is_the_drivers_error() {
+    let ib = bed(6, Transport::InfiniBand);
+    let (s, c) = (ib.server(), ib.client());
     a_receive_too_small_is_a_length_error(s, c, addr(7005), ShortReceive::LengthError);
+
+    let rxe61 = bed(6, Transport::Roce);
+    let (s, c) = (rxe61.server(), rxe61.client());
+    a_receive_too_small_is_a_length_error(s, c, addr(7005), ShortReceive::QpOperationError);
+
+    let config = cmtwin_sim::SimConfig {
+        wire_jitter: Duration::ZERO,
+        ..cmtwin_sim::SimConfig::linux612()
+    };
+    let rxe612 = SimBed::with_config(6, Transport::Roce, config);
+    let (s, c) = (rxe612.server(), rxe612.client());
+    a_receive_too_small_is_a_length_error(s, c, addr(7005), ShortReceive::Dropped);
+    let trace = rxe612.fabric.trace_text();
+    assert_eq!(
+        trace.matches("(longer than the receive)").count(),
+        1,
+        "{trace}"
+    );
 }
 
 #[test]

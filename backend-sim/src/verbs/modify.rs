@@ -130,6 +130,10 @@ impl World {
         let cap = super::qps::without_rq(attr.cap, objects.srq.is_some());
         let (cap, sig_all) = (super::device_cap(cap, transport), attr.sq_sig_all);
         let machine = match attr.qp_type {
+            QpType::Ud if transport == cmtwin::Transport::Roce => {
+                let ud = UdQp::new(qpn, cap, sig_all, 0).in_reset();
+                QpMachine::Ud(ud.on_rxe(self.cfg.kernel))
+            }
             QpType::Ud => QpMachine::Ud(UdQp::new(qpn, cap, sig_all, 0).in_reset()),
             _ if transport == cmtwin::Transport::Iwarp => {
                 QpMachine::Rc(RcQp::new(cap, sig_all).in_reset().on_siw())

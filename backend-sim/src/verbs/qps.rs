@@ -104,6 +104,9 @@ impl World {
             QpMachine::Rc(RcQp::new(cap, sq_sig_all).on_rxe())
         } else if qp_type.is_connected() {
             QpMachine::Rc(RcQp::new(cap, sq_sig_all))
+        } else if self.topo.devices[dev].transport == Transport::Roce {
+            let ud = UdQp::new(qpn, cap, sq_sig_all, self.id(id).qkey);
+            QpMachine::Ud(ud.on_rxe(self.cfg.kernel))
         } else {
             QpMachine::Ud(UdQp::new(qpn, cap, sq_sig_all, self.id(id).qkey))
         }

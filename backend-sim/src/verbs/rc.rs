@@ -231,7 +231,7 @@ pub(crate) struct RecvEntry {
 }
 
 impl RecvEntry {
-    fn capacity(&self) -> u64 {
+    pub(crate) fn capacity(&self) -> u64 {
         self.sges.iter().map(|s| u64::from(s.length)).sum()
     }
 }

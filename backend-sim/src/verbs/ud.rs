@@ -9,8 +9,10 @@
 //! * A taken datagram fills the oldest receive: the first [`GRH_LEN`] bytes are the global
 //!   route header's (written only when the datagram carries one: `IBV_WC_GRH`), the payload
 //!   follows, and `byte_len` counts both, as libibverbs reports UD receives. A receive too
-//!   small for both completes with LOC_LEN_ERR and the QP stays usable (a UD class D error:
-//!   the datagram is lost, nothing is answered).
+//!   small for both is the driver's ([`ShortReceive`]): an InfiniBand HCA completes it with
+//!   LOC_LEN_ERR and the QP stays usable (the specification's UD class D error); rxe on
+//!   Linux 6.1 completes it with LOC_QP_OP_ERR and the QP enters ERROR; rxe on 6.12 drops
+//!   the datagram and keeps the receive (REM_INV_REQ_ERR from an SRQ).
 //! * Sends posted before RTS wait for it; ERROR flushes both queues.
 
 use crate::lazy_deque::LazyDeque;
@@ -73,6 +75,24 @@ impl std::fmt::Display for Datagram {
 }
 
 /// One UD QP.
+/// What a UD responder does with a datagram longer than the receive at the head of its
+/// queue (the global route header's space included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ShortReceive {
+    /// The specification's class D error (an InfiniBand HCA): the receive completes with
+    /// LOC_LEN_ERR, the QP stays usable.
+    LengthError,
+    /// rxe on Linux 6.1: no length check before the copy, whose failure its responder takes
+    /// for a malformed receive (`send_data_in`, class A): the receive completes with
+    /// LOC_QP_OP_ERR and the QP enters ERROR (measured).
+    MalformedReceive,
+    /// rxe on Linux 6.12: `rxe_resp_check_length` finds it first and drops the datagram,
+    /// keeping the receive posted (class D without a completion; measured: nothing within
+    /// 10 s); from an SRQ the receive completes with REM_INV_REQ_ERR and the QP stays usable
+    /// (class E; read, not measured).
+    Dropped,
+}
+
 pub(crate) struct UdQp {
     state: QpState,
     qpn: u32,
@@ -87,6 +107,8 @@ pub(crate) struct UdQp {
     rq: LazyDeque<RecvEntry>,
     /// Takes its receives from an SRQ (as [`super::RcQp::use_srq`]).
     srq: bool,
+    /// What a datagram too long for the receive at the head of the queue does.
+    short_receive: ShortReceive,
     /// The send queue holds requests whose post failed before RTS: only the next post that
     /// succeeds sends them (as [`super::RcQp`]'s).
     unannounced: bool,
@@ -105,8 +127,19 @@ impl UdQp {
             sq: LazyDeque::default(),
             rq: LazyDeque::default(),
             srq: false,
+            short_receive: ShortReceive::LengthError,
             unannounced: false,
         }
+    }
+
+    /// The same QP on rxe, with its responder's rule for a datagram too long for the
+    /// receive (see [`ShortReceive`]).
+    pub(crate) fn on_rxe(mut self, kernel: crate::KernelProfile) -> Self {
+        self.short_receive = match kernel {
+            crate::KernelProfile::Linux61 => ShortReceive::MalformedReceive,
+            _ => ShortReceive::Dropped,
+        };
+        self
     }
 
     /// The same QP taking its receives from an SRQ.
@@ -326,13 +359,22 @@ impl UdQp {
         self.complete_send(e, WcStatus::SUCCESS, out);
     }
 
-    /// Why a datagram arriving now would be dropped, if it would; `srq_posted` is how many
-    /// receives the QP's SRQ holds, when it has one and they are not lent to it.
-    pub(crate) fn refusal(&self, srq_posted: Option<usize>) -> Option<&'static str> {
+    /// Why a datagram of `len` payload bytes arriving now would be dropped, if it would;
+    /// `srq_posted` is how many receives the QP's SRQ holds, when it has one and they are not
+    /// lent to it.
+    pub(crate) fn refusal(&self, srq_posted: Option<usize>, len: usize) -> Option<&'static str> {
         if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
             Some("the QP is not ready to receive")
         } else if srq_posted.map_or(self.rq.is_empty(), |n| n == 0) {
             Some("no receive posted")
+        } else if self.short_receive == ShortReceive::Dropped
+            && !self.srq
+            && self
+                .rq
+                .front()
+                .is_some_and(|r| r.capacity() < GRH_LEN as u64 + len as u64)
+        {
+            Some("longer than the receive")
         } else {
             None
         }
@@ -349,18 +391,13 @@ impl UdQp {
         mem: &mut dyn Memory,
         out: &mut Vec<QpOutput>,
     ) -> Result<(), &'static str> {
-        if let Some(why) = self.refusal(None) {
+        if let Some(why) = self.refusal(None, d.data.len()) {
             return Err(why);
         }
         let r = self.rq.pop_front().expect("checked by refusal");
-        let capacity: u64 = r.sges.iter().map(|s| u64::from(s.length)).sum();
         let len = GRH_LEN + d.data.len() as u32;
-        if u64::from(len) > capacity {
-            let from = Arrival {
-                solicited: d.solicited,
-                ..Arrival::failed(src_qp)
-            };
-            self.complete_recv(r, WcStatus::LOC_LEN_ERR, 0, None, from, out);
+        if u64::from(len) > r.capacity() {
+            self.on_short_receive(r, src_qp, d.solicited, out);
             return Ok(());
         }
         let placed = match grh {
@@ -392,6 +429,30 @@ impl UdQp {
             }
         }
         Ok(())
+    }
+
+    /// A datagram from `src_qp` too long for its receive `r`, as the driver's
+    /// [`ShortReceive`] rule says (the dropping rule without an SRQ is [`UdQp::refusal`]'s).
+    fn on_short_receive(
+        &mut self,
+        r: RecvEntry,
+        src_qp: u32,
+        solicited: bool,
+        out: &mut Vec<QpOutput>,
+    ) {
+        let status = match self.short_receive {
+            ShortReceive::LengthError => WcStatus::LOC_LEN_ERR,
+            ShortReceive::MalformedReceive => WcStatus::LOC_QP_OP_ERR,
+            ShortReceive::Dropped => WcStatus::REM_INV_REQ_ERR,
+        };
+        let from = Arrival {
+            solicited,
+            ..Arrival::failed(src_qp)
+        };
+        self.complete_recv(r, status, 0, None, from, out);
+        if self.short_receive == ShortReceive::MalformedReceive {
+            self.enter_error(out);
+        }
     }
 
     fn complete_send(&self, e: UdSendEntry, status: WcStatus, out: &mut Vec<QpOutput>) {
@@ -603,5 +664,55 @@ mod tests {
             qp.on_datagram((0x30, 3), &datagram(1), None, &mut mem, &mut out),
             Err("no receive posted")
         );
+    }
+
+    #[test]
+    fn on_rxe_6_1_a_receive_too_small_is_a_qp_operation_error_and_the_qp_enters_error() {
+        let qp = UdQp::new(0x10, cap(), true, 1).on_rxe(crate::KernelProfile::Linux61);
+        let (mut qp, mut mem, mut out) = (qp, Recorder::default(), vec![]);
+        qp.post_recv(recv(1, 49), &mut out).unwrap();
+        qp.post_recv(recv(2, 100), &mut out).unwrap();
+        qp.on_datagram((0x30, 0), &datagram(10), None, &mut mem, &mut out)
+            .unwrap();
+        let wcs: Vec<_> = recv_wcs(&out).iter().map(|w| (w.wr_id, w.status)).collect();
+        assert_eq!(
+            wcs,
+            [(1, WcStatus::LOC_QP_OP_ERR), (2, WcStatus::WR_FLUSH_ERR)]
+        );
+        assert_eq!(qp.state(), QpState::Error);
+        assert!(mem.0.is_empty());
+    }
+
+    #[test]
+    fn on_rxe_6_12_a_datagram_too_long_is_dropped_and_the_receive_kept() {
+        let qp = UdQp::new(0x10, cap(), true, 1).on_rxe(crate::KernelProfile::Linux612);
+        let (mut qp, mut mem, mut out) = (qp, Recorder::default(), vec![]);
+        qp.post_recv(recv(1, 49), &mut out).unwrap();
+        assert_eq!(
+            qp.on_datagram((0x30, 0), &datagram(10), None, &mut mem, &mut out),
+            Err("longer than the receive")
+        );
+        assert!(recv_wcs(&out).is_empty());
+        qp.on_datagram((0x30, 0), &datagram(9), None, &mut mem, &mut out)
+            .unwrap();
+        let wcs = recv_wcs(&out);
+        assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::SUCCESS));
+        assert_eq!(qp.state(), QpState::Rts);
+    }
+
+    #[test]
+    fn on_rxe_6_12_a_datagram_too_long_for_a_receive_from_an_srq_is_an_invalid_request() {
+        let qp = UdQp::new(0x10, cap(), true, 1).on_rxe(crate::KernelProfile::Linux612);
+        let (mut qp, mut mem, mut out) = (qp, Recorder::default(), vec![]);
+        qp.use_srq();
+        qp.rq_mut().push_back(recv(1, 49));
+        qp.on_datagram((0x30, 0), &datagram(10), None, &mut mem, &mut out)
+            .unwrap();
+        let wcs = recv_wcs(&out);
+        assert_eq!(
+            (wcs[0].wr_id, wcs[0].status),
+            (1, WcStatus::REM_INV_REQ_ERR)
+        );
+        assert_eq!(qp.state(), QpState::Rts);
     }
 }

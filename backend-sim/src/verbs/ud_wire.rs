@@ -162,7 +162,7 @@ impl World {
             _ if !self.topo.devices[dev].present => "device removed",
             None => "not a UD QP",
             Some(m) if m.qkey() != d.target.remote_qkey => "qkey mismatch",
-            Some(m) => m.refusal(srq_posted).unwrap_or(""),
+            Some(m) => m.refusal(srq_posted, d.data.len()).unwrap_or(""),
         };
         if !why.is_empty() {
             self.trace_packet(to.0, TraceKind::Drop, from, to, &d, why);
