@@ -302,9 +302,18 @@ impl Model {
 
     /// The value before in atomic `a`'s local bytes, if they are live, readable and no
     /// other work or the application could have written them since it landed: every other
-    /// request that may write there completed before `a` was posted.
+    /// request that may write there completed before `a` was posted, and its own entries do
+    /// not overlap.
     fn value_before(&self, wr_id: u64, a: &AtomicWr) -> Option<u64> {
-        if a.clobbered {
+        // Entries over the same bytes keep the later part of the value: none is known.
+        let overlap = a.local.iter().enumerate().any(|(i, s)| {
+            a.local[i + 1..].iter().any(|t| {
+                s.lkey == t.lkey
+                    && s.addr < t.addr + u64::from(t.length)
+                    && t.addr < s.addr + u64::from(s.length)
+            })
+        });
+        if a.clobbered || overlap {
             return None;
         }
         let mut got = Vec::with_capacity(8);
