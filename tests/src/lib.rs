@@ -25,7 +25,8 @@
 //!   the kernel's set, events at most once), shared by `tests/sim_proptest.rs` and the
 //!   cargo-fuzz target in `fuzz/` (feature `arbitrary`).
 //! * [`random_verbs`]: random data path call sequences on the simulator and the contract
-//!   they are checked against (every request completes once, errnos, regions' contents),
+//!   they are checked against (every request completes once, errnos, regions' contents,
+//!   atomics' statuses and each fetch and add applied once),
 //!   shared by `tests/sim_verbs_proptest.rs` and the cargo-fuzz target `verbs_sequences`.
 //! * [`cm_model`]: a reference model of the CM that predicts every call's exact result and
 //!   every event's exact kind, id and status, over random lifecycles generic over [`TestBed`].

@@ -23,8 +23,12 @@
 //!   it for a successful send, write or read; a receive consumed by a write with immediate
 //!   data counts the write's bytes, as rxe reports it), and with the opcode of the request;
 //! * a QP moved to RESET or ERROR by `modify_qp` is in that state;
-//! * a region's bytes change only where a posted receive, read or RDMA write could place
-//!   them (its key and range);
+//! * a region's bytes change only where a posted receive, read, RDMA write or atomic could
+//!   place them (its key and range; an atomic's 8 target bytes and its entries' first 8);
+//! * an atomic taken by `ibv_post_send` has a remote address aligned to 8, entries of 8
+//!   bytes or more, no inline data, and an RC QP; it completes only with a status rxe gives
+//!   an atomic (never RNR nor a length error), and when successful with its opcode and its
+//!   entries' length (rxe's `dma.length`, 8 for one 8-byte entry);
 //!
 //! and at the end ([`Model::finish`]): once every CQ is drained, no signaled request is
 //! outstanding on a QP in ERROR; after ten minutes of virtual time (every retry and RNR wait
@@ -32,12 +36,17 @@
 //! timeout; once every QP is moved to ERROR and the CQs drained again,
 //! every signaled request has completed exactly once (unless its QP was reset or destroyed,
 //! which discards work without completions, or its CQ overran, which loses completions with
-//! a CQ_ERR event); then every object can be destroyed, in dependency order.
+//! a CQ_ERR event); every 8-byte word that only fetch and adds targeted, all of which
+//! completed successfully, holds its first value plus their addends, and their values
+//! before chain from that first value, each addend used once (each applied exactly once at
+//! the responder, through lost packets and retransmissions); then every object can be
+//! destroyed, in dependency order.
 //!
 //! Every field of every op accepts any value (indices wrap around the pools, choices around
 //! their lists). `CMTWIN_PROPTEST_VERBOSE=1` prints every op.
 
 mod apply;
+mod atomics;
 mod finish;
 pub mod op;
 mod posts;
@@ -160,6 +169,8 @@ struct Wr {
     discarded: bool,
     /// A UD receive's first entry: (region index, offset), where its route header lands.
     grh_at: Option<(usize, usize)>,
+    /// An RDMA atomic's particulars.
+    atomic: Option<atomics::AtomicWr>,
 }
 
 /// Where posted work may place bytes: key `key`, device addresses `start..end`.
@@ -168,6 +179,18 @@ struct Writer {
     key: u32,
     start: u64,
     end: u64,
+    role: Role,
+    /// The work request.
+    wr: u64,
+}
+
+/// What a [`Writer`] places: a fetch and add's result at its target, the value before of
+/// atomic request `wr` in its local bytes, or anything else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    FetchAdd,
+    ValueBefore(u64),
+    Other,
 }
 
 /// The state the contract is checked against: the bed and everything the application has
@@ -188,6 +211,13 @@ pub struct Model {
     wrs: BTreeMap<u64, Wr>,
     next_wr: u64,
     writers: Vec<Writer>,
+    /// The words RDMA fetch and adds were aimed at (see `atomics`).
+    words: Vec<atomics::Word>,
+    /// A QP was reset, destroyed or moved towards RTS after the setup: it may send from its
+    /// first PSN again to a peer that has seen those PSNs, which answers an atomic there from
+    /// its kept results without executing it (rxe's duplicate_request), so the ledger no
+    /// longer holds.
+    psns_restarted: bool,
     /// The UD QPs' numbers: the server's, the client's.
     ud_qpn: [u32; 2],
     /// The UD QPs' qkey.
@@ -374,6 +404,7 @@ impl Model {
         for w in self.wrs.values_mut().filter(|w| w.qp == qp) {
             w.discarded = true;
         }
+        self.psns_restarted = true;
     }
 }
 

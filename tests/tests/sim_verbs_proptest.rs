@@ -145,6 +145,136 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => any::<bool>().prop_map(|server| Op::RemoveDevice { server }),
         1 => any::<u8>().prop_map(|count| Op::LosePackets { count }),
         6 => (any::<u16>(), any::<u8>()).prop_map(|(us, scale)| Op::Run { us, scale }),
+        10 => atomic(),
+        // Regions atomics may target (LOCAL_WRITE and REMOTE_ATOMIC, with or without the rest).
+        4 => (prop_oneof![3 => (0usize..2).prop_map(|idx| Pick { idx, owner: true }), 1 => pick()], 8u16..300, prop_oneof![Just(0x09u8), Just(0x0f)])
+            .prop_map(|(pd, len, access)| Op::RegMr { pd, len, access }),
+        2 => (pick(), any::<u8>()).prop_map(|(qp, access)| Op::ModifyQpAccess { qp, access }),
+    ]
+}
+
+/// An atomic: mostly signaled, into one 8-byte entry, at an aligned address of a region of
+/// the peer under its rkey, adding a small value; sometimes longer, shorter or split
+/// entries, misaligned or out-of-range addresses, bad keys, inline, a UD destination.
+fn atomic() -> impl Strategy<Value = Op> {
+    let entry = |len| {
+        (
+            idx(),
+            prop_oneof![24 => Just(0u8), 1 => any::<u8>()],
+            prop_oneof![8 => (0u16..5).prop_map(|k| 4 + 8 * k), 1 => 0u16..48],
+        )
+            .prop_map(move |(mr, key, offset)| SgeSpec {
+                mr,
+                key,
+                offset,
+                len,
+            })
+    };
+    let sges = prop_oneof![
+        12 => entry(8).prop_map(|e| vec![e]),
+        2 => entry(16).prop_map(|e| vec![e]),
+        1 => entry(4).prop_map(|e| vec![e]),
+        1 => (entry(4), entry(4)).prop_map(|(a, b)| vec![a, b]),
+        1 => Just(Vec::new()),
+        1 => prop::collection::vec(sge(), 1..3),
+    ];
+    let remote = (
+        idx(),
+        prop_oneof![12 => Just(0u8), 1 => any::<u8>()],
+        prop_oneof![10 => (0u16..6).prop_map(|k| 4 + 8 * k), 1 => 0u16..48, 1 => 250u16..270],
+    )
+        .prop_map(|(mr, key, offset)| RemoteSpec { mr, key, offset });
+    let value = prop_oneof![4 => 1u64..256, 1 => any::<u64>()];
+    // Mostly the RC connection's QPs (the setup's first two).
+    let qp = prop_oneof![
+        3 => (0usize..2, prop::bool::weighted(0.95)).prop_map(|(idx, owner)| Pick { idx, owner }),
+        1 => pick(),
+    ];
+    (
+        qp,
+        any::<bool>(),
+        sges,
+        remote,
+        any::<u64>(),
+        value,
+        prop::bool::weighted(0.05),
+        prop::option::weighted(0.05, ud()),
+        prop::bool::weighted(0.9),
+    )
+        .prop_map(
+            |(qp, add, sges, remote, compare, value, inline, ud, signaled)| Op::PostAtomic {
+                qp,
+                add,
+                sges,
+                remote,
+                compare,
+                value,
+                inline,
+                ud,
+                signaled,
+            },
+        )
+}
+
+/// An atomic that should succeed while the connection and its regions live: from an RC
+/// QP of the setup, one 8-byte entry of a region of its PD, an aligned word within the
+/// first 48 bytes of the peer's regions with REMOTE_ATOMIC, a small value.
+fn good_atomic() -> impl Strategy<Value = Op> {
+    (
+        0usize..2,
+        any::<bool>(),
+        0u16..30,
+        (0usize..4).prop_map(|k| 4 * k + 1),
+        0u16..6,
+        any::<u64>(),
+        1u64..256,
+        prop::bool::weighted(0.9),
+    )
+        .prop_map(
+            |(qp, add, local, mr, word, compare, value, signaled)| Op::PostAtomic {
+                qp: Pick {
+                    idx: qp,
+                    owner: true,
+                },
+                add,
+                sges: vec![SgeSpec {
+                    mr: 1,
+                    key: 0,
+                    offset: 4 + 8 * local,
+                    len: 8,
+                }],
+                remote: RemoteSpec {
+                    mr,
+                    key: 0,
+                    offset: 4 + 8 * word,
+                },
+                compare,
+                value,
+                inline: false,
+                ud: None,
+                signaled,
+            },
+        )
+}
+
+/// Atomics on the RC connection among the steps that make them interesting: regions with
+/// and without atomic rights, QP rights taken away and given back, polls, lost packets and
+/// time (so that requests and acknowledgements are resent), as the contract's ledger needs
+/// to see fetch and adds through to the end.
+fn atomic_op_strategy() -> impl Strategy<Value = Op> {
+    let rc_qp = (0usize..2).prop_map(|idx| Pick { idx, owner: true });
+    prop_oneof![
+        12 => good_atomic(),
+        3 => atomic(),
+        3 => (prop_oneof![3 => (0usize..2).prop_map(|idx| Pick { idx, owner: true }), 1 => pick()], 64u16..300, prop_oneof![4 => Just(0x09u8), 4 => Just(0x0f), 1 => any::<u8>()])
+            .prop_map(|(pd, len, access)| Op::RegMr { pd, len, access }),
+        1 => (rc_qp.clone(), prop_oneof![3 => Just(0x0fu8), 1 => any::<u8>()]).prop_map(|(qp, access)| Op::ModifyQpAccess { qp, access }),
+        8 => ((0usize..2).prop_map(|idx| Pick { idx, owner: true }), Just(8u8)).prop_map(|(cq, n)| Op::PollCq { cq, n }),
+        2 => (0u8..3).prop_map(|count| Op::LosePackets { count }),
+        4 => (0u16..2000, 0u8..4).prop_map(|(us, scale)| Op::Run { us, scale }),
+        1 => (pick(), 0u16..300, 0u16..300, any::<u8>())
+            .prop_map(|(mr, offset, len, byte)| Op::MrWrite { mr, offset, len, byte }),
+        1 => op_strategy(),
     ]
 }
 
@@ -174,6 +304,19 @@ proptest! {
         seed in any::<u64>(),
         ops in prop::collection::vec(op_strategy(), 50),
     ) {
+        random_verbs::run(seed, &ops);
+    }
+
+    /// The same contract over sequences where atomics run on a connection that mostly
+    /// lives: their statuses, values before and each fetch and add applied exactly once.
+    #[test]
+    fn random_atomic_sequences_keep_the_data_path_contract(
+        seed in any::<u64>(),
+        ops in prop::collection::vec(atomic_op_strategy(), 60),
+    ) {
+        // Each side starts with a region atomics may target.
+        let region = |idx| Op::RegMr { pd: Pick { idx, owner: true }, len: 64, access: 0x0f };
+        let ops: Vec<Op> = [region(0), region(1)].into_iter().chain(ops).collect();
         random_verbs::run(seed, &ops);
     }
 }

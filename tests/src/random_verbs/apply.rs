@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cmtwin::verbs::{AccessFlags, DataPath, QpAttr, QpInitAttrEx, QpState};
+use cmtwin::verbs::{AccessFlags, DataPath, QpAttr, QpAttrMask, QpInitAttrEx, QpState};
 use cmtwin::{AhAttr, AsyncEvent, Call, CmBackend, Errno, PortSpace, QpType, Wait};
 
 use super::op::{CapSpec, Op, Pick};
@@ -100,6 +100,8 @@ impl Model {
             | Op::PostUdSend { .. }
             | Op::PostRdma { .. }
             | Op::GetComp { .. } => self.apply_post(op),
+            Op::PostAtomic { .. } => self.post_atomic(op),
+            Op::ModifyQpAccess { qp, access } => self.modify_qp_access(qp, access),
             Op::GetAsyncEvent { server, wait_ms } => {
                 let _ = self.get_async_event(server, wait_of(wait_ms));
             }
@@ -287,6 +289,7 @@ impl Model {
         if self.expect_outcome(call, v, expect, r).is_some() {
             if let Some(b) = write {
                 self.mrs[idx].v.shadow[offset..offset + len].fill(b);
+                self.app_wrote(idx, offset, len);
             }
         }
     }
@@ -587,9 +590,29 @@ impl Model {
         }
         match to {
             Some(QpState::Reset) => self.discard_work_of(idx),
-            Some(QpState::Rts) => self.qps[idx].v.timed = attr.timeout != 0,
+            Some(QpState::Rts) => {
+                self.qps[idx].v.timed = attr.timeout != 0;
+                self.psns_restarted = true;
+            }
+            Some(QpState::Rtr) => self.psns_restarted = true,
             _ => {}
         }
+    }
+
+    /// `ibv_modify_qp` of the access flags alone (`access` modulo 16).
+    fn modify_qp_access(&mut self, qp: Pick, access: u8) {
+        let Some((server, idx, v)) = Self::pick(&self.qps, qp) else {
+            return;
+        };
+        let attr = QpAttr {
+            access: AccessFlags(u32::from(access % 16)),
+            ..QpAttr::default()
+        };
+        let mask = QpAttrMask::ACCESS_FLAGS;
+        let r = self
+            .cm(server)
+            .modify_qp_with_mask(self.qps[idx].v.qp, &attr, mask);
+        self.check(&[Call::ModifyQp], v, Some(Errno::EBADF), r);
     }
 
     fn query_qp(&mut self, qp: Pick) {

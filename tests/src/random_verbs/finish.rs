@@ -46,6 +46,7 @@ impl Model {
         for q in self.live_qps() {
             self.assert_all_completed(q, |_| true, "flushed");
         }
+        self.check_words();
         self.destroy_all();
     }
 

@@ -218,4 +218,25 @@ pub enum Op {
     LosePackets { count: u8 },
     /// Runs the fabric for `us` microseconds of virtual time, times 2^`scale` (modulo 16).
     Run { us: u16, scale: u8 },
+    /// `ibv_post_send` of an RDMA atomic: a fetch and add of `value` (`add`), else a compare
+    /// and swap to `value`, comparing with the target's bytes as they are now (an even
+    /// `compare`) or with `compare` itself; the value before lands in `sges` (8 bytes and
+    /// more, fewer, none); `remote` aligned or not (`offset - 4` from a region's start);
+    /// `remote.mr` three times in four picks among the other host's live regions with
+    /// REMOTE_ATOMIC, if any; `inline` posts 8 bytes inline; `ud` adds a UD destination. (Drawn
+    /// after the older ops, so that their encoding keeps its meaning.)
+    PostAtomic {
+        qp: Pick,
+        add: bool,
+        sges: Vec<SgeSpec>,
+        remote: RemoteSpec,
+        compare: u64,
+        value: u64,
+        inline: bool,
+        ud: Option<UdSpec>,
+        signaled: bool,
+    },
+    /// `ibv_modify_qp` of `qp_access_flags` alone (`access` modulo 16): a responder with or
+    /// without remote write, read and atomic rights, in whatever state it is.
+    ModifyQpAccess { qp: Pick, access: u8 },
 }

@@ -12,7 +12,7 @@ use super::op::{Op, Pick, RemoteSpec, SgeSpec, UdSpec};
 use super::{Model, Validity, Wr};
 
 /// Entries of a request beyond this many are not built (the device's maximum is 32).
-const MAX_SGES: usize = 40;
+pub(super) const MAX_SGES: usize = 40;
 
 /// What the rdma_verbs.h helpers are posted with: signaled, as the helpers were before they
 /// took C's flags, so that the recorded runs keep their completions.
@@ -151,7 +151,7 @@ impl Model {
     }
 
     /// The entry `s` describes, for a request of QP `qp`.
-    fn sge(&self, s: &SgeSpec, qp: usize) -> Sge {
+    pub(super) fn sge(&self, s: &SgeSpec, qp: usize) -> Sge {
         let mr = self.region_for(s.mr, qp, true);
         Sge {
             addr: mr.addr.wrapping_add(u64::from(s.offset)).wrapping_sub(4),
@@ -161,7 +161,7 @@ impl Model {
     }
 
     /// The remote address and key `r` describes, for a request of QP `qp`.
-    fn remote(&self, r: &RemoteSpec, qp: usize) -> (u64, u32) {
+    pub(super) fn remote(&self, r: &RemoteSpec, qp: usize) -> (u64, u32) {
         let mr = self.region_for(r.mr, qp, false);
         let addr = mr.addr.wrapping_add(u64::from(r.offset)).wrapping_sub(4);
         (addr, key_of(mr.rkey, r.key))
@@ -186,7 +186,7 @@ impl Model {
 
     /// Posts a send-queue request of `op` over `payload` on QP `qp` (shaped by `shape`, with
     /// a UD destination from `ud`), and records it if taken.
-    fn post_send(
+    pub(super) fn post_send(
         &mut self,
         qp: Pick,
         op: SendOp,
@@ -263,7 +263,7 @@ impl Model {
         match (wr.op, wr.payload) {
             (SendOp::RdmaRead { .. }, Payload::Sges(sges)) => {
                 for s in sges {
-                    self.may_write(s);
+                    self.may_write(wr.wr_id, s);
                 }
             }
             (
@@ -272,7 +272,7 @@ impl Model {
                     remote_addr, rkey, ..
                 },
                 _,
-            ) => self.may_write_remote(rkey, remote_addr, len),
+            ) => self.may_write_remote(wr.wr_id, rkey, remote_addr, len),
             _ => {}
         }
         let w = Wr {
@@ -284,6 +284,7 @@ impl Model {
             opcode: Some(opcode_of(&wr.op)),
             discarded: self.qps[idx].v.wedged,
             grh_at: None,
+            atomic: None,
         };
         self.posted(wr.wr_id, w);
     }
@@ -312,7 +313,7 @@ impl Model {
     /// Records receive `wr_id` over `sges`, taken by QP `idx` of host `server`.
     fn record_recv(&mut self, server: bool, idx: usize, wr_id: u64, sges: &[Sge]) {
         for s in sges {
-            self.may_write(s);
+            self.may_write(wr_id, s);
         }
         let grh_at = sges.first().and_then(|s| self.region_at(s));
         let w = Wr {
@@ -324,6 +325,7 @@ impl Model {
             opcode: None,
             discarded: false,
             grh_at,
+            atomic: None,
         };
         self.posted(wr_id, w);
     }
@@ -509,7 +511,7 @@ enum Helper {
 }
 
 /// The key of choice `choice` for a region of key `key` (see [`SgeSpec::key`]).
-fn key_of(key: u32, choice: u8) -> u32 {
+pub(super) fn key_of(key: u32, choice: u8) -> u32 {
     match choice % 8 {
         0..=5 => key,
         6 => key.wrapping_add(1),

@@ -48,6 +48,8 @@ pub(super) fn set_up(bed: SimBed, other: SimBed) -> Model {
         wrs: Default::default(),
         next_wr: 0,
         writers: Vec::new(),
+        words: Vec::new(),
+        psns_restarted: false,
         ud_qpn: [0; 2],
         ud_qkey: RDMA_UDP_QKEY,
         to_server: AhAttr::default(),

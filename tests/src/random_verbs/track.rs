@@ -4,24 +4,28 @@
 
 use cmtwin::verbs::{DataPath, Sge, WcOpcode, WcStatus, WorkCompletion, GRH_LEN};
 
-use super::{Home, Model, Wr, Writer};
+use super::{Home, Model, Role, Wr, Writer};
 
 impl Model {
-    /// Notes that posted work may place bytes at `sge` (a receive's or a read's entry).
-    pub(super) fn may_write(&mut self, sge: &Sge) {
+    /// Notes that posted work `wr` may place bytes at `sge` (a receive's or a read's entry).
+    pub(super) fn may_write(&mut self, wr: u64, sge: &Sge) {
         self.writers.push(Writer {
             key: sge.lkey,
             start: sge.addr,
             end: sge.addr.saturating_add(u64::from(sge.length)),
+            role: Role::Other,
+            wr,
         });
     }
 
-    /// Notes that an RDMA write may place `len` bytes at `addr` under `rkey`.
-    pub(super) fn may_write_remote(&mut self, rkey: u32, addr: u64, len: u64) {
+    /// Notes that RDMA write `wr` may place `len` bytes at `addr` under `rkey`.
+    pub(super) fn may_write_remote(&mut self, wr: u64, rkey: u32, addr: u64, len: u64) {
         self.writers.push(Writer {
             key: rkey,
             start: addr,
             end: addr.saturating_add(len),
+            role: Role::Other,
+            wr,
         });
     }
 
@@ -73,6 +77,9 @@ impl Model {
         if wc.status == WcStatus::SUCCESS {
             self.check_success(&w, wc);
         }
+        if let Some(a) = &w.atomic {
+            self.atomic_completed(wc.wr_id, a, Some(wc));
+        }
         if !w.recv {
             let earlier: Vec<u64> = self
                 .outstanding_of(w.qp)
@@ -80,7 +87,10 @@ impl Model {
                 .map(|(&id, _)| id)
                 .collect();
             for id in earlier {
-                self.wrs.remove(&id);
+                let gone = self.wrs.remove(&id).expect("outstanding");
+                if let Some(a) = &gone.atomic {
+                    self.atomic_completed(id, a, None);
+                }
             }
         }
     }
