@@ -2192,7 +2192,7 @@ fn uc_on_rxe_a_message_without_receive_or_with_a_bad_rkey_is_dropped_one_too_lon
     assert_both_ready(&conn, s, c);
 
     // Too long for the receive: rxe's copy fails, the receive completes LOC_QP_OP_ERR and
-    // the receiver's QP enters ERROR; the sender hears nothing (measured on rxe-6.1).
+    // the receiver's QP enters ERROR; the sender hears nothing (measured, rxe-6.1 and 6.12).
     post_recv_all(s, conn.server.qp, 11, &rx);
     let t2 = c.now();
     send_bytes(c, &conn.client, 3, SendOp::Send, b"too long");
