@@ -2133,7 +2133,8 @@ fn uc_a_lost_send_completes_at_the_sender_and_is_never_delivered() {
 }
 
 #[test]
-fn uc_a_message_the_receiver_cannot_take_is_dropped_silently() {
+fn uc_on_rxe_a_message_without_receive_or_with_a_bad_rkey_is_dropped_one_too_long_fails_the_receive(
+) {
     let bed = bed(104);
     let (s, c) = (bed.server(), bed.client());
     let conn = connected_uc(&bed, 7504);
@@ -2164,11 +2165,9 @@ fn uc_a_message_the_receiver_cannot_take_is_dropped_silently() {
         "a write with immediate data and no receive writes nothing"
     );
 
-    // Too long for the receive, or a bad rkey: dropped, the receive stays posted for the
-    // next message, and neither QP enters ERROR.
+    // A bad rkey: dropped, the receive stays posted for the next message (measured).
     let rx = region(s, conn.server.pd, 4, 0, LW);
     post_recv_all(s, conn.server.qp, 10, &rx);
-    send_bytes(c, &conn.client, 3, SendOp::Send, b"too long");
     let bad = SendOp::RdmaWriteWithImm {
         remote_addr: target.addr,
         rkey: target.rkey ^ 0x5a5a,
@@ -2177,7 +2176,7 @@ fn uc_a_message_the_receiver_cannot_take_is_dropped_silently() {
     send_bytes(c, &conn.client, 4, bad, b"bad");
     let t1 = c.now();
     send_bytes(c, &conn.client, 5, SendOp::Send, b"fits");
-    for wr_id in [3, 4, 5] {
+    for wr_id in [4, 5] {
         let wc = next_completion(c, &conn.client);
         assert_eq!((wc.wr_id, wc.status), (wr_id, WcStatus::SUCCESS));
     }
@@ -2191,6 +2190,34 @@ fn uc_a_message_the_receiver_cannot_take_is_dropped_silently() {
     ok(s.sleep(10 * RNR), "sleep");
     assert!(drain(s, &conn.server).is_empty());
     assert_both_ready(&conn, s, c);
+
+    // Too long for the receive: rxe's copy fails, the receive completes LOC_QP_OP_ERR and
+    // the receiver's QP enters ERROR; the sender hears nothing (measured, rxe-6.1 and 6.12).
+    post_recv_all(s, conn.server.qp, 11, &rx);
+    let t2 = c.now();
+    send_bytes(c, &conn.client, 3, SendOp::Send, b"too long");
+    send_bytes(c, &conn.client, 6, SendOp::Send, b"fits");
+    for wr_id in [3, 6] {
+        let wc = next_completion(c, &conn.client);
+        assert_eq!((wc.wr_id, wc.status), (wr_id, WcStatus::SUCCESS));
+    }
+    let wc = next_completion(s, &conn.server);
+    assert_eq!(s.now() - t2, 5 * US);
+    assert_wc(
+        wc,
+        &conn.server,
+        11,
+        WcStatus::LOC_QP_OP_ERR,
+        WcOpcode::Recv,
+    );
+    assert_eq!(
+        ok(s.query_qp_state(conn.server.qp), "query"),
+        QpState::Error
+    );
+    ok(s.sleep(10 * RNR), "sleep");
+    assert!(drain(s, &conn.server).is_empty());
+    assert!(drain(c, &conn.client).is_empty());
+    assert_eq!(ok(c.query_qp_state(conn.client.qp), "query"), QpState::Rts);
 }
 
 #[test]
@@ -2207,7 +2234,7 @@ fn uc_a_receive_with_a_bad_lkey_fails_there_and_the_sender_knows_nothing() {
     assert_wc(wc, &conn.client, 2, WcStatus::SUCCESS, WcOpcode::Send);
     let wc = next_completion(s, &conn.server);
     assert_eq!(s.now() - t0, 5 * US);
-    assert_wc(wc, &conn.server, 1, WcStatus::LOC_PROT_ERR, WcOpcode::Recv);
+    assert_wc(wc, &conn.server, 1, WcStatus::LOC_QP_OP_ERR, WcOpcode::Recv);
     assert_eq!(
         ok(s.query_qp_state(conn.server.qp), "query"),
         QpState::Error

@@ -96,7 +96,11 @@ impl World {
     ) -> QpMachine {
         let dev = self.id(id).device.expect("checked by create_qp");
         let cap = device_cap(cap, self.topo.devices[dev].transport);
-        if qp_type == cmtwin::QpType::Uc {
+        let on_roce = self.topo.devices[dev].transport == Transport::Roce;
+        if qp_type == cmtwin::QpType::Uc && on_roce {
+            // rxe's UC rules, as for a UC QP made apart (measured through the CM, RDMA_PS_IB).
+            QpMachine::Rc(RcQp::new(cap, sq_sig_all).unreliable().on_rxe())
+        } else if qp_type == cmtwin::QpType::Uc {
             QpMachine::Rc(RcQp::new(cap, sq_sig_all).unreliable())
         } else if qp_type.is_connected() && self.topo.devices[dev].transport == Transport::Iwarp {
             QpMachine::Rc(RcQp::new(cap, sq_sig_all).on_siw())

@@ -23,8 +23,8 @@
 //! invalid request moves to ERROR too (a send longer than its receive is such an invalid
 //! request on an InfiniBand HCA, LOC_LEN_ERR there; rxe finds it, and a receive under a bad
 //! key, only as it copies and takes the receive for malformed: LOC_QP_OP_ERR there,
-//! REM_OP_ERR at the requester, an rxe UC QP to ERROR too; UC QPs made by `create_qp` run
-//! the HCA's rules on every transport). Before any memory region's access, the responder checks
+//! REM_OP_ERR at the requester, an rxe UC QP to ERROR too, whether made by `create_qp` on an
+//! id or apart). Before any memory region's access, the responder checks
 //! the QP's own ([`Rights`], read from rxe's `check_op_valid` and `check_resource`): an RDMA
 //! WRITE without the QP's remote write, or a READ without its remote read or without
 //! responder resources, is an invalid request (REM_INV_REQ_ERR at the requester). The CM's
@@ -65,12 +65,13 @@
 //!   lost request is simply never delivered;
 //! * the responder answers nothing. It takes every message whatever its PSN (`check_psn`
 //!   for UC accepts any first packet), and drops one it cannot take without a trace: no
-//!   receive posted (no RNR NAK: `RESPST_ERR_RNR` is class D for UC), a message longer than
-//!   the receive (`RESPST_ERR_LENGTH`, class D: the receive stays posted; rxe 6.12's branch,
-//!   the one measured for UD's overrun, not measured for UC), a bad rkey or access
-//!   (`RESPST_ERR_RKEY_VIOLATION`, class E without an SRQ). A receive whose own entries are
-//!   bad still fails there and moves the responder to ERROR (class A, every QP type; with
-//!   RC's LOC_PROT_ERR, where rxe reports LOC_QP_OP_ERR), but the requester hears nothing.
+//!   receive posted (no RNR NAK: `RESPST_ERR_RNR` is class D for UC), a bad rkey or access
+//!   (`RESPST_ERR_RKEY_VIOLATION`, class E without an SRQ): the receive stays posted. A
+//!   message longer than the receive, or a receive whose own entries are bad, fails that
+//!   receive with LOC_QP_OP_ERR and moves the responder to ERROR (rxe's copy fails: class A,
+//!   every QP type), but the requester hears nothing; no COMM_EST. Measured on rxe through
+//!   the CM (`tests/BEDS.md`); the InfiniBand profile's UC drops a too-long message, keeps the
+//!   receive, and reports a bad receive LOC_PROT_ERR.
 
 use super::tcp_timer::{TcpPath, TcpTimeout, TcpTimer};
 use crate::lazy_deque::LazyDeque;
