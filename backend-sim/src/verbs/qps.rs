@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use cmtwin::verbs::{QpCqs, QpInitAttrEx, QpState};
 use cmtwin::{
-    Call, CmError, CompChannelHandle, Errno, IdHandle, QpCap, QpHandle, QpInitAttr, Result,
+    Call, CmError, CompChannelHandle, Errno, IdHandle, QpCap, QpHandle, QpInitAttr, QpType, Result,
     Transport,
 };
 
@@ -90,29 +90,24 @@ impl World {
         &self,
         id: IdKey,
         qpn: u32,
-        qp_type: cmtwin::QpType,
+        qp_type: QpType,
         cap: QpCap,
         sq_sig_all: bool,
     ) -> QpMachine {
         let dev = self.id(id).device.expect("checked by create_qp");
-        let cap = device_cap(cap, self.topo.devices[dev].transport);
-        let on_roce = self.topo.devices[dev].transport == Transport::Roce;
-        if qp_type == cmtwin::QpType::Uc && on_roce {
+        let transport = self.topo.devices[dev].transport;
+        let cap = device_cap(cap, transport);
+        let rc = || RcQp::new(cap, sq_sig_all);
+        let ud = || UdQp::new(qpn, cap, sq_sig_all, self.id(id).qkey);
+        match (qp_type, transport) {
             // rxe's UC rules, as for a UC QP made apart (measured through the CM, RDMA_PS_IB).
-            QpMachine::Rc(RcQp::new(cap, sq_sig_all).unreliable().on_rxe())
-        } else if qp_type == cmtwin::QpType::Uc {
-            QpMachine::Rc(RcQp::new(cap, sq_sig_all).unreliable())
-        } else if qp_type.is_connected() && self.topo.devices[dev].transport == Transport::Iwarp {
-            QpMachine::Rc(RcQp::new(cap, sq_sig_all).on_siw())
-        } else if qp_type.is_connected() && self.topo.devices[dev].transport == Transport::Roce {
-            QpMachine::Rc(RcQp::new(cap, sq_sig_all).on_rxe())
-        } else if qp_type.is_connected() {
-            QpMachine::Rc(RcQp::new(cap, sq_sig_all))
-        } else if self.topo.devices[dev].transport == Transport::Roce {
-            let ud = UdQp::new(qpn, cap, sq_sig_all, self.id(id).qkey);
-            QpMachine::Ud(ud.on_rxe(self.cfg.kernel))
-        } else {
-            QpMachine::Ud(UdQp::new(qpn, cap, sq_sig_all, self.id(id).qkey))
+            (QpType::Uc, Transport::Roce) => QpMachine::Rc(rc().unreliable().on_rxe()),
+            (QpType::Uc, _) => QpMachine::Rc(rc().unreliable()),
+            (QpType::Ud, Transport::Roce) => QpMachine::Ud(ud().on_rxe(self.cfg.kernel)),
+            (QpType::Ud, _) => QpMachine::Ud(ud()),
+            (QpType::Rc, Transport::Iwarp) => QpMachine::Rc(rc().on_siw()),
+            (QpType::Rc, Transport::Roce) => QpMachine::Rc(rc().on_rxe()),
+            (QpType::Rc, Transport::InfiniBand) => QpMachine::Rc(rc()),
         }
     }
 
