@@ -335,13 +335,17 @@ pub trait DataPath: CmBackend {
     ///
     /// On a UD QP a send (`wr.ud`) is unreliable: it completes SUCCESS once transmitted,
     /// whether or not a receiver takes it; a receiver without a posted receive, or whose
-    /// qkey differs, drops it, and a receive smaller than [`super::GRH_LEN`] + the payload
-    /// completes with LOC_LEN_ERR.
+    /// qkey differs, drops it. A receive smaller than [`super::GRH_LEN`] + the payload is the
+    /// driver's: LOC_LEN_ERR on an InfiniBand HCA (the QP stays usable); on rxe, LOC_QP_OP_ERR
+    /// with the receiver's QP in ERROR on Linux 6.1, and on 6.12 the datagram dropped with
+    /// the receive kept for the next one (REM_INV_REQ_ERR for a receive from an SRQ).
     ///
     /// On RC a send longer than the receive it meets fails that receive and moves both QPs
     /// to ERROR: LOC_LEN_ERR there and REM_INV_REQ_ERR here on an InfiniBand HCA; on rxe
     /// (Linux 6.1 and 6.12), which finds the overflow only as it copies, LOC_QP_OP_ERR there
-    /// and REM_OP_ERR here.
+    /// and REM_OP_ERR here. On UC the sender completes SUCCESS whatever happens: rxe fails the
+    /// receive with LOC_QP_OP_ERR and moves the receiver's QP to ERROR (measured); the
+    /// simulator's InfiniBand devices drop the message and keep the receive.
     ///
     /// The atomics ([`super::SendOp::AtomicCmpAndSwp`], [`super::SendOp::AtomicFetchAndAdd`])
     /// have no librdmacm helper (rdma_verbs.h has none): this is their entry point. On RC

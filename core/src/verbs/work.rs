@@ -1,7 +1,8 @@
 //! Work requests: scatter/gather entries, send-queue and receive-queue requests.
 
 /// `struct ibv_sge`: `length` bytes at device address `addr` of the region whose local key is
-/// `lkey`. A bad key, or bytes outside the region, complete the request with LOC_PROT_ERR.
+/// `lkey`. A bad key, or bytes outside the region, complete the request with LOC_PROT_ERR
+/// (a receive's on rxe with LOC_QP_OP_ERR, its QP entering ERROR).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sge {
     /// Device address (see [`crate::verbs::MemoryRegion::addr`]).
