@@ -400,7 +400,8 @@ pub trait CmBackend: Send + Sync {
     ///   before `listen`); on IB and RoCE also a connected QP for an id whose IB CM id gives
     ///   no QP attributes any more (its request abandoned by the initiator, its connection
     ///   over).
-    /// * EOPNOTSUPP: a QP type the transport lacks (UD on iWARP).
+    /// * EOPNOTSUPP: a QP type the transport lacks (on iWARP every type but RC: siw makes RC
+    ///   QPs only).
     fn create_qp(&self, id: IdHandle, attr: &QpInitAttr) -> Result<u32>;
 
     /// `rdma_destroy_qp`.

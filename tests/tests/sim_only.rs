@@ -1147,6 +1147,55 @@ fn iwarp_has_no_ud() {
     teardown(bed.server(), &[listener.id], listener.channel);
 }
 
+/// iWARP has no UC either: siw makes RC QPs only (`siw_create_qp`: -EOPNOTSUPP for any other
+/// type, before a QP number is taken), so `rdma_create_qp` of a UC QP on a connected id is
+/// EOPNOTSUPP, as is `ibv_create_qp` of a UD QP apart from ids; RC QPs are made on the same
+/// id and apart afterwards, numbered as on a twin bed where nothing was refused. Fails on a
+/// simulator that makes UC QPs on iWARP ids or UD QPs apart on iWARP devices.
+#[test]
+fn iwarp_makes_rc_qps_only() {
+    use cmtwin::verbs::{DataPath, QpInitAttrEx};
+    let rc_numbers = |refused_first: bool| {
+        let bed = SimBed::with_transport(SEED, Transport::Iwarp);
+        let listener = listen_on(&bed, PortSpace::TCP, 5);
+        let client = resolved_client(&bed, PortSpace::TCP, listener.addr);
+        let cm = bed.client();
+        let pd = ok(cm.alloc_pd(client.id), "alloc_pd");
+        let cq = ok(cm.create_cq(client.id, 16, None), "create_cq");
+        if refused_first {
+            expect_errno(
+                cm.create_qp(client.id, &QpInitAttr::new(QpType::Uc)),
+                Call::CreateQp,
+                Errno::EOPNOTSUPP,
+            );
+            let mut ud = QpInitAttrEx::rc(pd, cq, cq);
+            ud.qp_type = QpType::Ud;
+            expect_errno(
+                cm.create_external_qp(&ud),
+                Call::CreateExternalQp,
+                Errno::EOPNOTSUPP,
+            );
+        }
+        let on_id = ok(
+            cm.create_qp(client.id, &QpInitAttr::new(QpType::Rc)),
+            "RC QP",
+        );
+        let apart = ok(
+            cm.create_external_qp(&QpInitAttrEx::rc(pd, cq, cq)),
+            "RC QP apart",
+        );
+        let apart_number = ok(cm.qp_number(apart), "qp_num");
+        ok(cm.destroy_external_qp(apart), "ibv_destroy_qp");
+        ok(cm.destroy_qp(client.id), "rdma_destroy_qp");
+        ok(cm.destroy_cq(cq), "destroy_cq");
+        ok(cm.dealloc_pd(pd), "dealloc_pd");
+        teardown(cm, &[client.id], client.channel);
+        teardown(bed.server(), &[listener.id], listener.channel);
+        (on_id, apart_number)
+    };
+    assert_eq!(rc_numbers(true), rc_numbers(false));
+}
+
 /// cma.c (`cma_process_remove` cancels the SA query; `cma_work_handler` drops the work of an id
 /// in DEVICE_REMOVAL): a device removed while an InfiniBand path query is in flight gives
 /// DEVICE_REMOVAL and neither ROUTE_RESOLVED nor ROUTE_ERROR.

@@ -24,19 +24,22 @@ impl World {
                 format!("{qp_type:?} QP on a {:?} id", id.ps),
             ));
         }
+        if let Some(transport) = self.transport_of(key) {
+            if !crate::verbs::makes_qp_type(transport, qp_type) {
+                // iWARP devices have only RC QPs; their drivers refuse the rest (siw, cxgb4:
+                // -EOPNOTSUPP) as the QP is made, before librdmacm moves it: UD ids cannot get
+                // a QP (and their connect then fails too), nor can a UC QP be made.
+                return Err(CmError::new(
+                    call,
+                    Errno::EOPNOTSUPP,
+                    format!("{qp_type:?} QPs do not exist on iWARP"),
+                ));
+            }
+        }
         if qp_type.is_connected() {
             // librdmacm moves the new QP to INIT with `rdma_init_qp_attr`; if that fails, it
             // destroys the QP again.
             self.check_cm_gives_qp_attrs(call, key)?;
-        }
-        if !qp_type.is_connected() && self.transport_of(key) == Some(Transport::Iwarp) {
-            // iWARP devices have only connected QPs; their drivers refuse the rest (siw,
-            // cxgb4: -EOPNOTSUPP), so UD ids cannot get a QP, and their connect then fails too.
-            return Err(CmError::new(
-                call,
-                Errno::EOPNOTSUPP,
-                format!("{qp_type:?} QPs do not exist on iWARP"),
-            ));
         }
         Ok(())
     }

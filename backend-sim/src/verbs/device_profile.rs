@@ -19,9 +19,16 @@
 //!   InfiniBand devices is the fabric's `SimConfig::ca_ack_delay`, which the CM's timeouts
 //!   use.
 
-use cmtwin::{AtomicCap, DeviceAttr, LinkLayer, Mtu, PortAttr, PortState, Transport};
+use cmtwin::{AtomicCap, DeviceAttr, LinkLayer, Mtu, PortAttr, PortState, QpType, Transport};
 
 use crate::config::KernelProfile;
+
+/// Whether a device of `transport` makes QPs of `qp_type`: iWARP devices (siw) make RC QPs
+/// only (`siw_create_qp` refuses every other type with EOPNOTSUPP), so neither a UC nor a UD
+/// QP exists there, on an id or apart from ids.
+pub(crate) fn makes_qp_type(transport: Transport, qp_type: QpType) -> bool {
+    transport != Transport::Iwarp || qp_type == QpType::Rc
+}
 
 /// The active MTU of every simulated port, in bytes: the largest UD payload.
 pub(crate) const ACTIVE_MTU_BYTES: u32 = 4096;

@@ -97,7 +97,7 @@ use crate::store::{BoxedStore, KeyMap, SlabStore, Store};
 use crate::topology::{DevKey, HostKey};
 use crate::world::IdKey;
 
-pub(crate) use device_profile::MAX_RD_ATOM;
+pub(crate) use device_profile::{makes_qp_type, MAX_RD_ATOM};
 pub(crate) use machine::QpMachine;
 pub(crate) use packet::Packet;
 pub(crate) use qps::{check_cap_maxima, check_librdmacm_cqs, device_cap};

@@ -125,8 +125,15 @@ impl World {
         }
         let objects = self.qp_objects(host, call, attr, None)?;
         let (dev, pd, cqs) = (objects.dev, objects.pd, objects.cqs);
-        let qpn = self.draw_qp_number(host, dev);
         let transport = self.topo.devices[dev].transport;
+        if !super::makes_qp_type(transport, attr.qp_type) {
+            return Err(CmError::new(
+                call,
+                Errno::EOPNOTSUPP,
+                format!("{:?} QPs do not exist on iWARP", attr.qp_type),
+            ));
+        }
+        let qpn = self.draw_qp_number(host, dev);
         let cap = super::qps::without_rq(attr.cap, objects.srq.is_some());
         let (cap, sig_all) = (super::device_cap(cap, transport), attr.sq_sig_all);
         let machine = match attr.qp_type {

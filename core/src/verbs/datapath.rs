@@ -181,6 +181,7 @@ pub trait DataPath: CmBackend {
     /// * EINVAL: a QP type other than RC and UD, the CQs on another device than the PD,
     ///   capacities as for `create_qp_ex`, or `block_self_multicast_loopback` (such a QP
     ///   joins no group).
+    /// * EOPNOTSUPP: a UD QP on an iWARP device (siw makes RC QPs only).
     fn create_external_qp(&self, attr: &QpInitAttrEx) -> Result<QpHandle>;
 
     /// `ibv_destroy_qp` of a QP made by `create_external_qp` (outstanding requests are
