@@ -185,7 +185,7 @@ pub trait CmBackend: Send + Sync {
     ///   resources above the device's maximum, or too much private data (196 bytes RC, 136
     ///   UD, §6.1). Where
     ///   librdmacm itself fails (the resources; on IB and RoCE a QP past INIT, e.g. a second
-    ///   accept) nothing is sent; where the kernel refuses the private data it rejects the
+    ///   accept, or a UC QP on the id, see `create_qp`) nothing is sent; where the kernel refuses the private data it rejects the
     ///   request (REJ 28), and librdmacm leaves the QP in ERROR.
     /// * EINVAL on an active id: librdmacm always passes parameters, so the kernel tries a REP
     ///   and the IB CM refuses it; as after any failed accept, the kernel then rejects the
@@ -402,6 +402,14 @@ pub trait CmBackend: Send + Sync {
     ///   over).
     /// * EOPNOTSUPP: a QP type the transport lacks (on iWARP every type but RC: siw makes RC
     ///   QPs only).
+    ///
+    /// A UC QP is made on IB and RoCE, but the CM cannot connect it: every connected id's
+    /// connection is RC (the kernel's type for RDMA_PS_TCP, and `rdma_create_id`'s for
+    /// RDMA_PS_IB), whose RTR attributes (max_dest_rd_atomic, min_rnr_timer) a UC QP refuses,
+    /// so `accept` fails with EINVAL and a client's CONNECT_RESPONSE becomes CONNECT_ERROR
+    /// (measured on rxe). A UC connection takes QPs made apart from the ids
+    /// (`DataPath::create_external_qp`) moved with `init_qp_attr`, whose attributes
+    /// `modify_qp` narrows to UC's, and named in `connect` and `accept`.
     fn create_qp(&self, id: IdHandle, attr: &QpInitAttr) -> Result<u32>;
 
     /// `rdma_destroy_qp`.

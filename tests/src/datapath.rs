@@ -4,7 +4,9 @@
 
 use std::net::SocketAddr;
 
-use cmtwin::verbs::{AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, RecvWr, WorkCompletion};
+use cmtwin::verbs::{
+    AccessFlags, DataPath, MemoryRegion, QpInitAttrEx, QpState, RecvWr, WorkCompletion,
+};
 use cmtwin::{
     ChannelHandle, CmBackend, CompChannelHandle, ConnParam, CqHandle, EventKind, IdHandle,
     PdHandle, PortSpace, QpCap, QpHandle, QpType, SrqHandle, Wait,
@@ -27,7 +29,7 @@ pub struct Side {
     pub cq: CqHandle,
     /// The QP's number.
     pub qpn: u32,
-    /// The QP (`id->qp`).
+    /// The QP (`id->qp`, or for UC the QP made apart from the id).
     pub qp: QpHandle,
 }
 
@@ -64,12 +66,7 @@ pub fn verbs_side<B: DataPath>(
     (qp_type, cap): (QpType, QpCap),
     (shared, srq): (Option<Objects>, Option<SrqHandle>),
 ) -> Side {
-    let objects = shared.unwrap_or_else(|| {
-        let pd = ok(cm.alloc_pd(id), "alloc_pd");
-        let comp = ok(cm.create_comp_channel(id), "create_comp_channel");
-        let cq = ok(cm.create_cq(id, 64, Some(comp)), "create_cq");
-        Objects { pd, comp, cq }
-    });
+    let objects = shared.unwrap_or_else(|| new_objects(cm, id));
     let mut attr = QpInitAttrEx::rc(objects.pd, objects.cq, objects.cq);
     attr.qp_type = qp_type;
     attr.cap = cap;
@@ -87,6 +84,14 @@ pub fn verbs_side<B: DataPath>(
     }
 }
 
+/// A PD, a completion channel and a CQ of 64 entries reporting to it, on `id`'s device.
+fn new_objects<B: DataPath>(cm: &B, id: IdHandle) -> Objects {
+    let pd = ok(cm.alloc_pd(id), "alloc_pd");
+    let comp = ok(cm.create_comp_channel(id), "create_comp_channel");
+    let cq = ok(cm.create_cq(id, 64, Some(comp)), "create_cq");
+    Objects { pd, comp, cq }
+}
+
 /// How [`start_connection`] connects: the connect and accept parameters, the QPs'
 /// capacities, and the objects the server's QP shares, if any.
 #[derive(Clone, Debug, Default)]
@@ -99,15 +104,17 @@ pub struct Setup {
     pub cap: QpCap,
     /// Objects the server's QP is made with instead of its own.
     pub server_objects: Option<Objects>,
-    /// Both QPs' type: RC when `None`, else this connected type (UC).
+    /// Both QPs' type: RC when `None`, else this connected type (UC: made apart from the
+    /// ids, see [`start_connection`]).
     pub qp_type: Option<QpType>,
     /// The SRQ the server's QP takes its receives from, if any.
     pub server_srq: Option<SrqHandle>,
 }
 
 /// Listens on `addr` and connects a client to it as `setup` says, both QPs made by
-/// [`verbs_side`]; `before_accept` runs on the server's side before its `accept` (to post
-/// receives). Returns once the client has its ESTABLISHED; the server's is not fetched.
+/// [`verbs_side`] (UC QPs apart from the ids: `start_uc_connection`); `before_accept` runs on
+/// the server's side before its `accept` (to post receives). Returns once the client has its
+/// ESTABLISHED (for UC, once it sent the RTU); the server's is not fetched.
 pub fn start_connection<B: DataPath>(
     server: &B,
     client: &B,
@@ -115,6 +122,9 @@ pub fn start_connection<B: DataPath>(
     setup: &Setup,
     before_accept: impl FnOnce(&Side),
 ) -> Conn {
+    if setup.qp_type == Some(QpType::Uc) {
+        return start_uc_connection(server, client, addr, setup, before_accept);
+    }
     let listener = listen_on(server, addr, PortSpace::TCP);
     let lch = listener.channel;
     let (cch, cid) = routed_client(client, addr, PortSpace::TCP);
@@ -131,6 +141,82 @@ pub fn start_connection<B: DataPath>(
         listener: listener.id,
         server: server_side,
         client: client_side,
+    }
+}
+
+/// [`start_connection`] of UC QPs, as Linux makes such a connection through this API: an
+/// id's connection is RC (the kernel's type for RDMA_PS_TCP), whose RTR attributes a UC QP
+/// on the id refuses, so each side makes its UC QP apart from its id ([`uc_side`]), moves it
+/// with `init_qp_attr` (which `modify_qp` narrows to UC's attributes) and names it in
+/// `connect` and `accept`; the client sends the RTU with `establish` once its QP is in RTS.
+fn start_uc_connection<B: DataPath>(
+    server: &B,
+    client: &B,
+    addr: SocketAddr,
+    setup: &Setup,
+    before_accept: impl FnOnce(&Side),
+) -> Conn {
+    let listener = listen_on(server, addr, PortSpace::TCP);
+    let (cch, cid) = routed_client(client, addr, PortSpace::TCP);
+    let client_side = uc_side(client, cch, cid, setup.cap, (None, None));
+    let connect = ConnParam {
+        qp_num: client_side.qpn,
+        ..setup.connect.clone()
+    };
+    ok(client.connect(cid, Some(&connect)), "connect");
+    let req = expect_request(server, &listener);
+    let shared = (setup.server_objects, setup.server_srq);
+    let server_side = uc_side(server, listener.channel, req.id, setup.cap, shared);
+    move_with_cm_attrs(server, &server_side, &[QpState::Rtr, QpState::Rts]);
+    before_accept(&server_side);
+    let accept = ConnParam {
+        qp_num: server_side.qpn,
+        ..setup.accept.clone()
+    };
+    ok(server.accept(req.id, Some(&accept)), "accept");
+    expect_event_for(client, cch, EventKind::ConnectResponse, cid, 0);
+    move_with_cm_attrs(client, &client_side, &[QpState::Rtr, QpState::Rts]);
+    ok(client.establish(cid), "establish");
+    Conn {
+        listener: listener.id,
+        server: server_side,
+        client: client_side,
+    }
+}
+
+/// As [`verbs_side`], but the UC QP is made apart from `id` (`create_external_qp`) and moved
+/// to INIT with the id's attributes.
+fn uc_side<B: DataPath>(
+    cm: &B,
+    channel: ChannelHandle,
+    id: IdHandle,
+    cap: QpCap,
+    (shared, srq): (Option<Objects>, Option<SrqHandle>),
+) -> Side {
+    let objects = shared.unwrap_or_else(|| new_objects(cm, id));
+    let mut attr = QpInitAttrEx::rc(objects.pd, objects.cq, objects.cq);
+    attr.qp_type = QpType::Uc;
+    attr.cap = cap;
+    attr.srq = srq;
+    let qp = ok(cm.create_external_qp(&attr), "ibv_create_qp");
+    let side = Side {
+        channel,
+        id,
+        pd: objects.pd,
+        comp: objects.comp,
+        cq: objects.cq,
+        qpn: ok(cm.qp_number(qp), "qp_num"),
+        qp,
+    };
+    move_with_cm_attrs(cm, &side, &[QpState::Init]);
+    side
+}
+
+/// Moves `side`'s QP through `states` with the attributes `init_qp_attr` gives its id.
+fn move_with_cm_attrs<B: DataPath>(cm: &B, side: &Side, states: &[QpState]) {
+    for &state in states {
+        let attr = ok(cm.init_qp_attr(side.id, state), "rdma_init_qp_attr");
+        ok(cm.modify_qp(side.qp, &attr), "ibv_modify_qp");
     }
 }
 

@@ -1972,6 +1972,54 @@ fn connected_uc(bed: &SimBed, port: u16) -> Conn {
     connect_with(bed.server(), bed.client(), addr(port), &setup)
 }
 
+/// A UC QP made on an id cannot be connected by the CM: the id's connection is RC, and the
+/// IB CM's RTR attributes for it (max_dest_rd_atomic, min_rnr_timer) are ones a UC QP's
+/// modify refuses. So a server accepting with a UC QP on its id gets EINVAL from
+/// `rdma_accept` (measured on rxe-6.1 and 6.12), and a client with a UC QP on its id, whose
+/// server accepted with an RC QP, gets CONNECT_ERROR (status -1) instead of ESTABLISHED,
+/// its QP in ERROR, as librdmacm's processing of the CONNECT_RESPONSE fails to move it to
+/// RTR (read in cma.c, `ucma_process_conn_resp`). UC works through QPs made apart from the
+/// ids (`connected_uc`).
+#[test]
+fn a_uc_qp_on_an_id_cannot_take_the_ids_rc_connection() {
+    use cmtwin_tests::datapath::{listen_on, routed_client, verbs_side};
+    use cmtwin_tests::steps::expect_request;
+    let bed = bed(106);
+    let (s, c) = (bed.server(), bed.client());
+    let cap = QpCap::default();
+
+    // The server's UC QP.
+    let listener = listen_on(s, addr(7506), PortSpace::TCP);
+    let (cch, cid) = routed_client(c, addr(7506), PortSpace::TCP);
+    verbs_side(c, cch, cid, (QpType::Rc, cap), (None, None));
+    ok(c.connect(cid, None), "connect");
+    let req = expect_request(s, &listener);
+    let server = verbs_side(s, listener.channel, req.id, (QpType::Uc, cap), (None, None));
+    let refused = s.accept(req.id, None).expect_err("accept with a UC QP");
+    assert_eq!((refused.call, refused.errno), (Call::Accept, Errno::EINVAL));
+    assert!(refused.to_string().contains("UC QP"), "{refused}");
+    assert_eq!(ok(s.query_qp_state(server.qp), "query"), QpState::Init);
+
+    // The client's UC QP.
+    let listener = listen_on(s, addr(7507), PortSpace::TCP);
+    let (cch, cid) = routed_client(c, addr(7507), PortSpace::TCP);
+    let client = verbs_side(c, cch, cid, (QpType::Uc, cap), (None, None));
+    ok(c.connect(cid, None), "connect");
+    let t0 = c.now();
+    let req = expect_request(s, &listener);
+    verbs_side(s, listener.channel, req.id, (QpType::Rc, cap), (None, None));
+    ok(s.accept(req.id, None), "accept with an RC QP");
+    let ev = ok(c.get_cm_event(cch, Wait::Block), "get_cm_event");
+    assert_eq!((ev.kind(), ev.status()), (EventKind::ConnectError, -1));
+    assert_eq!(
+        c.now() - t0,
+        10 * US,
+        "the REP's arrival: REQ and REP one wire latency each"
+    );
+    ok(c.ack_cm_event(ev), "ack");
+    assert_eq!(ok(c.query_qp_state(client.qp), "query"), QpState::Error);
+}
+
 /// Both QPs of `conn` are in RTS.
 fn assert_both_ready(conn: &Conn, s: &SimBackend, c: &SimBackend) {
     assert_eq!(ok(s.query_qp_state(conn.server.qp), "query"), QpState::Rts);

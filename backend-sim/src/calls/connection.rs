@@ -446,6 +446,14 @@ impl World {
             return self.iw_accept(key, ep, conn, data);
         }
         // librdmacm moves the QP to RTR and RTS before the kernel sends the REP.
+        if self.uc_qp_on_rc_id(key) {
+            return Err(CmError::new(
+                call,
+                Errno::EINVAL,
+                "the QP cannot move to RTR: a UC QP refuses the RTR attributes of the id's RC \
+                 connection (max_dest_rd_atomic, min_rnr_timer)",
+            ));
+        }
         if !self.connect_qp(key, Some((conn.responder_resources, conn.initiator_depth))) {
             return Err(CmError::new(
                 call,

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
 
 use cmtwin::verbs::{AccessFlags, QpAttr, QpInitAttrEx, QpState};
-use cmtwin::{Call, CmError, Errno, IdHandle, PortSpace, QpHandle, QpType, Result};
+use cmtwin::{Call, CmError, Errno, IdHandle, PortSpace, QpHandle, QpType, Result, Transport};
 
 use super::rc::RcParams;
 use super::{QpMachine, RcQp, UdQp};
@@ -102,20 +102,13 @@ impl World {
         }
     }
 
-    /// `ibv_create_qp`: an RC or UD QP of `attr`'s PD and CQs, in RESET, on no id.
+    /// `ibv_create_qp`: an RC, UC or UD QP of `attr`'s PD and CQs, in RESET, on no id.
     pub(crate) fn create_external_qp(
         &mut self,
         host: HostKey,
         attr: &QpInitAttrEx,
     ) -> Result<QpHandle> {
         let call = Call::CreateExternalQp;
-        if !matches!(attr.qp_type, QpType::Rc | QpType::Ud) {
-            return Err(CmError::new(
-                call,
-                Errno::EINVAL,
-                format!("{:?} QPs are not modelled apart from ids", attr.qp_type),
-            ));
-        }
         if attr.block_self_multicast_loopback {
             return Err(CmError::new(
                 call,
@@ -136,19 +129,16 @@ impl World {
         let qpn = self.draw_qp_number(host, dev);
         let cap = super::qps::without_rq(attr.cap, objects.srq.is_some());
         let (cap, sig_all) = (super::device_cap(cap, transport), attr.sq_sig_all);
-        let machine = match attr.qp_type {
-            QpType::Ud if transport == cmtwin::Transport::Roce => {
-                let ud = UdQp::new(qpn, cap, sig_all, 0).in_reset();
-                QpMachine::Ud(ud.on_rxe(self.cfg.kernel))
-            }
-            QpType::Ud => QpMachine::Ud(UdQp::new(qpn, cap, sig_all, 0).in_reset()),
-            _ if transport == cmtwin::Transport::Iwarp => {
-                QpMachine::Rc(RcQp::new(cap, sig_all).in_reset().on_siw())
-            }
-            _ if transport == cmtwin::Transport::Roce => {
-                QpMachine::Rc(RcQp::new(cap, sig_all).in_reset().on_rxe())
-            }
-            _ => QpMachine::Rc(RcQp::new(cap, sig_all).in_reset()),
+        let rc = || RcQp::new(cap, sig_all).in_reset();
+        let ud = || UdQp::new(qpn, cap, sig_all, 0).in_reset();
+        let machine = match (attr.qp_type, transport) {
+            (QpType::Ud, Transport::Roce) => QpMachine::Ud(ud().on_rxe(self.cfg.kernel)),
+            (QpType::Ud, _) => QpMachine::Ud(ud()),
+            (QpType::Uc, Transport::Roce) => QpMachine::Rc(rc().unreliable().on_rxe()),
+            (QpType::Uc, _) => QpMachine::Rc(rc().unreliable()),
+            (QpType::Rc, Transport::Iwarp) => QpMachine::Rc(rc().on_siw()),
+            (QpType::Rc, Transport::Roce) => QpMachine::Rc(rc().on_rxe()),
+            (QpType::Rc, Transport::InfiniBand) => QpMachine::Rc(rc()),
         };
         let key = self.insert_qp((host, dev, None), qpn, pd, cqs, false, machine);
         self.own_verbs_object(key);
@@ -205,7 +195,7 @@ impl World {
             return Ok(attr);
         }
         if matches!(state, QpState::Init | QpState::Rtr | QpState::Rts)
-            && self.topo.devices[dev].transport == cmtwin::Transport::Iwarp
+            && self.topo.devices[dev].transport == Transport::Iwarp
         {
             return self.iw_init_qp_attr(key, state);
         }

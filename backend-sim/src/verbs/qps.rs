@@ -357,6 +357,9 @@ impl World {
         let Some(q) = self.qp_of(id) else {
             return true; // no QP (the application drives its own)
         };
+        if self.uc_qp_on_rc_id(id) {
+            return false;
+        }
         let Some(c) = self.connection_attrs(id) else {
             return false;
         };
@@ -371,6 +374,18 @@ impl World {
             rc.set_initiator_depth(initiator_depth);
         }
         self.drive_qp(q, |m, _, out| m.connect(MIN_RNR_TIMER_0, c.params, out))
+    }
+
+    /// Whether id `id` holds a UC QP while its connection is an RC one, as every connected
+    /// id is through this API (the kernel gives an RDMA_PS_TCP id the type RC,
+    /// `ucma_get_qp_type`, and librdmacm's `rdma_create_id` gives RDMA_PS_IB ids RC too): the
+    /// IB CM's RTR attributes for an RC connection carry MAX_DEST_RD_ATOMIC and MIN_RNR_TIMER
+    /// (`cm_init_qp_rtr_attr`), which a UC QP's modify refuses (EINVAL), so librdmacm cannot
+    /// move the QP to RTR (measured on rxe: `rdma_accept` fails with EINVAL).
+    pub(crate) fn uc_qp_on_rc_id(&self, id: IdKey) -> bool {
+        self.qp_of(id).is_some_and(|q| {
+            self.verbs.qps[&q].machine.qp_type() == QpType::Uc && self.id(id).qp_type == QpType::Rc
+        })
     }
 
     /// Moves id `id`'s QP to ERROR, flushing its outstanding requests.

@@ -167,9 +167,10 @@ pub trait DataPath: CmBackend {
     /// The id's QP (`id->qp`), if it has one.
     fn qp(&self, id: IdHandle) -> Result<Option<QpHandle>>;
 
-    /// `ibv_create_qp`: an RC or UD QP apart from any id, in RESET, for the external-QP
-    /// path: the application announces an RC QP's number in `connect`'s or `accept`'s
-    /// parameters (`qp_num`) and drives it with `init_qp_attr` and `modify_qp`; a UD QP it
+    /// `ibv_create_qp`: an RC, UC or UD QP apart from any id, in RESET, for the external-QP
+    /// path: the application announces an RC or UC QP's number in `connect`'s or `accept`'s
+    /// parameters (`qp_num`) and drives it with `init_qp_attr` and `modify_qp` (the way to
+    /// connect UC QPs: see `CmBackend::create_qp`); a UD QP it
     /// drives as librdmacm drives an id's (INIT with the id's `init_qp_attr`: pkey index,
     /// port, qkey; RTR; RTS with `sq_psn`), and sends datagrams from it to any UD QP.
     /// There is no `ibv_attach_mcast` here: such a QP sends to a multicast group but does
@@ -178,10 +179,9 @@ pub trait DataPath: CmBackend {
     /// completes and out of it when the connection closes, and the application's INIT and
     /// RTR change nothing (tests/BEDS.md).
     ///
-    /// * EINVAL: a QP type other than RC and UD, the CQs on another device than the PD,
-    ///   capacities as for `create_qp_ex`, or `block_self_multicast_loopback` (such a QP
-    ///   joins no group).
-    /// * EOPNOTSUPP: a UD QP on an iWARP device (siw makes RC QPs only).
+    /// * EINVAL: the CQs on another device than the PD, capacities as for `create_qp_ex`, or
+    ///   `block_self_multicast_loopback` (such a QP joins no group).
+    /// * EOPNOTSUPP: a UC or UD QP on an iWARP device (siw makes RC QPs only).
     fn create_external_qp(&self, attr: &QpInitAttrEx) -> Result<QpHandle>;
 
     /// `ibv_destroy_qp` of a QP made by `create_external_qp` (outstanding requests are
