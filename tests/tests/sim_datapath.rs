@@ -2240,8 +2240,10 @@ fn uc_on_rxe_a_message_without_receive_or_with_a_bad_rkey_is_dropped_one_too_lon
     assert_both_ready(&conn, s, c);
 
     // Too long for the receive: rxe's copy fails, the receive completes LOC_QP_OP_ERR and
-    // the receiver's QP enters ERROR; the sender hears nothing (measured, rxe-6.1 and 6.12).
+    // the receiver's QP enters ERROR, flushing the receive behind it; the sender hears
+    // nothing (measured, rxe-6.1 and 6.12).
     post_recv_all(s, conn.server.qp, 11, &rx);
+    post_recv_all(s, conn.server.qp, 12, &rx);
     let t2 = c.now();
     send_bytes(c, &conn.client, 3, SendOp::Send, b"too long");
     send_bytes(c, &conn.client, 6, SendOp::Send, b"fits");
@@ -2257,6 +2259,12 @@ fn uc_on_rxe_a_message_without_receive_or_with_a_bad_rkey_is_dropped_one_too_lon
         11,
         WcStatus::LOC_QP_OP_ERR,
         WcOpcode::Recv,
+    );
+    let flushed = next_completion(s, &conn.server);
+    assert_eq!(s.now() - t2, 5 * US);
+    assert_eq!(
+        (flushed.wr_id, flushed.status),
+        (12, WcStatus::WR_FLUSH_ERR)
     );
     assert_eq!(
         ok(s.query_qp_state(conn.server.qp), "query"),
