@@ -68,8 +68,10 @@ fn wake<B: DataPath + CmBackend>(cm: &B, side: &Side) -> Result<Duration, (Errno
     }
 }
 
-/// The (wr_id, status, opcode) of each completion.
-fn summary(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus, WcOpcode)> {
+/// A completion's request id, status and opcode.
+type Wc = (u64, WcStatus, WcOpcode);
+
+fn summary(wcs: &[WorkCompletion]) -> Vec<Wc> {
     wcs.iter().map(|w| (w.wr_id, w.status, w.opcode)).collect()
 }
 
@@ -109,9 +111,15 @@ fn a_failed_write_does_not_wake_a_cq_armed_for_solicited_completions_on_rxe() {
     assert_eq!(wake(c, &conn.client), Ok(Duration::ZERO));
 }
 
-#[test]
-fn a_receive_failed_by_an_unsolicited_send_does_not_wake_a_solicited_only_cq_on_rxe() {
-    let bed = bed(2, SimConfig::default());
+/// An 8-byte SEND (`solicited` or not) into a 1-byte receive of a server whose CQ is armed
+/// for solicited completions only: what waking the server's CQ gives, then both sides'
+/// completions. rxe's LOC_QP_OP_ERR (a malformed receive) is completed from the packet, so
+/// its solicited-event bit decides; the sender's REM_OP_ERR follows with the NAK.
+fn short_receive_wakes(
+    seed: u64,
+    solicited: bool,
+) -> (Result<Duration, (Errno, Duration)>, Vec<Wc>) {
+    let bed = bed(seed, SimConfig::default());
     let (s, c) = (bed.server(), bed.client());
     let conn = connected(&bed);
     let small = region(s, conn.server.pd, 1, 0, LW);
@@ -119,35 +127,37 @@ fn a_receive_failed_by_an_unsolicited_send_does_not_wake_a_solicited_only_cq_on_
     ok(s.req_notify_cq(conn.server.cq, true), "arm solicited only");
     let mr = region(c, conn.client.pd, 8, 1, LW);
     let sge = [mr.sge(0, 8)];
-    send(c, &conn.client, 2, &sge, false);
-    // 8 bytes into a receive of 1: rxe's LOC_QP_OP_ERR (a malformed receive), completed from
-    // the packet, whose solicited-event bit is clear.
-    assert_eq!(wake(s, &conn.server), Err((Errno::ETIMEDOUT, MS)));
+    send(c, &conn.client, 2, &sge, solicited);
+    let woke = wake(s, &conn.server);
+    let mut wcs = summary(&drain(s, &conn.server));
+    ok(c.sleep(MS), "sleep while the NAK comes back");
+    wcs.extend(summary(&drain(c, &conn.client)));
+    (woke, wcs)
+}
+
+#[test]
+fn a_receive_failed_by_an_unsolicited_send_does_not_wake_a_solicited_only_cq_on_rxe() {
+    let (woke, wcs) = short_receive_wakes(2, false);
+    assert_eq!(woke, Err((Errno::ETIMEDOUT, MS)));
     assert_eq!(
-        summary(&drain(s, &conn.server)),
-        [(1, WcStatus::LOC_QP_OP_ERR, WcOpcode::Recv)]
-    );
-    assert_eq!(
-        summary(&drain(c, &conn.client)),
-        [(2, WcStatus::REM_OP_ERR, WcOpcode::Send)]
+        wcs,
+        [
+            (1, WcStatus::LOC_QP_OP_ERR, WcOpcode::Recv),
+            (2, WcStatus::REM_OP_ERR, WcOpcode::Send)
+        ]
     );
 }
 
 #[test]
 fn a_solicited_send_into_a_short_receive_wakes_the_cq() {
-    let bed = bed(3, SimConfig::default());
-    let (s, c) = (bed.server(), bed.client());
-    let conn = connected(&bed);
-    let small = region(s, conn.server.pd, 1, 0, LW);
-    post_recv_all(s, conn.server.qp, 1, &small);
-    ok(s.req_notify_cq(conn.server.cq, true), "arm solicited only");
-    let mr = region(c, conn.client.pd, 8, 1, LW);
-    let sge = [mr.sge(0, 8)];
-    send(c, &conn.client, 2, &sge, true);
-    assert_eq!(wake(s, &conn.server), Ok(Duration::from_micros(5)));
+    let (woke, wcs) = short_receive_wakes(3, true);
+    assert_eq!(woke, Ok(Duration::from_micros(5)));
     assert_eq!(
-        summary(&drain(s, &conn.server)),
-        [(1, WcStatus::LOC_QP_OP_ERR, WcOpcode::Recv)]
+        wcs,
+        [
+            (1, WcStatus::LOC_QP_OP_ERR, WcOpcode::Recv),
+            (2, WcStatus::REM_OP_ERR, WcOpcode::Send)
+        ]
     );
 }
 
