@@ -2020,6 +2020,21 @@ fn a_uc_qp_on_an_id_cannot_take_the_ids_rc_connection() {
     assert_eq!(ok(c.query_qp_state(client.qp), "query"), QpState::Error);
 }
 
+/// The UC sends `wr_ids` of `side` complete SUCCESS in that order, at `posted` (UC has no
+/// acknowledgement to wait for), whatever becomes of them at the receiver.
+fn uc_sends_complete_at_once<const N: usize>(
+    c: &SimBackend,
+    side: &Side,
+    posted: Duration,
+    wr_ids: [u64; N],
+) {
+    for wr_id in wr_ids {
+        let wc = next_completion(c, side);
+        assert_eq!(c.now(), posted, "wr {wr_id} completes when sent");
+        assert_eq!((wc.wr_id, wc.status), (wr_id, WcStatus::SUCCESS));
+    }
+}
+
 /// Both QPs of `conn` are in RTS.
 fn assert_both_ready(conn: &Conn, s: &SimBackend, c: &SimBackend) {
     assert_eq!(ok(s.query_qp_state(conn.server.qp), "query"), QpState::Rts);
@@ -2197,11 +2212,7 @@ fn uc_on_rxe_a_message_without_receive_or_with_a_bad_rkey_is_dropped_one_too_lon
         imm: 1,
     };
     send_bytes(c, &conn.client, 2, imm, b"w");
-    for wr_id in [1, 2] {
-        let wc = next_completion(c, &conn.client);
-        assert_eq!(c.now() - t0, Duration::ZERO);
-        assert_eq!((wc.wr_id, wc.status), (wr_id, WcStatus::SUCCESS));
-    }
+    uc_sends_complete_at_once(c, &conn.client, t0, [1, 2]);
     ok(s.sleep(10 * RNR), "sleep");
     assert!(drain(s, &conn.server).is_empty());
     assert!(drain(c, &conn.client).is_empty());
@@ -2224,10 +2235,7 @@ fn uc_on_rxe_a_message_without_receive_or_with_a_bad_rkey_is_dropped_one_too_lon
     send_bytes(c, &conn.client, 4, bad, b"bad");
     let t1 = c.now();
     send_bytes(c, &conn.client, 5, SendOp::Send, b"fits");
-    for wr_id in [4, 5] {
-        let wc = next_completion(c, &conn.client);
-        assert_eq!((wc.wr_id, wc.status), (wr_id, WcStatus::SUCCESS));
-    }
+    uc_sends_complete_at_once(c, &conn.client, t1, [4, 5]);
     let wc = next_completion(s, &conn.server);
     assert_eq!(s.now() - t1, 5 * US);
     assert_wc(wc, &conn.server, 10, WcStatus::SUCCESS, WcOpcode::Recv);
@@ -2247,10 +2255,7 @@ fn uc_on_rxe_a_message_without_receive_or_with_a_bad_rkey_is_dropped_one_too_lon
     let t2 = c.now();
     send_bytes(c, &conn.client, 3, SendOp::Send, b"too long");
     send_bytes(c, &conn.client, 6, SendOp::Send, b"fits");
-    for wr_id in [3, 6] {
-        let wc = next_completion(c, &conn.client);
-        assert_eq!((wc.wr_id, wc.status), (wr_id, WcStatus::SUCCESS));
-    }
+    uc_sends_complete_at_once(c, &conn.client, t2, [3, 6]);
     let wc = next_completion(s, &conn.server);
     assert_eq!(s.now() - t2, 5 * US);
     assert_wc(
