@@ -65,7 +65,11 @@ pub enum FabricError {
 }
 
 /// A failed [`Fabric::run`](crate::Fabric::run).
-#[derive(Debug, thiserror::Error)]
+///
+/// Its `Debug` form is its message, as `Display` writes it: the replay line as it can be pasted
+/// and one line per failed process, so that `fabric.run().unwrap()` in a test prints them
+/// readably rather than as an escaped struct.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum SimError {
     /// The processes ran and some failed.
@@ -82,6 +86,12 @@ pub enum SimError {
     /// process ran and the spawned ones are still pending.
     #[error("simulation not run: {0}")]
     Refused(#[from] FabricError),
+}
+
+impl std::fmt::Debug for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 impl FabricError {

@@ -669,6 +669,26 @@ fn panics_are_reported_whatever_their_payload() {
     );
 }
 
+/// A failed run's `Debug` form, which `fabric.run().unwrap()` prints, is its message: the
+/// replay line as it can be pasted and one line per failed process (it was the derived form,
+/// `Failed { failures: [..], replay: ".." }`, quotes and newlines escaped).
+#[test]
+fn a_failed_runs_debug_form_is_its_readable_message() {
+    let fabric = two_hosts();
+    fabric.spawn("a", "first", |_cm| panic!("first"));
+    fabric.spawn("b", "second", |_cm| panic!("second"));
+    let err = fabric.run().expect_err("both panic");
+    assert_eq!(
+        format!("{err:?}"),
+        format!(
+            "simulation failed (replay: {}):\nprocess first panicked: first\n\
+             process second panicked: second",
+            fabric.replay_line()
+        )
+    );
+    assert_eq!(format!("{err:?}"), err.to_string());
+}
+
 // ----- 7. inputs that used to overflow -----------------------------------------------------------
 
 /// A REQ delayed by `Duration::MAX` is delayed to the end of virtual time (it used to panic
