@@ -5,29 +5,23 @@
 use cmtwin::verbs::{AccessFlags, Sge, WcStatus, WorkCompletion};
 use cmtwin::AsyncEvent;
 
-use std::collections::VecDeque;
-
 use super::packet::{AtomicOp, Nak};
 use super::rc::{Memory, QpOutput, Queue};
+use super::responder_resources::{Kept, KeptRequests};
 use super::{Mr, ObjKey, QpMachine, Verbs, VerbsAction, VerbsAsyncEvent};
 use crate::config::KernelProfile;
 use crate::engine::timeline::SimTime;
 use crate::store::Store;
 use crate::world::{Action, DevKey, World};
 
-/// How many atomic results a responder keeps for duplicates: rxe keeps one per responder
-/// resource (`max_dest_rd_atomic`, at most its `max_qp_rd_atom`, 128, shared with reads);
-/// the model keeps the last 128 whatever the QP's resources.
-const KEPT_ATOMIC_RESULTS: usize = 128;
-
-/// The regions of one device and PD, as an RC machine reaches them, and the QP's kept atomic
-/// results.
+/// The regions of one device and PD, as an RC machine reaches them, and the QP's kept reads
+/// and atomics.
 struct RegionMemory<'a> {
     mrs: &'a mut Store<Mr>,
     by_key: &'a std::collections::BTreeMap<(DevKey, u32), ObjKey>,
     dev: DevKey,
     pd: ObjKey,
-    results: &'a mut std::collections::BTreeMap<ObjKey, VecDeque<(u32, u64)>>,
+    kept: &'a mut std::collections::BTreeMap<ObjKey, KeptRequests>,
     qp: ObjKey,
 }
 
@@ -101,18 +95,14 @@ impl Memory for RegionMemory<'_> {
         Ok(old)
     }
 
-    fn keep_atomic_result(&mut self, psn: u32, orig: u64) {
-        let kept = self.results.entry(self.qp).or_default();
-        kept.retain(|k| k.0 != psn);
-        if kept.len() == KEPT_ATOMIC_RESULTS {
-            kept.pop_front();
+    fn keep_request(&mut self, places: u8, kept: Kept) {
+        if places > 0 {
+            self.kept.entry(self.qp).or_default().keep(places, kept);
         }
-        kept.push_back((psn, orig));
     }
 
-    fn atomic_result(&self, psn: u32) -> Option<u64> {
-        let kept = self.results.get(&self.qp)?;
-        kept.iter().rev().find(|k| k.0 == psn).map(|k| k.1)
+    fn kept_request(&self, psn: u32) -> Option<Kept> {
+        self.kept.get(&self.qp)?.find(psn)
     }
 }
 
@@ -133,7 +123,7 @@ impl World {
                 mr_by_key,
                 srqs,
                 srq_of_qp,
-                atomic_results,
+                kept_requests,
                 ..
             } = &mut self.verbs;
             let qp = qps.get_mut(&q).expect("live QP");
@@ -142,7 +132,7 @@ impl World {
                 by_key: mr_by_key,
                 dev: qp.dev,
                 pd: qp.pd,
-                results: atomic_results,
+                kept: kept_requests,
                 qp: q,
             };
             let srq = srq_of_qp

@@ -77,6 +77,7 @@ mod process_exit;
 mod qps;
 mod rc;
 mod readiness;
+mod responder_resources;
 mod srq;
 mod stuck;
 pub(crate) use stuck::EndlessRetries;
@@ -255,10 +256,11 @@ pub(crate) struct Verbs {
     /// The SRQ each QP with one takes its receives from (apart from `Qp`, which stays
     /// compact: most QPs have none).
     pub srq_of_qp: BTreeMap<ObjKey, ObjKey>,
-    /// The values before of the atomics each QP's responder executed, by PSN, oldest first
-    /// (its responder resources, [`rc::Memory::keep_atomic_result`]; apart from `Qp`, which
-    /// stays compact: most QPs take no atomics).
-    pub atomic_results: BTreeMap<ObjKey, VecDeque<(u32, u64)>>,
+    /// The reads and atomics each QP's responder executed and keeps for duplicates (its
+    /// responder resources, [`rc::Memory::keep_request`]; apart from `Qp`, which stays
+    /// compact: most QPs take no reads or atomics). Emptied when the QP is reset or its
+    /// `max_dest_rd_atomic` modified.
+    pub kept_requests: BTreeMap<ObjKey, responder_resources::KeptRequests>,
     /// QPs by (host, QP number).
     pub qp_by_num: KeyMap<(HostKey, u32), ObjKey>,
     /// Each device's default PD (librdmacm's `id->pd` for ids without a QP of their own PD),
@@ -295,7 +297,7 @@ impl Default for Verbs {
             srqs: Store::default(),
             srq_of_id: BTreeMap::new(),
             srq_of_qp: BTreeMap::new(),
-            atomic_results: BTreeMap::new(),
+            kept_requests: BTreeMap::new(),
             qp_by_num: KeyMap::default(),
             default_pd: BTreeMap::new(),
             async_events: BTreeMap::new(),

@@ -256,6 +256,7 @@ impl World {
 
     /// Any state → RESET: outstanding requests are discarded without completions.
     pub(super) fn reset_qp(&mut self, q: super::ObjKey) {
+        self.verbs.kept_requests.remove(&q);
         let qp = self.verbs.qps.get_mut(&q).expect("live QP");
         let dev = qp.dev;
         qp.peer = None;

@@ -156,6 +156,7 @@ impl World {
         }
         if mask.contains(M::MAX_DEST_RD_ATOMIC) {
             rc.set_responder_resources(attr.max_dest_rd_atomic);
+            self.verbs.kept_requests.remove(&q);
         }
         if mask.contains(M::MAX_QP_RD_ATOMIC) {
             rc.set_initiator_depth(attr.max_rd_atomic);

@@ -265,7 +265,7 @@ impl World {
             self.timeline.cancel(t);
         }
         self.verbs.qp_by_num.remove(&(qp.host, qp.qpn));
-        self.verbs.atomic_results.remove(&key);
+        self.verbs.kept_requests.remove(&key);
         for s in qp.machine.discard() {
             self.release_entry(qp.dev, &s);
         }

@@ -6,9 +6,9 @@
 //!
 //! The model of InfiniBand RC: requests carry PSNs (from 0, 24-bit, wrapping) and are
 //! executed by the responder exactly once and in order; a duplicate is acknowledged again (a
-//! duplicate read is executed again, a duplicate atomic answered with the value before the
-//! responder kept when it executed it, [`Memory::keep_atomic_result`]); a request beyond the expected PSN is dropped and
-//! recovered by the requester's retransmission. The requester keeps one timer: a transport
+//! duplicate read or atomic is answered from the responder resources, [`Memory::keep_request`]:
+//! a read is read again, an atomic gets the value before it executed; one they no longer
+//! hold is dropped); a request beyond the expected PSN is dropped and recovered by the requester's retransmission. The requester keeps one timer: a transport
 //! timeout of 4.096 µs × 2^timeout (0: never), on which it resends everything unacknowledged
 //! (go-back-N) up to `retry_count` times before completing the oldest request with
 //! RETRY_EXC_ERR; or an RNR wait after a receiver-not-ready NAK, up to `rnr_retry` times (7:
@@ -82,6 +82,7 @@ use cmtwin::verbs::{QpState, Sge, WcOpcode, WcStatus, WorkCompletion};
 use cmtwin::QpCap;
 
 use super::packet::{psn_cmp, psn_next, psn_prev, AtomicOp, Body, Nak, Packet, PSN_MASK};
+use super::responder_resources::{places, Kept};
 
 /// The memory a responder and a completing read place bytes in (the world's regions).
 pub(crate) trait Memory {
@@ -98,12 +99,13 @@ pub(crate) trait Memory {
     /// error, checked first (rxe's `check_rkey`); an address not 8-byte aligned then an
     /// invalid request (rxe's `RESPST_ERR_MISALIGNED_ATOMIC`, class C).
     fn remote_atomic(&mut self, rkey: u32, addr: u64, op: AtomicOp) -> Result<u64, Nak>;
-    /// Keeps the value before of the atomic this QP's responder executed at `psn`, for a
-    /// duplicate of it to be answered with (rxe's responder resources). The world holds them,
-    /// not the machine, whose size is watched (`storage_sizes`).
-    fn keep_atomic_result(&mut self, psn: u32, orig: u64);
-    /// The value kept for the atomic executed at `psn`, if still kept.
-    fn atomic_result(&self, psn: u32) -> Option<u64>;
+    /// Keeps a read or atomic this QP's responder executed, in a ring of `places`, for a
+    /// duplicate of it to be answered from (its responder resources, see
+    /// `responder_resources.rs`). The world holds them, not the machine, whose size is
+    /// watched (`storage_sizes`).
+    fn keep_request(&mut self, places: u8, kept: Kept);
+    /// The read or atomic kept for `psn`, if still kept.
+    fn kept_request(&self, psn: u32) -> Option<Kept>;
 }
 
 /// A request's scatter/gather entries, without an allocation for the usual single one.
@@ -423,6 +425,9 @@ pub(crate) struct RcQp {
     rights: Rights,
     /// The initiator depth (`max_rd_atomic`, see [`RcQp::set_initiator_depth`]).
     init_depth: u8,
+    /// The places of its responder resources (`max_dest_rd_atomic`, see
+    /// [`RcQp::set_responder_resources`]).
+    resp_places: u8,
 }
 
 /// What a QP's own attributes let a peer do to it, apart from any memory region's access:
@@ -515,6 +520,7 @@ impl RcQp {
             tcp_timer: TcpTimer::default(),
             rights: Rights::default(),
             init_depth: 0,
+            resp_places: 0,
         }
     }
 
@@ -525,11 +531,13 @@ impl RcQp {
         self.rights = Rights(self.rights.0 & Rights::READ_DEPTH | bits);
     }
 
-    /// Sets the responder resources (`IBV_QP_MAX_DEST_RD_ATOMIC`): only whether there are
-    /// any counts (see [`Rights`]).
+    /// Sets the responder resources (`IBV_QP_MAX_DEST_RD_ATOMIC`): whether there are any
+    /// (see [`Rights`]), and how many reads and atomics are kept for duplicates (rounded up
+    /// to a power of two; the world empties what was kept, see `responder_resources.rs`).
     pub(crate) fn set_responder_resources(&mut self, depth: u8) {
         let others = self.rights.0 & !Rights::READ_DEPTH;
         self.rights = Rights(others | if depth > 0 { Rights::READ_DEPTH } else { 0 });
+        self.resp_places = places(depth);
     }
 
     /// Sets the initiator depth (`IBV_QP_MAX_QP_RD_ATOMIC`): how many RDMA reads and
@@ -1453,13 +1461,23 @@ impl RcQp {
             Body::Write { rkey, .. } => Some(rkey),
             _ => None,
         };
+        let places = self.resp_places;
         let reply = match pkt.body {
             Body::ReadReq { addr, rkey, len } => match Self::read_for_peer(mem, rkey, addr, len) {
-                Some(data) => Ok(Body::ReadResp { data }),
+                Some(data) => {
+                    let kept = Kept::Read {
+                        psn,
+                        addr,
+                        len,
+                        rkey,
+                    };
+                    mem.keep_request(places, kept);
+                    Ok(Body::ReadResp { data })
+                }
                 None => Err(Nak::RemoteAccess),
             },
             Body::AtomicReq { addr, rkey, op } => mem.remote_atomic(rkey, addr, op).map(|orig| {
-                mem.keep_atomic_result(psn, orig);
+                mem.keep_request(places, Kept::Atomic { psn, orig });
                 Body::AtomicResp { orig }
             }),
             body => self
@@ -1562,18 +1580,25 @@ impl RcQp {
         }
     }
 
-    /// A request already executed: acknowledged again (a read is executed again; an atomic
-    /// is not: its kept value before is sent again, as rxe replays it from its responder
-    /// resources; one no longer kept is dropped, rxe's class D).
+    /// A request already executed: acknowledged again, a read or atomic from the responder
+    /// resources (a read is read again, an atomic's kept value before is sent again, as rxe
+    /// replays them); one they no longer hold, or a read asking for other bytes than the one
+    /// kept, is dropped (rxe's class D).
     fn duplicate(&mut self, pkt: Packet, mem: &mut dyn Memory, out: &mut Vec<QpOutput>) {
         let body = match pkt.body {
-            Body::ReadReq { addr, rkey, len } => match Self::read_for_peer(mem, rkey, addr, len) {
-                Some(data) => Body::ReadResp { data },
-                None => return,
-            },
-            Body::AtomicReq { .. } => match mem.atomic_result(pkt.psn) {
-                Some(orig) => Body::AtomicResp { orig },
-                None => return,
+            Body::ReadReq { addr, rkey, len } => {
+                let kept = mem.kept_request(pkt.psn);
+                if !kept.is_some_and(|k| k.answers_read(addr, len, rkey)) {
+                    return;
+                }
+                match Self::read_for_peer(mem, rkey, addr, len) {
+                    Some(data) => Body::ReadResp { data },
+                    None => return,
+                }
+            }
+            Body::AtomicReq { .. } => match mem.kept_request(pkt.psn) {
+                Some(Kept::Atomic { orig, .. }) => Body::AtomicResp { orig },
+                _ => return,
             },
             _ => Body::Ack,
         };
@@ -1744,6 +1769,7 @@ fn request_packet(e: &SendEntry) -> Packet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verbs::responder_resources::KeptRequests;
 
     /// Memory where every access succeeds and writes are recorded; atomics work on one
     /// 8-byte word (refusing an address not 8-byte aligned) and their results are kept.
@@ -1751,7 +1777,7 @@ mod tests {
     struct Open {
         written: Vec<u8>,
         word: u64,
-        kept: Vec<(u32, u64)>,
+        kept: KeptRequests,
     }
 
     impl Memory for Open {
@@ -1777,11 +1803,11 @@ mod tests {
             self.word = op.apply(old);
             Ok(old)
         }
-        fn keep_atomic_result(&mut self, psn: u32, orig: u64) {
-            self.kept.push((psn, orig));
+        fn keep_request(&mut self, places: u8, kept: Kept) {
+            self.kept.keep(places, kept);
         }
-        fn atomic_result(&self, psn: u32) -> Option<u64> {
-            self.kept.iter().find(|k| k.0 == psn).map(|k| k.1)
+        fn kept_request(&self, psn: u32) -> Option<Kept> {
+            self.kept.find(psn)
         }
     }
 
@@ -1795,6 +1821,7 @@ mod tests {
         let mut qp = RcQp::new(QpCap::default(), true);
         qp.rights = Rights::ALL;
         qp.set_initiator_depth(16);
+        qp.set_responder_resources(16);
         let mut out = Vec::new();
         assert!(qp.connect(Duration::from_millis(1), PARAMS, &mut out));
         assert!(out.is_empty());
@@ -2082,6 +2109,53 @@ mod tests {
         });
         let wc = wc.expect("completed");
         assert_eq!((wc.opcode, wc.byte_len), (WcOpcode::FetchAdd, 8));
+    }
+
+    /// The responder keeps as many reads and atomics as its places (`max_dest_rd_atomic`):
+    /// with one, an atomic after a read takes the read's place, so the read's duplicate is
+    /// dropped unanswered (rxe's class D), while the atomic's is answered with its value
+    /// before; a duplicate read asking for more bytes than the read kept is dropped too.
+    #[test]
+    fn duplicates_are_answered_only_from_the_places_kept() {
+        let mut resp = connected();
+        resp.set_responder_resources(1);
+        let (mut out, mut mem) = (Vec::new(), Open::default());
+        mem.word = 40;
+        let read = |psn, len| Packet {
+            psn,
+            body: Body::ReadReq {
+                addr: 0x1000,
+                rkey: 1,
+                len,
+            },
+        };
+        let atomic = Packet {
+            psn: 1,
+            body: Body::AtomicReq {
+                addr: 0x1000,
+                rkey: 1,
+                op: AtomicOp::FetchAdd { add: 2 },
+            },
+        };
+        resp.on_packet(read(0, 8), &mut mem, &mut out);
+        assert_eq!(packets(&out)[0].body, Body::ReadResp { data: vec![7; 8] });
+        out.clear();
+        resp.on_packet(read(0, 16), &mut mem, &mut out);
+        assert_eq!(packets(&out), vec![], "more bytes than kept");
+        resp.on_packet(read(0, 8), &mut mem, &mut out);
+        assert_eq!(packets(&out).len(), 1, "the read kept, read again");
+        out.clear();
+        resp.on_packet(atomic.clone(), &mut mem, &mut out);
+        resp.on_packet(read(0, 8), &mut mem, &mut out);
+        resp.on_packet(atomic, &mut mem, &mut out);
+        let answer = Body::AtomicResp { orig: 40 };
+        let bodies: Vec<Body> = packets(&out).into_iter().map(|p| p.body).collect();
+        assert_eq!(
+            bodies,
+            vec![answer.clone(), answer],
+            "the read's duplicate dropped"
+        );
+        assert_eq!(mem.word, 42, "added once");
     }
 
     /// An atomic at an address not 8-byte aligned (librxe refuses it at post; another

@@ -577,8 +577,8 @@ mod tests {
         fn remote_atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, Nak> {
             Err(Nak::RemoteAccess)
         }
-        fn keep_atomic_result(&mut self, _: u32, _: u64) {}
-        fn atomic_result(&self, _: u32) -> Option<u64> {
+        fn keep_request(&mut self, _: u8, _: super::super::responder_resources::Kept) {}
+        fn kept_request(&self, _: u32) -> Option<super::super::responder_resources::Kept> {
             None
         }
     }
