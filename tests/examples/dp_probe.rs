@@ -396,6 +396,33 @@ where
     for wc in wait_n(s, server.cq, 2, Duration::from_millis(100)) {
         log.say(format!("sgl: server {}", wc_text(&wc)));
     }
+    let access = LW | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
+    let target = ok(s.reg_mr(server.pd, vec![b'-'; 8], access), "reg_mr");
+    let wsg = [bad(0), tx.sge(0, 4)];
+    let op = SendOp::RdmaWrite {
+        remote_addr: target.addr,
+        rkey: target.rkey,
+    };
+    ok(
+        c.post_send(client.qp, &SendWr::new(22, op, Payload::Sges(&wsg))),
+        "write",
+    );
+    let sink = ok(c.reg_mr(client.pd, vec![b'.'; 4], LW), "reg_mr");
+    let rsg3 = [sink.sge(0, 2), bad(0), sink.sge(2, 2)];
+    let op = SendOp::RdmaRead {
+        remote_addr: target.addr,
+        rkey: target.rkey,
+    };
+    ok(
+        c.post_send(client.qp, &SendWr::new(23, op, Payload::Sges(&rsg3))),
+        "read",
+    );
+    for wc in wait_n(c, client.cq, 2, Duration::from_millis(100)) {
+        log.say(format!("sgl: client {}", wc_text(&wc)));
+    }
+    let mut r = [0u8; 4];
+    ok(c.mr_read(sink.handle, 0, &mut r), "mr_read");
+    log.say(format!("sgl: read back {:?}", String::from_utf8_lossy(&r)));
     let mut b = [0u8; 32];
     ok(s.mr_read(rx.handle, 0, &mut b), "mr_read");
     log.say(format!(
@@ -702,6 +729,10 @@ fn main() {
     }
 }
 
+/// One probe scenario: its bed and the log it writes to.
+type Scenario<T> = fn(&T, &mut Log);
+
+/// Runs the scenarios `only` names (all without it) on `bed`.
 fn run<T: TestBed>(bed: &T, sim: bool, only: Option<&str>)
 where
     T::Backend: DataPath,
@@ -710,7 +741,7 @@ where
         lines: Vec::new(),
         sim,
     };
-    let all: [(&str, fn(&T, &mut Log)); 6] = [
+    let all: [(&str, Scenario<T>); 6] = [
         ("credits", credits::<T>),
         ("write_imm", write_imm::<T>),
         ("sgl", sgl::<T>),

@@ -11,8 +11,8 @@
 //!   rxe's `copy_data` looks up no key for an entry of no bytes. The simulator failed the send
 //!   with LOC_PROT_ERR and moved the QP to ERROR.
 //! * `empty_entries_of_an_rdma_read_and_write_are_not_looked_up`: the same for an RDMA
-//!   write's gathered and a read's scattered entries (not run on a bed: rxe's `copy_data`,
-//!   which skips them, is what its requester and completer copy these with too).
+//!   write's gathered and a read's scattered entries: rxe-6.1 writes and reads the 4 bytes,
+//!   both SUCCESS (rxe's `copy_data`, which skips them, copies these too).
 //! * `moving_an_rc_qp_to_error_flushes_its_receives_before_its_sends_on_rxe`: three receives
 //!   and three sends waiting on RNR NAKs on one CQ, the QP moved to ERROR by hand, then
 //!   destroyed before the CQ is polled. rxe-6.1 and rxe-6.12: the receives' WR_FLUSH_ERR come
