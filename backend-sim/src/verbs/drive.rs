@@ -48,7 +48,8 @@ impl RegionMemory<'_> {
 impl Memory for RegionMemory<'_> {
     fn scatter(&mut self, sges: &[Sge], data: &[u8]) -> Result<(), WcStatus> {
         let mut rest = data;
-        for s in sges {
+        // An entry of no bytes is skipped, its key never looked up (rxe's `copy_data`).
+        for s in sges.iter().filter(|s| s.length > 0) {
             if rest.is_empty() {
                 break;
             }

@@ -270,9 +270,11 @@ impl World {
     }
 
     /// Whether every entry lies in a region of `pd` on `dev` granting `access`.
+    /// An entry of no bytes names no memory and is not looked up, whatever its key (rxe's
+    /// `copy_data` and siw's `siw_check_sgl_tx` skip it; measured on rxe-6.1 and rxe-6.12).
     fn sges_valid(&self, dev: DevKey, pd: ObjKey, sges: &[Sge], access: AccessFlags) -> bool {
         sges.iter()
-            .all(|s| self.region_of(dev, pd, s, access).is_some())
+            .all(|s| s.length == 0 || self.region_of(dev, pd, s, access).is_some())
     }
 
     /// The region holding entry `s` and its offset there.
@@ -301,7 +303,7 @@ impl World {
             return None;
         }
         let mut data = Vec::with_capacity(total_len(sges) as usize);
-        for s in sges {
+        for s in sges.iter().filter(|s| s.length > 0) {
             let (mr, off) = self.region_of(dev, pd, s, AccessFlags::NONE)?;
             data.extend_from_slice(&mr.buf[off..off + s.length as usize]);
         }

@@ -892,6 +892,12 @@ impl RcQp {
 
     /// Any state → ERROR, flushing every outstanding request (RESET has none: it moves to
     /// ERROR all the same, as the kernel allows RESET → ERR).
+    ///
+    /// On a CQ both queues share, the order is the driver's: rxe's `rxe_qp_error` schedules
+    /// the responder's task (which flushes the receive queue) before the completer's (which
+    /// flushes the send queue) on an RC QP, so an RC QP's receives come out first (measured
+    /// on rxe-6.1 and rxe-6.12, `tests/tests/sim_outside_trial8.rs`); on UC, rxe 6.1 runs the
+    /// completer at once, and the other drivers are taken to flush the send queue first.
     pub(crate) fn enter_error(&mut self, out: &mut Vec<QpOutput>) {
         if self.state == QpState::Error {
             return;
@@ -901,6 +907,21 @@ impl RcQp {
             self.timer = Timer::Off;
             out.push(QpOutput::CancelTimer);
         }
+        let receives_first = self.driver == Driver::Rxe && self.traits.has(Traits::RELIABLE);
+        if receives_first {
+            self.flush_rq(out);
+        }
+        self.flush_sq(out);
+        if self.srq() && matches!(self.driver, Driver::Rxe | Driver::Hca) {
+            out.push(QpOutput::LastWqeReached);
+        }
+        if !receives_first {
+            self.flush_rq(out);
+        }
+    }
+
+    /// Flushes the send queue as ERROR does.
+    fn flush_sq(&mut self, out: &mut Vec<QpOutput>) {
         // siw flushes its ring from the slot it would send next: behind a request refused
         // before RTS it never took one, and flushes none (measured on 6.1 and 6.12).
         let wedged = self.is_siw() && self.unannounced;
@@ -910,11 +931,11 @@ impl RcQp {
             }
         }
         self.sent = 0;
-        if self.srq() && matches!(self.driver, Driver::Rxe | Driver::Hca) {
-            out.push(QpOutput::LastWqeReached);
-        }
-        // An SRQ's receives stay for the other QPs (rxe's `check_resource` in ERROR takes
-        // none from an SRQ).
+    }
+
+    /// Flushes the receive queue as ERROR does. An SRQ's receives stay for the other QPs
+    /// (rxe's `check_resource` in ERROR takes none from an SRQ).
+    fn flush_rq(&mut self, out: &mut Vec<QpOutput>) {
         while let Some(r) = (!self.srq()).then(|| self.rq.pop_front()).flatten() {
             self.complete_recv(
                 r,

@@ -2,7 +2,9 @@
 
 /// `struct ibv_sge`: `length` bytes at device address `addr` of the region whose local key is
 /// `lkey`. A bad key, or bytes outside the region, complete the request with LOC_PROT_ERR
-/// (a receive's on rxe with LOC_QP_OP_ERR, its QP entering ERROR).
+/// (a receive's on rxe with LOC_QP_OP_ERR, its QP entering ERROR). An entry of no bytes
+/// names no memory: its key is never looked up, whatever it is (rxe's `copy_data`, siw, the
+/// simulator).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sge {
     /// Device address (see [`crate::verbs::MemoryRegion::addr`]).
