@@ -122,10 +122,10 @@ impl World {
         self.add_endpoint(owner, cm)
     }
 
-    /// Whether id `id` is an iWARP initiator whose MPA request is unanswered.
-    pub(crate) fn id_awaits_mpa_reply(&self, id: IdKey) -> bool {
-        let ep = self.kernel.ids.get(&id).and_then(|i| i.ep.get());
-        ep.and_then(|ep| self.cm.eps.get(&ep))
+    /// Whether id `id`, found as `i`, is an iWARP initiator whose MPA request is unanswered.
+    pub(crate) fn awaits_mpa_reply(&self, id: IdKey, i: &crate::kernel::Id) -> bool {
+        (i.ep.get())
+            .and_then(|ep| self.cm.eps.get(&ep))
             .is_some_and(|e| e.owner == Some(id) && e.cm.awaits_mpa_reply())
     }
 
