@@ -357,15 +357,17 @@ impl World {
         let Some(q) = self.qp_of(id) else {
             return true; // no QP (the application drives its own)
         };
-        if self.uc_qp_on_rc_id(id) {
+        if self.uc_qp_of_rc_id(id, q) {
             return false;
         }
         let Some(c) = self.connection_attrs(id) else {
             return false;
         };
-        let access = self.cm_access(id);
+        // The CM's resources, looked up once for the access flags and the default.
+        let held = self.cm_resources(id);
+        let access = super::modify::access_for(held);
         let (responder_resources, initiator_depth) =
-            resources.unwrap_or_else(|| self.cm_resources(id).unwrap_or_default());
+            resources.unwrap_or_else(|| held.unwrap_or_default());
         let qp = self.verbs.qps.get_mut(&q).expect("indexed QP");
         qp.peer = Some(c.peer);
         if let Some(rc) = qp.machine.as_rc() {
@@ -383,9 +385,12 @@ impl World {
     /// (`cm_init_qp_rtr_attr`), which a UC QP's modify refuses (EINVAL), so librdmacm cannot
     /// move the QP to RTR (measured on rxe: `rdma_accept` fails with EINVAL).
     pub(crate) fn uc_qp_on_rc_id(&self, id: IdKey) -> bool {
-        self.qp_of(id).is_some_and(|q| {
-            self.verbs.qps[&q].machine.qp_type() == QpType::Uc && self.id(id).qp_type == QpType::Rc
-        })
+        self.qp_of(id).is_some_and(|q| self.uc_qp_of_rc_id(id, q))
+    }
+
+    /// [`World::uc_qp_on_rc_id`] of id `id` whose QP is `q` (as `qp_of` found it).
+    fn uc_qp_of_rc_id(&self, id: IdKey, q: ObjKey) -> bool {
+        self.verbs.qps[&q].machine.qp_type() == QpType::Uc && self.id(id).qp_type == QpType::Rc
     }
 
     /// Moves id `id`'s QP to ERROR, flushing its outstanding requests.
