@@ -63,10 +63,8 @@ impl World {
     /// takes the device's default PD and makes a send and a receive CQ, each with its own
     /// completion channel, sized by the capacities.
     pub(crate) fn attach_qp(&mut self, id: IdKey, qpn: u32, attr: &QpInitAttr) {
-        let (host, dev) = (
-            self.id(id).host,
-            self.id(id).device.expect("checked by create_qp"),
-        );
+        let owner = self.id(id);
+        let (host, dev) = (owner.host, owner.device.expect("checked by create_qp"));
         let pd = self.default_pd(host, dev);
         let send_channel = self.new_comp_channel(host, dev);
         let recv_channel = self.new_comp_channel(host, dev);
@@ -75,7 +73,7 @@ impl World {
         let recv_cq = self.new_cq(host, dev, cap.max_recv_wr.max(1), Some(recv_channel), true);
         let srq = self.verbs.srq_of_id.get(&id).copied();
         let machine_cap = without_rq(cap, srq.is_some());
-        let machine = self.new_machine(id, qpn, attr.qp_type, machine_cap, attr.sq_sig_all);
+        let machine = self.new_machine(id, dev, qpn, attr.qp_type, machine_cap, attr.sq_sig_all);
         let where_ = (host, dev, Some(id));
         let key = self.insert_qp(where_, qpn, pd, (send_cq, recv_cq), true, machine);
         if let Some(srq) = srq {
@@ -89,12 +87,12 @@ impl World {
     fn new_machine(
         &self,
         id: IdKey,
+        dev: DevKey,
         qpn: u32,
         qp_type: QpType,
         cap: QpCap,
         sq_sig_all: bool,
     ) -> QpMachine {
-        let dev = self.id(id).device.expect("checked by create_qp");
         let transport = self.topo.devices[dev].transport;
         let cap = device_cap(cap, transport);
         let rc = || RcQp::new(cap, sq_sig_all);
@@ -213,7 +211,8 @@ impl World {
         let qpn = self.draw_qp_number(host, dev);
         self.id_mut(key).set_qp(Some(qpn));
         let cap = without_rq(attr.cap, objects.srq.is_some());
-        let mut machine = self.new_machine(key, qpn, attr.qp_type, cap, attr.sq_sig_all);
+        let id_dev = self.id(key).device.expect("checked by create_qp");
+        let mut machine = self.new_machine(key, id_dev, qpn, attr.qp_type, cap, attr.sq_sig_all);
         if let (true, Some(ud)) = (attr.block_self_multicast_loopback, machine.as_ud()) {
             ud.block_self_multicast_loopback();
         }
