@@ -269,18 +269,21 @@ impl World {
             self.release_entry(qp.dev, &s);
         }
         self.verbs.pds.get_mut(&qp.pd).expect("live PD").users -= 1;
-        for cq in [qp.send_cq, qp.recv_cq] {
-            self.verbs.cqs.get_mut(&cq).expect("live CQ").users -= 1;
-        }
         self.detach_srq(key);
         if qp.implicit {
+            // librdmacm's own CQs and their channels go with the QP: each CQ is taken out
+            // with one lookup (counting its user off or its channel's CQs would be undone
+            // at once).
             for cq in [qp.send_cq, qp.recv_cq] {
-                let channel = self.verbs.cqs[&cq].channel;
-                self.remove_cq(cq);
+                let channel = self.verbs.cqs.remove(&cq).and_then(|c| c.channel);
                 if let Some(c) = channel {
                     self.verbs.channels.remove(&c);
                     self.sched.wake_all(super::comp_channel_wait_key(c));
                 }
+            }
+        } else {
+            for cq in [qp.send_cq, qp.recv_cq] {
+                self.verbs.cqs.get_mut(&cq).expect("live CQ").users -= 1;
             }
         }
     }
