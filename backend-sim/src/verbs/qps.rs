@@ -66,8 +66,9 @@ impl World {
         let owner = self.id(id);
         let (host, dev) = (owner.host, owner.device.expect("checked by create_qp"));
         let pd = self.default_pd(host, dev);
-        let send_channel = self.new_comp_channel(host, dev);
-        let recv_channel = self.new_comp_channel(host, dev);
+        // Each channel for the one CQ made on it next (no lookup to count it then).
+        let send_channel = self.new_comp_channel(host, dev, 1);
+        let recv_channel = self.new_comp_channel(host, dev, 1);
         let cap = attr.cap;
         let send_cq = self.new_cq(host, dev, cap.max_send_wr.max(1), Some(send_channel), true);
         let recv_cq = self.new_cq(host, dev, cap.max_recv_wr.max(1), Some(recv_channel), true);
@@ -122,8 +123,11 @@ impl World {
     ) -> ObjKey {
         let (host, dev, id) = where_;
         self.verbs.pds.get_mut(&pd).expect("live PD").users += 1;
-        for cq in [send_cq, recv_cq] {
-            self.verbs.cqs.get_mut(&cq).expect("live CQ").users += 1;
+        if !implicit {
+            // An implicit QP's CQs were made counting it (`new_cq`).
+            for cq in [send_cq, recv_cq] {
+                self.verbs.cqs.get_mut(&cq).expect("live CQ").users += 1;
+            }
         }
         let key = self.verbs.fresh();
         let qp = Qp {
