@@ -109,11 +109,11 @@ impl World {
     /// `rdma_destroy_qp`.
     pub(crate) fn destroy_qp(&mut self, host: HostKey, h: IdHandle) -> Result<()> {
         let call = Call::DestroyQp;
-        let key = self.id_key(host, call, h)?;
-        if self.id(key).qp().is_none() {
+        let (key, id) = self.id_entry(host, call, h)?;
+        if id.qp().is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "the id has no QP"));
         }
-        if let Some(q) = self.qp_of(key) {
+        if let Some(q) = self.qp_of_found(key, id) {
             if self.siw_destroy_qp(q) {
                 // siw's teardown drove connections: look the id's QP up again.
                 self.remove_qp_of(key);

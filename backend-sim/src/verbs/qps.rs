@@ -239,7 +239,11 @@ impl World {
     /// number: QP numbers in use are unique per host, a QP's id never changes, and an id's
     /// number changes only as it makes a QP.
     pub(crate) fn qp_of(&self, id: IdKey) -> Option<ObjKey> {
-        let owner = self.kernel.ids.get(&id)?;
+        self.qp_of_found(id, self.kernel.ids.get(&id)?)
+    }
+
+    /// [`World::qp_of`] of id `id`, found as `owner`.
+    pub(crate) fn qp_of_found(&self, id: IdKey, owner: &crate::kernel::Id) -> Option<ObjKey> {
         let qpn = owner.qp()?;
         let q = match owner.qp_hint {
             0 => *self.verbs.qp_by_num.get(&(owner.host, qpn))?,
@@ -259,11 +263,12 @@ impl World {
     /// Destroys QP `key`: its outstanding requests are discarded without completions, and
     /// the CQs made for it go with it.
     pub(crate) fn remove_qp(&mut self, key: ObjKey) {
-        // siw: a connection still up drops with the QP; TCP keeps its unacknowledged bytes.
-        self.siw_orphan_stream(key);
         let Some(mut qp) = self.verbs.qps.remove(&key) else {
             return;
         };
+        // siw: a connection still up drops with the QP; TCP keeps its unacknowledged bytes
+        // (taken from the QP out of the table: one lookup).
+        self.siw_orphan_stream_of(&qp);
         if let Some((t, _)) = qp.timer.take() {
             self.timeline.cancel(t);
         }
