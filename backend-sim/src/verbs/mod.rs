@@ -266,8 +266,9 @@ pub(crate) struct Verbs {
     pub default_pd: BTreeMap<DevKey, ObjKey>,
     /// Each host's asynchronous events, oldest first.
     pub async_events: BTreeMap<HostKey, VecDeque<VerbsAsyncEvent>>,
-    /// The latest delivery time on each (from host, to host) data link.
-    pub link_clock: BTreeMap<(HostKey, HostKey), SimTime>,
+    /// The latest delivery time on each (from host, to host) data link (only ever looked
+    /// up: a hash table, not an ordered map).
+    pub link_clock: KeyMap<(HostKey, HostKey), SimTime>,
     /// Targeted faults on the next data packets.
     pub faults: VecDeque<DataFault>,
     /// The sockets of dropped siw connections still retransmitting, by the closed QP's
@@ -299,7 +300,7 @@ impl Default for Verbs {
             qp_by_num: KeyMap::default(),
             default_pd: BTreeMap::new(),
             async_events: BTreeMap::new(),
-            link_clock: BTreeMap::new(),
+            link_clock: KeyMap::default(),
             faults: VecDeque::new(),
             orphans: BTreeMap::new(),
             outputs: Vec::new(),
