@@ -407,8 +407,13 @@ impl World {
     /// Moves id `id`'s QP to ERROR, flushing its outstanding requests.
     pub(crate) fn qp_to_error(&mut self, id: IdKey) {
         if let Some(q) = self.qp_of(id) {
-            self.drive_qp(q, |m, _, out| m.enter_error(out));
+            self.qp_enter_error(q);
         }
+    }
+
+    /// Moves QP `q` to ERROR, flushing its outstanding requests.
+    pub(crate) fn qp_enter_error(&mut self, q: ObjKey) {
+        self.drive_qp(q, |m, _, out| m.enter_error(out));
     }
 
     /// Device `dev` is gone: its QPs enter ERROR.
