@@ -221,12 +221,12 @@ impl SimBackend {
     fn await_acks<'a>(&'a self, mut w: WorldGuard<'a>, id: IdHandle) -> WorldGuard<'a> {
         let call = Call::DestroyId;
         loop {
-            let Ok(key) = w.id_key(self.host, call, id) else {
+            let Ok((key, i)) = w.id_entry(self.host, call, id) else {
                 return w; // the call reports the bad handle
             };
             let me = current_process(w.fabric_no);
-            let waits = w.id(key).unacked > 0
-                && !w.id(key).sync
+            let waits = i.unacked > 0
+                && !i.sync
                 && me.is_some_and(|me| crate::process::others_live(&w, me));
             if !waits {
                 return w;
@@ -260,10 +260,10 @@ impl SimBackend {
         id: IdHandle,
     ) -> Result<WorldGuard<'a>> {
         loop {
-            let Ok(key) = w.id_key(self.host, call, id) else {
+            let Ok((key, i)) = w.id_entry(self.host, call, id) else {
                 return Ok(w); // the call reports the bad handle
             };
-            if !w.id_awaits_mpa_reply(key) {
+            if !w.awaits_mpa_reply(key, i) {
                 return Ok(w);
             }
             if call == Call::DestroyId {
@@ -302,8 +302,8 @@ impl SimBackend {
         call: Call,
         h: IdHandle,
     ) -> Result<()> {
-        let key = w.id_key(self.host, call, h)?;
-        if !w.id(key).sync {
+        let (key, id) = w.id_entry(self.host, call, h)?;
+        if !id.sync {
             return Ok(());
         }
         if let Some(held) = w.id_mut(key).sync_event.take() {
@@ -684,11 +684,9 @@ impl CmBackend for SimBackend {
             call,
             || Args::Id(id),
             |w, h| {
-                let private = w
-                    .id_key(h, Call::DestroyId, id)
-                    .ok()
-                    .filter(|k| w.id(*k).sync)
-                    .map(|k| w.id(k).channel);
+                let private = (w.id_entry(h, Call::DestroyId, id).ok())
+                    .filter(|(_, i)| i.sync)
+                    .map(|(_, i)| i.channel);
                 w.destroy_id(h, id)?;
                 // A process blocked in a synchronous call of the id learns that it is gone.
                 if let Some(chan) = private {
@@ -857,8 +855,8 @@ impl CmBackend for SimBackend {
         let call = Call::Disconnect;
         let mut w = self.lock(call)?;
         // An id whose device is gone fails at once (ENXIO): no QP to move.
-        let has_qp = w.id_key(self.host, call, id).is_ok_and(|key| {
-            w.id(key).qp().is_some() && w.id(key).state != crate::world::CmState::DeviceRemoval
+        let has_qp = (w.id_entry(self.host, call, id)).is_ok_and(|(_, i)| {
+            i.qp().is_some() && i.state != crate::world::CmState::DeviceRemoval
         });
         let qp_time = if has_qp {
             w.cfg.disconnect_qp_time

@@ -43,6 +43,18 @@ pub(crate) struct Endpoints {
     pub by_remote_qpn: KeyMap<(HostKey, DevKey, u32), EpKey>,
     /// Reused buffer for an endpoint's outputs.
     pub outputs: Vec<Output>,
+    /// Moves on whenever an endpoint is forgotten or loses its owner: while it stands still,
+    /// what [`World::drive`] read of an endpoint (owner, host, device) still holds, and the
+    /// outputs it carries out need not look the endpoint up again.
+    pub epoch: u64,
+}
+
+/// What carrying out an output needs of its endpoint, read by [`World::drive`] with its input.
+#[derive(Clone, Copy)]
+struct Seen {
+    owner: Option<IdKey>,
+    host: HostKey,
+    dev: DevKey,
 }
 
 impl World {
@@ -110,10 +122,10 @@ impl World {
         self.add_endpoint(owner, cm)
     }
 
-    /// Whether id `id` is an iWARP initiator whose MPA request is unanswered.
-    pub(crate) fn id_awaits_mpa_reply(&self, id: IdKey) -> bool {
-        let ep = self.kernel.ids.get(&id).and_then(|i| i.ep.get());
-        ep.and_then(|ep| self.cm.eps.get(&ep))
+    /// Whether id `id`, found as `i`, is an iWARP initiator whose MPA request is unanswered.
+    pub(crate) fn awaits_mpa_reply(&self, id: IdKey, i: &crate::kernel::Id) -> bool {
+        (i.ep.get())
+            .and_then(|ep| self.cm.eps.get(&ep))
             .is_some_and(|e| e.owner == Some(id) && e.cm.awaits_mpa_reply())
     }
 
@@ -131,14 +143,22 @@ impl World {
         // any input: an endpoint that this input did not leave IDLE holding one releases
         // nothing (a nested drive of it releases for itself).
         let may_release = record.remote_qpn.is_some() && record.cm.state() == EpState::Idle;
+        let seen = Seen {
+            owner: record.owner,
+            host: record.host,
+            dev: record.device,
+        };
         if awaited && !record.cm.awaits_mpa_reply() {
             if let Some(owner) = record.owner {
                 // A process waiting in rdma_destroy_id for this reply may go on.
                 self.sched.wake_all(crate::process::mpa_reply_key(owner));
             }
         }
+        let epoch = self.cm.epoch;
         for o in out.drain(..) {
-            self.carry_out(ep, o);
+            // An earlier output may have forgotten the endpoint or taken its owner away.
+            let seen = (self.cm.epoch == epoch).then_some(seen);
+            self.carry_out(ep, o, seen);
         }
         self.cm.outputs = out;
         if may_release {
@@ -205,11 +225,21 @@ impl World {
         });
     }
 
-    fn carry_out(&mut self, ep: EpKey, output: Output) {
-        let Some(e) = self.cm.eps.get(&ep) else {
-            return;
+    /// Carries out `output` of endpoint `ep`, of which `seen` is what is known without a
+    /// lookup (`None`: look it up; nothing is done for an endpoint that is gone).
+    fn carry_out(&mut self, ep: EpKey, output: Output, seen: Option<Seen>) {
+        let seen = match seen {
+            Some(seen) => seen,
+            None => match self.cm.eps.get(&ep) {
+                Some(e) => Seen {
+                    owner: e.owner,
+                    host: e.host,
+                    dev: e.device,
+                },
+                None => return,
+            },
         };
-        let (owner, host, dev) = (e.owner, e.host, e.device);
+        let Seen { owner, host, dev } = seen;
         match output {
             Output::Send { to, body } => {
                 if self.topo.devices[dev].present {
@@ -306,6 +336,7 @@ impl World {
     /// Forgets an endpoint that has nothing left to do (or whose host lost it: power-off).
     pub(crate) fn forget_endpoint(&mut self, ep: EpKey) {
         if let Some(e) = self.cm.eps.remove(&ep) {
+            self.cm.epoch += 1;
             // Its pending timer, cancelled from the record taken out (no second lookup).
             if let Some(pending) = e.timer {
                 self.timeline.cancel(pending);
@@ -354,6 +385,7 @@ impl World {
             return;
         };
         e.owner = None;
+        self.cm.epoch += 1;
         self.drive(ep, |e, out| e.destroy(out));
     }
 

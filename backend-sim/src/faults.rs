@@ -89,6 +89,7 @@ impl World {
                         .get_mut(&ep)
                         .expect("endpoint of a live id")
                         .owner = None;
+                    self.cm.epoch += 1;
                     self.drive(ep, |e, out| e.abandon(out));
                 }
                 self.id_mut(key).ep = OptKey::NONE;

@@ -11,7 +11,6 @@
 //! that ride TCP (iWARP's MPA messages and the close) cannot be reordered. Loss and
 //! duplication keep the order of what is delivered.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cmtwin::Transport;
@@ -20,6 +19,7 @@ use crate::calls::is_any;
 use crate::cm::messages::{Body, Dest, MessageHead, MessageKind};
 use crate::engine::timeline::SimTime;
 use crate::rng::Stream;
+use crate::store::KeyMap;
 use crate::trace::{Entry, TraceKind, WireNote};
 use crate::world::{Action, DevKey, EpKey, HostKey, World};
 
@@ -56,8 +56,9 @@ impl Message {
 /// The wire's state: when each link next delivers, and the targeted faults still to apply.
 #[derive(Default)]
 pub(crate) struct Net {
-    /// The latest delivery time scheduled on each (from host, to host) link.
-    pub link_clock: BTreeMap<(HostKey, HostKey), SimTime>,
+    /// The latest delivery time scheduled on each (from host, to host) link (only ever
+    /// looked up: a hash table, not an ordered map).
+    pub link_clock: KeyMap<(HostKey, HostKey), SimTime>,
     /// Targeted losses and delays still to apply.
     pub faults: Vec<WireFault>,
 }

@@ -142,14 +142,15 @@ impl World {
 
     /// The live id behind `h`, if it belongs to this fabric and host.
     pub(crate) fn id_key(&self, host: HostKey, call: Call, h: IdHandle) -> Result<IdKey> {
+        self.id_entry(host, call, h).map(|(key, _)| key)
+    }
+
+    /// [`World::id_key`] with the id it found (one lookup for a check and a look at the id).
+    pub(crate) fn id_entry(&self, host: HostKey, call: Call, h: IdHandle) -> Result<(IdKey, &Id)> {
         let key = self.unstamp(h.raw());
         match key.and_then(|k| self.kernel.ids.get(&k).map(|id| (k, id))) {
-            Some((key, id)) if id.host == host => Ok(key),
-            _ => Err(CmError::new(
-                call,
-                Errno::ENOENT,
-                format!("{h} is not a live id of this host"),
-            )),
+            Some((key, id)) if id.host == host => Ok((key, id)),
+            _ => Err(not_an_id(call, h)),
         }
     }
 
@@ -475,5 +476,15 @@ pub(crate) fn removed_error(call: Call) -> CmError {
         call,
         Errno::ENXIO,
         "the id's device was removed (ucma released the id)",
+    )
+}
+
+/// The error of `call` given `h`, which is not a live id of the caller's host.
+#[cold]
+fn not_an_id(call: Call, h: IdHandle) -> CmError {
+    CmError::new(
+        call,
+        Errno::ENOENT,
+        format!("{h} is not a live id of this host"),
     )
 }

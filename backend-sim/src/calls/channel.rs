@@ -74,7 +74,12 @@ impl World {
     /// Takes the head of the channel's queue and processes it as librdmacm does; `None` when
     /// the queue is empty.
     pub(crate) fn fetch_event(&mut self, key: ChanKey) -> Option<CmEvent> {
-        let (q, host) = loop {
+        // Besides the event and its host: whether the event is counted against its owner
+        // (every event but a CONNECT_REQUEST, counted against the listener), which is then
+        // counted through the owner's lookup here (nothing below reads the count before the
+        // ticket is issued); and, for a CONNECT_RESPONSE, the owner's endpoint if it has a
+        // QP.
+        let (q, host, counted_here, with_qp) = loop {
             let channel = self.kernel.channels.get_mut(&key)?;
             let (q, host) = (channel.pop()?, channel.host);
             let owner = self.id_mut(q.owner);
@@ -96,7 +101,21 @@ impl World {
                     // source, the new id's addresses.
                     owner.refresh_user_addrs();
                 }
-                break (q, host);
+                let mut with_qp = None;
+                if q.info.kind == EventKind::ConnectResponse {
+                    if let cmtwin::EventParam::Conn(rep) = q.info.param {
+                        // What rdma_init_qp_attr will take the peer's QP number from.
+                        owner.rep_conn = Some(rep);
+                    }
+                    if owner.qp().is_some() {
+                        with_qp = Some(owner.ep.get());
+                    }
+                }
+                let counted_here = q.counted_against == q.owner;
+                if counted_here {
+                    owner.unacked += 1;
+                }
+                break (q, host, counted_here, with_qp);
             }
             let entry = Entry::EventDropped {
                 kind: q.info.kind,
@@ -121,25 +140,13 @@ impl World {
                 l.pending = l.pending.saturating_sub(1);
             }
         }
-        if let (EventKind::ConnectResponse, cmtwin::EventParam::Conn(rep)) = (info.kind, info.param)
-        {
-            // What rdma_init_qp_attr will take the peer's QP number from.
-            if let Some(owner) = self.kernel.ids.get_mut(&q.owner) {
-                owner.rep_conn = Some(rep);
-            }
-        }
-        let with_qp = (info.kind == EventKind::ConnectResponse)
-            .then(|| self.kernel.ids.get(&q.owner))
-            .flatten()
-            .filter(|i| i.qp().is_some());
         // ESTABLISHED or CONNECT_ERROR, made by librdmacm inside this call.
         let made_at_fetch = with_qp.is_some();
-        if let Some(owner) = with_qp {
+        if let Some(ep) = with_qp {
             // librdmacm moves the QP to RTR/RTS and sends the RTU from inside get_cm_event.
             // An id whose kernel side is gone (its device unregistered since the event was
             // queued: ucma's teardown destroyed it) fails librdmacm's rdma_init_qp_attr with
             // ENXIO, and the event becomes CONNECT_ERROR.
-            let ep = owner.ep.get();
             let connected = ep.is_some_and(|ep| {
                 self.connect_qp(q.owner, None) && self.drive(ep, |e, out| e.send_rtu(out))
             });
@@ -164,8 +171,10 @@ impl World {
         }
         let ticket = self.kernel.next_ticket;
         self.kernel.next_ticket += 1;
-        if let Some(counted) = self.kernel.ids.get_mut(&q.counted_against) {
-            counted.unacked += 1;
+        if !counted_here {
+            if let Some(counted) = self.kernel.ids.get_mut(&q.counted_against) {
+                counted.unacked += 1;
+            }
         }
         self.kernel.outstanding.insert(
             ticket,

@@ -143,7 +143,11 @@ impl World {
     /// Common checks of calls that need a device: removal, then a device.
     /// The id is looked up once: five calls of every connection go through here.
     fn need_device(&self, call: Call, key: IdKey) -> Result<Transport> {
-        let id = self.id(key);
+        self.need_device_of(call, self.id(key))
+    }
+
+    /// [`World::need_device`] of the id found as `id`.
+    fn need_device_of(&self, call: Call, id: &crate::kernel::Id) -> Result<Transport> {
         if id.state == CmState::DeviceRemoval {
             return Err(crate::world::removed_error(call));
         }
@@ -183,12 +187,12 @@ impl World {
         param: Option<&'a ConnParam>,
     ) -> Result<ConnectChecked<'a>> {
         let call = Call::Connect;
-        let key = self.id_key(host, call, h)?;
-        let transport = self.need_device(call, key)?;
-        if self.id(key).state != CmState::RouteResolved {
+        // The id is looked up once for all the checks.
+        let (key, id) = self.id_entry(host, call, h)?;
+        let transport = self.need_device_of(call, id)?;
+        if id.state != CmState::RouteResolved {
             return Err(self.wrong_state(call, key));
         }
-        let id = self.id(key);
         let ud = !id.qp_type.is_connected();
         if id.ps == PortSpace::TCP && id.qp().is_none() && param.is_none() {
             return Err(CmError::new(
@@ -330,8 +334,8 @@ impl World {
         param: Option<&ConnParam>,
     ) -> Result<()> {
         let call = Call::Accept;
-        let key = self.id_key(host, call, h)?;
-        let transport = self.need_device(call, key)?;
+        let (key, id) = self.id_entry(host, call, h)?;
+        let transport = self.need_device_of(call, id)?;
         let ep = self.connected_ep(call, key)?;
         if self.cm.eps[&ep].cm.is_active() {
             return self.accept_on_active(call, key, ep, param.is_some());
@@ -626,9 +630,10 @@ impl World {
     /// `rdma_disconnect`: DREQ when established, DREP after a DREQ, else nothing; returns 0.
     pub(crate) fn disconnect(&mut self, host: HostKey, h: IdHandle) -> Result<()> {
         let call = Call::Disconnect;
-        let key = self.id_key(host, call, h)?;
-        let transport = self.need_device(call, key)?;
-        let id = self.id(key);
+        // The id is looked up once for the checks and its QP.
+        let (key, id) = self.id_entry(host, call, h)?;
+        let transport = self.need_device_of(call, id)?;
+        let qp = self.qp_of_found(key, id);
         let ep = match (id.state, id.ep.get()) {
             // cma.c rdma_disconnect hands a listener's own CM id to its CM: the IB CM finds
             // nothing to send (DREQ and DREP refused, ignored: 0), iw_cm_disconnect refuses
@@ -657,8 +662,8 @@ impl World {
         // the QP it holds as well (iwcm.c `iw_cm_disconnect`), an external one included.
         if transport == Transport::Iwarp {
             self.cm_qp_close(key);
-        } else {
-            self.qp_to_error(key);
+        } else if let Some(q) = qp {
+            self.qp_enter_error(q);
         }
         self.drive(ep, |e, out| e.disconnect(out));
         Ok(())

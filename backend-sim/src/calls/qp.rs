@@ -9,8 +9,11 @@ use crate::world::{CmState, HostKey, IdKey, World};
 impl World {
     /// The checks `rdma_create_qp` makes on id `key` before creating a QP of `qp_type`.
     pub(crate) fn check_qp_allowed(&self, call: Call, key: IdKey, qp_type: QpType) -> Result<()> {
-        self.check_not_removed(call, key)?;
+        // The id is looked up once for all the checks (both ids of a connection make a QP).
         let id = self.id(key);
+        if id.state == CmState::DeviceRemoval {
+            return Err(crate::world::removed_error(call));
+        }
         if id.librdmacm_device().is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "the id has no device"));
         }
@@ -24,7 +27,8 @@ impl World {
                 format!("{qp_type:?} QP on a {:?} id", id.ps),
             ));
         }
-        if let Some(transport) = self.transport_of(key) {
+        let transport = id.device.map(|d| self.topo.devices[d].transport);
+        if let Some(transport) = transport {
             if !crate::verbs::makes_qp_type(transport, qp_type) {
                 // iWARP devices have only RC QPs; their drivers refuse the rest (siw, cxgb4:
                 // -EOPNOTSUPP) as the QP is made, before librdmacm moves it: UD ids cannot get
@@ -39,7 +43,7 @@ impl World {
         if qp_type.is_connected() {
             // librdmacm moves the new QP to INIT with `rdma_init_qp_attr`; if that fails, it
             // destroys the QP again.
-            self.check_cm_gives_qp_attrs(call, key)?;
+            self.cm_gives_qp_attrs(call, id, transport)?;
         }
         Ok(())
     }
@@ -51,18 +55,28 @@ impl World {
     /// gives attributes: EINVAL on every transport. Other ids without an IB CM id yet, and
     /// iWARP ids, pass.
     pub(crate) fn check_cm_gives_qp_attrs(&self, call: Call, key: IdKey) -> Result<()> {
-        if self.id(key).state == CmState::Listen {
+        self.cm_gives_qp_attrs(call, self.id(key), self.transport_of(key))
+    }
+
+    /// [`World::check_cm_gives_qp_attrs`] of id `id` on a device of `transport`.
+    fn cm_gives_qp_attrs(
+        &self,
+        call: Call,
+        id: &crate::kernel::Id,
+        transport: Option<Transport>,
+    ) -> Result<()> {
+        if id.state == CmState::Listen {
             return Err(CmError::new(
                 call,
                 Errno::EINVAL,
                 "rdma_init_qp_attr: a listener's CM id gives no QP attributes (LISTEN)",
             ));
         }
-        let Some(ep) = self.id(key).ep.get() else {
+        let Some(ep) = id.ep.get() else {
             return Ok(());
         };
         let state = self.ep_state(ep);
-        if self.transport_of(key) == Some(Transport::Iwarp) || state.gives_qp_attrs() {
+        if transport == Some(Transport::Iwarp) || state.gives_qp_attrs() {
             return Ok(());
         }
         Err(CmError::new(
@@ -95,11 +109,11 @@ impl World {
     /// `rdma_destroy_qp`.
     pub(crate) fn destroy_qp(&mut self, host: HostKey, h: IdHandle) -> Result<()> {
         let call = Call::DestroyQp;
-        let key = self.id_key(host, call, h)?;
-        if self.id(key).qp().is_none() {
+        let (key, id) = self.id_entry(host, call, h)?;
+        if id.qp().is_none() {
             return Err(CmError::new(call, Errno::EINVAL, "the id has no QP"));
         }
-        if let Some(q) = self.qp_of(key) {
+        if let Some(q) = self.qp_of_found(key, id) {
             if self.siw_destroy_qp(q) {
                 // siw's teardown drove connections: look the id's QP up again.
                 self.remove_qp_of(key);

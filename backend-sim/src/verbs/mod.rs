@@ -264,12 +264,14 @@ pub(crate) struct Verbs {
     /// QPs by (host, QP number).
     pub qp_by_num: KeyMap<(HostKey, u32), ObjKey>,
     /// Each device's default PD (librdmacm's `id->pd` for ids without a QP of their own PD),
-    /// made when first needed and kept.
-    pub default_pd: BTreeMap<DevKey, ObjKey>,
+    /// made when first needed and kept (only ever looked up, and counted by the invariant
+    /// checks in no order: a hash table).
+    pub default_pd: KeyMap<DevKey, ObjKey>,
     /// Each host's asynchronous events, oldest first.
     pub async_events: BTreeMap<HostKey, VecDeque<VerbsAsyncEvent>>,
-    /// The latest delivery time on each (from host, to host) data link.
-    pub link_clock: BTreeMap<(HostKey, HostKey), SimTime>,
+    /// The latest delivery time on each (from host, to host) data link (only ever looked
+    /// up: a hash table, not an ordered map).
+    pub link_clock: KeyMap<(HostKey, HostKey), SimTime>,
     /// Targeted faults on the next data packets.
     pub faults: VecDeque<DataFault>,
     /// The sockets of dropped siw connections still retransmitting, by the closed QP's
@@ -299,9 +301,9 @@ impl Default for Verbs {
             srq_of_qp: BTreeMap::new(),
             kept_requests: BTreeMap::new(),
             qp_by_num: KeyMap::default(),
-            default_pd: BTreeMap::new(),
+            default_pd: KeyMap::default(),
             async_events: BTreeMap::new(),
-            link_clock: BTreeMap::new(),
+            link_clock: KeyMap::default(),
             faults: VecDeque::new(),
             orphans: BTreeMap::new(),
             outputs: Vec::new(),

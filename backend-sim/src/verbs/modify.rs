@@ -93,13 +93,7 @@ impl World {
     /// REQ the id has no IB CM id and cma_ib_init_qp_attr gives none (measured on rxe-6.1:
     /// 0x0 before rdma_connect, 0xe with resources, 0x2 without).
     pub(super) fn cm_access(&self, id: IdKey) -> AccessFlags {
-        match self.cm_resources(id) {
-            None => AccessFlags::NONE,
-            Some((0, _)) => AccessFlags::REMOTE_WRITE,
-            Some(_) => {
-                AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
-            }
-        }
+        access_for(self.cm_resources(id))
     }
 
     /// `ibv_create_qp`: an RC, UC or UD QP of `attr`'s PD and CQs, in RESET, on no id.
@@ -277,5 +271,16 @@ pub(super) fn dgid_ip(ah: &cmtwin::AhAttr) -> IpAddr {
     match v6.to_ipv4_mapped() {
         Some(v4) => IpAddr::V4(v4),
         None => IpAddr::V6(v6),
+    }
+}
+
+/// [`World::cm_access`] of an id whose CM holds the resources `held` (from `cm_resources`).
+pub(super) fn access_for(held: Option<(u8, u8)>) -> AccessFlags {
+    match held {
+        None => AccessFlags::NONE,
+        Some((0, _)) => AccessFlags::REMOTE_WRITE,
+        Some(_) => {
+            AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
+        }
     }
 }

@@ -265,19 +265,19 @@ impl World {
         id: IdHandle,
     ) -> Result<CompChannelHandle> {
         let (_, dev) = self.id_device(host, Call::CreateCompChannel, id)?;
-        let key = self.new_comp_channel(host, dev);
+        let key = self.new_comp_channel(host, dev, 0);
         self.own_verbs_object(key);
         Ok(CompChannelHandle::from_raw(self.stamp(key)))
     }
 
     /// A new completion channel on `dev`.
-    pub(crate) fn new_comp_channel(&mut self, host: HostKey, dev: DevKey) -> ObjKey {
+    pub(crate) fn new_comp_channel(&mut self, host: HostKey, dev: DevKey, cqs: u32) -> ObjKey {
         let key = self.verbs.fresh();
         let channel = CompChannel {
             host,
             dev,
             events: Default::default(),
-            cqs: 0,
+            cqs,
         };
         self.verbs.channels.insert(key, channel);
         key
@@ -359,7 +359,9 @@ impl World {
         implicit: bool,
     ) -> ObjKey {
         let cqe = super::qps::queue_depth(cqe, self.topo.devices[dev].transport);
-        if let Some(c) = channel {
+        // An implicit CQ (librdmacm's, made by `attach_qp` for one QP) is counted by its
+        // channel as the channel is made, and counts that QP as its user from the start.
+        if let Some(c) = channel.filter(|_| !implicit) {
             self.verbs.channels.get_mut(&c).expect("live channel").cqs += 1;
         }
         let key = self.verbs.fresh();
@@ -371,7 +373,7 @@ impl World {
             entries: Default::default(),
             armed: None,
             unacked: 0,
-            users: 0,
+            users: u32::from(implicit),
             implicit,
         };
         self.verbs.cqs.insert(key, cq);

@@ -63,19 +63,18 @@ impl World {
     /// takes the device's default PD and makes a send and a receive CQ, each with its own
     /// completion channel, sized by the capacities.
     pub(crate) fn attach_qp(&mut self, id: IdKey, qpn: u32, attr: &QpInitAttr) {
-        let (host, dev) = (
-            self.id(id).host,
-            self.id(id).device.expect("checked by create_qp"),
-        );
+        let owner = self.id(id);
+        let (host, dev) = (owner.host, owner.device.expect("checked by create_qp"));
         let pd = self.default_pd(host, dev);
-        let send_channel = self.new_comp_channel(host, dev);
-        let recv_channel = self.new_comp_channel(host, dev);
+        // Each channel for the one CQ made on it next (no lookup to count it then).
+        let send_channel = self.new_comp_channel(host, dev, 1);
+        let recv_channel = self.new_comp_channel(host, dev, 1);
         let cap = attr.cap;
         let send_cq = self.new_cq(host, dev, cap.max_send_wr.max(1), Some(send_channel), true);
         let recv_cq = self.new_cq(host, dev, cap.max_recv_wr.max(1), Some(recv_channel), true);
         let srq = self.verbs.srq_of_id.get(&id).copied();
         let machine_cap = without_rq(cap, srq.is_some());
-        let machine = self.new_machine(id, qpn, attr.qp_type, machine_cap, attr.sq_sig_all);
+        let machine = self.new_machine(id, dev, qpn, attr.qp_type, machine_cap, attr.sq_sig_all);
         let where_ = (host, dev, Some(id));
         let key = self.insert_qp(where_, qpn, pd, (send_cq, recv_cq), true, machine);
         if let Some(srq) = srq {
@@ -89,12 +88,12 @@ impl World {
     fn new_machine(
         &self,
         id: IdKey,
+        dev: DevKey,
         qpn: u32,
         qp_type: QpType,
         cap: QpCap,
         sq_sig_all: bool,
     ) -> QpMachine {
-        let dev = self.id(id).device.expect("checked by create_qp");
         let transport = self.topo.devices[dev].transport;
         let cap = device_cap(cap, transport);
         let rc = || RcQp::new(cap, sq_sig_all);
@@ -124,8 +123,11 @@ impl World {
     ) -> ObjKey {
         let (host, dev, id) = where_;
         self.verbs.pds.get_mut(&pd).expect("live PD").users += 1;
-        for cq in [send_cq, recv_cq] {
-            self.verbs.cqs.get_mut(&cq).expect("live CQ").users += 1;
+        if !implicit {
+            // An implicit QP's CQs were made counting it (`new_cq`).
+            for cq in [send_cq, recv_cq] {
+                self.verbs.cqs.get_mut(&cq).expect("live CQ").users += 1;
+            }
         }
         let key = self.verbs.fresh();
         let qp = Qp {
@@ -213,7 +215,8 @@ impl World {
         let qpn = self.draw_qp_number(host, dev);
         self.id_mut(key).set_qp(Some(qpn));
         let cap = without_rq(attr.cap, objects.srq.is_some());
-        let mut machine = self.new_machine(key, qpn, attr.qp_type, cap, attr.sq_sig_all);
+        let id_dev = self.id(key).device.expect("checked by create_qp");
+        let mut machine = self.new_machine(key, id_dev, qpn, attr.qp_type, cap, attr.sq_sig_all);
         if let (true, Some(ud)) = (attr.block_self_multicast_loopback, machine.as_ud()) {
             ud.block_self_multicast_loopback();
         }
@@ -236,7 +239,11 @@ impl World {
     /// number: QP numbers in use are unique per host, a QP's id never changes, and an id's
     /// number changes only as it makes a QP.
     pub(crate) fn qp_of(&self, id: IdKey) -> Option<ObjKey> {
-        let owner = self.kernel.ids.get(&id)?;
+        self.qp_of_found(id, self.kernel.ids.get(&id)?)
+    }
+
+    /// [`World::qp_of`] of id `id`, found as `owner`.
+    pub(crate) fn qp_of_found(&self, id: IdKey, owner: &crate::kernel::Id) -> Option<ObjKey> {
         let qpn = owner.qp()?;
         let q = match owner.qp_hint {
             0 => *self.verbs.qp_by_num.get(&(owner.host, qpn))?,
@@ -256,11 +263,12 @@ impl World {
     /// Destroys QP `key`: its outstanding requests are discarded without completions, and
     /// the CQs made for it go with it.
     pub(crate) fn remove_qp(&mut self, key: ObjKey) {
-        // siw: a connection still up drops with the QP; TCP keeps its unacknowledged bytes.
-        self.siw_orphan_stream(key);
         let Some(mut qp) = self.verbs.qps.remove(&key) else {
             return;
         };
+        // siw: a connection still up drops with the QP; TCP keeps its unacknowledged bytes
+        // (taken from the QP out of the table: one lookup).
+        self.siw_orphan_stream_of(&qp);
         if let Some((t, _)) = qp.timer.take() {
             self.timeline.cancel(t);
         }
@@ -270,18 +278,21 @@ impl World {
             self.release_entry(qp.dev, &s);
         }
         self.verbs.pds.get_mut(&qp.pd).expect("live PD").users -= 1;
-        for cq in [qp.send_cq, qp.recv_cq] {
-            self.verbs.cqs.get_mut(&cq).expect("live CQ").users -= 1;
-        }
         self.detach_srq(key);
         if qp.implicit {
+            // librdmacm's own CQs and their channels go with the QP: each CQ is taken out
+            // with one lookup (counting its user off or its channel's CQs would be undone
+            // at once).
             for cq in [qp.send_cq, qp.recv_cq] {
-                let channel = self.verbs.cqs[&cq].channel;
-                self.remove_cq(cq);
+                let channel = self.verbs.cqs.remove(&cq).and_then(|c| c.channel);
                 if let Some(c) = channel {
                     self.verbs.channels.remove(&c);
                     self.sched.wake_all(super::comp_channel_wait_key(c));
                 }
+            }
+        } else {
+            for cq in [qp.send_cq, qp.recv_cq] {
+                self.verbs.cqs.get_mut(&cq).expect("live CQ").users -= 1;
             }
         }
     }
@@ -357,15 +368,17 @@ impl World {
         let Some(q) = self.qp_of(id) else {
             return true; // no QP (the application drives its own)
         };
-        if self.uc_qp_on_rc_id(id) {
+        if self.uc_qp_of_rc_id(id, q) {
             return false;
         }
         let Some(c) = self.connection_attrs(id) else {
             return false;
         };
-        let access = self.cm_access(id);
+        // The CM's resources, looked up once for the access flags and the default.
+        let held = self.cm_resources(id);
+        let access = super::modify::access_for(held);
         let (responder_resources, initiator_depth) =
-            resources.unwrap_or_else(|| self.cm_resources(id).unwrap_or_default());
+            resources.unwrap_or_else(|| held.unwrap_or_default());
         let qp = self.verbs.qps.get_mut(&q).expect("indexed QP");
         qp.peer = Some(c.peer);
         if let Some(rc) = qp.machine.as_rc() {
@@ -383,16 +396,24 @@ impl World {
     /// (`cm_init_qp_rtr_attr`), which a UC QP's modify refuses (EINVAL), so librdmacm cannot
     /// move the QP to RTR (measured on rxe: `rdma_accept` fails with EINVAL).
     pub(crate) fn uc_qp_on_rc_id(&self, id: IdKey) -> bool {
-        self.qp_of(id).is_some_and(|q| {
-            self.verbs.qps[&q].machine.qp_type() == QpType::Uc && self.id(id).qp_type == QpType::Rc
-        })
+        self.qp_of(id).is_some_and(|q| self.uc_qp_of_rc_id(id, q))
+    }
+
+    /// [`World::uc_qp_on_rc_id`] of id `id` whose QP is `q` (as `qp_of` found it).
+    fn uc_qp_of_rc_id(&self, id: IdKey, q: ObjKey) -> bool {
+        self.verbs.qps[&q].machine.qp_type() == QpType::Uc && self.id(id).qp_type == QpType::Rc
     }
 
     /// Moves id `id`'s QP to ERROR, flushing its outstanding requests.
     pub(crate) fn qp_to_error(&mut self, id: IdKey) {
         if let Some(q) = self.qp_of(id) {
-            self.drive_qp(q, |m, _, out| m.enter_error(out));
+            self.qp_enter_error(q);
         }
+    }
+
+    /// Moves QP `q` to ERROR, flushing its outstanding requests.
+    pub(crate) fn qp_enter_error(&mut self, q: ObjKey) {
+        self.drive_qp(q, |m, _, out| m.enter_error(out));
     }
 
     /// Device `dev` is gone: its QPs enter ERROR.

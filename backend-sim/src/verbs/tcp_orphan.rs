@@ -29,12 +29,23 @@ use cmtwin::verbs::QpState;
 use super::packet::{psn_cmp, Body, Packet};
 use super::rc::TcpBacklog;
 use super::tcp_timer::TcpTimeout;
-use super::{ObjKey, VerbsAction};
+use super::{ObjKey, Qp, VerbsAction};
 use crate::cm::messages::Body as CmBody;
-use crate::engine::timeline::TimerKey;
+use crate::engine::timeline::{SimTime, TimerKey};
 use crate::world::{Action, DevKey, EpKey, HostKey, World};
 
 /// The socket of a dropped siw connection that still holds unacknowledged bytes.
+/// What an orphaned socket takes over from a QP (see [`World::siw_orphan_stream`]).
+struct OrphanParts {
+    /// The QP's (host, number): the socket's key.
+    key: (HostKey, u32),
+    dev: DevKey,
+    /// When the QP's TCP timer was due (not before now).
+    due: SimTime,
+    peer: (HostKey, u32),
+    backlog: TcpBacklog,
+}
+
 pub(crate) struct TcpOrphan {
     /// The device the socket's host sends on (gone: the socket is gone).
     dev: DevKey,
@@ -81,16 +92,45 @@ impl World {
     /// siw drops the connection of RTS QP `q` from this side: what TCP holds unacknowledged
     /// stays with an orphaned socket that keeps retransmitting it.
     pub(crate) fn siw_orphan_stream(&mut self, q: ObjKey) {
-        let Some(qp) = self.verbs.qps.get(&q) else {
-            return;
-        };
+        if let Some(parts) = self.verbs.qps.get(&q).and_then(|qp| self.orphan_parts(qp)) {
+            self.orphan_stream(parts);
+        }
+    }
+
+    /// [`World::siw_orphan_stream`] of a QP already taken out of the table.
+    pub(crate) fn siw_orphan_stream_of(&mut self, qp: &Qp) {
+        if let Some(parts) = self.orphan_parts(qp) {
+            self.orphan_stream(parts);
+        }
+    }
+
+    /// What an orphaned socket takes over from QP `qp`, if it holds unacknowledged bytes of a
+    /// connection whose device is present.
+    fn orphan_parts(&self, qp: &Qp) -> Option<OrphanParts> {
         let (Some(peer), Some(backlog)) = (qp.peer, qp.machine.tcp_backlog()) else {
-            return;
+            return None;
         };
         if !self.topo.devices[qp.dev].present {
-            return;
+            return None;
         }
-        let (key, dev, due) = ((qp.host, qp.qpn), qp.dev, qp.timer_due.max(self.now));
+        Some(OrphanParts {
+            key: (qp.host, qp.qpn),
+            dev: qp.dev,
+            due: qp.timer_due.max(self.now),
+            peer,
+            backlog,
+        })
+    }
+
+    /// Hands what `parts` holds to an orphaned socket, replacing any of the same QP number.
+    fn orphan_stream(&mut self, parts: OrphanParts) {
+        let OrphanParts {
+            key,
+            dev,
+            due,
+            peer,
+            backlog,
+        } = parts;
         self.end_orphan(key);
         let action = Action::Verbs(VerbsAction::OrphanTimer { stream: key });
         let timer = Some(self.timeline.schedule(due, action));
