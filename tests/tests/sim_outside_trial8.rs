@@ -378,3 +378,47 @@ fn write_with_immediate_consumes_receives_of_no_entries() {
     ok(s.mr_read(target.handle, 96, &mut last), "mr_read");
     assert_eq!(last, [96, 97, 98, 99]);
 }
+
+/// On iWARP a receive of no entries is refused at its post, EINVAL, on a QP's receive queue
+/// and on an SRQ alike (libsiw's `push_recv_wqe` takes 1 to 6 entries; measured on siw-6.1
+/// by `dp_probe`, whose RoCE run takes it, as `write_with_immediate_consumes_receives_of_no_entries`
+/// does); a receive of one entry is taken. The simulator took the empty one on iWARP too.
+#[test]
+fn on_iwarp_a_receive_of_no_entries_is_refused_at_its_post() {
+    let bed = SimBed::jitterless(3, Transport::Iwarp);
+    let conn = connected(&bed, 7720);
+    let s = bed.server();
+    let empty = RecvWr {
+        wr_id: 1,
+        sg_list: &[],
+    };
+    let err = s
+        .post_recv(conn.server.qp, &empty)
+        .expect_err("siw takes no empty receive");
+    assert_eq!(
+        (err.call, err.errno),
+        (cmtwin::Call::PostRecv, Errno::EINVAL)
+    );
+    let buf = region(s, conn.server.pd, 8, 0, LW);
+    let one = [buf.sge(0, 8)];
+    let wr = RecvWr {
+        wr_id: 2,
+        sg_list: &one,
+    };
+    ok(s.post_recv(conn.server.qp, &wr), "a receive of one entry");
+
+    let attr = cmtwin::verbs::SrqAttr {
+        max_wr: 4,
+        max_sge: 1,
+        srq_limit: 0,
+    };
+    let (srq, _) = ok(s.create_srq(conn.server.pd, &attr), "ibv_create_srq");
+    let err = s
+        .post_srq_recv(srq, &empty)
+        .expect_err("siw takes no empty receive on an SRQ");
+    assert_eq!(
+        (err.call, err.errno),
+        (cmtwin::Call::PostSrqRecv, Errno::EINVAL)
+    );
+    ok(s.post_srq_recv(srq, &wr), "an SRQ receive of one entry");
+}

@@ -30,6 +30,14 @@ pub(crate) fn makes_qp_type(transport: Transport, qp_type: QpType) -> bool {
     transport != Transport::Iwarp || qp_type == QpType::Rc
 }
 
+/// Whether a device of `transport` takes a receive request of no entries: rxe and HCAs do
+/// (a receive for messages of no bytes), libsiw refuses one with EINVAL before the kernel
+/// sees it (`push_recv_wqe` takes 1 to `SIW_MAX_SGE` entries, for a QP's receive queue and
+/// an SRQ alike; measured on siw-6.1).
+pub(crate) fn takes_empty_receive(transport: Transport) -> bool {
+    transport != Transport::Iwarp
+}
+
 /// The active MTU of every simulated port, in bytes: the largest UD payload.
 pub(crate) const ACTIVE_MTU_BYTES: u32 = 4096;
 

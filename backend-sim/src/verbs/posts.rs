@@ -199,6 +199,22 @@ impl World {
         Ok(entry)
     }
 
+    /// EINVAL for a receive of no entries on a device that takes none (iWARP: see
+    /// [`super::device_profile::takes_empty_receive`]).
+    pub(crate) fn check_receive_has_entries(
+        &self,
+        call: Call,
+        dev: DevKey,
+        wr: &RecvWr<'_>,
+    ) -> Result<()> {
+        let transport = self.topo.devices[dev].transport;
+        if wr.sg_list.is_empty() && !super::device_profile::takes_empty_receive(transport) {
+            let why = "a receive of no entries (siw takes 1 to 6)";
+            return Err(CmError::new(call, Errno::EINVAL, why));
+        }
+        Ok(())
+    }
+
     /// `ibv_post_recv`.
     pub(crate) fn post_recv(&mut self, host: HostKey, h: QpHandle, wr: &RecvWr<'_>) -> Result<()> {
         let call = Call::PostRecv;
@@ -217,6 +233,7 @@ impl World {
                 format!("a receive of {len} bytes: messages are shorter than {MAX_MSG_SZ}"),
             ));
         }
+        self.check_receive_has_entries(call, dev, wr)?;
         if wr.sg_list.len() > cap.max_recv_sge as usize {
             return Err(CmError::new(
                 call,

@@ -207,6 +207,7 @@ impl World {
         let call = Call::PostSrqRecv;
         let key = self.srq_key(host, call, h)?;
         let srq = &self.verbs.srqs[&key];
+        self.check_receive_has_entries(call, srq.dev, wr)?;
         let len: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
         if len >= MAX_MSG_SZ {
             let why = format!("a receive of {len} bytes: messages are shorter than {MAX_MSG_SZ}");

@@ -390,7 +390,9 @@ pub trait DataPath: CmBackend {
     ///
     /// * EINVAL: the QP is in RESET, more entries than `max_recv_sge`, or entries of 2^31
     ///   bytes or more together (rxe's check: no message is that long); the QP takes its
-    ///   receives from an SRQ (it has no receive queue: librxe refuses it so).
+    ///   receives from an SRQ (it has no receive queue: librxe refuses it so); on iWARP (siw,
+    ///   and the simulator's iWARP devices) a receive of no entries, as on an SRQ there
+    ///   (libsiw takes 1 to 6; rxe takes an empty receive, for messages of no bytes).
     /// * ENOMEM: the receive queue holds `max_recv_wr` requests.
     fn post_recv(&self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()>;
 
