@@ -422,3 +422,64 @@ fn on_iwarp_a_receive_of_no_entries_is_refused_at_its_post() {
     );
     ok(s.post_srq_recv(srq, &wr), "an SRQ receive of one entry");
 }
+
+/// siw's capacities (measured on siw-6.1 with a C probe of `ibv_create_qp` and
+/// `ibv_query_qp`): creation writes back the capacities asked, all of them; the QP holds
+/// each depth rounded up to a power of two (3 and 5 requests: 4 and 8), the entries asked,
+/// and 80 inline bytes whatever was asked (`SIW_MAX_INLINE`; libsiw checks inline sends
+/// against that alone); asking for 81 is EINVAL. The simulator gave rxe's
+/// room rule on iWARP (one entry: 16 inline bytes, 81 taken) and wrote back what it made.
+#[test]
+fn siw_writes_back_what_was_asked_and_takes_80_inline_bytes_on_every_qp() {
+    let bed = SimBed::jitterless(3, Transport::Iwarp);
+    let c = bed.client();
+    let dev = ok(
+        c.create_id(None, 0, cmtwin::PortSpace::TCP),
+        "create_id (device)",
+    );
+    ok(
+        c.bind_addr(dev, SocketAddr::new(SimBed::CLIENT_IP, 0)),
+        "bind",
+    );
+    let pd = ok(c.alloc_pd(dev), "alloc_pd");
+    let cq = ok(c.create_cq(dev, 64, None), "create_cq");
+    let asked = QpCap {
+        max_send_wr: 3,
+        max_recv_wr: 5,
+        max_send_sge: 1,
+        max_recv_sge: 2,
+        max_inline_data: 0,
+    };
+    let mut attr = cmtwin::verbs::QpInitAttrEx::rc(pd, cq, cq);
+    attr.cap = asked;
+    let active = cmtwin::AddrInfo::new(
+        0,
+        cmtwin::PortSpace::TCP,
+        cmtwin::QpType::Rc,
+        None,
+        Some(SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            7721,
+        )),
+    );
+    let id = ok(c.create_ep_ex(&active, &mut attr), "create_ep_ex");
+    assert_eq!(attr.cap, asked, "written back as asked");
+    let qp = ok(c.qp(id), "id->qp").expect("a QP");
+    let held = QpCap {
+        max_send_wr: 4,
+        max_recv_wr: 8,
+        max_inline_data: 80,
+        ..asked
+    };
+    assert_eq!(ok(c.query_qp_cap(qp), "query_qp_cap"), held);
+    ok(c.destroy_ep(id), "destroy_ep");
+
+    attr.cap = QpCap {
+        max_inline_data: 81,
+        ..asked
+    };
+    let err = c
+        .create_ep_ex(&active, &mut attr)
+        .expect_err("81 inline bytes are more than siw takes");
+    assert_eq!(err.errno, Errno::EINVAL);
+}

@@ -17,6 +17,11 @@ use crate::world::{DevKey, HostKey, IdKey, World};
 /// entries per request are the device's `max_qp_wr` and `max_sge`: `device_profile.rs`).
 const MAX_INLINE: u32 = 256;
 
+/// The inline bytes a siw QP takes, whatever it asked for, and the most it may ask for
+/// (`SIW_MAX_INLINE`: five entries' room, 80 bytes; `siw_create_qp` refuses more with EINVAL,
+/// measured on siw-6.1).
+pub(crate) const SIW_MAX_INLINE: u32 = 80;
+
 /// What `min_rnr_timer` 0 means (IB's encoding): 655.36 ms. The kernel's CM programs 0 into
 /// the RTR attributes of every QP it connects (CM-SEMANTICS.md §2).
 pub(crate) const MIN_RNR_TIMER_0: Duration = Duration::from_micros(655_360);
@@ -442,10 +447,19 @@ impl World {
 /// * Send room (rxe_qp_init_req): a send request has room for `max_send_sge` entries of 16
 ///   bytes or `max_inline_data` bytes, whichever is larger, and the QP takes as many of each as
 ///   that room holds. So a QP of one entry and no inline bytes asked for sends 16 bytes inline
-///   (rdma_xclient does), and one of 64 inline bytes takes 4 entries. (siw reports a fixed
-///   inline size instead; the simulator keeps rxe's rule on every transport.)
+///   (rdma_xclient does), and one of 64 inline bytes takes 4 entries. siw keeps the entries
+///   asked and takes [`SIW_MAX_INLINE`] inline bytes on every QP (`siw_query_qp`; measured on
+///   siw-6.1: a QP asking 1 entry and no inline bytes reads 1 and 80).
 pub(crate) fn device_cap(cap: QpCap, transport: Transport) -> QpCap {
     const SGE_BYTES: u32 = 16; // sizeof(struct ib_sge)
+    if transport == Transport::Iwarp {
+        return QpCap {
+            max_send_wr: queue_depth(cap.max_send_wr, transport),
+            max_recv_wr: queue_depth(cap.max_recv_wr, transport),
+            max_inline_data: SIW_MAX_INLINE,
+            ..cap
+        };
+    }
     let room = (cap.max_send_sge * SGE_BYTES).max(cap.max_inline_data);
     QpCap {
         max_send_wr: queue_depth(cap.max_send_wr, transport),
@@ -481,11 +495,15 @@ pub(crate) fn check_cap_maxima(call: Call, cap: &QpCap, transport: Transport) ->
         ));
     }
     let m = super::device_profile::maxima(transport);
+    let inline = match transport {
+        Transport::Iwarp => SIW_MAX_INLINE,
+        _ => MAX_INLINE,
+    };
     let ok = cap.max_send_wr <= m.qp_wr
         && cap.max_recv_wr <= m.qp_wr
         && cap.max_send_sge <= m.sge
         && cap.max_recv_sge <= m.sge
-        && cap.max_inline_data <= MAX_INLINE;
+        && cap.max_inline_data <= inline;
     if ok {
         return Ok(());
     }
@@ -493,7 +511,7 @@ pub(crate) fn check_cap_maxima(call: Call, cap: &QpCap, transport: Transport) ->
     Err(CmError::new(
         call,
         Errno::EINVAL,
-        format!("capacities {cap:?} above the device's ({wr} requests, {sge} entries, {MAX_INLINE} inline bytes)"),
+        format!("capacities {cap:?} above the device's ({wr} requests, {sge} entries, {inline} inline bytes)"),
     ))
 }
 

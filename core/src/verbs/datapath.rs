@@ -280,13 +280,15 @@ pub trait DataPath: CmBackend {
 
     /// `ibv_query_qp(qp, ..., IBV_QP_CAP, ...)`: the capacities the device made of those asked
     /// for, which may be larger (C's `ibv_create_qp` writes back the same into `attr->cap`,
-    /// except the queue depths on rxe of Linux 6.1, which it leaves as asked). Every
+    /// except the queue depths on rxe of Linux 6.1, which it leaves as asked, and everything
+    /// on siw, which writes back nothing). Every
     /// queue takes this many requests before a post fails with ENOMEM. On rxe (and the
     /// simulator's RoCE and InfiniBand devices) a queue asked for `n` requests holds the next
     /// power of two above `n`, minus one (16 → 31), and a send request has room for
     /// `max_send_sge` entries or `max_inline_data` bytes, whichever is larger (one entry:
     /// 16 inline bytes); siw (and the simulator's iWARP devices) rounds each depth up to a
-    /// power of two.
+    /// power of two, keeps the entries asked, and takes 80 inline bytes on every QP (more
+    /// asked is EINVAL at creation).
     fn query_qp_cap(&self, qp: QpHandle) -> Result<QpCap>;
 
     /// The QP's number (`qp->qp_num`), what `connect` and `accept` announce for an external
