@@ -101,7 +101,11 @@ fn wait_out_unanswered_tcp<'a>(
         channels: Vec::new(),
         deadline: Some(w.now.after(IW_TCP_SYN_GIVE_UP)),
         keys: Vec::new(),
-        what: Waiting::InCall(Call::Connect, id, "TCP's SYN retries to a silent peer"),
+        what: Waiting::InCall(
+            Call::Connect,
+            id,
+            "TCP's SYN retries to a peer that never answers",
+        ),
     };
     let (w, blocked) = block(w, cond);
     blocked.map_err(|msg| CmError::new(Call::Connect, Errno::EDEADLK, msg))?;

@@ -265,11 +265,13 @@ impl World {
 impl World {
     /// The TCP connection an iWARP `rdma_connect` to `dst` makes before it returns: refused
     /// (ECONNREFUSED, the peer's reset) when nothing listens on `dst`'s port, timed out
-    /// (ETIMEDOUT) when `dst` never answers (a silent address). Linux blocks in the call until
-    /// then (127 s of SYN retries for a silent peer), and so does `SimBackend::connect`
-    /// (`IW_TCP_SYN_GIVE_UP`) before it returns this error.
+    /// (ETIMEDOUT) when `dst` never answers: a silent address, or one no host of the fabric
+    /// holds (resolved on a NOARP netdev, the SYNs go nowhere). Linux blocks in the call until
+    /// then (127 s of SYN retries), and so does `SimBackend::connect` (`IW_TCP_SYN_GIVE_UP`)
+    /// before it returns this error.
     pub(crate) fn iw_tcp_connect(&self, call: Call, dst: SocketAddr) -> Result<()> {
-        if self.topo.silent_ips.contains(&dst.ip()) {
+        let nobody = !self.topo.devices.iter().any(|d| d.ips.contains(&dst.ip()));
+        if nobody || self.topo.silent_ips.contains(&dst.ip()) {
             return Err(CmError::new(
                 call,
                 Errno::ETIMEDOUT,
