@@ -1,7 +1,7 @@
 //! An outside user's seventh trial: an RDMA library author testing a connection state machine
 //! at the CM level, both sides driven by one process over one host holding a server and a
 //! client address on one device (as the test VM's dummy interface, NOARP), the simulator's
-//! Linux 6.1 profile without wire jitter. The same programs (`tests/examples/cm_phases.rs`)
+//! Linux 6.1 profile without wire jitter. The same programs (`tests/src/bin/cm_phases.rs`)
 //! ran on librdmacm in the VM; each test says what the real bed showed.
 //!
 //! * `a_server_accepts_rejects_abandons_and_migrates_requests`: four requests on one channel,

@@ -1,6 +1,6 @@
 //! A newcomer's trial of the data path as RDMA software drives verbs (credit protocols with
 //! unsignaled sends, one CQ shared by both queues, write with immediate, scatter/gather lists
-//! with empty entries, error flushes), each run with the probe `tests/examples/dp_probe.rs`
+//! with empty entries, error flushes), each run with the probe `tests/src/bin/dp_probe.rs`
 //! on the simulator and on real rxe (`scripts/vm-run --kernel 6.1|6.12 --transport rxe --
 //! dp_probe`), then pinned here on the simulator with exact virtual times.
 //!

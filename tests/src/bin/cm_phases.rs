@@ -7,10 +7,14 @@
 //! host. Each scenario prints one line per call result and event, with the time since its
 //! start, so that a run on the simulator and one on librdmacm can be compared line by line.
 //!
-//! `cargo run --example cm_phases [scenario...]` runs on a simulated RoCE host (Linux 6.1
-//! profile, NOARP as the VM's dummy interface); with `CMTWIN_RDMA_ADDR` and
+//! `cargo run -p cmtwin-tests --bin cm_phases [scenario...]` runs on a simulated RoCE host
+//! (Linux 6.1 profile, NOARP as the VM's dummy interface); with `CMTWIN_RDMA_ADDR` and
 //! `CMTWIN_RDMA_ADDR2` (two addresses of one RDMA interface, as `scripts/vm-run` sets) on
 //! librdmacm. `CMTWIN_TRANSPORT=iwarp|ib` picks the simulated transport.
+//!
+//! A probe, not a test: it asserts nothing, and no test run starts it (on siw some of its
+//! scenarios block for minutes, one for ever). What it found is pinned, at exact virtual
+//! times, in `tests/tests/sim_outside_trial7.rs`.
 
 use std::fmt::Debug;
 use std::net::{IpAddr, SocketAddr};

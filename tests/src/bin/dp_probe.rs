@@ -4,8 +4,12 @@
 //! line per outcome, so that a run on the simulator and one on real verbs can be compared
 //! with `diff`.
 //!
-//! `cargo run -p cmtwin-tests --example dp_probe -- [roce|iwarp] [6.1|6.12]` runs it on the
+//! `cargo run -p cmtwin-tests --bin dp_probe -- [roce|iwarp] [6.1|6.12]` runs it on the
 //! simulator; with `CMTWIN_RDMA_ADDR` set (inside `scripts/vm-run`) on librdmacm.
+//!
+//! A probe, not a test: it asserts nothing, and no test run starts it (on siw it stops at
+//! a refused empty receive and then waits). What it found is pinned, at exact virtual times,
+//! in `tests/tests/sim_outside_trial8.rs`.
 
 use std::time::Duration;
 
