@@ -63,14 +63,24 @@ fn read_source_and_sink(bed: &SimBed) -> (Conn, MemoryRegion, MemoryRegion) {
 /// Moves the client's QP to RESET and back through INIT and RTR to RTS with its id's
 /// attributes (`rdma_init_qp_attr`), as an application recovering a QP does.
 fn reset_and_back_to_rts<B: DataPath + CmBackend>(c: &B, conn: &Conn) {
+    reset_and_back_to_rts_with(c, conn, |_| {});
+}
+
+/// [`reset_and_back_to_rts`], each attribute set first changed by `change`.
+fn reset_and_back_to_rts_with<B: DataPath + CmBackend>(
+    c: &B,
+    conn: &Conn,
+    change: impl Fn(&mut QpAttr),
+) {
     for state in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts] {
-        let attr = match state {
+        let mut attr = match state {
             QpState::Reset => QpAttr {
                 qp_state: Some(QpState::Reset),
                 ..QpAttr::default()
             },
             s => ok(c.init_qp_attr(conn.client.id, s), "init_qp_attr"),
         };
+        change(&mut attr);
         ok(c.modify_qp(conn.client.qp, &attr), "modify_qp");
     }
 }
@@ -330,10 +340,15 @@ fn a_receive_completion_lost_to_a_full_cq_puts_the_qp_in_error() {
 }
 
 /// The same stale response, shorter than the new read: it is placed, but the read waits for
-/// the rest, as rxe's completer does (`do_read`: bytes still due → `COMPST_UPDATE_COMP`), and
-/// the new request's own response completes it with its own length and bytes. (The simulator
-/// completed the read with the old response's 2 bytes; found by the random sequences, seeds
-/// 4242 and 99.)
+/// the rest, as rxe's completer does (`do_read`: bytes still due → `COMPST_UPDATE_COMP`). The
+/// new request itself is never answered: the responder, not reset, executed the old read at
+/// that PSN and takes the new one for its duplicate, and a duplicate read asking for other
+/// bytes than the read it kept (8 at offset 2, where it kept 2 at 0) is dropped (rxe's
+/// `duplicate_request`, class D). So the read's one retry (the QP moved back with
+/// `retry_cnt` 1) runs out: RETRY_EXC_ERR two local ACK timeouts after the post, the stale 2
+/// bytes left in place. (The simulator first completed the read with the old response's 2
+/// bytes, found by the random sequences, seeds 4242 and 99; then executed the new read as a
+/// duplicate and completed it with its own 8 bytes.)
 #[test]
 fn a_stale_read_response_shorter_than_the_new_read_does_not_complete_it() {
     let bed = bed(6);
@@ -348,7 +363,7 @@ fn a_stale_read_response_shorter_than_the_new_read_does_not_complete_it() {
         c.post_send(conn.client.qp, &SendWr::new(1, op(0), Payload::Sges(&two))),
         "read of 2 bytes",
     );
-    reset_and_back_to_rts(c, &conn);
+    reset_and_back_to_rts_with(c, &conn, |attr| attr.retry_cnt = 1);
     let eight = [sink.sge(0, 8)];
     ok(
         c.post_send(
@@ -359,15 +374,14 @@ fn a_stale_read_response_shorter_than_the_new_read_does_not_complete_it() {
     );
     let t0 = c.now();
     let wc = next_completion(c, &conn.client);
-    // The new request's own response follows the old one on the link: a round trip after
-    // the posts, it overwrites the 2 bytes placed and completes the read.
+    let ack_timeout = Duration::from_nanos(4096 << 19);
     assert_eq!(
         (wc.wr_id, wc.status, wc.byte_len, c.now() - t0),
-        (2, WcStatus::SUCCESS, 8, Duration::from_micros(10)),
+        (2, WcStatus::RETRY_EXC_ERR, 0, 2 * ack_timeout),
     );
     let mut got = [0u8; 8];
     ok(c.mr_read(sink.handle, 0, &mut got), "mr_read");
-    assert_eq!(&got, b"23456789", "the new read's bytes");
+    assert_eq!(&got, b"01......", "the stale response's 2 bytes");
 }
 
 /// A QP reset while its read is answered, and brought back to RTS with the id's attributes,
