@@ -12,10 +12,11 @@
 use std::net::SocketAddr;
 
 use cmtwin::verbs::{
-    AccessFlags, DataPath, MemoryRegion, Payload, QpState, SendOp, SendWr, Sge, WcOpcode, WcStatus,
-    WorkCompletion,
+    AccessFlags, DataPath, MemoryRegion, Payload, QpAttr, QpState, SendOp, SendWr, Sge, WcOpcode,
+    WcStatus, WorkCompletion,
 };
 use cmtwin::{Call, Errno, Wait};
+use std::time::Duration;
 
 use crate::datapath::{completion_through_channel, connect, post_recv_all, region, Conn, Side};
 use crate::steps::{expect_errno, ok, WAIT};
@@ -223,6 +224,64 @@ pub fn siw_refuses_atomics<B: DataPath>(s: &B, c: &B, at: SocketAddr) {
 }
 
 /// Both QPs of `conn` are in ERROR.
+/// What [`an_atomic_resent_after_a_reset_finds_nothing_kept`] saw.
+#[derive(Clone, Copy, Debug)]
+pub struct ResentAfterReset {
+    /// The completion of the atomic posted again after the resets.
+    pub resent: WorkCompletion,
+    /// How long after its post it completed (the backend's clock).
+    pub resent_after: Duration,
+    /// The requester's entry at the end: the value before of the first atomic (5), unless the
+    /// second was answered.
+    pub sink: u64,
+    /// The word at the responder at the end: 8 if added once.
+    pub target: u64,
+}
+
+/// A fetch and add of 3 to 5 (completing with 5, leaving 8); then both QPs moved to RESET and
+/// back to RTS with the CM's attributes (`init_qp_attr`), the server's `rq_psn` one further
+/// and the client's `retry_cnt` 1; then the same fetch and add again. It goes at the first
+/// one's PSN, which the server has passed: a duplicate, answered only from what its responder
+/// resources keep for that PSN. The caller asserts what it saw.
+pub fn an_atomic_resent_after_a_reset_finds_nothing_kept<B: DataPath>(
+    s: &B,
+    c: &B,
+    at: SocketAddr,
+) -> ResentAfterReset {
+    let conn = connect(s, c, at);
+    let target = words_region(s, conn.server.pd, &[5], atomic_target());
+    let sink = region(c, conn.client.pd, 8, 0, LW);
+    let op = fetch_add(target.addr, target.rkey, 3);
+    let wc = post_atomic(c, &conn, 1, op, sink.sge(0, 8));
+    assert_eq!((wc.status, word_at(c, &sink, 0)), (WcStatus::SUCCESS, 5));
+    reset_and_reconnect(s, &conn.server, 1, 7);
+    reset_and_reconnect(c, &conn.client, 0, 1);
+    let t0 = c.now();
+    let resent = post_atomic(c, &conn, 2, op, sink.sge(0, 8));
+    ResentAfterReset {
+        resent,
+        resent_after: c.now() - t0,
+        sink: word_at(c, &sink, 0),
+        target: word_at(s, &target, 0),
+    }
+}
+
+/// Moves `side`'s QP to RESET and back to RTS with the CM's attributes (`init_qp_attr`),
+/// `rq_psn` moved on by `skip` and `retry_cnt` set to `retries`.
+fn reset_and_reconnect<B: DataPath>(cm: &B, side: &Side, skip: u32, retries: u8) {
+    let reset = QpAttr {
+        qp_state: Some(QpState::Reset),
+        ..QpAttr::default()
+    };
+    ok(cm.modify_qp(side.qp, &reset), "ibv_modify_qp RESET");
+    for state in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        let mut attr = ok(cm.init_qp_attr(side.id, state), "rdma_init_qp_attr");
+        attr.rq_psn += skip;
+        attr.retry_cnt = retries;
+        ok(cm.modify_qp(side.qp, &attr), "ibv_modify_qp");
+    }
+}
+
 fn expect_both_in_error<B: DataPath>(s: &B, c: &B, conn: &Conn) {
     let states = (
         ok(s.query_qp_state(conn.server.qp), "query"),

@@ -9,13 +9,11 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use cmtwin::verbs::{
-    AccessFlags, DataPath, Payload, QpAttr, QpState, SendOp, SendWr, WcOpcode, WcStatus,
-};
+use cmtwin::verbs::{AccessFlags, DataPath, Payload, QpState, SendOp, SendWr, WcOpcode, WcStatus};
 use cmtwin::{CmBackend, QpType, Transport};
 use cmtwin_sim::SimConfig;
 use cmtwin_tests::atomics::*;
-use cmtwin_tests::datapath::{connect, connect_with, drain, next_completion, region, Setup, Side};
+use cmtwin_tests::datapath::{connect, connect_with, drain, next_completion, region, Setup};
 use cmtwin_tests::steps::ok;
 use cmtwin_tests::{SimBed, TestBed};
 
@@ -238,22 +236,6 @@ fn an_entry_that_cannot_take_the_value_before_fails_after_the_peer_executed() {
     );
 }
 
-/// Moves `side`'s QP to RESET and back to RTS with the CM's attributes (`init_qp_attr`),
-/// `rq_psn` moved on by `skip` and `retry_cnt` set to `retries`.
-fn reset_and_reconnect(cm: &cmtwin_sim::SimBackend, side: &Side, skip: u32, retries: u8) {
-    let reset = QpAttr {
-        qp_state: Some(QpState::Reset),
-        ..QpAttr::default()
-    };
-    ok(cm.modify_qp(side.qp, &reset), "ibv_modify_qp RESET");
-    for state in [QpState::Init, QpState::Rtr, QpState::Rts] {
-        let mut attr = ok(cm.init_qp_attr(side.id, state), "rdma_init_qp_attr");
-        attr.rq_psn += skip;
-        attr.retry_cnt = retries;
-        ok(cm.modify_qp(side.qp, &attr), "ibv_modify_qp");
-    }
-}
-
 /// Resetting a QP empties its responder resources (rxe's `rxe_qp_reset` cleans them, read
 /// from Linux 6.1 and 6.12): an atomic executed before the reset, sent again after it at
 /// the same PSN to a QP that now expects the PSN after (both moved back with the CM's
@@ -264,22 +246,11 @@ fn reset_and_reconnect(cm: &cmtwin_sim::SimBackend, side: &Side, skip: u32, retr
 #[test]
 fn a_reset_forgets_the_atomics_kept_for_duplicates() {
     let bed = bed(7, Transport::Roce);
-    let (s, c) = (bed.server(), bed.client());
-    let conn = connect(s, c, addr(7610));
-    let target = words_region(s, conn.server.pd, &[5], atomic_target());
-    let sink = region(c, conn.client.pd, 8, 0, LW);
-    let op = fetch_add(target.addr, target.rkey, 3);
-    let wc = post_atomic(c, &conn, 1, op, sink.sge(0, 8));
-    assert_eq!((wc.status, word_at(c, &sink, 0)), (WcStatus::SUCCESS, 5));
-
-    reset_and_reconnect(s, &conn.server, 1, 7);
-    reset_and_reconnect(c, &conn.client, 0, 1);
-    let t0 = c.now();
-    let wc = post_atomic(c, &conn, 2, op, sink.sge(0, 8));
-    assert_eq!(c.now() - t0, 2 * RETRY);
+    let seen =
+        an_atomic_resent_after_a_reset_finds_nothing_kept(bed.server(), bed.client(), addr(7610));
     assert_eq!(
-        (wc.wr_id, wc.status, word_at(c, &sink, 0)),
-        (2, WcStatus::RETRY_EXC_ERR, 5)
+        (seen.resent.wr_id, seen.resent.status, seen.resent_after),
+        (2, WcStatus::RETRY_EXC_ERR, 2 * RETRY)
     );
-    assert_eq!(word_at(s, &target, 0), 8, "added once");
+    assert_eq!((seen.sink, seen.target), (5, 8), "added once");
 }
