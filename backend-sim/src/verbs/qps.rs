@@ -452,21 +452,22 @@ impl World {
 ///   siw-6.1: a QP asking 1 entry and no inline bytes reads 1 and 80).
 pub(crate) fn device_cap(cap: QpCap, transport: Transport) -> QpCap {
     const SGE_BYTES: u32 = 16; // sizeof(struct ib_sge)
+    let depths = QpCap {
+        max_send_wr: queue_depth(cap.max_send_wr, transport),
+        max_recv_wr: queue_depth(cap.max_recv_wr, transport),
+        ..cap
+    };
     if transport == Transport::Iwarp {
         return QpCap {
-            max_send_wr: queue_depth(cap.max_send_wr, transport),
-            max_recv_wr: queue_depth(cap.max_recv_wr, transport),
             max_inline_data: SIW_MAX_INLINE,
-            ..cap
+            ..depths
         };
     }
     let room = (cap.max_send_sge * SGE_BYTES).max(cap.max_inline_data);
     QpCap {
-        max_send_wr: queue_depth(cap.max_send_wr, transport),
-        max_recv_wr: queue_depth(cap.max_recv_wr, transport),
         max_send_sge: room / SGE_BYTES,
         max_inline_data: room,
-        ..cap
+        ..depths
     }
 }
 

@@ -551,10 +551,7 @@ impl RcQp {
     /// same bound (IBA's initiator depth). siw bounds its reads by the ORD the MPA exchange
     /// negotiated, not by this attribute: not modelled.
     pub(crate) fn set_initiator_depth(&mut self, depth: u8) {
-        self.init_depth = match depth {
-            0 => 0,
-            d => d.checked_next_power_of_two().unwrap_or(u8::MAX),
-        };
+        self.init_depth = places(depth);
     }
 
     /// The same QP taking its receives from an SRQ (see [`RcQp::rq_mut`]), from its creation.

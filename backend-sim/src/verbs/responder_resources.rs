@@ -92,7 +92,7 @@ impl KeptRequests {
 }
 
 /// The places a QP's `max_dest_rd_atomic` gives it: rounded up to a power of two, as rxe
-/// does, 0 staying 0.
+/// does, 0 staying 0 (rxe rounds the initiator depth, `max_rd_atomic`, the same way).
 pub(crate) fn places(max_dest_rd_atomic: u8) -> u8 {
     match max_dest_rd_atomic {
         0 => 0,
